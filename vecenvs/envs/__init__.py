@@ -1,0 +1,1 @@
+"""Teaching environments, registered with gymnasium under the ``vecenvs/`` namespace."""
