@@ -10,5 +10,24 @@ from vecenvs.errors import (
     WorkerDiedError,
     WorkerTimeoutError,
 )
+from vecenvs.factory import BACKENDS, make_vec
+from vecenvs.multi_env import MultiEnv
+from vecenvs.pool import PoolVecEnv
+from vecenvs.subproc import SubprocVecEnv
+
+__all__ = [
+    "BACKENDS",
+    "AlreadyPendingCallError",
+    "ClosedEnvironmentError",
+    "EnvCrashedError",
+    "MultiEnv",
+    "NoAsyncCallError",
+    "PoolVecEnv",
+    "SubprocVecEnv",
+    "VecEnvError",
+    "WorkerDiedError",
+    "WorkerTimeoutError",
+    "make_vec",
+]
 
 __version__ = "0.1.0"

@@ -39,6 +39,7 @@ class EnvCrashedError(VecEnvError):
         env_index: index of the failing env in the vector env (0 .. num_envs-1).
         command: what the env was doing: ``"make"``, ``"reset"``, ``"step"``, ``"call"``...
         error_type: name of the exception class the env raised, e.g. ``"ValueError"``.
+        message: the env's own error message.
         remote_traceback: the traceback as formatted in the process that ran the env.
     """
 
@@ -48,6 +49,7 @@ class EnvCrashedError(VecEnvError):
         self.env_index = env_index
         self.command = command
         self.error_type = error_type
+        self.message = message
         self.remote_traceback = remote_traceback
         super().__init__(
             f"env {env_index} raised {error_type} during {command}: {message}\n\n"

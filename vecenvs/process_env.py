@@ -1,0 +1,566 @@
+"""The parent side of a vector env whose envs live in worker processes.
+
+``ProcessVecEnv`` holds what SubprocVecEnv and PoolVecEnv share: starting the workers, sending
+them commands, waiting for the answers, turning failures into clear errors, and closing. The
+two subclasses only decide how envs are split over workers, whether step results travel
+through shared memory or through the pipes, and whether the calling process steps a chunk of
+envs itself while it waits.
+
+The rules it keeps:
+- Every wait has a deadline and watches the worker processes themselves (their *sentinels*), so
+  a hung env ends in :class:`~vecenvs.errors.WorkerTimeoutError` and a killed worker in
+  :class:`~vecenvs.errors.WorkerDiedError`, never in a hang.
+- Waiting blocks in the kernel (``multiprocess.connection.wait``). A short spin comes first
+  only when every process involved has a CPU of its own (see ``spin_seconds``): on a 2-core
+  machine, a parent spinning beside two workers would steal a core from the workers it waits for.
+- Workers ignore SIGINT, so Ctrl-C in a notebook interrupts only the parent. A ``step_wait``
+  interrupted while waiting for the workers can be called again to collect the step. If the
+  interruption left some envs stepped and others not, the env says it needs ``reset()``.
+- After an env crashes in ``reset`` or ``step``, or a worker dies or hangs, the vector env closes
+  itself: its envs are no longer in step with each other, and going on would mean returning
+  stale data. A crash in ``call``/``get_attr``/``set_attr`` leaves it usable.
+- ``close()`` is idempotent and escalates: collect what is pending, ask each worker to close,
+  join with a deadline, then terminate, then kill.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Any
+
+import dill
+import gymnasium as gym
+import multiprocess
+import multiprocess.connection
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from vecenvs.actions import ActionChecker
+from vecenvs.batching import (
+    StepBuffers,
+    check_env_fns,
+    expand_seeds,
+    split_reset_mask,
+    tree_assign,
+    tree_copy,
+    tree_slice,
+)
+from vecenvs.errors import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    EnvCrashedError,
+    NoAsyncCallError,
+    VecEnvError,
+    WorkerDiedError,
+    WorkerTimeoutError,
+)
+from vecenvs.multi_env import InfoRecords, MultiEnv, per_env_values
+from vecenvs.shared_memory import SharedBuffers
+from vecenvs.worker import Command, dumps, loads, poll_all, run_worker
+
+__all__ = ["DEFAULT_SPIN_SECONDS", "ProcessVecEnv", "available_cpus"]
+
+START_METHODS = ("fork", "forkserver", "spawn")
+
+#: How long to poll before blocking, when spinning is allowed. Waking a sleeping process costs
+#: roughly 10-70 µs (much more in some VMs); this covers a typical wake-up and a little skew
+#: between workers, and bounds what an idle worker burns after each command.
+DEFAULT_SPIN_SECONDS = 200e-6
+
+
+class State(Enum):
+    """Where the parent is in the command cycle."""
+
+    IDLE = "idle"
+    STEPPING = "stepping"  # step_async sent, step_wait not yet done
+    NEEDS_RESET = "needs reset"  # interrupted half-way: some envs stepped, some did not
+
+
+class ProcessVecEnv(VectorEnv):
+    """Base class: envs split into chunks, each chunk stepped by a worker process.
+
+    Args:
+        env_fns: functions that each make one env.
+        chunks: the env indices each worker process runs, e.g. ``[range(0, 4), range(4, 8)]``.
+        shared_memory: step results and actions through shared memory (True) or pickled over
+            the pipes (False).
+        caller_chunk: envs this process steps itself, in ``step_wait``, while the workers step
+            theirs; None leaves all the stepping to the workers.
+        autoreset_mode: gymnasium's ``AutoresetMode``.
+        start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
+        timeout: seconds to wait for any answer from the workers.
+        start_timeout: seconds to wait for the workers to make their envs.
+        copy: return copies of the observations (False: a buffer the next step overwrites).
+        spin_seconds: poll this long for an answer before blocking; workers poll as long for
+            their next command. None (default): :data:`DEFAULT_SPIN_SECONDS` when every process
+            (workers and this one) has a CPU of its own, else 0 (never spin).
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        chunks: list[range],
+        *,
+        shared_memory: bool,
+        caller_chunk: range | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        start_method: str | None = None,
+        timeout: float = 60.0,
+        start_timeout: float = 120.0,
+        copy: bool = True,
+        spin_seconds: float | None = None,
+    ):
+        # Everything is checked before the first process starts.
+        env_fns = check_env_fns(env_fns)
+        if start_method is not None and start_method not in START_METHODS:
+            raise ValueError(f"start_method is {start_method!r}: expected one of {START_METHODS} or None")
+        _check_seconds("timeout", timeout)
+        _check_seconds("start_timeout", start_timeout)
+        if spin_seconds is None:
+            spin_seconds = DEFAULT_SPIN_SECONDS if len(chunks) + 1 <= available_cpus() else 0.0
+        _check_seconds("spin_seconds", spin_seconds, zero_ok=True)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.context = multiprocess.get_context(start_method)
+        self.start_method = self.context.get_start_method()
+        if self.start_method != "fork":
+            _check_picklable(env_fns, self.start_method)
+
+        self.num_envs = len(env_fns)
+        self.chunks = chunks
+        self.caller_chunk = caller_chunk
+        self.timeout = float(timeout)
+        self.copy = copy
+        self.spin_seconds = float(spin_seconds)
+        self.processes: list[Any] = []
+        self.pipes: list[Any] = []
+        self.caller_envs: MultiEnv | None = None
+        self._state = State.IDLE
+        self._awaiting: list[int] = []  # workers whose answer to the last command is still due
+        self._replies: dict[int, Any] = {}  # answers collected so far for that command
+        self._caller_records: InfoRecords | None = None  # the caller chunk's infos, once stepped
+        self._caller_actions: Any = None
+        self._closing = False  # close() is under way: errors must not start another close()
+
+        try:
+            self.shared: SharedBuffers | None = None
+            if shared_memory:
+                # The buffers must exist before the workers start (they inherit them), and their
+                # layout depends on the spaces: so look at one env here, as gymnasium does.
+                observation_space, action_space = _spaces_of(env_fns[0])
+                self.shared = SharedBuffers(observation_space, action_space, self.num_envs, self.context)
+            self._start_workers(env_fns)
+            if caller_chunk is not None:
+                # Made while the workers make theirs, and after forking, so no worker inherits them.
+                self.caller_envs = MultiEnv(
+                    [env_fns[i] for i in caller_chunk], autoreset_mode=self.autoreset_mode, copy=False, first_index=caller_chunk.start
+                )
+            self._greet_workers(start_timeout)
+        except BaseException:
+            self.close(terminate=True)
+            raise
+
+    # ----------------------------------------------------------------- starting
+
+    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        with _sigint_ignored():  # children inherit "ignore SIGINT" from the moment they exist
+            for worker_index, chunk in enumerate(self.chunks):
+                parent_pipe, child_pipe = self.context.Pipe()
+                process = self.context.Process(
+                    target=run_worker,
+                    args=(
+                        worker_index,
+                        [env_fns[i] for i in chunk],
+                        chunk.start,
+                        self.autoreset_mode,
+                        child_pipe,
+                        self.shared,
+                        self.spin_seconds,
+                    ),
+                    name=f"vecenvs-worker-{worker_index}",
+                    # daemon: if the parent exits without close(), multiprocess terminates the
+                    # workers at exit instead of waiting for them forever.
+                    daemon=True,
+                )
+                process.start()
+                child_pipe.close()  # the parent's copy: now the pipe hits EOF when the worker dies
+                self.processes.append(process)
+                self.pipes.append(parent_pipe)
+                self._awaiting.append(worker_index)  # each worker says hello once its envs exist
+
+    def _greet_workers(self, start_timeout: float) -> None:
+        """Waits for every worker's hello (its spaces), checks they agree, and sets up the buffers."""
+        hello = self._collect("start-up (making the envs)", start_timeout)
+        if self.caller_envs is not None:
+            first = self.caller_envs
+            spaces = (first.single_observation_space, first.single_action_space, first.metadata, first.render_mode)
+        else:
+            spaces = hello[0]
+        observation_space, action_space, metadata, render_mode = spaces
+        for worker_index, (other_observation_space, other_action_space, _, _) in hello.items():
+            if other_observation_space != observation_space or other_action_space != action_space:
+                raise ValueError(
+                    f"the envs of worker {worker_index} (from env {self.chunks[worker_index].start}) have "
+                    f"spaces {other_observation_space}, {other_action_space} but env 0 has "
+                    f"{observation_space}, {action_space}: every env of a vector env must have the same spaces"
+                )
+        self.single_observation_space, self.single_action_space = observation_space, action_space
+        self.observation_space = batch_space(observation_space, self.num_envs)
+        self.action_space = batch_space(action_space, self.num_envs)
+        self.metadata = {**metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.check_actions = ActionChecker(self.action_space, self.num_envs)
+
+        if self.shared is not None:
+            self.buffers = self.shared.step_buffers()
+            self._shared_actions = self.shared.actions()
+        else:
+            self.buffers = StepBuffers(
+                create_empty_array(observation_space, n=self.num_envs, fn=np.zeros),
+                np.zeros(self.num_envs, dtype=np.float64),
+                np.zeros(self.num_envs, dtype=np.bool_),
+                np.zeros(self.num_envs, dtype=np.bool_),
+            )
+        if self.caller_envs is not None:
+            # The caller's chunk writes its results straight into its slice of the batch.
+            self.caller_envs.buffers = self.buffers.slice(self.caller_chunk.start, self.caller_chunk.stop)
+
+    # ----------------------------------------------------------------- the VectorEnv API
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
+        self._check_open()
+        seeds = expand_seeds(seed, self.num_envs)
+        options, mask = split_reset_mask(options, self.num_envs)
+        self._drop_pending()  # e.g. a step interrupted by Ctrl-C: its results are not wanted now
+
+        def part(chunk: range) -> tuple[Any, ...] | None:
+            chunk_mask = None if mask is None else mask[chunk.start : chunk.stop]
+            if chunk_mask is not None and not chunk_mask.any():
+                return None
+            return [seeds[i] for i in chunk], options, chunk_mask
+
+        payloads = {w: part(chunk) for w, chunk in enumerate(self.chunks)}
+        self._send_all(Command.RESET, {w: payload for w, payload in payloads.items() if payload is not None})
+        caller_part = part(self.caller_chunk) if self.caller_envs is not None else None
+        self._state = State.NEEDS_RESET  # until every env has answered
+        caller_records = self._on_caller(lambda: self.caller_envs.reset_into_buffers(*caller_part)) if caller_part else []
+        replies = self._collect_or_close("reset", self.timeout)
+        self._state = State.IDLE
+        observations, _, _, _, infos = self._gather(replies, caller_records)
+        return observations, infos
+
+    def step(self, actions: Any):
+        """Steps every env; returns observations, rewards, terminations, truncations, infos."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Sends the actions to the workers and returns at once; collect with :meth:`step_wait`."""
+        self._check_open()
+        if self._state is State.STEPPING:
+            raise AlreadyPendingCallError(
+                "a step is already pending: call step_wait() to collect it (or reset() to drop it) before sending new actions",
+                "step",
+            )
+        if self._state is State.NEEDS_RESET:
+            raise VecEnvError(
+                "a step or reset was interrupted half-way (Ctrl-C?), so some envs stepped and others did not: "
+                "call reset() before stepping again"
+            )
+        actions = self.check_actions(actions)
+        self._state = State.NEEDS_RESET  # until every worker has its actions
+        if self.shared is not None:
+            tree_assign(self._shared_actions, actions)
+            self._send_all(Command.STEP, dict.fromkeys(range(len(self.chunks))))
+        else:
+            self._send_all(Command.STEP, {w: tree_slice(actions, c.start, c.stop) for w, c in enumerate(self.chunks)})
+        if self.caller_envs is not None:
+            chunk = self.caller_chunk
+            self._caller_actions = tree_slice(self._shared_actions if self.shared is not None else actions, chunk.start, chunk.stop)
+            self._caller_records = None
+        self._state = State.STEPPING
+
+    def step_wait(self, timeout: float | None = None):
+        """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
+
+        With a caller chunk, this is where the calling process steps its own envs.
+
+        Args:
+            timeout: seconds to wait for the workers; by default the constructor's ``timeout``.
+        """
+        self._check_open()
+        if self._state is not State.STEPPING:
+            raise NoAsyncCallError("no step is pending: call step_async(actions) before step_wait()", "step")
+        if self.caller_envs is not None and self._caller_records is None:
+            self._state = State.NEEDS_RESET  # if interrupted, the caller's chunk is half-stepped
+            self._caller_records = self._on_caller(lambda: self.caller_envs.step_into_buffers(self._caller_actions))
+            self._state = State.STEPPING
+        replies = self._collect_or_close("step", timeout or self.timeout)
+        self._state = State.IDLE
+        return self._gather(replies, self._caller_records or [])
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls method ``name`` of every env (or reads the attribute if it is not callable)."""
+        return self._per_env(Command.CALL, (name, args, kwargs), lambda envs, _: envs.call(name, *args, **kwargs), f"call({name!r})")
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every env."""
+        return self._per_env(Command.GET_ATTR, name, lambda envs, _: envs.get_attr(name), f"get_attr({name!r})")
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
+        self._check_open()
+        values = per_env_values(values, self.num_envs)
+        self._per_env(Command.SET_ATTR, (name, values), lambda envs, chunk: envs.set_attr(name, values[chunk.start : chunk.stop]), f"set_attr({name!r})")
+
+    def render(self) -> tuple[Any, ...]:
+        """The frames rendered by every env."""
+        return self.call("render")
+
+    def __enter__(self) -> ProcessVecEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Garbage collection must not leave processes behind either.
+        if not getattr(self, "closed", True) and getattr(self, "processes", None):
+            self.close(terminate=True)
+
+    # ----------------------------------------------------------------- closing
+
+    def close_extras(self, terminate: bool = False, **kwargs: Any) -> None:
+        """Stops the workers: politely (finish, CLOSE, join), then by force.
+
+        Args:
+            terminate: skip the polite part and terminate the workers at once.
+        """
+        self._closing = True
+        grace = min(getattr(self, "timeout", 10.0), 10.0)
+        if not terminate:
+            try:
+                if self._awaiting:
+                    self._collect("close (finishing what was pending)", grace)
+                alive = [w for w, process in enumerate(self.processes) if process.is_alive()]
+                self._send_all(Command.CLOSE, dict.fromkeys(alive))
+                self._collect("close", grace)
+            except (VecEnvError, OSError):
+                pass  # a dead or stuck worker: the force below deals with it
+        deadline = time.perf_counter() + (0.0 if terminate else grace)
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.perf_counter()))
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self.processes:
+            process.join(1.0)
+            if process.is_alive():  # ignored SIGTERM, e.g. stuck in C code
+                process.kill()
+                process.join(1.0)
+        for pipe in self.pipes:
+            pipe.close()
+        if self.caller_envs is not None:
+            self.caller_envs.close()
+        self._awaiting, self._replies = [], {}
+
+    # ----------------------------------------------------------------- talking to workers
+
+    def _send_all(self, command: Command, payloads: dict[int, Any]) -> None:
+        """Sends each worker in ``payloads`` its command; their answers become due."""
+        self._replies = {}
+        self._awaiting = []
+        for worker_index, payload in payloads.items():
+            self.pipes[worker_index].send_bytes(dumps((command, payload)))
+            self._awaiting.append(worker_index)
+
+    def _per_env(self, command: Command, payload: Any, on_caller: Callable[[MultiEnv, range], Any], doing: str) -> tuple[Any, ...]:
+        """Runs call/get_attr/set_attr on every env; returns the results in env order."""
+        self._check_open()
+        if self._state is not State.IDLE:
+            raise AlreadyPendingCallError(f"cannot {doing} while a step is pending: call step_wait() (or reset()) first", "step")
+        if command is Command.SET_ATTR:
+            name, values = payload
+            payloads = {w: (name, values[c.start : c.stop]) for w, c in enumerate(self.chunks)}
+        else:
+            payloads = dict.fromkeys(range(len(self.chunks)), payload)
+        self._send_all(command, payloads)
+        caller_results = on_caller(self.caller_envs, self.caller_chunk) if self.caller_envs is not None else None
+        replies = self._collect(doing, self.timeout)
+        results: dict[int, Any] = {self.chunks[w].start: replies[w] for w in replies}
+        if caller_results is not None:
+            results[self.caller_chunk.start] = caller_results
+        if command is Command.SET_ATTR:
+            return None
+        return tuple(result for start in sorted(results) for result in results[start])
+
+    def _on_caller(self, work: Callable[[], InfoRecords]) -> InfoRecords:
+        """Runs the caller chunk's part of a reset/step; a crash there closes the env like a worker's."""
+        try:
+            return work()
+        except EnvCrashedError as crash:
+            self._close_after_failure()
+            raise _closed_after(crash) from None
+
+    def _collect_or_close(self, doing: str, timeout: float) -> dict[int, Any]:
+        """Like :meth:`_collect`, but an env crash closes the vector env (its envs are out of step)."""
+        try:
+            return self._collect(doing, timeout)
+        except EnvCrashedError as crash:
+            self._close_after_failure()
+            raise _closed_after(crash) from None
+
+    def _collect(self, doing: str, timeout: float) -> dict[int, Any]:
+        """Waits for the answers still due; returns ``{worker index: payload}``.
+
+        Answers that arrived before an interruption (Ctrl-C) are kept, so calling again picks up
+        where it stopped.
+
+        Raises:
+            EnvCrashedError: an env raised (the one with the lowest index, if several did).
+            WorkerDiedError: a worker process ended; the vector env is closed.
+            WorkerTimeoutError: no answer in time; the vector env is closed.
+        """
+        deadline = time.perf_counter() + timeout
+        waiting = {self.pipes[w]: w for w in self._awaiting if w not in self._replies}
+        if self.spin_seconds and waiting:
+            poll_all(list(waiting), self.spin_seconds)
+        while waiting:
+            sentinels = {self.processes[w].sentinel: w for w in waiting.values()}
+            remaining = max(deadline - time.perf_counter(), 0.0)
+            ready = multiprocess.connection.wait([*waiting, *sentinels], timeout=remaining)
+            if not ready:
+                stuck = sorted(waiting.values())
+                self._close_after_failure()
+                raise WorkerTimeoutError(stuck, self._envs_of(stuck), timeout, doing)
+            for connection in ready:
+                if connection in waiting:
+                    try:
+                        self._replies[waiting[connection]] = loads(connection.recv_bytes())
+                    except (EOFError, OSError):
+                        continue  # the worker died before answering: its sentinel tells
+                    del waiting[connection]
+            for sentinel in ready:
+                worker_index = sentinels.get(sentinel)
+                if worker_index is not None and worker_index in waiting.values():
+                    exitcode = self.processes[worker_index].exitcode
+                    self._close_after_failure()
+                    raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, doing)
+        replies, self._replies, self._awaiting = self._replies, {}, []
+        failures = [payload for ok, payload in replies.values() if not ok]
+        if failures:
+            raise min(failures, key=lambda report: report.env_index).to_error()
+        return {w: payload for w, (ok, payload) in sorted(replies.items())}
+
+    def _drop_pending(self, timeout: float | None = None) -> None:
+        """Collects and drops answers still due (a step interrupted by Ctrl-C, or never waited for)."""
+        if self._awaiting:
+            self._collect_or_close("the pending step", timeout or self.timeout)
+        self._state = State.IDLE
+
+    # ----------------------------------------------------------------- results
+
+    def _gather(self, replies: dict[int, Any], caller_records: InfoRecords) -> tuple[Any, ...]:
+        """Turns the answers to RESET/STEP into batched observations, rewards, ..., infos."""
+        buffers = self.buffers
+        per_chunk: list[tuple[int, InfoRecords]] = []
+        if self.caller_envs is not None:
+            per_chunk.append((self.caller_chunk.start, caller_records))
+        for worker_index, reply in replies.items():
+            chunk = self.chunks[worker_index]
+            if self.shared is not None:
+                per_chunk.append((chunk.start, reply))  # the data is already in shared memory
+                continue
+            env_observations, rewards, terminations, truncations, records = reply
+            concatenate(self.single_observation_space, env_observations, tree_slice(buffers.observations, chunk.start, chunk.stop))
+            buffers.rewards[chunk.start : chunk.stop] = rewards
+            buffers.terminations[chunk.start : chunk.stop] = terminations
+            buffers.truncations[chunk.start : chunk.stop] = truncations
+            per_chunk.append((chunk.start, records))
+        infos: dict[str, Any] = {}
+        for start, records in sorted(per_chunk, key=lambda item: item[0]):
+            for index, info in records:
+                infos = self._add_info(infos, info, start + index)
+        observations = tree_copy(buffers.observations) if self.copy else buffers.observations
+        return observations, buffers.rewards.copy(), buffers.terminations.copy(), buffers.truncations.copy(), infos
+
+    # ----------------------------------------------------------------- helpers
+
+    def _close_after_failure(self) -> None:
+        if not self._closing:
+            self.close(terminate=True)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"{type(self).__name__} is closed: make a new one to step again")
+
+    def _envs_of(self, workers: Sequence[int]) -> list[int]:
+        return [index for w in workers for index in self.chunks[w]]
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (respects taskset/cgroups affinity where the OS tells)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _closed_after(crash: EnvCrashedError) -> EnvCrashedError:
+    closed = EnvCrashedError(crash.env_index, crash.command, crash.error_type, crash.message, crash.remote_traceback)
+    closed.args = (closed.args[0] + "\n\nThe vector env has been closed (its envs are out of step): make a new one.",)
+    return closed
+
+
+def _check_seconds(name: str, value: Any, zero_ok: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if zero_ok else value > 0):
+        raise ValueError(f"{name} is {value!r}: expected a number of seconds {'>= 0' if zero_ok else '> 0'}")
+
+
+def _spaces_of(env_fn: Callable[[], gym.Env]) -> tuple[gym.Space, gym.Space]:
+    """Makes one env in this process to read its spaces, then closes it."""
+    try:
+        env = env_fn()
+    except Exception as error:
+        raise EnvCrashedError(0, "make", type(error).__name__, str(error), traceback.format_exc()) from error
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def _check_picklable(env_fns: list[Callable[[], gym.Env]], start_method: str) -> None:
+    """Under spawn/forkserver the factories are pickled (with dill) to reach the workers: check now."""
+    for index, env_fn in enumerate(env_fns):
+        try:
+            dill.dumps(env_fn)
+        except Exception as error:
+            raise TypeError(
+                f"env_fns[{index}] ({env_fn!r:.80}) cannot be pickled, which start_method={start_method!r} "
+                f"needs to send it to a worker process: {type(error).__name__}: {error}. Make the factory "
+                f"capture only picklable things (an env id and kwargs, not an open file or a lock), "
+                f"or use start_method='fork'."
+            ) from error
+
+
+class _sigint_ignored:
+    """Ignores SIGINT while worker processes start, so they are born ignoring it.
+
+    Only the main thread may change signal handlers; elsewhere (a dashboard's worker thread, say)
+    this does nothing and the workers set it themselves as their first act.
+    """
+
+    def __enter__(self) -> None:
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)

@@ -1,0 +1,228 @@
+"""The worker side: what runs inside each child process of SubprocVecEnv and PoolVecEnv.
+
+A worker owns a :class:`~vecenvs.multi_env.MultiEnv` over its chunk of envs (one env for
+SubprocVecEnv, N/K for PoolVecEnv) and serves commands from its parent over a pipe:
+
+    parent  --(Command, payload)-->  worker      e.g. (Command.STEP, actions)
+    parent  <--(ok, payload)-------  worker      e.g. (True, results) or (False, CrashReport)
+
+Every reply says whether it succeeded before the parent unpacks it. Messages are pickled with
+the standard (C) pickle, which is several times faster than dill for arrays and tuples; only what
+pickle refuses (a lambda passed to ``call``, say) falls back to dill. The env factories themselves
+travel with the process at start-up, pickled by ``multiprocess`` (dill), which is what lets a
+lambda or a function defined in a notebook make the envs under every start method.
+
+With shared memory (the pool), step results are written straight into shared buffers and a STEP
+reply carries only the infos; without it (SubprocVecEnv), the reply carries everything.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import dill
+from gymnasium.vector import AutoresetMode
+
+from vecenvs.batching import tree_slice
+from vecenvs.errors import EnvCrashedError
+from vecenvs.multi_env import MultiEnv
+from vecenvs.shared_memory import SharedBuffers
+
+__all__ = ["Command", "CrashReport", "dumps", "loads", "poll_all", "run_worker"]
+
+
+class Command(Enum):
+    """What the parent asks a worker to do."""
+
+    RESET = "reset"
+    STEP = "step"
+    CALL = "call"
+    GET_ATTR = "get_attr"
+    SET_ATTR = "set_attr"
+    CLOSE = "close"
+
+
+@dataclass
+class CrashReport:
+    """Why a command failed, in plain data so it pickles whatever the env raised."""
+
+    env_index: int
+    doing: str
+    error_type: str
+    message: str
+    traceback: str
+
+    @classmethod
+    def from_crash(cls, crash: EnvCrashedError) -> CrashReport:
+        return cls(crash.env_index, crash.command, crash.error_type, crash.message, crash.remote_traceback)
+
+    def to_error(self) -> EnvCrashedError:
+        return EnvCrashedError(self.env_index, self.doing, self.error_type, self.message, self.traceback)
+
+
+def dumps(message: Any) -> bytes:
+    """Pickles a message: fast C pickle, or dill for what pickle cannot handle (lambdas...)."""
+    try:
+        return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return dill.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads(data: bytes) -> Any:
+    """Unpickles a message from :func:`dumps` (dill's output loads with plain pickle)."""
+    return pickle.loads(data)
+
+
+def poll_all(connections: list[Any], seconds: float) -> bool:
+    """Polls until every connection has data to read, for at most ``seconds``.
+
+    A short spin like this avoids the cost of being put to sleep and woken up again, which in
+    some VMs is over 50 µs. It burns the CPU meanwhile: callers only spin when each process has
+    a CPU of its own. Returns True if all are ready.
+    """
+    deadline = time.perf_counter() + seconds
+    pending = list(connections)
+    while pending:
+        pending = [connection for connection in pending if not connection.poll()]
+        if pending and time.perf_counter() > deadline:
+            return False
+    return True
+
+
+def run_worker(
+    worker_index: int,
+    env_fns: list[Callable[[], Any]],
+    first_index: int,
+    autoreset_mode: AutoresetMode,
+    pipe: Any,
+    shared: SharedBuffers | None,
+    spin_seconds: float = 0.0,
+) -> None:
+    """The main function of a worker process: make the envs, then serve commands until CLOSE.
+
+    Args:
+        worker_index: this worker's number, for messages.
+        env_fns: the factories of this worker's envs.
+        first_index: index of the first of them in the whole vector env.
+        autoreset_mode: passed to the MultiEnv.
+        pipe: this worker's end of its pipe to the parent.
+        shared: the pool's shared buffers, or None to send results over the pipe.
+        spin_seconds: after each answer, poll this long for the next command before blocking.
+    """
+    # Without this the worker would inherit the notebook's SIGINT handler, and a Ctrl-C meant to
+    # interrupt the parent would kill every worker mid-step. The parent decides what to do.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_when_orphaned()
+
+    envs: MultiEnv | None = None
+    actions = None
+    try:
+        try:
+            buffers = None
+            if shared is not None:
+                chunk = slice(first_index, first_index + len(env_fns))
+                buffers = shared.step_buffers().slice(chunk.start, chunk.stop)
+                actions = tree_slice(shared.actions(), chunk.start, chunk.stop)
+            envs = MultiEnv(env_fns, autoreset_mode=autoreset_mode, copy=False, buffers=buffers, first_index=first_index)
+        except EnvCrashedError as crash:
+            pipe.send_bytes(dumps((False, CrashReport.from_crash(crash))))
+            return
+        except Exception as error:  # e.g. spaces that differ between envs
+            pipe.send_bytes(dumps((False, _worker_failure(first_index, "make", error))))
+            return
+        pipe.send_bytes(dumps((True, (envs.single_observation_space, envs.single_action_space, envs.metadata, envs.render_mode))))
+
+        while True:
+            if spin_seconds:
+                poll_all([pipe], spin_seconds)
+            command, payload = loads(pipe.recv_bytes())
+            if command is Command.CLOSE:
+                pipe.send_bytes(dumps((True, None)))
+                return
+            try:
+                result = _HANDLERS[command](envs, payload, actions, shared is not None)
+            except EnvCrashedError as crash:
+                reply = (False, CrashReport.from_crash(crash))
+            except Exception as error:  # not an env's fault: a bad argument, or a bug here
+                reply = (False, _worker_failure(first_index, command.value, error))
+            else:
+                reply = (True, result)
+            pipe.send_bytes(dumps(reply))
+    except (EOFError, OSError):
+        pass  # the parent closed its end or died: there is nobody left to answer
+    finally:
+        if envs is not None:
+            envs.close()
+
+
+def _worker_failure(first_index: int, doing: str, error: Exception) -> CrashReport:
+    return CrashReport(first_index, doing, type(error).__name__, str(error), traceback.format_exc())
+
+
+# ---------------------------------------------------------------------- command handlers
+# Each takes (envs, payload, shared actions view, whether results travel by shared memory).
+
+
+def _results(envs: MultiEnv, records: list, shared: bool) -> Any:
+    if shared:
+        return records  # observations, rewards... are already in shared memory
+    buffers = envs.buffers
+    return envs.env_observations, buffers.rewards, buffers.terminations, buffers.truncations, records
+
+
+def _reset(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
+    seeds, options, mask = payload
+    return _results(envs, envs.reset_into_buffers(seeds, options, mask), shared)
+
+
+def _step(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
+    return _results(envs, envs.step_into_buffers(actions if payload is None else payload), shared)
+
+
+def _call(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
+    name, args, kwargs = payload
+    return envs.call(name, *args, **kwargs)
+
+
+def _get_attr(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
+    return envs.get_attr(payload)
+
+
+def _set_attr(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
+    name, values = payload
+    return envs.set_attr(name, values)
+
+
+_HANDLERS = {
+    Command.RESET: _reset,
+    Command.STEP: _step,
+    Command.CALL: _call,
+    Command.GET_ATTR: _get_attr,
+    Command.SET_ATTR: _set_attr,
+}
+
+
+def _exit_when_orphaned(check_seconds: float = 1.0) -> None:
+    """Exits this process if its parent dies, even while an env is stuck in a long step.
+
+    A worker blocked on its pipe notices a dead parent by itself (EOF); one inside a hung env
+    would not, and would live on as an orphan. A daemon thread polls the parent's pid instead.
+    """
+    parent_pid = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(check_seconds)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="vecenvs-orphan-watch", daemon=True).start()
