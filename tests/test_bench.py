@@ -1,0 +1,266 @@
+"""Tests of the measuring engine (vecenvs.bench) and of the ``python -m vecenvs bench`` command.
+
+The machine running these is shared and noisy, so nothing here says how fast anything is:
+only that the numbers exist, are positive, and land in the right fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from vecenvs import bench, cli
+from vecenvs.bench import QUICK, BenchConfig, Measurement, compare, measure
+
+
+def quick_config(**overrides) -> BenchConfig:
+    return BenchConfig(**{"env_id": "CartPole-v1", "num_envs": 3, **QUICK, **overrides})
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m vecenvs ...`` in a fresh interpreter, as a student would."""
+    return subprocess.run(
+        [sys.executable, "-m", "vecenvs", *args], capture_output=True, text=True, timeout=90
+    )
+
+
+# --- measure() -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend, in_process", [("gym-sync", True), ("gym-async", False)])
+def test_measure_fills_every_field(backend, in_process):
+    config = quick_config(backend=backend)
+
+    result = measure(config)
+
+    assert isinstance(result, Measurement)
+    assert result.config is config
+    assert len(result.throughputs) == len(result.window_steps) == len(result.window_seconds)
+    assert len(result.throughputs) == config.repeats
+    assert all(throughput > 0 for throughput in result.throughputs)
+    assert all(isinstance(steps, int) and steps >= 1 for steps in result.window_steps)
+    assert all(seconds > 0 for seconds in result.window_seconds)
+    # Throughput counts individual env steps: num_envs per step() call.
+    for throughput, steps, seconds in zip(
+        result.throughputs, result.window_steps, result.window_seconds
+    ):
+        assert throughput == pytest.approx(config.num_envs * steps / seconds)
+    assert result.mean > 0 and result.median > 0 and result.std >= 0
+    assert result.startup_seconds >= 0
+    assert result.parent_cpu_seconds >= 0 and result.children_cpu_seconds >= 0
+    assert result.rss_bytes > 0
+    assert result.ratio is None  # only compare() has a reference to divide by
+    if in_process:
+        assert result.child_processes == 0
+        assert result.children_cpu_seconds == 0
+        assert result.children_uss_bytes == 0
+    else:
+        assert result.child_processes >= config.num_envs  # one worker per env, maybe helpers
+        assert result.children_uss_bytes is None or result.children_uss_bytes > 0
+    assert result.processes == 1 + result.child_processes
+    json.dumps(result.to_dict())  # plain values only, ready for a results file
+
+
+def test_measure_leaves_no_worker_processes_behind():
+    before = {process.pid for process in psutil.Process().children(recursive=True)}
+
+    measure(quick_config(backend="gym-async"))
+
+    left = [
+        process
+        for process in psutil.Process().children(recursive=True)
+        if process.pid not in before and process.status() != psutil.STATUS_ZOMBIE
+    ]
+    assert left == []
+
+
+def test_measure_closes_the_env_when_stepping_fails(monkeypatch):
+    closed = []
+
+    class FailingEnvs:
+        """Wraps a real vector env; its third step raises, as a crashing env would."""
+
+        def __init__(self, envs):
+            self.envs, self.steps = envs, 0
+            self.action_space = envs.action_space
+
+        def reset(self, **kwargs):
+            return self.envs.reset(**kwargs)
+
+        def step(self, actions):
+            self.steps += 1
+            if self.steps == 3:
+                raise RuntimeError("env exploded")
+            return self.envs.step(actions)
+
+        def close(self):
+            closed.append(True)
+            self.envs.close()
+
+    real_make_vec = bench.make_vec
+    monkeypatch.setattr(bench, "make_vec", lambda *a, **k: FailingEnvs(real_make_vec(*a, **k)))
+
+    with pytest.raises(RuntimeError, match="env exploded"):
+        measure(quick_config())
+    assert closed == [True]
+
+
+# --- compare() -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_compare_adds_the_reference_last_with_ratio_one(interleave):
+    results = compare("CartPole-v1", 2, ["gym-async"], interleave=interleave, **QUICK)
+
+    assert [result.config.backend for result in results] == ["gym-async", "gym-sync"]
+    assert results[-1].ratio == 1.0
+    assert results[0].ratio == pytest.approx(results[0].mean / results[1].mean)
+    for result in results:
+        assert len(result.throughputs) == QUICK["repeats"]
+        assert result.ratio > 0 and math.isfinite(result.ratio)
+
+
+def test_compare_keeps_the_order_given_and_does_not_measure_the_reference_twice():
+    results = compare("CartPole-v1", 2, ["gym-sync", "gym-async"], **QUICK)
+
+    assert [result.config.backend for result in results] == ["gym-sync", "gym-async"]
+    assert results[0].ratio == 1.0
+
+
+def test_compare_passes_backend_kwargs_to_that_backend_only():
+    results = compare(
+        "CartPole-v1", 2, ["gym-async"], backend_kwargs={"gym-async": {"context": "fork"}}, **QUICK
+    )
+
+    assert results[0].config.backend_kwargs == {"context": "fork"}
+    assert results[1].config.backend_kwargs == {}
+
+
+# --- validation: before any env is built ---------------------------------------------------
+
+
+@pytest.fixture
+def no_env_may_be_built(monkeypatch):
+    """Fail the test if validation lets anything through to make_vec."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("make_vec was called before the configuration was validated")
+
+    monkeypatch.setattr(bench, "make_vec", forbidden)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"backend": "turbo"}, "unknown backend 'turbo'"),
+        ({"env_id": "Cartpole-v1"}, "unknown env id 'Cartpole-v1'"),
+        ({"env_id": "NoSuchEnv-v0"}, "unknown env id 'NoSuchEnv-v0'"),
+        ({"num_envs": 0}, "num_envs must be >= 1, got 0"),
+        ({"num_envs": 2.5}, "num_envs must be a whole number"),
+        ({"repeats": 0}, "repeats must be >= 1, got 0"),
+        ({"measure_seconds": 0}, "measure_seconds must be > 0 seconds, got 0"),
+        ({"measure_seconds": -1.0}, "measure_seconds must be > 0 seconds"),
+        ({"measure_seconds": float("nan")}, "measure_seconds must be a finite number"),
+        ({"warmup_seconds": -0.5}, "warmup_seconds must be >= 0 seconds, got -0.5"),
+        ({"backend_kwargs": [("num_workers", 2)]}, "backend_kwargs must be a dict"),
+    ],
+)
+def test_measure_rejects_bad_configs_before_building_anything(
+    no_env_may_be_built, overrides, message
+):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        measure(quick_config(**overrides))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"backends": []}, "backends is empty"),
+        ({"backends": ["gym-async", "gym-async"]}, "more than once: gym-async"),
+        ({"backends": ["gym-async"], "reference": "nope"}, "unknown reference backend 'nope'"),
+        ({"backends": ["gym-async"], "backend_kwargs": {"pool": {}}}, "not being measured"),
+        ({"backends": ["nope"]}, "unknown backend 'nope'"),
+        ({"backends": ["gym-async"], "num_envs": -4}, "num_envs must be >= 1, got -4"),
+        ({"backends": ["gym-async"], "env_id": "Nope-v9"}, "unknown env id 'Nope-v9'"),
+        ({"backends": ["gym-async"], "repeats": 0}, "repeats must be >= 1"),
+    ],
+)
+def test_compare_rejects_bad_arguments_before_building_anything(
+    no_env_may_be_built, kwargs, message
+):
+    arguments = {"env_id": "CartPole-v1", "num_envs": 2, **QUICK, **kwargs}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        compare(**arguments)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
+    out = tmp_path / "results.json"
+
+    done = run_cli(
+        "bench", "--quick", "--env", "CartPole-v1", "--num-envs", "2",
+        "--backend", "gym-async", "--backend", "gym-async-shm", "--json", str(out),
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    table = done.stdout
+    assert "CartPole-v1, N=2" in table
+    for column in ("backend", "steps/s", "x gym-sync", "startup s", "procs", "RSS MB", "CPU s"):
+        assert column in table
+    rows = {line.split()[0]: line for line in table.splitlines() if line[:4] == "gym-"}
+    assert set(rows) == {"gym-async", "gym-async-shm", "gym-sync"}
+    assert " 1.00 " in rows["gym-sync"]  # the reference's own ratio
+    document = json.loads(out.read_text())
+    assert document["cpu_count"] >= 1
+    backends = [result["config"]["backend"] for result in document["results"]]
+    assert backends == ["gym-async", "gym-async-shm", "gym-sync"]
+    assert document["results"][-1]["ratio"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["bench", "--num-envs", "0"], "--num-envs"),
+        (["bench", "--num-envs", "many"], "--num-envs"),
+        (["bench", "--backend", "turbo"], "turbo"),
+        (["bench", "--env", "Cartpole-v1"], "unknown env id 'Cartpole-v1'"),
+        (["bench", "--seconds", "-1"], "--seconds"),
+        (["bench", "--env-kwarg", "no-equals-sign"], "KEY=VALUE"),
+        (["bench", "--json", "/no/such/directory/out.json"], "does not exist"),
+        ([], "command"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_a_one_line_message(args, message):
+    done = run_cli(*args)
+
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    error_lines = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(error_lines) == 1 and message in error_lines[0], done.stderr
+    assert done.stdout == ""  # nothing was measured
+
+
+def test_cli_reports_a_failing_backend_without_a_traceback(capsys):
+    # CartPole has no `bogus` argument: gym.make fails while the backend is being built.
+    code = cli.main(["bench", "--quick", "--num-envs", "2", "--backend", "gym-sync",
+                     "--env-kwarg", "bogus=1"])
+
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "error:" in captured.err and "bogus" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_cli_main_returns_instead_of_exiting(capsys):
+    assert cli.main(["bench", "--help"]) == 0
+    assert "--num-envs" in capsys.readouterr().out
+    assert cli.main(["bench", "--repeats", "0"]) == 2

@@ -1,0 +1,519 @@
+"""The measuring engine: how many env steps per second does a backend deliver?
+
+Everything that reports a speed (the ``python -m vecenvs bench`` command, the notebooks, the
+dashboard) measures it here, so every number in the lab is measured the same way:
+
+1. **Startup.** Build the vector env with :func:`vecenvs.make_vec` and reset it once. The time
+   this takes is ``startup_seconds``: starting 128 processes is not free, and it is paid again
+   every time a training run starts.
+2. **Actions.** Sample a small ring of batched actions *before* any timing, and cycle through it.
+   Sampling an action costs about as much as stepping CartPole, so sampling inside the timed loop
+   would measure the sampler as much as the backend.
+3. **Warm-up.** Step, untimed, for ``warmup_seconds``: the first steps pay for lazy imports, cold
+   caches and worker processes being scheduled for the first time.
+4. **Timed windows.** ``repeats`` windows of about ``measure_seconds`` each. A window steps in a
+   loop until its time is up; throughput = ``num_envs * steps / elapsed``, in individual env steps
+   per second. Several windows, instead of one long one, show how noisy the machine is (the
+   ``std``), which tells you whether a 5% difference between two backends means anything.
+
+Around the timed windows we also record the CPU time used by this process and by the backend's
+worker processes, and, right after startup, how many processes the backend runs and how much
+memory they use: a backend can be fast by keeping every core busy, and that is worth seeing.
+
+Example:
+    >>> from vecenvs.bench import QUICK, BenchConfig, compare, measure
+    >>> result = measure(BenchConfig("CartPole-v1", num_envs=8, backend="gym-async", **QUICK))
+    >>> result.mean > 0
+    True
+    >>> results = compare("CartPole-v1", 8, ["gym-async"], **QUICK)  # + gym-sync, the reference
+    >>> [(r.config.backend, r.ratio) for r in results][-1]
+    ('gym-sync', 1.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import psutil
+
+from vecenvs.factory import BACKENDS, make_vec
+
+__all__ = [
+    "ACTION_RING_SIZE",
+    "DEFAULT_REFERENCE",
+    "QUICK",
+    "BenchConfig",
+    "Measurement",
+    "compare",
+    "measure",
+    "validate_config",
+]
+
+#: How many batched actions are sampled up front and then cycled through while stepping.
+#: Enough that the envs don't see one fixed action, few enough to sample in no time.
+ACTION_RING_SIZE = 64
+
+#: The backend every other one is compared with: gymnasium's plain sequential vector env.
+DEFAULT_REFERENCE = "gym-sync"
+
+#: Short warm-up and windows, for tests and for a first look. Use as ``BenchConfig(..., **QUICK)``
+#: or ``compare(..., **QUICK)``. Numbers measured this quickly are rough: don't draw conclusions
+#: from a few percent.
+QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.2, "repeats": 2}
+
+
+@dataclass
+class BenchConfig:
+    """What to measure and for how long: one backend, one env id, one number of envs."""
+
+    env_id: str = "CartPole-v1"
+    """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
+
+    num_envs: int = 8
+    """How many copies of the env are stepped together (N)."""
+
+    backend: str = DEFAULT_REFERENCE
+    """A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``."""
+
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments for the backend, e.g. ``{"num_workers": 2}`` for the pool."""
+
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``."""
+
+    warmup_seconds: float = 1.0
+    """Untimed stepping before the first timed window (0 means no warm-up)."""
+
+    measure_seconds: float = 2.0
+    """Length of each timed window; the last step may run a little over it."""
+
+    repeats: int = 3
+    """How many timed windows; their spread is the measurement noise."""
+
+    seed: int = 0
+    """Seeds the reset and the action sampler, so every backend sees the same episodes."""
+
+
+@dataclass
+class Measurement:
+    """What :func:`measure` found for one :class:`BenchConfig`.
+
+    Throughputs are in individual env steps per second: one ``step()`` of 8 envs counts 8.
+
+    Memory: forked workers share most pages with the parent, and RSS counts a shared page once
+    in every process that maps it, so the RSS sum over-counts. USS counts only the pages a
+    process alone holds (what would be freed if it exited), so the workers' summed USS is what
+    the extra processes really cost. This process's own USS is left out on purpose: it drops
+    each time *any* backend forks workers that share its pages, so in :func:`compare` it would
+    depend on which backends were built before. For the same reason, "this process" in
+    ``rss_bytes`` also holds the other in-process backends' envs during :func:`compare`.
+    """
+
+    config: BenchConfig
+    """The configuration that was measured."""
+
+    throughputs: list[float]
+    """Env steps per second in each timed window, in the order they were measured."""
+
+    window_steps: list[int]
+    """How many times ``step()`` was called in each window (batches, not env steps)."""
+
+    window_seconds: list[float]
+    """How long each window really lasted, from its first step to the end of its last step."""
+
+    startup_seconds: float
+    """Time to build the vector env and reset it once."""
+
+    parent_cpu_seconds: float
+    """CPU time (user + system) this Python process used during the timed windows."""
+
+    children_cpu_seconds: float
+    """CPU time (user + system) the backend's worker processes used during the timed windows."""
+
+    child_processes: int
+    """How many processes the backend started (0 for the in-process backends)."""
+
+    rss_bytes: int
+    """Resident memory after startup, this process + the backend's (over-counts shared pages)."""
+
+    children_uss_bytes: int | None
+    """Memory only the backend's processes hold (their USS summed); ``None`` if the OS won't say."""
+
+    ratio: float | None = None
+    """``mean`` / the reference's ``mean`` in the same :func:`compare` run; ``None`` otherwise."""
+
+    @property
+    def mean(self) -> float:
+        """Mean throughput over the windows, in env steps per second."""
+        return statistics.fmean(self.throughputs)
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation of the window throughputs (0.0 with a single window)."""
+        return statistics.stdev(self.throughputs) if len(self.throughputs) > 1 else 0.0
+
+    @property
+    def median(self) -> float:
+        """Median window throughput: less swayed than the mean by one disturbed window."""
+        return statistics.median(self.throughputs)
+
+    @property
+    def processes(self) -> int:
+        """Processes involved in total: this one plus the backend's."""
+        return 1 + self.child_processes
+
+    @property
+    def timed_seconds(self) -> float:
+        """Total length of the timed windows."""
+        return sum(self.window_seconds)
+
+    @property
+    def cores_busy(self) -> float:
+        """Average number of CPU cores kept busy during the timed windows (CPU time / wall time)."""
+        return (self.parent_cpu_seconds + self.children_cpu_seconds) / self.timed_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, derived numbers included, as plain JSON-ready values."""
+        data = dataclasses.asdict(self)
+        for name in ("mean", "std", "median", "processes", "timed_seconds", "cores_busy"):
+            data[name] = getattr(self, name)
+        return data
+
+
+def validate_config(config: BenchConfig) -> None:
+    """Check a configuration before any env is built, so a typo fails at once and clearly.
+
+    Raises:
+        ValueError: naming the bad value and what was expected.
+    """
+    if config.backend not in BACKENDS:
+        raise ValueError(
+            f"unknown backend {config.backend!r}; expected one of: {', '.join(BACKENDS)}"
+        )
+    if not isinstance(config.env_id, str):
+        raise ValueError(f"env_id must be a string such as 'CartPole-v1', got {config.env_id!r}")
+    try:
+        gym.spec(config.env_id)
+    except gym.error.Error as error:
+        # gymnasium's message carries the useful "did you mean" hint: keep it.
+        raise ValueError(f"unknown env id {config.env_id!r}: {error}") from None
+    _check_whole(config.num_envs, "num_envs", minimum=1)
+    _check_whole(config.repeats, "repeats", minimum=1)
+    _check_whole(config.seed, "seed", minimum=None)
+    _check_seconds(config.measure_seconds, "measure_seconds", zero_ok=False)
+    # A zero warm-up is a legitimate choice (e.g. to see the cold start); a negative one is not.
+    _check_seconds(config.warmup_seconds, "warmup_seconds", zero_ok=True)
+    for name in ("backend_kwargs", "env_kwargs"):
+        if not isinstance(getattr(config, name), Mapping):
+            raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
+
+
+def measure(config: BenchConfig) -> Measurement:
+    """Measure one backend: startup, warm-up, then ``config.repeats`` timed windows.
+
+    The vector env is always closed before returning, also when stepping fails.
+
+    Raises:
+        ValueError: a bad configuration (see :func:`validate_config`); nothing is built then.
+    """
+    validate_config(config)
+    with _Run(config) as run:
+        run.warm_up()
+        for _ in range(config.repeats):
+            run.time_window()
+        return run.result()
+
+
+def compare(
+    env_id: str,
+    num_envs: int,
+    backends: Sequence[str],
+    *,
+    reference: str = DEFAULT_REFERENCE,
+    backend_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    warmup_seconds: float = BenchConfig.warmup_seconds,
+    measure_seconds: float = BenchConfig.measure_seconds,
+    repeats: int = BenchConfig.repeats,
+    seed: int = BenchConfig.seed,
+    interleave: bool = True,
+) -> list[Measurement]:
+    """Measure several backends in one run and give each its speed relative to ``reference``.
+
+    A speed on its own says little (it depends on the machine); "3.1x gym-sync, measured a
+    moment ago on this machine" says a lot. So the reference is always measured too.
+
+    By default the timed windows are **interleaved**: every backend is built and warmed up first,
+    then the windows go round-robin (A, B, C, then B, C, A, ...). On a shared machine the load
+    drifts over minutes; interleaving spreads that drift over all backends instead of penalising
+    whichever ran during the busy minute. Rotating who goes first each round stops one backend
+    always running right after the same other one. The price is that all the backends' processes
+    exist at the same time (idle, except the one being timed): at N=128 with the one-process-per-
+    env backends that is several hundred processes. Pass ``interleave=False`` to measure the
+    backends one after the other instead, each built and closed in turn.
+
+    Args:
+        env_id: the gymnasium env id, the same for every backend.
+        num_envs: N, the same for every backend.
+        backends: backend names to measure, in the order they are reported.
+        reference: the backend ratios are relative to; added at the end if not in ``backends``.
+        backend_kwargs: per-backend extra arguments, e.g. ``{"pool": {"num_workers": 2}}``.
+        env_kwargs: extra arguments for ``gym.make``, the same for every backend.
+        warmup_seconds: see :class:`BenchConfig`.
+        measure_seconds: see :class:`BenchConfig`.
+        repeats: see :class:`BenchConfig`.
+        seed: see :class:`BenchConfig`; the same for every backend, so they see the same episodes.
+        interleave: round-robin the timed windows across backends (True) or not (False).
+
+    Returns:
+        One :class:`Measurement` per backend, in the order of ``backends`` with the reference
+        last if it was added, each with its ``ratio`` set.
+
+    Raises:
+        ValueError: a bad argument; nothing is built then.
+    """
+    backends = list(backends)
+    if not backends:
+        raise ValueError("backends is empty; expected at least one backend name")
+    duplicates = sorted({name for name in backends if backends.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
+    if reference not in BACKENDS:
+        raise ValueError(
+            f"unknown reference backend {reference!r}; expected one of: {', '.join(BACKENDS)}"
+        )
+    if reference not in backends:
+        backends.append(reference)
+    backend_kwargs = dict(backend_kwargs or {})
+    stray = sorted(set(backend_kwargs) - set(backends))
+    if stray:
+        # Most likely a typo in a backend name: silently ignoring it would measure the wrong thing.
+        raise ValueError(f"backend_kwargs given for backend(s) not being measured: {stray}")
+
+    configs = [
+        BenchConfig(
+            env_id=env_id,
+            num_envs=num_envs,
+            backend=name,
+            backend_kwargs=dict(backend_kwargs.get(name, {})),
+            env_kwargs=dict(env_kwargs or {}),
+            warmup_seconds=warmup_seconds,
+            measure_seconds=measure_seconds,
+            repeats=repeats,
+            seed=seed,
+        )
+        for name in backends
+    ]
+    for config in configs:
+        validate_config(config)
+
+    if interleave:
+        results = _measure_interleaved(configs)
+    else:
+        results = [measure(config) for config in configs]
+
+    reference_mean = results[backends.index(reference)].mean
+    for result in results:
+        result.ratio = result.mean / reference_mean
+    return results
+
+
+def _measure_interleaved(configs: list[BenchConfig]) -> list[Measurement]:
+    """Build every backend, warm each up, then time their windows round-robin."""
+    with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
+        runs = [stack.enter_context(_Run(config)) for config in configs]
+        for run in runs:
+            run.warm_up()
+        for round_index in range(configs[0].repeats):
+            start = round_index % len(runs)
+            for run in runs[start:] + runs[:start]:
+                run.time_window()
+        return [run.result() for run in runs]
+
+
+class _Run:
+    """One open vector env being measured: built on entry, closed on exit.
+
+    :func:`measure` drives one of these from start to end; :func:`compare` keeps several open
+    and alternates between them.
+    """
+
+    def __init__(self, config: BenchConfig):
+        self.config = config
+        self.envs: gym.vector.VectorEnv | None = None
+        self.actions: list[Any] = []
+        self.children: list[psutil.Process] = []
+        self.throughputs: list[float] = []
+        self.window_steps: list[int] = []
+        self.window_seconds: list[float] = []
+        self.parent_cpu_seconds = 0.0
+        self.children_cpu_seconds = 0.0
+        self.startup_seconds = math.nan
+        self.rss_bytes = 0
+        self.children_uss_bytes: int | None = None
+
+    def __enter__(self) -> _Run:
+        config = self.config
+        # The backend's processes are the ones that appear while it is built. Comparing before
+        # and after (rather than taking all our children) keeps apart the processes of several
+        # backends open at once in compare().
+        before = {process.pid for process in _descendants()}
+        try:
+            start = time.perf_counter()
+            self.envs = make_vec(
+                config.env_id,
+                config.num_envs,
+                config.backend,
+                env_kwargs=dict(config.env_kwargs),
+                **config.backend_kwargs,
+            )
+            self.envs.reset(seed=config.seed)
+            self.startup_seconds = time.perf_counter() - start
+
+            self.children = [process for process in _descendants() if process.pid not in before]
+            self.rss_bytes = _rss([psutil.Process(), *self.children])
+            self.children_uss_bytes = _uss(self.children)
+
+            # Seeded, so every backend is sent exactly the same actions.
+            self.envs.action_space.seed(config.seed)
+            self.actions = [self.envs.action_space.sample() for _ in range(ACTION_RING_SIZE)]
+        except BaseException:
+            # A `with` block whose __enter__ fails never calls __exit__: close here, or the
+            # worker processes already started would outlive the error.
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the vector env (its worker processes end with it); safe to call twice."""
+        if self.envs is not None:
+            envs, self.envs = self.envs, None
+            envs.close()
+
+    def warm_up(self) -> None:
+        """Step, untimed, for ``warmup_seconds``."""
+        if self.config.warmup_seconds > 0:
+            self._step_for(self.config.warmup_seconds)
+
+    def time_window(self) -> None:
+        """Run one timed window and record its throughput and CPU use."""
+        # CPU times are read outside the timed loop: reading them for 128 processes takes a few
+        # milliseconds, which must not count as stepping time.
+        parent = psutil.Process()
+        parent_before = _cpu_seconds(parent)
+        children_before = {process.pid: _cpu_seconds(process) for process in self.children}
+        steps, elapsed = self._step_for(self.config.measure_seconds)
+        parent_after = _cpu_seconds(parent)
+        children_after = {process.pid: _cpu_seconds(process) for process in self.children}
+
+        self.window_steps.append(steps)
+        self.window_seconds.append(elapsed)
+        self.throughputs.append(self.config.num_envs * steps / elapsed)
+        self.parent_cpu_seconds += parent_after - parent_before
+        # A process that ended mid-window (None) has no "after": leave it out rather than guess.
+        self.children_cpu_seconds += sum(
+            children_after[pid] - before
+            for pid, before in children_before.items()
+            if before is not None and children_after[pid] is not None
+        )
+
+    def _step_for(self, seconds: float) -> tuple[int, float]:
+        """Step until ``seconds`` have passed; return (steps taken, seconds it really took)."""
+        # Local names: attribute look-ups in a loop this tight would show in the numbers for
+        # cheap envs like CartPole.
+        step = self.envs.step
+        actions = self.actions
+        ring_size = len(actions)
+        clock = time.perf_counter
+        steps = 0
+        start = now = clock()
+        deadline = start + seconds
+        # Reading the clock costs well under a microsecond, a step at least tens of them, so we
+        # can afford to read it after every step and stop right on time even for slow envs.
+        while now < deadline:
+            step(actions[steps % ring_size])
+            steps += 1
+            now = clock()
+        return steps, now - start
+
+    def result(self) -> Measurement:
+        """The measurement so far, as a :class:`Measurement`."""
+        return Measurement(
+            config=self.config,
+            throughputs=list(self.throughputs),
+            window_steps=list(self.window_steps),
+            window_seconds=list(self.window_seconds),
+            startup_seconds=self.startup_seconds,
+            parent_cpu_seconds=self.parent_cpu_seconds,
+            children_cpu_seconds=self.children_cpu_seconds,
+            child_processes=len(self.children),
+            rss_bytes=self.rss_bytes,
+            children_uss_bytes=self.children_uss_bytes,
+        )
+
+
+def _descendants() -> list[psutil.Process]:
+    """All processes started by this one, directly or not (e.g. via a forkserver)."""
+    return psutil.Process().children(recursive=True)
+
+
+def _cpu_seconds(process: psutil.Process) -> float | None:
+    """User + system CPU time of ``process``, or ``None`` if it has ended."""
+    try:
+        times = process.cpu_times()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    return times.user + times.system
+
+
+def _rss(processes: Iterable[psutil.Process]) -> int:
+    """Summed resident memory (RSS) of ``processes``, skipping any that have ended."""
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def _uss(processes: Iterable[psutil.Process]) -> int | None:
+    """Summed unique memory (USS) of ``processes``, or ``None`` if any can't report it."""
+    total = 0
+    for process in processes:
+        try:
+            # USS needs a walk of the memory map: fine once after startup, not per step.
+            total += process.memory_full_info().uss
+        except psutil.NoSuchProcess:
+            pass
+        except (psutil.AccessDenied, AttributeError, NotImplementedError):
+            return None
+    return total
+
+
+def _check_whole(value: object, name: str, minimum: int | None) -> None:
+    """Raise ValueError unless ``value`` is an int (not a bool) and at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def _check_seconds(value: object, name: str, zero_ok: bool) -> None:
+    """Raise ValueError unless ``value`` is a finite number of seconds, > 0 (or >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not zero_ok):
+        expected = ">= 0" if zero_ok else "> 0"
+        raise ValueError(f"{name} must be {expected} seconds, got {value!r}")
