@@ -1,0 +1,49 @@
+# vecenvs developer tasks. Everything is installed into a local virtual
+# environment in .venv; nothing touches the system Python.
+#
+#   make bench   run the main job (a quick benchmark of the backends)
+#   make test    run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
+#   make clean   remove .venv and caches
+
+# The Python used to create the venv (must be 3.10+); override with `make PYTHON3=python3.12`.
+PYTHON3 ?= python3
+VENV    := .venv
+PYTHON  := $(VENV)/bin/python
+# Touched after a successful install; reinstall only when pyproject.toml is newer.
+STAMP   := $(VENV)/.installed
+# Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
+PYTEST_ARGS ?=
+
+.PHONY: test bench install clean
+
+# Run the benchmark CLI in quick mode: the project's main job.
+bench: $(STAMP)
+	$(PYTHON) -m vecenvs bench --quick
+
+# Run the test suite. pytest's exit code 5 means "no tests collected": treat it as a failure
+# with a clear message, because it means the suite (or the PYTEST_ARGS selection) is empty.
+test: $(STAMP)
+	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ $$status -eq 5 ]; then \
+		echo "ERROR: pytest collected no tests (exit code 5). Did the test suite vanish?" >&2; \
+	fi; \
+	exit $$status
+
+# Create .venv (if needed) and install the package; a no-op when already up to date.
+install: $(STAMP)
+
+# Create the virtual environment and bring its pip up to date
+# (the pip bundled with an old Python may be too old for editable pyproject installs).
+$(PYTHON):
+	$(PYTHON3) -m venv $(VENV)
+	$(PYTHON) -m pip install --upgrade pip
+
+# Install the package in editable mode with the test and mujoco extras, then write the stamp.
+$(STAMP): pyproject.toml | $(PYTHON)
+	$(PYTHON) -m pip install -e '.[test,mujoco]'
+	touch $@
+
+# Remove the virtual environment, build artifacts and caches.
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

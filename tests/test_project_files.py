@@ -1,0 +1,106 @@
+"""Checks that the project's configuration files agree with each other.
+
+pyproject.toml is the source of truth for dependencies; environment.yml (for conda users)
+must list the same runtime dependencies with the same version constraints.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+try:
+    import tomllib  # Python 3.11+
+except ModuleNotFoundError:  # Python 3.10
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:
+        tomllib = None
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Conda-only entries that have no counterpart in [project.dependencies].
+CONDA_ONLY = {"python", "pip"}
+
+
+def normalize(name: str) -> str:
+    """Compare names the way installers do: lowercase, ``_`` and ``.`` become ``-``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse(requirement: str) -> tuple[str, SpecifierSet]:
+    """``"gymnasium[classic-control]>=1.2,<1.5"`` -> ``("gymnasium", SpecifierSet(">=1.2,<1.5"))``.
+
+    Extras are dropped; conda has no extras. SpecifierSet compares as a set, so the order
+    of the clauses does not matter.
+    """
+    req = Requirement(requirement)
+    return normalize(req.name), req.specifier
+
+
+def load_pyproject() -> dict:
+    if tomllib is None:
+        pytest.skip("needs tomllib (Python 3.11+) or tomli to read pyproject.toml")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def load_environment() -> dict:
+    yaml = pytest.importorskip("yaml", reason="pyyaml is in the test extra")
+    with open(ROOT / "environment.yml", encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def as_dict(pairs: list[tuple[str, SpecifierSet]], source: str) -> dict[str, SpecifierSet]:
+    names = [name for name, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    assert not duplicates, f"{source} lists {duplicates} more than once"
+    return dict(pairs)
+
+
+def test_environment_yml_matches_pyproject_dependencies():
+    project = load_pyproject()["project"]
+    env = load_environment()
+
+    pip_deps = as_dict([parse(r) for r in project["dependencies"]], "pyproject.toml")
+    conda_entries = [d for d in env["dependencies"] if isinstance(d, str)]
+    conda_all = as_dict([parse(d) for d in conda_entries], "environment.yml")
+    conda_deps = {n: s for n, s in conda_all.items() if n not in CONDA_ONLY}
+
+    # Guard against the check passing vacuously (e.g. a parse that finds nothing).
+    assert pip_deps, "no runtime dependencies found in pyproject.toml"
+    assert conda_deps, "no dependencies found in environment.yml"
+
+    missing = sorted(set(pip_deps) - set(conda_deps))
+    extra = sorted(set(conda_deps) - set(pip_deps))
+    assert not missing, f"in pyproject.toml but not in environment.yml: {missing}"
+    assert not extra, f"in environment.yml but not in pyproject.toml: {extra}"
+    for name, spec in pip_deps.items():
+        assert conda_deps[name] == spec, (
+            f"{name}: pyproject.toml has {str(spec) or '(any)'!r}, "
+            f"environment.yml has {str(conda_deps[name]) or '(any)'!r}"
+        )
+
+    # The rest of the conda file: the right channel, the same Python floor, and a pip
+    # step that installs this package with the same extras as `make test`.
+    assert env["name"] == "vecenvs"
+    assert "conda-forge" in env["channels"]
+    assert "pip" in conda_all
+    assert conda_all.get("python") == SpecifierSet(project["requires-python"])
+    pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert pip_sections == [["-e .[test,mujoco]"]]
+
+
+def test_readme_and_ci_run_make_test():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make test" in readme, "README.md should tell people to run `make test`"
+
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    commands = [line.split("#", 1)[0] for line in ci_lines if not line.lstrip().startswith("#")]
+    assert any(re.search(r"(^|\s)make\s+test\b", c) for c in commands), (
+        ".ci/run should run the README's test command, `make test`"
+    )
