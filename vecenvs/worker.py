@@ -176,7 +176,8 @@ def _results(envs: MultiEnv, records: list, shared: bool) -> Any:
     if shared:
         return records  # observations, rewards... are already in shared memory
     buffers = envs.buffers
-    return envs.env_observations, buffers.rewards, buffers.terminations, buffers.truncations, records
+    # Lists of Python scalars pickle faster than small numpy arrays.
+    return envs.env_observations, buffers.rewards.tolist(), buffers.terminations.tolist(), buffers.truncations.tolist(), records
 
 
 def _reset(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
