@@ -107,7 +107,7 @@ class _BoundsCheck:
             low = self.low[bad] if self.low.ndim else self.low
             high = self.high[bad] if self.high.ndim else self.high
             raise ValueError(
-                f"{self.where}: action {array[bad]!r} for env {bad[0]} (at index {bad}) is outside the "
+                f"{self.where}: action {array[bad].tolist()!r} for env {bad[0]} (at index {bad}) is outside the "
                 f"action space: expected {low} <= action <= {high}"
             )
         return array

@@ -298,6 +298,8 @@ class ProcessVecEnv(VectorEnv):
             timeout: seconds to wait for the workers; by default the constructor's ``timeout``.
         """
         self._check_open()
+        if self._state is State.NEEDS_RESET:
+            raise VecEnvError("a step or reset was interrupted half-way (Ctrl-C?): call reset() before stepping again")
         if self._state is not State.STEPPING:
             raise NoAsyncCallError("no step is pending: call step_async(actions) before step_wait()", "step")
         if self.caller_envs is not None and self._caller_records is None:
@@ -350,7 +352,10 @@ class ProcessVecEnv(VectorEnv):
         if not terminate:
             try:
                 if self._awaiting:
-                    self._collect("close (finishing what was pending)", grace)
+                    try:
+                        self._collect("close (finishing what was pending)", grace)
+                    except EnvCrashedError:
+                        pass  # that step failed; the workers are fine and can close politely
                 alive = [w for w, process in enumerate(self.processes) if process.is_alive()]
                 self._send_all(Command.CLOSE, dict.fromkeys(alive))
                 self._collect("close", grace)
@@ -408,7 +413,15 @@ class ProcessVecEnv(VectorEnv):
         else:
             payloads = dict.fromkeys(range(len(self.chunks)), payload)
         self._send_all(command, payloads)
-        caller_results = on_caller(self.caller_envs, self.caller_chunk) if self.caller_envs is not None else None
+        try:
+            caller_results = on_caller(self.caller_envs, self.caller_chunk) if self.caller_envs is not None else None
+        except BaseException:
+            # The workers' answers to this command must not be read as answers to the next one.
+            try:
+                self._collect(doing, self.timeout)
+            except EnvCrashedError:
+                pass  # the caller's own error is the one to report (it has the lowest env index)
+            raise
         replies = self._collect(doing, self.timeout)
         results: dict[int, Any] = {self.chunks[w].start: replies[w] for w in replies}
         if caller_results is not None:
@@ -589,7 +602,7 @@ def _check_picklable(env_fns: list[Callable[[], gym.Env]], start_method: str) ->
             raise TypeError(
                 f"env_fns[{index}] ({env_fn!r:.80}) cannot be pickled, which start_method={start_method!r} "
                 f"needs to send it to a worker process: {type(error).__name__}: {error}. Make the factory "
-                f"capture only picklable things (an env id and kwargs, not an open file or a lock), "
+                f"capture only picklable things (an env id and kwargs; not a generator or a socket), "
                 f"or use start_method='fork'."
             ) from error
 
