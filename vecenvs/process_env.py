@@ -65,7 +65,7 @@ from vecenvs.errors import (
 )
 from vecenvs.multi_env import InfoRecords, MultiEnv, per_env_values
 from vecenvs.shared_memory import SharedBuffers
-from vecenvs.worker import Command, dumps, loads, poll_all, run_worker
+from vecenvs.worker import Command, dumps, loads, run_worker, spin_until_readable
 
 __all__ = ["DEFAULT_SPIN_SECONDS", "ProcessVecEnv", "available_cpus"]
 
@@ -459,7 +459,7 @@ class ProcessVecEnv(VectorEnv):
         """
         deadline = time.perf_counter() + timeout
         waiting = {w for w in self._awaiting if w not in self._replies}
-        if self.spin_seconds and waiting and poll_all([self.pipes[w] for w in waiting], self.spin_seconds):
+        if self.spin_seconds and waiting and spin_until_readable([self.pipes[w].fileno() for w in waiting], self.spin_seconds):
             # The fast path: every answer is already there, no need to ask the kernel to wait.
             for worker_index in list(waiting):
                 self._receive(worker_index, waiting)

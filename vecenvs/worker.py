@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import threading
 import time
@@ -37,7 +38,7 @@ from vecenvs.errors import EnvCrashedError
 from vecenvs.multi_env import MultiEnv
 from vecenvs.shared_memory import SharedBuffers
 
-__all__ = ["Command", "CrashReport", "dumps", "loads", "poll_all", "run_worker"]
+__all__ = ["Command", "CrashReport", "dumps", "loads", "run_worker", "spin_until_readable"]
 
 
 class Command(Enum):
@@ -82,20 +83,28 @@ def loads(data: bytes) -> Any:
     return pickle.loads(data)
 
 
-def poll_all(connections: list[Any], seconds: float) -> bool:
-    """Polls until every connection has data to read, for at most ``seconds``.
+def spin_until_readable(file_descriptors: list[int], seconds: float) -> bool:
+    """Polls, without sleeping, until every file descriptor has data, for at most ``seconds``.
 
     A short spin like this avoids the cost of being put to sleep and woken up again, which in
     some VMs is over 50 µs. It burns the CPU meanwhile: callers only spin when each process has
-    a CPU of its own. Returns True if all are ready.
+    a CPU of its own. Returns True if all became readable (or closed) in time.
     """
+    if not hasattr(select, "poll"):
+        return False  # no cheap non-blocking poll here (Windows): just block
+    poller = select.poll()
+    for file_descriptor in file_descriptors:
+        poller.register(file_descriptor, select.POLLIN)
+    pending = set(file_descriptors)
     deadline = time.perf_counter() + seconds
-    pending = list(connections)
-    while pending:
-        pending = [connection for connection in pending if not connection.poll()]
-        if pending and time.perf_counter() > deadline:
+    while True:
+        for file_descriptor, _ in poller.poll(0):
+            pending.discard(file_descriptor)
+            poller.unregister(file_descriptor)
+        if not pending:
+            return True
+        if time.perf_counter() > deadline:
             return False
-    return True
 
 
 def run_worker(
@@ -143,7 +152,7 @@ def run_worker(
 
         while True:
             if spin_seconds:
-                poll_all([pipe], spin_seconds)
+                spin_until_readable([pipe.fileno()], spin_seconds)
             command, payload = loads(pipe.recv_bytes())
             if command is Command.CLOSE:
                 pipe.send_bytes(dumps((True, None)))
