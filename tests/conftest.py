@@ -35,13 +35,13 @@ BACKENDS: dict[str, Callable[..., VectorEnv]] = {
     "multi": lambda env_fns, start_method=None, **kw: MultiEnv(env_fns, **kw),
     "subproc": lambda env_fns, start_method=None, **kw: SubprocVecEnv(env_fns, start_method=start_method, **kw),
     "pool": lambda env_fns, start_method=None, **kw: PoolVecEnv(
-        env_fns, **{"num_workers": 2, **kw}, start_method=start_method
+        env_fns, **{"num_workers": 2, "step_in_caller": False, **kw}, start_method=start_method
     ),
     "pool-caller": lambda env_fns, start_method=None, **kw: PoolVecEnv(
         env_fns, **{"num_workers": 1, "step_in_caller": True, **kw}, start_method=start_method
     ),
     "pool-pipes": lambda env_fns, start_method=None, **kw: PoolVecEnv(
-        env_fns, **{"num_workers": 2, "shared_memory": False, **kw}, start_method=start_method
+        env_fns, **{"num_workers": 2, "shared_memory": False, "step_in_caller": False, **kw}, start_method=start_method
     ),
 }
 PROCESS_BACKENDS = ("subproc", "pool", "pool-caller", "pool-pipes")
