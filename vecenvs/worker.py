@@ -150,10 +150,15 @@ def run_worker(
             return
         pipe.send_bytes(dumps((True, (envs.single_observation_space, envs.single_action_space, envs.metadata, envs.render_mode))))
 
+        last_wait = 0.0  # how long the previous command took to come after our answer
         while True:
-            if spin_seconds:
+            # Spin only while commands come quickly (a benchmark, a fast policy): when the
+            # parent thinks for longer between steps, a spin would only burn a core it may need.
+            answered = time.perf_counter()
+            if spin_seconds and last_wait < spin_seconds:
                 spin_until_readable([pipe.fileno()], spin_seconds)
             command, payload = loads(pipe.recv_bytes())
+            last_wait = time.perf_counter() - answered
             if command is Command.CLOSE:
                 pipe.send_bytes(dumps((True, None)))
                 return
