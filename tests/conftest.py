@@ -38,7 +38,7 @@ BACKENDS: dict[str, Callable[..., VectorEnv]] = {
         env_fns, **{"num_workers": 2, "step_in_caller": False, **kw}, start_method=start_method
     ),
     "pool-caller": lambda env_fns, start_method=None, **kw: PoolVecEnv(
-        env_fns, **{"num_workers": 1, "step_in_caller": True, **kw}, start_method=start_method
+        env_fns, **{"num_workers": 2, "step_in_caller": True, **kw}, start_method=start_method
     ),
     "pool-pipes": lambda env_fns, start_method=None, **kw: PoolVecEnv(
         env_fns, **{"num_workers": 2, "shared_memory": False, "step_in_caller": False, **kw}, start_method=start_method

@@ -108,9 +108,9 @@ def test_error_propagation_from_the_last_worker(backend, phase):
 @pytest.mark.parametrize(
     "pool_kwargs",
     [
-        {"num_workers": 3},
-        {"num_workers": 3, "shared_memory": False},
-        {"num_workers": 2, "step_in_caller": True},  # 3 lanes: the caller and 2 workers
+        {"num_workers": 3, "step_in_caller": False},
+        {"num_workers": 3, "shared_memory": False, "step_in_caller": False},
+        {"num_workers": 3},  # the caller and 2 workers
     ],
     ids=["shm", "pipes", "caller"],
 )

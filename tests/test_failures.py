@@ -240,7 +240,8 @@ def test_hung_step_times_out_and_the_worker_is_stopped(backend):
 
 @pytest.mark.parametrize("phase", ["reset", "call"])
 def test_hung_reset_or_call_times_out(phase):
-    envs = PoolVecEnv(faulty_env_fns(4, 1, fail_on=phase, at=2, how="hang"), num_workers=2, timeout=1.5)
+    # env 3 runs in worker 0: the caller steps envs 0-1 itself (an env hanging there hangs the caller)
+    envs = PoolVecEnv(faulty_env_fns(4, 3, fail_on=phase, at=2, how="hang"), num_workers=2, timeout=1.5)
     envs.reset(seed=0)
     envs.call("ping", 0)
     with pytest.raises(WorkerTimeoutError) as info:
@@ -264,7 +265,7 @@ def test_step_wait_takes_its_own_deadline():
 def test_hung_make_times_out_with_start_timeout(children_before):
     start = time.monotonic()
     with pytest.raises(WorkerTimeoutError) as info:
-        PoolVecEnv(faulty_env_fns(4, 3, fail_on="make", how="hang"), num_workers=2, start_timeout=1.5)
+        PoolVecEnv(faulty_env_fns(4, 3, fail_on="make", how="hang"), num_workers=2, step_in_caller=False, start_timeout=1.5)
     assert time.monotonic() - start < REPORTED_WITHIN
     assert info.value.worker_indices == [1]
     assert_no_new_children(children_before, when="after the failed start ")
@@ -315,7 +316,7 @@ def test_bad_actions_are_refused_before_any_env_steps(backend, case):
         ({"num_workers": 0}, ["num_workers is 0", "expected a whole number >= 1"]),
         ({"num_workers": -1}, ["num_workers is -1"]),
         ({"num_workers": 5}, ["num_workers is 5", "only 4 envs", "1 <= num_workers <= 4"]),
-        ({"num_workers": 4, "step_in_caller": True}, ["num_workers is 4 (+1 for the caller)", "<= 3"]),
+        ({"num_workers": 5, "step_in_caller": False}, ["num_workers is 5", "1 <= num_workers <= 4"]),
         ({"num_workers": "2"}, ["num_workers is '2'", "whole number"]),
         ({"num_workers": 2.0}, ["num_workers is 2.0"]),
         ({"num_workers": True}, ["num_workers is True"]),
@@ -610,7 +611,7 @@ def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
 
 
 def test_ctrl_c_in_reset():
-    envs = PoolVecEnv(_slow_env_fns([0.0] * 4, reset_seconds=SLEEP), num_workers=2)
+    envs = PoolVecEnv(_slow_env_fns([0.0] * 4, reset_seconds=SLEEP), num_workers=2, step_in_caller=False)
     reference = SyncVectorEnv(_slow_env_fns([0.0] * 4))
     processes = worker_processes(envs)
     with CtrlC("_collect", [p.pid for p in processes]):
@@ -627,7 +628,7 @@ def test_ctrl_c_in_reset():
 
 
 def test_ctrl_c_in_call_does_not_leave_stale_answers():
-    envs = PoolVecEnv(_slow_env_fns([SLEEP] * 4), num_workers=2)
+    envs = PoolVecEnv(_slow_env_fns([SLEEP] * 4), num_workers=2, step_in_caller=False)
     envs.reset(seed=0)
     processes = worker_processes(envs)
     with CtrlC("_collect", [p.pid for p in processes]):
@@ -653,7 +654,7 @@ ORPHAN_SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         step_seconds, start_method, busy = float(sys.argv[1]), sys.argv[2], sys.argv[3] == "busy"
         envs = vecenvs.make_vec(
-            "vecenvs/Costly-v0", 4, backend="pool", num_workers=2, start_method=start_method,
+            "vecenvs/Costly-v0", 4, backend="pool", num_workers=2, step_in_caller=False, start_method=start_method,
             env_kwargs={"cost_kind": "sleep", "step_seconds": step_seconds},
         )
         envs.reset(seed=0)

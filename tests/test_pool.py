@@ -24,30 +24,36 @@ def test_split_evenly_covers_every_env_once_with_sizes_differing_by_at_most_one(
 
 
 @pytest.mark.parametrize(
-    ("cpus", "num_envs", "num_workers", "expected_workers", "expected_caller"),
+    ("cpus", "num_envs", "num_workers", "step_in_caller", "expected_processes"),
     [
-        (2, 128, None, 1, True),  # default: one core for a worker, one for the caller
-        (2, 128, 2, 2, False),  # asked for 2 workers on 2 cores: the caller would have no core
-        (8, 64, None, 7, True),
-        (8, 64, 3, 3, True),  # spare cores: the caller joins in
-        (1, 16, None, 1, False),  # one core: a single worker, the caller waits
-        (4, 2, None, 1, True),  # never more processes than envs
+        (2, 128, None, True, 1),  # default: K = 2 CPUs, the caller is one of them
+        (2, 128, 2, False, 2),  # the caller only waits: two worker processes
+        (8, 64, None, True, 7),
+        (8, 3, None, True, 2),  # never more than one process per env
+        (1, 16, None, True, 0),  # one CPU: the caller alone, i.e. the sequential loop
     ],
 )
-def test_default_workers_and_caller(monkeypatch, cpus, num_envs, num_workers, expected_workers, expected_caller):
+def test_how_many_processes_start(monkeypatch, cpus, num_envs, num_workers, step_in_caller, expected_processes):
     monkeypatch.setattr(vecenvs.pool, "available_cpus", lambda: cpus)
     monkeypatch.setattr(vecenvs.process_env, "available_cpus", lambda: cpus)
-    with PoolVecEnv(env_fns_for("CartPole-v1", num_envs), num_workers=num_workers) as envs:
-        assert envs.num_workers == expected_workers
-        assert envs.step_in_caller is expected_caller
-        assert len(envs.processes) == expected_workers
+    with PoolVecEnv(env_fns_for("CartPole-v1", num_envs), num_workers=num_workers, step_in_caller=step_in_caller) as envs:
+        assert len(envs.processes) == expected_processes
+        assert envs.num_workers == min(num_workers or cpus, num_envs)
         stepped = [i for chunk in ([envs.caller_chunk] if envs.caller_chunk else []) + envs.chunks for i in chunk]
         assert sorted(stepped) == list(range(num_envs))
 
 
+def test_one_worker_with_the_caller_is_the_sequential_loop():
+    with PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=1) as envs:
+        assert envs.processes == []
+        observations, _ = envs.reset(seed=0)
+        observations, rewards, *_ = envs.step(envs.action_space.sample())
+    assert observations.shape == (4, 4) and rewards.tolist() == [1.0] * 4
+
+
 def test_idle_workers_do_not_burn_cpu():
     """A worker may spin for a moment after answering, but an idle pool must not use the CPU."""
-    with PoolVecEnv(env_fns_for("CartPole-v1", 8), num_workers=1, step_in_caller=True, spin_seconds=200e-6) as envs:
+    with PoolVecEnv(env_fns_for("CartPole-v1", 8), num_workers=2, spin_seconds=1e-3) as envs:
         envs.reset(seed=0)
         for _ in range(50):
             envs.step(envs.action_space.sample())
@@ -62,4 +68,4 @@ def test_idle_workers_do_not_burn_cpu():
 @pytest.mark.parametrize("spin_seconds", [-1, "fast", True])
 def test_bad_spin_seconds_is_refused(spin_seconds):
     with pytest.raises(ValueError, match="spin_seconds"):
-        PoolVecEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=1, spin_seconds=spin_seconds)
+        PoolVecEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=2, spin_seconds=spin_seconds)

@@ -99,7 +99,8 @@ class ProcessVecEnv(VectorEnv):
             theirs; None leaves all the stepping to the workers.
         autoreset_mode: gymnasium's ``AutoresetMode``.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
-        timeout: seconds to wait for any answer from the workers.
+        timeout: seconds to wait for any answer from the workers. (Envs in ``caller_chunk``
+            run in this process, as in a plain loop: no deadline can stop them.)
         start_timeout: seconds to wait for the workers to make their envs.
         copy: return copies of the observations (False: a buffer the next step overwrites).
         spin_seconds: poll this long for an answer before blocking; workers poll as long for
@@ -154,7 +155,7 @@ class ProcessVecEnv(VectorEnv):
 
         try:
             self.shared: SharedBuffers | None = None
-            if shared_memory:
+            if shared_memory and chunks:  # (with no worker there is nobody to share with)
                 # The buffers must exist before the workers start (they inherit them), and their
                 # layout depends on the spaces: so look at one env here, as gymnasium does.
                 observation_space, action_space = _spaces_of(env_fns[0])
