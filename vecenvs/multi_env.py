@@ -15,7 +15,7 @@ comes back as :class:`~vecenvs.errors.EnvCrashedError` naming the env's index.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -205,8 +205,19 @@ class MultiEnv(VectorEnv):
     def step_into_buffers(self, actions: Any) -> InfoRecords:
         """Steps every env, writing results into ``self.buffers``; returns the info records.
 
-        ``actions`` must already be valid (see :attr:`check_actions`). This is the hot loop: a
-        pool worker calls it directly on views of shared memory.
+        ``actions`` is a batch that is already valid (see :attr:`check_actions`). A pool worker
+        calls this directly on its view of the shared actions.
+        """
+        records = self.step_each(iterate(self.action_space, actions))
+        concatenate(self.single_observation_space, self.env_observations, self.buffers.observations)
+        return records
+
+    def step_each(self, env_actions: Iterable[Any]) -> InfoRecords:
+        """Steps env i with the i-th of ``env_actions`` (one action per env, already valid).
+
+        This is the hot loop. Rewards and flags go into ``self.buffers``; observations stay
+        unbatched in :attr:`env_observations` (SubprocVecEnv's workers send them as they are,
+        so batching them here would be wasted work). Returns the info records.
         """
         env_observations, rewards = self.env_observations, self.buffers.rewards
         terminations, truncations = self.buffers.terminations, self.buffers.truncations
@@ -214,7 +225,7 @@ class MultiEnv(VectorEnv):
         records: InfoRecords = []
         index, doing = 0, "step"
         try:
-            for index, action in enumerate(iterate(self.action_space, actions)):
+            for index, action in enumerate(env_actions):
                 env = self.envs[index]
                 if mode is AutoresetMode.NEXT_STEP and self.needs_reset[index]:
                     # The previous step ended this env's episode: this step only resets it.
@@ -232,7 +243,6 @@ class MultiEnv(VectorEnv):
                     records.append((index, info))
         except Exception as error:
             raise self._crashed(index, doing, error) from error
-        concatenate(self.single_observation_space, env_observations, self.buffers.observations)
         np.logical_or(terminations, truncations, out=self.needs_reset)
         return records
 

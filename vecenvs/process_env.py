@@ -42,7 +42,7 @@ import multiprocess
 import multiprocess.connection
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenvs.actions import ActionChecker
 from vecenvs.batching import (
@@ -150,7 +150,7 @@ class ProcessVecEnv(VectorEnv):
         self._awaiting: list[int] = []  # workers whose answer to the last command is still due
         self._replies: dict[int, Any] = {}  # answers collected so far for that command
         self._caller_records: InfoRecords | None = None  # the caller chunk's infos, once stepped
-        self._caller_actions: Any = None
+        self._caller_work: Callable[[], InfoRecords] | None = None  # steps the caller's chunk
         self._closing = False  # close() is under way: errors must not start another close()
 
         try:
@@ -281,15 +281,22 @@ class ProcessVecEnv(VectorEnv):
             )
         actions = self.check_actions(actions)
         self._state = State.NEEDS_RESET  # until every worker has its actions
+        caller = self.caller_chunk
         if self.shared is not None:
+            # The actions go into shared memory; the message only says "step".
             tree_assign(self._shared_actions, actions)
             self._send_all(Command.STEP, dict.fromkeys(range(len(self.chunks))))
+            if caller is not None:
+                caller_actions = tree_slice(self._shared_actions, caller.start, caller.stop)
+                self._caller_work = lambda: self.caller_envs.step_into_buffers(caller_actions)
         else:
-            self._send_all(Command.STEP, {w: tree_slice(actions, c.start, c.stop) for w, c in enumerate(self.chunks)})
-        if self.caller_envs is not None:
-            chunk = self.caller_chunk
-            self._caller_actions = tree_slice(self._shared_actions if self.shared is not None else actions, chunk.start, chunk.stop)
-            self._caller_records = None
+            # Each worker gets its envs' actions, one by one: a list of small actions pickles
+            # several times faster than a slice of the batch array.
+            env_actions = list(iterate(self.action_space, actions))
+            self._send_all(Command.STEP, {w: env_actions[c.start : c.stop] for w, c in enumerate(self.chunks)})
+            if caller is not None:
+                self._caller_work = lambda: self.caller_envs.step_each(env_actions[caller.start : caller.stop])
+        self._caller_records = None
         self._state = State.STEPPING
 
     def step_wait(self, timeout: float | None = None):
@@ -307,7 +314,7 @@ class ProcessVecEnv(VectorEnv):
             raise NoAsyncCallError("no step is pending: call step_async(actions) before step_wait()", "step")
         if self.caller_envs is not None and self._caller_records is None:
             self._state = State.NEEDS_RESET  # if interrupted, the caller's chunk is half-stepped
-            self._caller_records = self._on_caller(lambda: self.caller_envs.step_into_buffers(self._caller_actions))
+            self._caller_records = self._on_caller(self._caller_work)
             self._state = State.STEPPING
         replies = self._collect_or_close("step", timeout or self.timeout)
         self._state = State.IDLE
@@ -502,24 +509,34 @@ class ProcessVecEnv(VectorEnv):
     def _gather(self, replies: dict[int, Any], caller_records: InfoRecords) -> tuple[Any, ...]:
         """Turns the answers to RESET/STEP into batched observations, rewards, ..., infos."""
         buffers = self.buffers
-        per_chunk: list[tuple[int, InfoRecords]] = []
+        per_chunk: list[tuple[range, InfoRecords]] = []
         if self.caller_envs is not None:
-            per_chunk.append((self.caller_chunk.start, caller_records))
-        for worker_index, reply in replies.items():
-            chunk = self.chunks[worker_index]
-            if self.shared is not None:
-                per_chunk.append((chunk.start, reply))  # the data is already in shared memory
-                continue
-            env_observations, rewards, terminations, truncations, records = reply
-            concatenate(self.single_observation_space, env_observations, tree_slice(buffers.observations, chunk.start, chunk.stop))
-            buffers.rewards[chunk.start : chunk.stop] = rewards
-            buffers.terminations[chunk.start : chunk.stop] = terminations
-            buffers.truncations[chunk.start : chunk.stop] = truncations
-            per_chunk.append((chunk.start, records))
+            per_chunk.append((self.caller_chunk, caller_records))
+        if self.shared is not None:  # the data is already in shared memory: only infos came
+            per_chunk.extend((self.chunks[w], records) for w, records in replies.items())
+        elif len(replies) == len(self.chunks):  # everyone answered: batch it all at once
+            parts = [(self.chunks[w], reply) for w, reply in replies.items()]
+            if self.caller_envs is not None:
+                caller_buffers = self.caller_envs.buffers
+                parts.append((self.caller_chunk, (self.caller_envs.env_observations, caller_buffers.rewards, caller_buffers.terminations, caller_buffers.truncations, [])))
+            parts.sort(key=lambda part: part[0].start)
+            concatenate(self.single_observation_space, [obs for _, reply in parts for obs in reply[0]], buffers.observations)
+            buffers.rewards[:] = [value for _, reply in parts for value in reply[1]]
+            buffers.terminations[:] = [value for _, reply in parts for value in reply[2]]
+            buffers.truncations[:] = [value for _, reply in parts for value in reply[3]]
+            per_chunk.extend((chunk, reply[4]) for chunk, reply in parts if reply[4])
+        else:  # a masked reset: only some workers were asked
+            for worker_index, (env_observations, rewards, terminations, truncations, records) in replies.items():
+                chunk = self.chunks[worker_index]
+                concatenate(self.single_observation_space, env_observations, tree_slice(buffers.observations, chunk.start, chunk.stop))
+                buffers.rewards[chunk.start : chunk.stop] = rewards
+                buffers.terminations[chunk.start : chunk.stop] = terminations
+                buffers.truncations[chunk.start : chunk.stop] = truncations
+                per_chunk.append((chunk, records))
         infos: dict[str, Any] = {}
-        for start, records in sorted(per_chunk, key=lambda item: item[0]):
+        for chunk, records in sorted(per_chunk, key=lambda item: item[0].start):
             for index, info in records:
-                infos = self._add_info(infos, info, start + index)
+                infos = self._add_info(infos, info, chunk.start + index)
         observations = tree_copy(buffers.observations) if self.copy else buffers.observations
         return observations, buffers.rewards.copy(), buffers.terminations.copy(), buffers.truncations.copy(), infos
 

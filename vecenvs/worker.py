@@ -200,7 +200,9 @@ def _reset(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
 
 
 def _step(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
-    return _results(envs, envs.step_into_buffers(actions if payload is None else payload), shared)
+    # No payload: the actions are in shared memory. Otherwise: one action per env, unbatched.
+    records = envs.step_into_buffers(actions) if payload is None else envs.step_each(payload)
+    return _results(envs, records, shared)
 
 
 def _call(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Any:
