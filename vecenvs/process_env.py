@@ -152,6 +152,7 @@ class ProcessVecEnv(VectorEnv):
         self._caller_records: InfoRecords | None = None  # the caller chunk's infos, once stepped
         self._caller_work: Callable[[], InfoRecords] | None = None  # steps the caller's chunk
         self._closing = False  # close() is under way: errors must not start another close()
+        self._last_wait = 0.0  # how long the last answers took to come: decides whether to spin
 
         try:
             self.shared: SharedBuffers | None = None
@@ -467,9 +468,13 @@ class ProcessVecEnv(VectorEnv):
             WorkerDiedError: a worker process ended; the vector env is closed.
             WorkerTimeoutError: no answer in time; the vector env is closed.
         """
-        deadline = time.perf_counter() + timeout
+        started = time.perf_counter()
+        deadline = started + timeout
         waiting = {w for w in self._awaiting if w not in self._replies}
-        if self.spin_seconds and waiting and spin_until_readable([self.pipes[w].fileno() for w in waiting], self.spin_seconds):
+        # Spin only while answers come quickly: when the workers' chunks take much longer than
+        # ours (heavy envs), a spin would burn the core for nothing and then sleep anyway.
+        spin = self.spin_seconds if self._last_wait < self.spin_seconds else 0.0
+        if spin and waiting and spin_until_readable([self.pipes[w].fileno() for w in waiting], spin):
             # The fast path: every answer is already there, no need to ask the kernel to wait.
             for worker_index in list(waiting):
                 self._receive(worker_index, waiting)
@@ -489,6 +494,7 @@ class ProcessVecEnv(VectorEnv):
                     exitcode = self.processes[worker_index].exitcode
                     self._close_after_failure()
                     raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, doing)
+        self._last_wait = time.perf_counter() - started
         replies, self._replies, self._awaiting = self._replies, {}, []
         failures = [payload for ok, payload in replies.values() if not ok]
         if failures:
