@@ -49,6 +49,7 @@ from vecenvs.batching import (
     StepBuffers,
     check_env_fns,
     expand_seeds,
+    merge_infos,
     split_reset_mask,
     tree_assign,
     tree_copy,
@@ -71,11 +72,13 @@ __all__ = ["DEFAULT_SPIN_SECONDS", "ProcessVecEnv", "available_cpus"]
 
 START_METHODS = ("fork", "forkserver", "spawn")
 
-#: How long to poll before blocking, when spinning is allowed. Waking a sleeping process costs
-#: 10-70 µs (more in some VMs) and leaves it on a cold cache; a spin of this length covers the
-#: time between two steps of a tight loop and the skew between workers. Measured on a 2-core VM
-#: (CartPole-v1, N=128, 1 worker + caller, ratio to SyncVectorEnv): no spin 1.08x, 50 µs
-#: 1.16x, 200 µs 1.31x, 1 ms 1.43x. Workers stop spinning when commands come slower than this.
+#: How long to poll before blocking, when spinning is allowed. Waking a process that sleeps in
+#: poll() cost 50 µs to over 500 µs on our 2-core VM; a spin of this length covers the time
+#: between two steps of a tight loop and the usual skew between two lanes. Measured there
+#: (ratio to SyncVectorEnv, caller + 1 worker, paired rounds): CartPole-v1 N=128, no spin
+#: 1.40x, 1 ms 1.63x; HumanoidStandup-v5 N=32, no spin 1.65x, 1 ms 1.82x. Workers stop
+#: spinning while commands come slower than this (a slow policy between steps); the parent
+#: spins only right after its own chunk, when the answers are due.
 DEFAULT_SPIN_SECONDS = 1e-3
 
 
@@ -152,7 +155,6 @@ class ProcessVecEnv(VectorEnv):
         self._caller_records: InfoRecords | None = None  # the caller chunk's infos, once stepped
         self._caller_work: Callable[[], InfoRecords] | None = None  # steps the caller's chunk
         self._closing = False  # close() is under way: errors must not start another close()
-        self._last_wait = 0.0  # how long the last answers took to come: decides whether to spin
 
         try:
             self.shared: SharedBuffers | None = None
@@ -468,13 +470,9 @@ class ProcessVecEnv(VectorEnv):
             WorkerDiedError: a worker process ended; the vector env is closed.
             WorkerTimeoutError: no answer in time; the vector env is closed.
         """
-        started = time.perf_counter()
-        deadline = started + timeout
+        deadline = time.perf_counter() + timeout
         waiting = {w for w in self._awaiting if w not in self._replies}
-        # Spin only while answers come quickly: when the workers' chunks take much longer than
-        # ours (heavy envs), a spin would burn the core for nothing and then sleep anyway.
-        spin = self.spin_seconds if self._last_wait < self.spin_seconds else 0.0
-        if spin and waiting and spin_until_readable([self.pipes[w].fileno() for w in waiting], spin):
+        if self.spin_seconds and waiting and spin_until_readable([self.pipes[w].fileno() for w in waiting], self.spin_seconds):
             # The fast path: every answer is already there, no need to ask the kernel to wait.
             for worker_index in list(waiting):
                 self._receive(worker_index, waiting)
@@ -494,7 +492,6 @@ class ProcessVecEnv(VectorEnv):
                     exitcode = self.processes[worker_index].exitcode
                     self._close_after_failure()
                     raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, doing)
-        self._last_wait = time.perf_counter() - started
         replies, self._replies, self._awaiting = self._replies, {}, []
         failures = [payload for ok, payload in replies.values() if not ok]
         if failures:
@@ -515,34 +512,32 @@ class ProcessVecEnv(VectorEnv):
     def _gather(self, replies: dict[int, Any], caller_records: InfoRecords) -> tuple[Any, ...]:
         """Turns the answers to RESET/STEP into batched observations, rewards, ..., infos."""
         buffers = self.buffers
-        per_chunk: list[tuple[range, InfoRecords]] = []
+        chunk_infos: list[tuple[int, dict[str, Any]]] = []  # (first env of the chunk, its infos)
         if self.caller_envs is not None:
-            per_chunk.append((self.caller_chunk, caller_records))
+            chunk_infos.append((self.caller_chunk.start, self.caller_envs.batch_infos(caller_records)))
         if self.shared is not None:  # the data is already in shared memory: only infos came
-            per_chunk.extend((self.chunks[w], records) for w, records in replies.items())
+            chunk_infos.extend((self.chunks[w].start, infos) for w, infos in replies.items())
         elif len(replies) == len(self.chunks):  # everyone answered: batch it all at once
             parts = [(self.chunks[w], reply) for w, reply in replies.items()]
             if self.caller_envs is not None:
-                caller_buffers = self.caller_envs.buffers
-                parts.append((self.caller_chunk, (self.caller_envs.env_observations, caller_buffers.rewards, caller_buffers.terminations, caller_buffers.truncations, [])))
+                caller = self.caller_envs
+                caller_part = (caller.env_observations, caller.buffers.rewards, caller.buffers.terminations, caller.buffers.truncations, {})
+                parts.append((self.caller_chunk, caller_part))
             parts.sort(key=lambda part: part[0].start)
             concatenate(self.single_observation_space, [obs for _, reply in parts for obs in reply[0]], buffers.observations)
             buffers.rewards[:] = [value for _, reply in parts for value in reply[1]]
             buffers.terminations[:] = [value for _, reply in parts for value in reply[2]]
             buffers.truncations[:] = [value for _, reply in parts for value in reply[3]]
-            per_chunk.extend((chunk, reply[4]) for chunk, reply in parts if reply[4])
+            chunk_infos.extend((chunk.start, reply[4]) for chunk, reply in parts)
         else:  # a masked reset: only some workers were asked
-            for worker_index, (env_observations, rewards, terminations, truncations, records) in replies.items():
+            for worker_index, (env_observations, rewards, terminations, truncations, infos) in replies.items():
                 chunk = self.chunks[worker_index]
                 concatenate(self.single_observation_space, env_observations, tree_slice(buffers.observations, chunk.start, chunk.stop))
                 buffers.rewards[chunk.start : chunk.stop] = rewards
                 buffers.terminations[chunk.start : chunk.stop] = terminations
                 buffers.truncations[chunk.start : chunk.stop] = truncations
-                per_chunk.append((chunk, records))
-        infos: dict[str, Any] = {}
-        for chunk, records in sorted(per_chunk, key=lambda item: item[0].start):
-            for index, info in records:
-                infos = self._add_info(infos, info, chunk.start + index)
+                chunk_infos.append((chunk.start, infos))
+        infos = merge_infos(sorted((part for part in chunk_infos if part[1]), key=lambda part: part[0]), self.num_envs)
         observations = tree_copy(buffers.observations) if self.copy else buffers.observations
         return observations, buffers.rewards.copy(), buffers.terminations.copy(), buffers.truncations.copy(), infos
 

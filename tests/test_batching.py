@@ -1,0 +1,77 @@
+"""The helpers that put chunks of envs back together must agree with gymnasium's own batching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.vector import VectorEnv
+
+from vecenvs.batching import expand_seeds, merge_infos, split_reset_mask
+from vecenvs.pool import split_evenly
+
+
+class _Batcher(VectorEnv):
+    """Just enough of a VectorEnv to call gymnasium's ``_add_info``."""
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+
+    def batch(self, env_infos: list[dict]) -> dict:
+        infos: dict = {}
+        for index, info in enumerate(env_infos):
+            infos = self._add_info(infos, info, index)
+        return infos
+
+
+def _assert_infos_equal(got: dict, expected: dict, path: str = "infos") -> None:
+    assert got.keys() == expected.keys(), f"{path}: keys {sorted(got)} != {sorted(expected)}"
+    for key in expected:
+        if isinstance(expected[key], dict):
+            _assert_infos_equal(got[key], expected[key], f"{path}[{key!r}]")
+        else:
+            assert got[key].dtype == expected[key].dtype, f"{path}[{key!r}] dtype"
+            assert got[key].shape == expected[key].shape, f"{path}[{key!r}] shape"
+            assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b for a, b in zip(got[key], expected[key])), f"{path}[{key!r}]"
+
+
+def _env_infos(num_envs: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    infos = []
+    for index in range(num_envs):
+        info: dict = {}
+        if index % 3 == 2:  # a key only some envs have, first seen in a later chunk
+            info["rare"] = float(index)
+        if index % 2:
+            info["count"] = index
+            info["vector"] = rng.normal(size=3)
+            info["final_obs"] = rng.normal(size=2)
+            info["final_info"] = {"score": index * 1.5, "label": f"env{index}"}
+        infos.append(info)
+    return infos
+
+
+@pytest.mark.parametrize(("num_envs", "lanes"), [(7, 3), (8, 2), (5, 5), (6, 1)])
+def test_merged_chunk_infos_equal_gymnasiums_env_by_env_infos(num_envs, lanes):
+    env_infos = _env_infos(num_envs)
+    expected = _Batcher(num_envs).batch(env_infos)
+    parts = [(chunk.start, _Batcher(len(chunk)).batch(env_infos[chunk.start : chunk.stop])) for chunk in split_evenly(num_envs, lanes)]
+    _assert_infos_equal(merge_infos([part for part in parts if part[1]], num_envs), expected)
+
+
+def test_expand_seeds():
+    assert expand_seeds(3, 3) == [3, 4, 5]
+    assert expand_seeds(None, 2) == [None, None]
+    assert expand_seeds([1, None], 2) == [1, None]
+    with pytest.raises(ValueError, match="expected 3 seeds"):
+        expand_seeds([1, 2], 3)
+    with pytest.raises(ValueError, match=r"seed\[1\] is 'x'"):
+        expand_seeds([1, "x"], 2)
+
+
+def test_split_reset_mask_leaves_the_callers_options_alone():
+    options = {"reset_mask": np.array([True, False]), "other": 1}
+    env_options, mask = split_reset_mask(options, 2)
+    assert env_options == {"other": 1} and mask.tolist() == [True, False]
+    assert "reset_mask" in options
+    with pytest.raises(ValueError, match="all False"):
+        split_reset_mask({"reset_mask": np.zeros(2, dtype=bool)}, 2)
