@@ -69,3 +69,20 @@ def test_idle_workers_do_not_burn_cpu():
 def test_bad_spin_seconds_is_refused(spin_seconds):
     with pytest.raises(ValueError, match="spin_seconds"):
         PoolVecEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=2, spin_seconds=spin_seconds)
+
+
+def test_workers_stop_spinning_when_the_parent_is_slow_between_steps():
+    """A slow policy between steps: waiting workers must sleep, not spin 1 ms after every step."""
+    with PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2, spin_seconds=1e-3) as envs:
+        envs.reset(seed=0)
+        worker = psutil.Process(envs.processes[0].pid)
+        actions = envs.action_space.sample()
+        envs.step(actions)
+        time.sleep(0.01)
+        before = sum(worker.cpu_times()[:2])
+        for _ in range(100):
+            envs.step(actions)
+            time.sleep(0.01)  # the parent "thinks" for 10 ms: far longer than the spin
+        used = sum(worker.cpu_times()[:2]) - before
+    # Spinning after each of the 100 steps would cost ~0.1 CPU seconds; 2 envs' steps cost ~0.01.
+    assert used < 0.05, f"the worker used {used:.3f} CPU seconds over 100 slow steps: it spun while waiting"

@@ -153,9 +153,11 @@ def run_worker(
         last_wait = 0.0  # how long the previous command took to come after our answer
         while True:
             # Spin only while commands come quickly (a benchmark, a fast policy): when the
-            # parent thinks for longer between steps, a spin would only burn a core it may need.
+            # parent thinks for much longer between steps, a spin would only burn a core it may
+            # need. (The margin is wide because a wait without a spin also counts the wake-up,
+            # which on a busy VM can take most of a millisecond.)
             answered = time.perf_counter()
-            if spin_seconds and last_wait < spin_seconds:
+            if spin_seconds and last_wait < 4 * spin_seconds:
                 spin_until_readable([pipe.fileno()], spin_seconds)
             command, payload = loads(pipe.recv_bytes())
             last_wait = time.perf_counter() - answered
