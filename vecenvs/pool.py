@@ -32,6 +32,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from vecenvs.batching import check_env_fns
 from vecenvs.process_env import ProcessVecEnv, available_cpus
 
 __all__ = ["PoolVecEnv", "available_cpus", "split_evenly"]
@@ -76,20 +77,21 @@ class PoolVecEnv(ProcessVecEnv):
         shared_memory: bool = True,
         **kwargs: Any,
     ):
-        num_envs = len(env_fns) if hasattr(env_fns, "__len__") else 0
+        env_fns = check_env_fns(env_fns)  # first: the split below needs a list of callables
+        num_envs = len(env_fns)
         if num_workers is None:
             num_workers = max(1, min(available_cpus(), num_envs))
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers is {num_workers!r}: expected a whole number >= 1")
-        if num_envs and num_workers > num_envs:
+        if num_workers > num_envs:
             raise ValueError(
                 f"num_workers is {num_workers} but there are only {num_envs} envs: expected "
                 f"1 <= num_workers <= {num_envs} (each worker needs at least one env)"
             )
         self.num_workers = num_workers
         self.step_in_caller = step_in_caller
-        chunks = split_evenly(num_envs, num_workers) if num_envs else []
-        caller_chunk = chunks.pop(0) if step_in_caller and chunks else None
+        chunks = split_evenly(num_envs, num_workers)
+        caller_chunk = chunks.pop(0) if step_in_caller else None
         super().__init__(env_fns, chunks, shared_memory=shared_memory, caller_chunk=caller_chunk, **kwargs)
 
 

@@ -325,17 +325,24 @@ class ProcessVecEnv(VectorEnv):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Calls method ``name`` of every env (or reads the attribute if it is not callable)."""
-        return self._per_env(Command.CALL, (name, args, kwargs), lambda envs, _: envs.call(name, *args, **kwargs), f"call({name!r})")
+        return self._per_env(
+            Command.CALL, lambda chunk: (name, args, kwargs), lambda envs, chunk: envs.call(name, *args, **kwargs), f"call({name!r})"
+        )
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of every env."""
-        return self._per_env(Command.GET_ATTR, name, lambda envs, _: envs.get_attr(name), f"get_attr({name!r})")
+        return self._per_env(Command.GET_ATTR, lambda chunk: name, lambda envs, chunk: envs.get_attr(name), f"get_attr({name!r})")
 
     def set_attr(self, name: str, values: Any) -> None:
         """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
         self._check_open()
         values = per_env_values(values, self.num_envs)
-        self._per_env(Command.SET_ATTR, (name, values), lambda envs, chunk: envs.set_attr(name, values[chunk.start : chunk.stop]), f"set_attr({name!r})")
+        self._per_env(
+            Command.SET_ATTR,
+            lambda chunk: (name, values[chunk.start : chunk.stop]),
+            lambda envs, chunk: envs.set_attr(name, values[chunk.start : chunk.stop]),
+            f"set_attr({name!r})",
+        )
 
     def render(self) -> tuple[Any, ...]:
         """The frames rendered by every env."""
@@ -415,19 +422,26 @@ class ProcessVecEnv(VectorEnv):
                 raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, command.value) from None
             self._awaiting.append(worker_index)
 
-    def _per_env(self, command: Command, payload: Any, on_caller: Callable[[MultiEnv, range], Any], doing: str) -> tuple[Any, ...]:
-        """Runs call/get_attr/set_attr on every env; returns the results in env order."""
+    def _per_env(
+        self,
+        command: Command,
+        payload_for: Callable[[range], Any],
+        on_caller: Callable[[MultiEnv, range], Any],
+        doing: str,
+    ) -> tuple[Any, ...]:
+        """Runs call/get_attr/set_attr on every env; returns the per-env results in env order.
+
+        ``payload_for(chunk)`` is what a worker running ``chunk`` is sent; ``on_caller`` does the
+        same work on the caller's own chunk.
+        """
         self._check_open()
         if self._state is not State.IDLE:
             raise AlreadyPendingCallError(f"cannot {doing} while a step is pending: call step_wait() (or reset()) first", "step")
-        if command is Command.SET_ATTR:
-            name, values = payload
-            payloads = {w: (name, values[c.start : c.stop]) for w, c in enumerate(self.chunks)}
-        else:
-            payloads = dict.fromkeys(range(len(self.chunks)), payload)
-        self._send_all(command, payloads)
+        self._send_all(command, {w: payload_for(chunk) for w, chunk in enumerate(self.chunks)})
+        results: dict[int, Any] = {}  # first env of a chunk -> that chunk's results
         try:
-            caller_results = on_caller(self.caller_envs, self.caller_chunk) if self.caller_envs is not None else None
+            if self.caller_envs is not None:
+                results[self.caller_chunk.start] = on_caller(self.caller_envs, self.caller_chunk)
         except BaseException:
             # The workers' answers to this command must not be read as answers to the next one.
             try:
@@ -435,13 +449,8 @@ class ProcessVecEnv(VectorEnv):
             except EnvCrashedError:
                 pass  # the caller's own error is the one to report (it has the lowest env index)
             raise
-        replies = self._collect(doing, self.timeout)
-        results: dict[int, Any] = {self.chunks[w].start: replies[w] for w in replies}
-        if caller_results is not None:
-            results[self.caller_chunk.start] = caller_results
-        if command is Command.SET_ATTR:
-            return None
-        return tuple(result for start in sorted(results) for result in results[start])
+        results.update((self.chunks[w].start, reply) for w, reply in self._collect(doing, self.timeout).items())
+        return tuple(result for start in sorted(results) for result in (results[start] or ()))
 
     def _on_caller(self, work: Callable[[], InfoRecords]) -> InfoRecords:
         """Runs the caller chunk's part of a reset/step; a crash there closes the env like a worker's."""

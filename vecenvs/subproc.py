@@ -21,6 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from vecenvs.batching import check_env_fns
 from vecenvs.process_env import ProcessVecEnv
 
 __all__ = ["SubprocVecEnv"]
@@ -48,5 +49,5 @@ class SubprocVecEnv(ProcessVecEnv):
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], **kwargs: Any):
-        num_envs = len(env_fns) if hasattr(env_fns, "__len__") else 0
-        super().__init__(env_fns, [range(i, i + 1) for i in range(num_envs)], shared_memory=False, **kwargs)
+        env_fns = check_env_fns(env_fns)  # first: the split below needs a list of callables
+        super().__init__(env_fns, [range(i, i + 1) for i in range(len(env_fns))], shared_memory=False, **kwargs)
