@@ -72,17 +72,20 @@ def test_bad_spin_seconds_is_refused(spin_seconds):
 
 
 def test_workers_stop_spinning_when_the_parent_is_slow_between_steps():
-    """A slow policy between steps: waiting workers must sleep, not spin 1 ms after every step."""
-    with PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2, spin_seconds=1e-3) as envs:
+    """A slow policy between steps: waiting workers must sleep, not spin after every step."""
+    # CPU times come in 10 ms ticks and this test shares the machine, so the numbers are chosen
+    # far apart: a 5 ms spin after each of 50 steps would cost ~0.25 CPU seconds, while 50
+    # wake-ups that step 2 CartPoles cost ~0.02.
+    spin, think, steps = 5e-3, 0.04, 50  # think > 4 x spin: the worker's rule for "slow"
+    with PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2, spin_seconds=spin) as envs:
         envs.reset(seed=0)
         worker = psutil.Process(envs.processes[0].pid)
         actions = envs.action_space.sample()
         envs.step(actions)
-        time.sleep(0.01)
+        time.sleep(think)
         before = sum(worker.cpu_times()[:2])
-        for _ in range(100):
+        for _ in range(steps):
             envs.step(actions)
-            time.sleep(0.01)  # the parent "thinks" for 10 ms: far longer than the spin
+            time.sleep(think)
         used = sum(worker.cpu_times()[:2]) - before
-    # Spinning after each of the 100 steps would cost ~0.1 CPU seconds; 2 envs' steps cost ~0.01.
-    assert used < 0.05, f"the worker used {used:.3f} CPU seconds over 100 slow steps: it spun while waiting"
+    assert used < steps * spin / 2, f"the worker used {used:.3f} CPU seconds over {steps} slow steps: it spun while waiting"
