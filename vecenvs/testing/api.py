@@ -1,0 +1,400 @@
+"""check_api: the VectorEnv API, spaces and dtypes, and the attribute methods."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from vecenvs.factory import env_fns_for
+from vecenvs.testing.report import (
+    CheckRun,
+    exception_summary,
+    show,
+    traceback_tail,
+    type_name,
+)
+from vecenvs.testing.running import MakeVectorEnv, build, close_quietly
+
+#: The attribute check_api sets on every env to test set_attr/get_attr/call.
+_PROBE_ATTRIBUTE = "vecenvs_conformance_probe"
+
+
+def _space_problem(space: gym.Space, value: Any, path: str) -> tuple[str, str, str] | None:
+    """Why ``value`` is not a batch of ``space``: ``(where, expected, got)``, or ``None``.
+
+    Walks ``Dict`` and ``Tuple`` spaces so the problem is named down to the exact key; array
+    spaces are checked for type, dtype and shape first, as those are the usual mistakes, then
+    ``space.contains`` catches values out of bounds.
+    """
+    if isinstance(space, spaces.Dict):
+        if not isinstance(value, Mapping):
+            return path, "a dict (the space is a Dict)", type_name(value)
+        if set(value) != set(space.spaces):
+            return path, f"keys {sorted(space.spaces)}", f"keys {sorted(value)}"
+        for key, subspace in space.spaces.items():
+            found = _space_problem(subspace, value[key], f"{path}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(value, tuple) or len(value) != len(space.spaces):
+            return path, f"a tuple of {len(space.spaces)} items", show(value)
+        for index, subspace in enumerate(space.spaces):
+            found = _space_problem(subspace, value[index], f"{path}[{index}]")
+            if found:
+                return found
+        return None
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        wanted = f"a numpy array of dtype {space.dtype} and shape {space.shape}"
+        if not isinstance(value, np.ndarray):
+            return path, wanted, f"a {type_name(value)}"
+        if value.dtype != space.dtype or value.shape != space.shape:
+            return path, wanted, f"dtype {value.dtype}, shape {value.shape}"
+    if not space.contains(value):
+        return path, f"a value inside {space}", show(value)
+    return None
+
+
+def _check_batch(run: CheckRun, space: gym.Space, value: Any, what: str, space_name: str) -> None:
+    found = _space_problem(space, value, what)
+    if found:
+        where, expected, got = found
+        if expected.startswith("a value inside"):
+            hint = ("the type, dtype and shape are right but a value is outside the space: check "
+                    "that row i holds env i's observation exactly as the env returned it")
+        else:
+            hint = ("build the batch with gymnasium.vector.utils.create_empty_array("
+                    "single_observation_space, n=num_envs) and fill it with "
+                    "gymnasium.vector.utils.concatenate(single_observation_space, per_env_obs, out)")
+        run.problem(f"{where} must be an element of {space_name}", expected, got, hint)
+
+
+def _check_flags(
+    run: CheckRun, value: Any, name: str, dtype: type, num_envs: int, hint: str
+) -> None:
+    """``value`` must be a numpy array of ``dtype`` and shape ``(num_envs,)``."""
+    expected = f"a numpy array of dtype {np.dtype(dtype)} and shape ({num_envs},)"
+    if not isinstance(value, np.ndarray):
+        run.problem(f"step() {name}", expected, f"a {type_name(value)}: {show(value)}", hint)
+    elif value.dtype != dtype or value.shape != (num_envs,):
+        run.problem(f"step() {name}", expected, f"dtype {value.dtype}, shape {value.shape}", hint)
+
+
+def check_api(
+    make_vector_env: MakeVectorEnv,
+    env_id: str = "CartPole-v1",
+    num_envs: int = 3,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    *,
+    require_context_manager: bool = False,
+) -> list[str]:
+    """Check the shape of the API: attributes, spaces, return types, call/get_attr/set_attr.
+
+    Checks that the backend builds a ``gymnasium.vector.VectorEnv`` with the right
+    ``num_envs``, ``single_*`` spaces equal to the env's and batched spaces equal to
+    ``batch_space(single, num_envs)``, ``metadata["autoreset_mode"]`` set to the mode asked
+    for; that ``reset`` returns ``(observations, infos)`` and ``step`` a 5-tuple with
+    observations in the space, float64 rewards and bool terminations/truncations of shape
+    ``(num_envs,)`` and a dict of infos; that ``get_attr``, ``set_attr`` and ``call`` reach
+    every env in order; and that a ``with`` block closes the vector env.
+
+    gymnasium 1.x's own ``VectorEnv`` has no ``__enter__``/``__exit__``, so by default a
+    vector env without them only earns a note; one that has them must close on leaving.
+
+    Args:
+        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
+        env_id: a registered env id.
+        num_envs: how many envs to build.
+        autoreset_mode: the mode to build with; ``metadata["autoreset_mode"]`` must match it.
+        require_context_manager: fail, rather than note, when ``with`` is not supported.
+
+    Returns:
+        Notes on things that passed but are worth knowing (also issued as
+        :class:`ConformanceWarning`).
+
+    Raises:
+        ConformanceError: with every problem found.
+    """
+    mode = AutoresetMode(autoreset_mode)
+    run = CheckRun(f"check_api[{env_id}, {mode.value}]")
+    single_env = gym.make(env_id)
+    single_obs_space, single_act_space = single_env.observation_space, single_env.action_space
+    single_env.close()
+
+    venv = None
+    with run.running():
+        venv = build(run, make_vector_env, env_fns_for(env_id, num_envs), mode)
+        if not isinstance(venv, VectorEnv):
+            run.stop(
+                "the backend must build a gymnasium.vector.VectorEnv",
+                "an instance of gymnasium.vector.VectorEnv",
+                f"an instance of {type(venv).__module__}.{type(venv).__qualname__}",
+                "subclass gymnasium.vector.VectorEnv, so gymnasium's vector wrappers and "
+                "training code accept your vector env",
+            )
+        _check_attributes(run, venv, num_envs, mode, single_obs_space, single_act_space)
+        _check_reset_and_step(run, venv, num_envs)
+        _check_attr_methods(run, venv, env_id, num_envs)
+    close_quietly(venv)
+
+    if venv is not None:  # if building failed, building again for `with` would only fail again
+        with run.running():
+            _check_with_block(run, make_vector_env, env_id, num_envs, mode, require_context_manager)
+    return run.finish()
+
+
+def _check_attributes(
+    run: CheckRun,
+    venv: VectorEnv,
+    num_envs: int,
+    mode: AutoresetMode,
+    single_obs_space: gym.Space,
+    single_act_space: gym.Space,
+) -> None:
+    got_num_envs = getattr(venv, "num_envs", "<missing>")
+    if got_num_envs != num_envs:
+        run.stop(
+            "num_envs must be the number of env factories given",
+            str(num_envs),
+            repr(got_num_envs),
+            "set self.num_envs = len(env_fns) in __init__",
+        )
+    for kind, single in (("observation", single_obs_space), ("action", single_act_space)):
+        got_single = getattr(venv, f"single_{kind}_space", "<missing>")
+        if got_single != single:
+            run.problem(
+                f"single_{kind}_space must equal the env's {kind}_space",
+                str(single),
+                str(got_single),
+                f"take it from one env: self.single_{kind}_space = env.{kind}_space (a worker "
+                f"can send it back to the parent after making its envs)",
+            )
+            continue
+        batched = batch_space(single, num_envs)
+        got_batched = getattr(venv, f"{kind}_space", "<missing>")
+        if got_batched != batched:
+            run.problem(
+                f"{kind}_space must be the single space batched num_envs times",
+                str(batched),
+                str(got_batched),
+                f"set self.{kind}_space = gymnasium.vector.utils.batch_space("
+                f"self.single_{kind}_space, self.num_envs)",
+            )
+    metadata = getattr(venv, "metadata", None)
+    if isinstance(metadata, Mapping):
+        got_mode = metadata.get("autoreset_mode", "<missing>")
+    else:
+        got_mode = f"no metadata dict (metadata is {metadata!r})"
+    if got_mode is not mode:
+        as_string = isinstance(got_mode, str) and got_mode == mode.value
+        run.problem(
+            'metadata["autoreset_mode"] must be the autoreset mode the env was built with',
+            repr(mode),
+            repr(got_mode),
+            ("store the AutoresetMode member, not its string value: gymnasium's vector "
+             "wrappers compare it with AutoresetMode.NEXT_STEP etc." if as_string else
+             'set self.metadata = {**first_env.metadata, "autoreset_mode": autoreset_mode}, '
+             "with autoreset_mode converted by AutoresetMode(autoreset_mode)"),
+        )
+
+
+def _check_reset_and_step(run: CheckRun, venv: VectorEnv, num_envs: int) -> None:
+    result = run.attempt(
+        "reset(seed=0)",
+        lambda: venv.reset(seed=0),
+        "(observations, infos)",
+        "reset must reset every env (env i with seed + i) and return (observations, infos)",
+    )
+    if not isinstance(result, tuple) or len(result) != 2:
+        run.stop(
+            "reset(seed=0) must return a 2-tuple (observations, infos)",
+            "a tuple of 2 items",
+            f"a {type_name(result)}: {show(result)}",
+            "return observations, infos",
+        )
+    observations, infos = result
+    _check_batch(
+        run, venv.observation_space, observations, "reset() observations", "observation_space"
+    )
+    if not isinstance(infos, dict):
+        run.problem(
+            "reset() infos must be a dict",
+            "a dict",
+            f"a {type_name(infos)}",
+            "collect the per-env infos with infos = self._add_info(infos, env_info, i)",
+        )
+
+    action_space = copy.deepcopy(venv.action_space)
+    action_space.seed(0)
+    for step in range(1, 4):
+        result = run.attempt(
+            f"step(actions) (step {step} after reset)",
+            lambda: venv.step(action_space.sample()),
+            "(observations, rewards, terminations, truncations, infos)",
+            "step(actions) must step env i with actions[i] and return the batched results",
+        )
+        if not isinstance(result, tuple) or len(result) != 5:
+            run.stop(
+                "step(actions) must return a 5-tuple",
+                "(observations, rewards, terminations, truncations, infos)",
+                f"a {type_name(result)}: {show(result, limit=200)}",
+                "return observations, rewards, terminations, truncations, infos",
+            )
+        observations, rewards, terminations, truncations, infos = result
+        problems_before = len(run.problems)
+        _check_batch(
+            run, venv.observation_space, observations, "step() observations", "observation_space"
+        )
+        _check_flags(
+            run, rewards, "rewards", np.float64, num_envs,
+            "gymnasium's vector envs return rewards as float64: build them with "
+            "np.zeros(num_envs, dtype=np.float64) and fill in each env's reward",
+        )
+        for name, flags in (("terminations", terminations), ("truncations", truncations)):
+            _check_flags(
+                run, flags, name, np.bool_, num_envs,
+                f"build {name} with np.zeros(num_envs, dtype=np.bool_) and fill in each env's flag",
+            )
+        if not isinstance(infos, dict):
+            run.problem(
+                "step() infos must be a dict",
+                "a dict",
+                f"a {type_name(infos)}",
+                "collect the per-env infos with infos = self._add_info(infos, env_info, i)",
+            )
+        if len(run.problems) > problems_before:
+            return  # the same mistake would only be reported again on the next steps
+
+
+def _check_attr_methods(run: CheckRun, venv: VectorEnv, env_id: str, num_envs: int) -> None:
+    def in_order(doing: str, result: Any, expected: tuple, hint: str) -> bool:
+        if isinstance(result, (tuple, list)) and tuple(result) == expected:
+            return True
+        run.problem(
+            f"{doing} must return one result per env, in env order",
+            repr(expected),
+            f"{show(result)} ({type_name(result)})",
+            hint,
+        )
+        return False
+
+    get_hint = (
+        "get_attr(name) returns a tuple with env i's env.get_wrapper_attr(name) at position i"
+    )
+    specs = run.attempt(
+        'get_attr("spec")', lambda: venv.get_attr("spec"), "a tuple of EnvSpec", get_hint
+    )
+    if isinstance(specs, (tuple, list)):
+        specs = tuple(getattr(spec, "id", spec) for spec in specs)
+    in_order('get_attr("spec") (compared by .id)', specs, (env_id,) * num_envs, get_hint)
+
+    set_hint = (
+        "set_attr(name, values): a list or tuple gives env i values[i], any other value is given "
+        "to every env; use env.set_wrapper_attr(name, value) in each env"
+    )
+    values = tuple(100 + index for index in range(num_envs))
+    run.attempt(
+        f"set_attr({_PROBE_ATTRIBUTE!r}, {list(values)})",
+        lambda: venv.set_attr(_PROBE_ATTRIBUTE, list(values)),
+        "no exception",
+        set_hint,
+    )
+    got = run.attempt(
+        f"get_attr({_PROBE_ATTRIBUTE!r})",
+        lambda: venv.get_attr(_PROBE_ATTRIBUTE),
+        "the values set",
+        get_hint,
+    )
+    doing = f"get_attr after set_attr({_PROBE_ATTRIBUTE!r}, {list(values)})"
+    if not in_order(doing, got, values, set_hint):
+        return
+
+    call_hint = (
+        "call(name, *args, **kwargs) must run env.get_wrapper_attr(name)(*args, **kwargs) in every "
+        "env, passing the arguments on, and return the results as a tuple in env order"
+    )
+    got = run.attempt(
+        f'call("get_wrapper_attr", {_PROBE_ATTRIBUTE!r})',
+        lambda: venv.call("get_wrapper_attr", _PROBE_ATTRIBUTE),
+        "the values set",
+        call_hint,
+    )
+    doing = f'call("get_wrapper_attr", {_PROBE_ATTRIBUTE!r}) (a positional argument)'
+    in_order(doing, got, values, call_hint)
+    # A keyword argument: with force=False, set_wrapper_attr refuses to create an attribute and
+    # returns False; a backend that drops keyword arguments gets the default force=True: True.
+    got = run.attempt(
+        'call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False)',
+        lambda: venv.call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False),
+        "False for every env",
+        call_hint,
+    )
+    in_order('call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False) (a keyword '
+             "argument)", got, (False,) * num_envs, call_hint)
+
+    run.attempt(
+        f"set_attr({_PROBE_ATTRIBUTE!r}, 7)",
+        lambda: venv.set_attr(_PROBE_ATTRIBUTE, 7),
+        "no exception",
+        set_hint,
+    )
+    got = run.attempt(
+        f"get_attr({_PROBE_ATTRIBUTE!r})",
+        lambda: venv.get_attr(_PROBE_ATTRIBUTE),
+        "7 for every env",
+        get_hint,
+    )
+    in_order(f"get_attr after set_attr({_PROBE_ATTRIBUTE!r}, 7) (one value for all envs)", got,
+             (7,) * num_envs, set_hint)
+
+
+def _check_with_block(
+    run: CheckRun,
+    make_vector_env: MakeVectorEnv,
+    env_id: str,
+    num_envs: int,
+    mode: AutoresetMode,
+    required: bool,
+) -> None:
+    venv = build(run, make_vector_env, env_fns_for(env_id, num_envs), mode)
+    kind = type(venv)
+    if not (hasattr(kind, "__enter__") and hasattr(kind, "__exit__")):
+        close_quietly(venv)
+        wording = f"{kind.__qualname__} does not support `with` (no __enter__/__exit__)"
+        hint = ("add __enter__ (return self) and __exit__ (call self.close() and return False) so "
+                "students can write `with make_vec(...) as envs:`")
+        if required:
+            run.stop("`with make_vector_env(...) as envs:` must work", "__enter__ and __exit__",
+                     wording, hint)
+        run.note(f"{wording}; gymnasium's own VectorEnv does not either. Hint: {hint}")
+        return
+    try:
+        with venv as entered:
+            if entered is not venv:
+                run.problem(
+                    "`with venv as envs:` must bind the vector env itself",
+                    "__enter__ returns self",
+                    f"__enter__ returned {show(entered)}",
+                    "end __enter__ with `return self`",
+                )
+            venv.reset(seed=0)
+    except Exception as err:  # noqa: BLE001 - the finding
+        close_quietly(venv)
+        run.stop("a `with` block around reset(seed=0) raised", "no exception",
+                 exception_summary(err), "see the traceback", details=traceback_tail(err))
+    if getattr(venv, "closed", None) is not True:
+        close_quietly(venv)
+        run.problem(
+            "leaving a `with` block must close the vector env",
+            "venv.closed is True after the block",
+            f"venv.closed is {getattr(venv, 'closed', '<missing>')!r}",
+            "__exit__ must call self.close(); close() must set self.closed = True (the "
+            "base class VectorEnv.close does, then calls your close_extras)",
+        )

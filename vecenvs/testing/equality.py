@@ -1,0 +1,344 @@
+"""check_matches_sync: step by step against gymnasium's SyncVectorEnv under the same seeds and actions."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from vecenvs.factory import env_fns_for
+from vecenvs.testing.report import CheckRun, show, type_name
+from vecenvs.testing.running import MakeVectorEnv, build, close_quietly
+
+
+@dataclass
+class _Difference:
+    """Where two results first differ.
+
+    Attributes:
+        path: the field, e.g. ``"infos['final_obs'][2]"``.
+        problem: what differs: type, dtype, shape, keys or values.
+        expected: the reference's value at ``path`` (the env's row, when one env is to blame).
+        got: the backend's value there.
+        env_index: the env whose result differs, if one can be named.
+        expected_batch: for a per-env array, the reference's whole batch (used by the hints).
+        got_batch: the backend's whole batch.
+    """
+
+    path: str
+    problem: str
+    expected: Any
+    got: Any
+    env_index: int | None = None
+    expected_batch: np.ndarray | None = None
+    got_batch: np.ndarray | None = None
+
+
+def _arrays_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    # NaN equals NaN here: an env that returns NaN should not fail the comparison against itself.
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def _scalars_equal(a: Any, b: Any) -> bool:
+    try:
+        equal = a == b
+        if isinstance(equal, np.ndarray):
+            return bool(equal.all())
+        if bool(equal):
+            return True
+    except Exception:  # noqa: BLE001 - uncomparable objects fall back to their repr
+        return repr(a) == repr(b)
+    # NaN is the one float that is not equal to itself.
+    return isinstance(a, (float, np.floating)) and bool(np.isnan(a)) and bool(np.isnan(b))
+
+
+def _find_difference(
+    expected: Any, got: Any, path: str, env_index: int | None = None
+) -> _Difference | None:
+    """The first place where ``got`` differs from ``expected``, exactly, or ``None``.
+
+    Dicts, tuples and lists are walked; numeric arrays must match in dtype, shape and every
+    value; object arrays (like ``infos["final_obs"]``) are compared element by element. At the
+    top level an array's first axis is the env index, so the first differing env is named.
+    """
+    if isinstance(expected, Mapping):
+        if not isinstance(got, Mapping):
+            return _Difference(path, "type differs", "a dict", f"a {type_name(got)}", env_index)
+        missing = [key for key in expected if key not in got]
+        if missing:
+            return _Difference(path, f"missing key(s) {missing}", sorted(map(str, expected)),
+                               sorted(map(str, got)), env_index)
+        extra = [key for key in got if key not in expected]
+        if extra:
+            return _Difference(path, f"unexpected key(s) {extra}", sorted(map(str, expected)),
+                               sorted(map(str, got)), env_index)
+        for key in expected:
+            found = _find_difference(expected[key], got[key], f"{path}[{key!r}]", env_index)
+            if found:
+                return found
+        return None
+    if isinstance(expected, (tuple, list)):
+        if type(got) is not type(expected):
+            return _Difference(
+                path, "type differs", f"a {type_name(expected)}", f"a {type_name(got)}", env_index
+            )
+        if len(got) != len(expected):
+            return _Difference(path, "length differs", len(expected), len(got), env_index)
+        for index, (want, have) in enumerate(zip(expected, got)):
+            found = _find_difference(want, have, f"{path}[{index}]", env_index)
+            if found:
+                return found
+        return None
+    if isinstance(expected, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            return _Difference(
+                path, "type differs", "a numpy array", f"{type_name(got)} {show(got)}", env_index
+            )
+        if got.dtype != expected.dtype:
+            return _Difference(
+                path, "dtype differs", str(expected.dtype), str(got.dtype), env_index
+            )
+        if got.shape != expected.shape:
+            return _Difference(path, "shape differs", expected.shape, got.shape, env_index)
+        if expected.dtype == object:
+            for position in np.ndindex(expected.shape):
+                owner = env_index if env_index is not None else (position[0] if position else None)
+                label = f"{path}[{', '.join(map(str, position))}]"
+                found = _find_difference(expected[position], got[position], label, owner)
+                if found:
+                    return found
+            return None
+        if _arrays_equal(expected, got):
+            return None
+        if env_index is None and expected.ndim >= 1:
+            for index in range(expected.shape[0]):
+                if not _arrays_equal(expected[index], got[index]):
+                    return _Difference(
+                        path, "values differ", expected[index], got[index], index, expected, got
+                    )
+        return _Difference(path, "values differ", expected, got, env_index)
+    if type(got) is not type(expected):
+        return _Difference(path, "type differs", f"{type_name(expected)} {show(expected)}",
+                           f"{type_name(got)} {show(got)}", env_index)
+    if not _scalars_equal(expected, got):
+        return _Difference(path, "values differ", expected, got, env_index)
+    return None
+
+
+_SCALAR_FIELDS = ("rewards", "terminations", "truncations")
+
+
+def _mismatch_hint(
+    difference: _Difference,
+    field: str,
+    mode: AutoresetMode,
+    ended_before: np.ndarray,
+    ended_now: np.ndarray,
+) -> str:
+    """Guess the likely cause of a difference from what the reference envs were doing."""
+    index = difference.env_index
+    layout_problem = difference.problem in ("dtype differs", "shape differs", "type differs")
+    if difference.problem == "dtype differs" and field in _SCALAR_FIELDS:
+        dtype = "np.float64" if field == "rewards" else "np.bool_"
+        return f"gymnasium returns {field} as {dtype}: build the array with dtype={dtype}"
+    if layout_problem and field == "observations":
+        return ("build observation batches with gymnasium.vector.utils.create_empty_array("
+                "single_observation_space, n=num_envs) and fill them with "
+                "gymnasium.vector.utils.concatenate, so dtypes and shapes follow the space")
+    if index is not None and mode is AutoresetMode.NEXT_STEP and ended_before[index]:
+        return (f"env {index}'s episode ended on the previous step. Check your autoreset: in "
+                f"NEXT_STEP mode the step after termination or truncation must reset that env "
+                f"(ignoring its action) and return the reset observation, reward 0, and "
+                f"terminated=False, truncated=False")
+    if index is not None and mode is AutoresetMode.NEXT_STEP and ended_now[index]:
+        return (f"env {index}'s episode ends on this step. In NEXT_STEP mode this step returns the "
+                f"episode's last observation and reward as the env gave them; the reset happens on "
+                f"the next step, not now")
+    swapped = _swapped_row(difference) if field == "observations" else None
+    if swapped is not None:
+        return (f"env {index}'s result is what env {swapped} should have returned: results are "
+                f"written at the wrong index. Keep results in env order when gathering them from "
+                f"the workers (worker w's envs are a fixed slice of the env indices)")
+    if mode is AutoresetMode.SAME_STEP and (
+        "final_" in difference.path + difference.problem or (index is not None and ended_now[index])
+    ):
+        return ("in SAME_STEP mode an env whose episode ends is reset within the same step: return "
+                "the reset observation (and reset info), and put the episode's last observation "
+                "in infos['final_obs'][i] and its last info in infos['final_info'] (add both with "
+                "self._add_info(infos, {'final_obs': obs, 'final_info': info}, i), which also sets "
+                "the '_final_obs'/'_final_info' masks)")
+    if mode is AutoresetMode.DISABLED and field.startswith("reset"):
+        return ("reset(options={'reset_mask': mask}) must reset exactly the envs where mask is "
+                "True, leave the others untouched, and return their observations in place")
+    if field.startswith("infos"):
+        return ("infos must be built like VectorEnv._add_info does it: for every key an array of "
+                "length num_envs and a bool mask '_key' saying which envs reported it; use "
+                "self._add_info(infos, env_info, i) for each env in order")
+    if index is not None:
+        return (f"env {index} diverged from the reference: check that env i is stepped with "
+                f"actions[i], exactly once per step, and that its result is written at index i")
+    return "compare your step() with gymnasium.vector.SyncVectorEnv.step"
+
+
+def _swapped_row(difference: _Difference) -> int | None:
+    """If env i's row of the batch equals another env's expected row, that env's index."""
+    expected, got, index = difference.expected_batch, difference.got_batch, difference.env_index
+    # One number per env (rewards, a Discrete observation) matches another env's by chance too
+    # often to mean anything; a whole row of floats does not.
+    if expected is None or got is None or index is None or expected.ndim < 2:
+        return None
+    for other in range(expected.shape[0]):
+        if other != index and _arrays_equal(expected[other], got[index]):
+            return other
+    return None
+
+
+_RESET_HINT = (
+    "reset(seed=s) must reset env i with seed s + i (gymnasium's convention; a list of seeds "
+    "gives env i seeds[i]) and return the observations in env order"
+)
+
+
+def check_matches_sync(
+    make_vector_env: MakeVectorEnv,
+    env_id: str = "CartPole-v1",
+    num_envs: int = 4,
+    steps: int = 300,
+    seed: int = 123,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+) -> list[str]:
+    """Check the backend returns exactly what gymnasium's ``SyncVectorEnv`` returns.
+
+    Both are built from the same factories (``gymnasium.make(env_id)``), reset with the same
+    seed, and stepped ``steps`` times with the same actions (sampled from the batched action
+    space seeded with ``seed``). Observations (nested too), rewards, terminations, truncations
+    and infos (with their ``_key`` masks, and ``final_obs``/``final_info`` in SAME_STEP mode)
+    must be identical, dtypes included. In DISABLED mode, ended envs are reset after each step
+    with ``reset(options={"reset_mask": ...})``.
+
+    Args:
+        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
+        env_id: a registered env id.
+        num_envs: how many envs.
+        steps: how many steps; enough for at least two episode ends (see Raises).
+        seed: seeds the reset and the actions.
+        autoreset_mode: the autoreset mode of both vector envs.
+
+    Returns:
+        Notes (none at present; kept for symmetry with the other checks).
+
+    Raises:
+        ConformanceError: at the first difference, naming the step, field and env, with both
+            values and a hint.
+        ValueError: the run saw fewer than two episode ends, so autoreset was not tested:
+            ``steps`` is too small for this env.
+    """
+    mode = AutoresetMode(autoreset_mode)
+    run = CheckRun(f"check_matches_sync[{env_id}, {mode.value}]")
+    env_fns = env_fns_for(env_id, num_envs)
+    reference = SyncVectorEnv(env_fns, autoreset_mode=mode)
+    venv = None
+    episode_ends = 0
+    try:
+        with run.running():
+            venv = build(run, make_vector_env, env_fns, mode)
+            episode_ends = _compare_runs(run, reference, venv, num_envs, steps, seed, mode)
+    finally:
+        close_quietly(venv)
+        reference.close()
+    notes = run.finish()
+    if episode_ends < 2:
+        limit = gym.spec(env_id).max_episode_steps
+        suggestion = (
+            f" (episodes of {env_id} last at most {limit} steps: try steps={limit + 50})"
+            if limit
+            else ""
+        )
+        raise ValueError(
+            f"check_matches_sync saw only {episode_ends} episode end(s) in {steps} steps of "
+            f"{env_id}, so autoreset was not tested: steps={steps} is too small{suggestion}"
+        )
+    return notes
+
+
+def _compare_runs(
+    run: CheckRun,
+    reference: SyncVectorEnv,
+    venv: VectorEnv,
+    num_envs: int,
+    steps: int,
+    seed: int,
+    mode: AutoresetMode,
+) -> int:
+    """Drive both vector envs in lockstep; stop at the first difference. Returns episode ends."""
+    no_ends = np.zeros(num_envs, dtype=bool)
+
+    def compare(when: str, fields: Sequence[str], expected: tuple, got: Any,
+                ended_before: np.ndarray, ended_now: np.ndarray) -> None:
+        if not isinstance(got, tuple) or len(got) != len(fields):
+            run.stop(
+                f"{when} must return a {len(fields)}-tuple",
+                f"({', '.join(fields)})",
+                f"{type_name(got)}: {show(got)}",
+                "return the same tuple as gymnasium's VectorEnv",
+            )
+        for field, want, have in zip(fields, expected, got):
+            difference = _find_difference(want, have, field)
+            if difference is None:
+                continue
+            if when.startswith("reset(seed") and field == "observations":
+                hint = _RESET_HINT
+            else:
+                hint_field = "reset" if when.startswith("reset") else field
+                hint = _mismatch_hint(difference, hint_field, mode, ended_before, ended_now)
+            index = difference.env_index
+            env = "not one env in particular" if index is None else str(index)
+            run.stop(
+                f"{when}: {difference.path} is not what gymnasium's SyncVectorEnv returned "
+                f"({difference.problem})",
+                show(difference.expected),
+                show(difference.got),
+                hint,
+                where=[("when", when), ("field", difference.path), ("env", env)],
+            )
+
+    reset_fields = ("observations", "infos")
+    step_fields = ("observations", "rewards", "terminations", "truncations", "infos")
+    expected = reference.reset(seed=seed)
+    got = run.attempt(
+        f"reset(seed={seed})", lambda: venv.reset(seed=seed), "(observations, infos)", _RESET_HINT
+    )
+    compare(f"reset(seed={seed})", reset_fields, expected, got, no_ends, no_ends)
+
+    action_space = batch_space(reference.single_action_space, num_envs)
+    action_space.seed(seed)
+    ended_before = no_ends
+    episode_ends = 0
+    for step in range(1, steps + 1):
+        actions = action_space.sample()
+        when = f"step {step} after reset(seed={seed})"
+        # Each side gets its own copy: a backend that writes into the actions must not change
+        # what the reference is given.
+        expected = reference.step(copy.deepcopy(actions))
+        got = run.attempt(when, lambda: venv.step(copy.deepcopy(actions)),
+                          "(observations, rewards, terminations, truncations, infos)",
+                          "see the traceback for where step() failed")
+        ended_now = np.logical_or(expected[2], expected[3])
+        compare(when, step_fields, expected, got, ended_before, ended_now)
+        episode_ends += int(ended_now.sum())
+        if mode is AutoresetMode.DISABLED and ended_now.any():
+            # No autoreset: the caller resets the ended envs, as a training loop would.
+            when = f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}"
+            expected = reference.reset(options={"reset_mask": ended_now.copy()})
+            got = run.attempt(when, lambda: venv.reset(options={"reset_mask": ended_now.copy()}),
+                              "(observations, infos)", "see the traceback for where reset() failed")
+            compare(when, reset_fields, expected, got, no_ends, no_ends)
+            ended_now = no_ends
+        ended_before = ended_now
+    return episode_ends
