@@ -38,9 +38,10 @@ $(PYTHON):
 	$(PYTHON3) -m venv $(VENV)
 	$(PYTHON) -m pip install --upgrade pip
 
-# Install the package in editable mode with the test and mujoco extras, then write the stamp.
-$(STAMP): pyproject.toml | $(PYTHON)
-	$(PYTHON) -m pip install -e '.[test,mujoco]'
+# Install the package in editable mode with the test, mujoco and peer extras, then write the
+# stamp. constraints.txt pins torch (pulled in by Stable-Baselines3) to its CPU build.
+$(STAMP): pyproject.toml constraints.txt | $(PYTHON)
+	$(PYTHON) -m pip install -e '.[test,mujoco,sb3,envpool]' -c constraints.txt
 	touch $@
 
 # Remove the virtual environment, build artifacts and caches.

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from vecenvs import bench, cli
+from vecenvs.bench import engine
 from vecenvs.bench import QUICK, BenchConfig, Measurement, compare, measure
 
 
@@ -103,8 +104,8 @@ def test_measure_closes_the_env_when_stepping_fails(monkeypatch):
             closed.append(True)
             self.envs.close()
 
-    real_make_vec = bench.make_vec
-    monkeypatch.setattr(bench, "make_vec", lambda *a, **k: FailingEnvs(real_make_vec(*a, **k)))
+    real_make_vec = engine.make_vec
+    monkeypatch.setattr(engine, "make_vec", lambda *a, **k: FailingEnvs(real_make_vec(*a, **k)))
 
     with pytest.raises(RuntimeError, match="env exploded"):
         measure(quick_config())
@@ -152,7 +153,7 @@ def no_env_may_be_built(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("make_vec was called before the configuration was validated")
 
-    monkeypatch.setattr(bench, "make_vec", forbidden)
+    monkeypatch.setattr(engine, "make_vec", forbidden)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import math
 import multiprocessing
 import os
 import platform
@@ -31,9 +30,10 @@ from typing import Any
 
 import vecenvs
 from vecenvs import bench
+from vecenvs.cli.common import fail, non_negative_float, positive_float, positive_int, unique
 from vecenvs.factory import BACKENDS
 
-__all__ = ["format_table", "main"]
+__all__ = ["add_parser", "format_table"]
 
 #: What ``bench`` measures when no ``--backend`` is given (gym-sync is added as the reference).
 DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm")
@@ -44,27 +44,8 @@ DEFAULT_NUM_ENVS = (8, 128)
 ONE_PROCESS_PER_ENV = ("subproc", "gym-async", "gym-async-shm")
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line (argparse adds the usage on top)."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
-    parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a bad argument already reported by argparse
-        return exit_.code if isinstance(exit_.code, int) else 2
-    return args.run(args, args.parser)
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="vecenvs", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(title="commands", dest="command", required=True)
-
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the ``bench`` command to the ``vecenvs`` parser."""
     bench_parser = commands.add_parser(
         "bench",
         help="measure how many env steps per second each backend delivers",
@@ -77,25 +58,25 @@ def _build_parser() -> argparse.ArgumentParser:
     add = bench_parser.add_argument
     add("--env", action="append", metavar="ID",
         help=f"gymnasium env id; repeat for several (default: {', '.join(DEFAULT_ENVS)})")
-    add("--num-envs", action="append", type=_positive_int, metavar="N",
+    add("--num-envs", action="append", type=positive_int, metavar="N",
         help="number of envs stepped together; repeat for several "
              f"(default: {' and '.join(map(str, DEFAULT_NUM_ENVS))})")
     add("--backend", action="append", choices=list(BACKENDS), metavar="NAME",
         help=f"backend to measure, one of {', '.join(BACKENDS)}; repeat for several "
              f"(default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is always "
              "measured too, as the reference)")
-    add("--workers", type=_positive_int, metavar="K",
+    add("--workers", type=positive_int, metavar="K",
         help="worker processes of the pool backend (default: the pool's own choice)")
     add("--start-method", choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool and gym-async(-shm) "
              "(default: Python's default on this system)")
-    add("--seconds", type=_positive_float, metavar="S",
+    add("--seconds", type=positive_float, metavar="S",
         help=f"length of each timed window (default: {bench.BenchConfig.measure_seconds:g}, "
              f"--quick: {bench.QUICK['measure_seconds']:g})")
-    add("--warmup", type=_non_negative_float, metavar="S",
+    add("--warmup", type=non_negative_float, metavar="S",
         help=f"untimed stepping before the first window (default: "
              f"{bench.BenchConfig.warmup_seconds:g}, --quick: {bench.QUICK['warmup_seconds']:g})")
-    add("--repeats", type=_positive_int, metavar="R",
+    add("--repeats", type=positive_int, metavar="R",
         help=f"timed windows per backend (default: {bench.BenchConfig.repeats}, "
              f"--quick: {bench.QUICK['repeats']})")
     add("--quick", action="store_true",
@@ -110,14 +91,13 @@ def _build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=bench.BenchConfig.seed,
         help="seed of the resets and sampled actions (default: %(default)s)")
     add("--json", metavar="PATH", help="also write every measurement to this JSON file")
-    return parser
 
 
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """The ``bench`` command: validate everything, then measure and print table after table."""
-    env_ids = _unique(args.env or DEFAULT_ENVS)
-    num_envs_list = _unique(args.num_envs or DEFAULT_NUM_ENVS)
-    backends = _unique(args.backend or DEFAULT_BACKENDS)
+    env_ids = unique(args.env or DEFAULT_ENVS)
+    num_envs_list = unique(args.num_envs or DEFAULT_NUM_ENVS)
+    backends = unique(args.backend or DEFAULT_BACKENDS)
     timing = {
         "warmup_seconds": bench.BenchConfig.warmup_seconds,
         "measure_seconds": bench.BenchConfig.measure_seconds,
@@ -145,7 +125,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         if args.json:
             _check_writable(args.json)
     except ValueError as error:
-        return _fail(parser, error, code=2)
+        return fail(parser, error, code=2)
     if args.workers is not None and "pool" not in backends:
         print(f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
               "being measured", file=sys.stderr)
@@ -169,7 +149,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                 print(f"{parser.prog}: interrupted", file=sys.stderr)
                 return 130
             except Exception as error:  # a backend crashed or could not be built
-                return _fail(parser, f"measuring {env_id} with N={num_envs} failed: "
+                return fail(parser, f"measuring {env_id} with N={num_envs} failed: "
                                      f"{type(error).__name__}: {error}", code=1)
             all_results.extend(results)
             print(format_table(results, interleaved=not args.sequential), flush=True)
@@ -300,50 +280,6 @@ def _check_writable(path: str) -> None:
         raise ValueError(f"--json {path!r}: directory {directory!r} does not exist")
     if not os.access(directory, os.W_OK):
         raise ValueError(f"--json {path!r}: directory {directory!r} is not writable")
-
-
-def _fail(parser: argparse.ArgumentParser, message: object, *, code: int) -> int:
-    print(f"{parser.prog}: error: {message}", file=sys.stderr)
-    return code
-
-
-def _unique(values: Sequence[Any]) -> list[Any]:
-    """Drop repeats, keep the order: ``--num-envs 8 --num-envs 8`` measures N=8 once."""
-    return list(dict.fromkeys(values))
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = _finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
 
 
 def _env_kwarg(text: str) -> tuple[str, Any]:
