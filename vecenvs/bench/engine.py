@@ -101,6 +101,16 @@ class BenchConfig:
     seed: int = 0
     """Seeds the reset and the action sampler, so every backend sees the same episodes."""
 
+    @property
+    def backend_label(self) -> str:
+        """The backend and its arguments, e.g. ``"pool (num_workers=2)"``: one row of a table."""
+        return self.backend + _describe_kwargs(self.backend_kwargs)
+
+    @property
+    def env_label(self) -> str:
+        """The env id and its arguments, e.g. ``"vecenvs/Costly-v0 (step_seconds=0.001)"``."""
+        return self.env_id + _describe_kwargs(self.env_kwargs)
+
 
 @dataclass
 class Measurement:
@@ -147,8 +157,21 @@ class Measurement:
     children_uss_bytes: int | None
     """Memory only the backend's processes hold (their USS summed); ``None`` if the OS won't say."""
 
+    workers: int = 1
+    """How many envs can be stepped at the same moment: 1 for the sequential loops, N for one
+    process per env, K for the pool (the calling process counts when it steps envs too)."""
+
+    peak_rss_bytes: int = 0
+    """The largest ``rss_bytes`` seen: after startup and after each timed window."""
+
+    paired_ratios: list[float] = field(default_factory=list)
+    """Window by window, this backend's throughput / the reference's in the same round of
+    :func:`compare` (empty otherwise). Windows of one round run back to back, so each pair saw
+    about the same machine load."""
+
     ratio: float | None = None
-    """``mean`` / the reference's ``mean`` in the same :func:`compare` run; ``None`` otherwise."""
+    """Speed relative to the reference in the same :func:`compare` run: the median of
+    ``paired_ratios`` (one disturbed window cannot drag it far); ``None`` outside compare()."""
 
     @property
     def mean(self) -> float:
@@ -179,6 +202,18 @@ class Measurement:
     def cores_busy(self) -> float:
         """Average number of CPU cores kept busy during the timed windows (CPU time / wall time)."""
         return (self.parent_cpu_seconds + self.children_cpu_seconds) / self.timed_seconds
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
+        """Rebuild a measurement from :meth:`to_dict`'s output (e.g. read back from a store).
+
+        Derived numbers are recomputed, and keys this version does not know are ignored, so
+        results written by an older or newer vecenvs still load.
+        """
+        config_fields = {f.name for f in dataclasses.fields(BenchConfig)}
+        config = BenchConfig(**{k: v for k, v in data["config"].items() if k in config_fields})
+        own_fields = {f.name for f in dataclasses.fields(cls)} - {"config"}
+        return cls(config=config, **{k: v for k, v in data.items() if k in own_fields})
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, derived numbers included, as plain JSON-ready values."""
@@ -320,9 +355,14 @@ def compare(
     else:
         results = [measure(config) for config in configs]
 
-    reference_mean = results[backends.index(reference)].mean
+    reference_result = results[backends.index(reference)]
     for result in results:
-        result.ratio = result.mean / reference_mean
+        # Window i of every backend ran in round i, close together in time: dividing pair by
+        # pair cancels most of the machine's drift, and the median ignores a stalled window.
+        result.paired_ratios = [
+            own / theirs for own, theirs in zip(result.throughputs, reference_result.throughputs)
+        ]
+        result.ratio = statistics.median(result.paired_ratios)
     return results
 
 
@@ -358,7 +398,9 @@ class _Run:
         self.children_cpu_seconds = 0.0
         self.startup_seconds = math.nan
         self.rss_bytes = 0
+        self.peak_rss_bytes = 0
         self.children_uss_bytes: int | None = None
+        self.workers = 1
 
     def __enter__(self) -> _Run:
         config = self.config
@@ -379,8 +421,11 @@ class _Run:
             self.startup_seconds = time.perf_counter() - start
 
             self.children = [process for process in _descendants() if process.pid not in before]
-            self.rss_bytes = _rss([psutil.Process(), *self.children])
+            self.rss_bytes = self.peak_rss_bytes = _rss([psutil.Process(), *self.children])
             self.children_uss_bytes = _uss(self.children)
+            # The pool (and EnvPool) say how many lanes step at once; otherwise every worker
+            # process steps one env's share, and an in-process backend is one lane.
+            self.workers = getattr(self.envs, "num_workers", None) or max(1, len(self.children))
 
             # Seeded, so every backend is sent exactly the same actions.
             self.envs.action_space.seed(config.seed)
@@ -416,6 +461,10 @@ class _Run:
         steps, elapsed = self._step_for(self.config.measure_seconds)
         parent_after = _cpu_seconds(parent)
         children_after = {process.pid: _cpu_seconds(process) for process in self.children}
+
+        self.peak_rss_bytes = max(
+            self.peak_rss_bytes, _rss([parent, *self.children])
+        )
 
         self.window_steps.append(steps)
         self.window_seconds.append(elapsed)
@@ -460,7 +509,16 @@ class _Run:
             child_processes=len(self.children),
             rss_bytes=self.rss_bytes,
             children_uss_bytes=self.children_uss_bytes,
+            workers=self.workers,
+            peak_rss_bytes=self.peak_rss_bytes,
         )
+
+
+def _describe_kwargs(kwargs: Mapping[str, Any]) -> str:
+    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments."""
+    if not kwargs:
+        return ""
+    return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
 
 
 def _descendants() -> list[psutil.Process]:
