@@ -24,6 +24,16 @@ from gymnasium.vector import SyncVectorEnv, VectorEnv
 
 from vecenvs import MultiEnv, PoolVecEnv, SubprocVecEnv
 
+
+@pytest.fixture(autouse=True)
+def results_store_in_tmp(tmp_path, monkeypatch):
+    """Every test (and every process it starts) saves results in its own tmp store, never
+    in the real one under the home directory. Returns that store's path."""
+    path = tmp_path / "default-results.sqlite"
+    monkeypatch.setenv("VECENVS_STORE", str(path))
+    return path
+
+
 # ------------------------------------------------------------------------------------------------
 # Backends
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,423 @@
+"""The command line: ``python -m vecenvs results`` shows what the results store holds.
+
+Every ``bench`` run is saved in the results store, one SQLite file (see
+:mod:`vecenvs.bench.store`). This command reads it back::
+
+    python -m vecenvs results list                         # the runs, newest first
+    python -m vecenvs results show 3                       # run 3: machine, settings, numbers
+    python -m vecenvs results export --format csv -o results.csv   # for pandas or a spreadsheet
+    python -m vecenvs results export --format json --run 3 --run 4 # runs 3 and 4, to stdout
+
+Every action takes ``--store PATH`` to read another store than the default one (for instance
+a file copied from another machine).
+
+Exit codes: 0 done, 2 bad input (an unknown run id, a store that can't be read, an output file
+that can't be written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from vecenvs.bench.machine import format_machine
+from vecenvs.bench.store import (
+    STORE_ENV_VAR,
+    ResultsStore,
+    RunRecord,
+    StoreError,
+    default_store_path,
+)
+from vecenvs.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail, positive_int
+
+__all__ = ["add_parser", "format_measurements", "format_runs"]
+
+#: How the default store is chosen, for ``--help`` (see :func:`default_store_path`).
+_DEFAULT_STORE_RULE = (f"${STORE_ENV_VAR} if set, else $XDG_DATA_HOME/vecenvs/results.sqlite, "
+                       "else ~/.local/share/vecenvs/results.sqlite")
+
+#: Widest a cell of the ``list`` table may be before it is cut short with "...".
+MAX_CELL_WIDTH = 36
+
+_EXAMPLES = """\
+examples:
+  python -m vecenvs results list                    the runs, newest first
+  python -m vecenvs results show 3                  run 3: its machine, settings and numbers
+  python -m vecenvs results export --format csv -o results.csv
+  python -m vecenvs results export --format json --run 3 --run 4
+  python -m vecenvs results list --store other-machine.sqlite
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the ``results`` command, with its ``list``, ``show`` and ``export`` actions."""
+    results_parser = commands.add_parser(
+        "results",
+        help="list, show and export the runs saved in the results store",
+        description=(
+            "Read the results store: the SQLite file where every `vecenvs bench` run is saved,\n"
+            "with its settings and the machine it ran on.\n\n"
+            f"The store read unless --store is given: {_default_store_where()}\n"
+            f"(${STORE_ENV_VAR} if set, else $XDG_DATA_HOME/vecenvs/results.sqlite,\n"
+            "else ~/.local/share/vecenvs/results.sqlite)."
+        ),
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = results_parser.add_subparsers(
+        title="actions", dest="action", required=True, metavar="ACTION",
+    )
+
+    # Every action reads a store: one definition of --store, shared through `parents`.
+    store_option = argparse.ArgumentParser(add_help=False)
+    store_option.add_argument(
+        "--store", metavar="PATH", type=Path,
+        help=f"the results store to read (default: {_default_store_where()}, which is "
+             f"{_DEFAULT_STORE_RULE})",
+    )
+
+    list_parser = actions.add_parser(
+        "list", parents=[store_option],
+        help="the runs, newest first: what was measured, when, and on which machine",
+        description="List the runs in the store, newest first, one line each.",
+    )
+    list_parser.set_defaults(run=_run_list, parser=list_parser)
+    list_parser.add_argument("--limit", type=positive_int, metavar="N",
+                             help="show only the newest N runs (default: all)")
+    list_parser.add_argument("--kind", metavar="KIND",
+                             help="show only runs of this kind, e.g. bench, sweep or profile")
+
+    show_parser = actions.add_parser(
+        "show", parents=[store_option],
+        help="one run: its machine, settings, summary and every measurement",
+        description="Show one run: the machine it ran on, its settings and summary, and a "
+                    "table of its measurements.",
+    )
+    show_parser.set_defaults(run=_run_show, parser=show_parser)
+    show_parser.add_argument("run_id", type=positive_int, metavar="RUN_ID",
+                             help="the run's id, as `results list` shows it")
+
+    export_parser = actions.add_parser(
+        "export", parents=[store_option],
+        help="write runs to CSV (one line per measurement) or JSON (runs with measurements)",
+        description=(
+            "Write the store's runs to a file, or to stdout. CSV has one line per measurement "
+            "with its run and machine, ready for pandas or a spreadsheet; JSON has a list of "
+            "runs, each with its machine, settings, summary and measurements."
+        ),
+    )
+    export_parser.set_defaults(run=_run_export, parser=export_parser)
+    export_parser.add_argument(
+        "--format", choices=("csv", "json"),
+        help="the file format (default: from the -o file's extension, .csv or .json)",
+    )
+    export_parser.add_argument(
+        "--run", action="extend", nargs="+", type=positive_int, metavar="ID", dest="run_ids",
+        help="export only this run; repeat or give several ids (default: every run)",
+    )
+    export_parser.add_argument("-o", "--output", metavar="PATH", type=Path,
+                               help="the file to write (default: stdout)")
+
+
+# --- list ---------------------------------------------------------------------------------
+
+
+def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``results list``: one line per run, newest first."""
+    path = _store_path(args)
+    if not path.exists():
+        # Not an error: a newcomer's first question is "where are my results?".
+        _write_out(_no_results(path) + "\n")
+        return EXIT_OK
+    try:
+        with ResultsStore(path) as store:
+            runs = store.runs(limit=args.limit, kind=args.kind)
+            kinds = store.kinds() if not runs else []
+    except StoreError as error:
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+    if not runs:
+        if kinds:
+            _write_out(f"no runs of kind {args.kind!r} in {path}; it has runs of kind: "
+                       f"{', '.join(kinds)}\n")
+        else:
+            _write_out(_no_results(path) + "\n")
+        return EXIT_OK
+    if args.limit is not None and len(runs) == args.limit:
+        shown = f"the newest {len(runs)} run{'s' if len(runs) != 1 else ''} (--limit {args.limit})"
+    else:
+        shown = f"{len(runs)} run{'s' if len(runs) != 1 else ''}, newest first,"
+    _write_out(f"{format_runs(runs)}\n\n{shown} in {store.path}.\n"
+               "For one run's numbers: python -m vecenvs results show ID"
+               f"{_store_suffix(args)}\n")
+    return EXIT_OK
+
+
+def format_runs(runs: Sequence[RunRecord]) -> str:
+    """A plain-text table of runs, one line each (what ``results list`` prints)."""
+    header = ("id", "started", "kind", "status", "label", "envs", "N", "backends",
+              "meas.", "machine")
+    rows = [
+        (
+            str(run.id),
+            _local_time(run.started_at),
+            run.kind,
+            run.status,
+            run.label or "-",
+            ", ".join(run.env_ids) or "-",
+            ", ".join(map(str, run.num_envs)) or "-",
+            ", ".join(run.backends) or "-",
+            str(run.measurement_count),
+            _machine_short(run.machine),
+        )
+        for run in runs
+    ]
+    rows = [tuple(_shorten(cell) for cell in row) for row in rows]
+    return _table(header, rows, right_aligned={0, 8})
+
+
+# --- show ---------------------------------------------------------------------------------
+
+
+def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``results show RUN_ID``: everything about one run."""
+    path = _store_path(args)
+    if not path.exists():
+        return fail(parser, _no_results(path), code=EXIT_BAD_INPUT)
+    try:
+        with ResultsStore(path) as store:
+            run = store.run(args.run_id)
+            rows = store.measurements([args.run_id])
+    except StoreError as error:
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+
+    lines = [f"run {run.id}: {run.kind}, {run.status}"]
+    if run.label:
+        lines.append(f"  label     {run.label}")
+    took = run.duration_seconds
+    lines.append(f"  started   {_local_time(run.started_at, seconds=True)} (local time)"
+                 + ("" if took is None else f", took {_duration(took)}"))
+    lines.append(textwrap.fill(format_machine(run.machine), width=100,
+                               initial_indent="  machine   ", subsequent_indent=" " * 12))
+    if run.error:
+        lines.append(f"  error     {run.error}")
+    lines.append("")
+    lines.append("settings:")
+    lines.extend(_describe_json(run.settings))
+    if run.summary is not None:
+        lines.append("")
+        lines.append("summary:")
+        lines.extend(_describe_json(run.summary))
+    lines.append("")
+    if rows:
+        reference = run.settings.get("reference") if isinstance(run.settings, dict) else None
+        lines.append(f"measurements ({len(rows)}), in env steps per second:")
+        lines.append(format_measurements(rows, reference=reference))
+        divided_by = f"{reference}'s" if reference else "the reference backend's"
+        lines.append(f"x {reference or 'ref'}: steps/s divided by {divided_by}, measured in the "
+                     "same run on the same machine.")
+    else:
+        lines.append("no measurements" + (" yet: the run is still going" if run.status ==
+                                          "running" else ""))
+    _write_out("\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = None) -> str:
+    """A plain-text table of measurement rows, as :meth:`ResultsStore.measurements` gives.
+
+    Args:
+        rows: the rows to show, in order.
+        reference: the backend the ratios are relative to, for the column title.
+    """
+    header = ("env", "N", "backend", "steps/s (mean ± std)", f"x {reference or 'ref'}")
+    table_rows = [
+        (
+            row["env_id"] + _describe_kwargs(row["env_kwargs"]),
+            str(row["num_envs"]),
+            row["backend"] + _describe_kwargs(row["backend_kwargs"]),
+            f"{_number(row['mean'])} ± {_number(row['std'])}",
+            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+        )
+        for row in rows
+    ]
+    return _table(header, table_rows, right_aligned={1, 3, 4})
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``results export``: runs as CSV or JSON, to a file or stdout."""
+    path = _store_path(args)
+    output: Path | None = args.output
+    file_format = args.format
+    if file_format is None:
+        suffix = output.suffix.lower() if output is not None else ""
+        if suffix not in (".csv", ".json"):
+            return fail(parser, "which format? add --format csv or --format json",
+                        code=EXIT_BAD_INPUT)
+        file_format = suffix[1:]
+    # Check the output before reading anything: no point reading a large store only to fail.
+    problem = None if output is None else _output_problem(output)
+    if problem:
+        return fail(parser, problem, code=EXIT_BAD_INPUT)
+    if not path.exists():
+        return fail(parser, f"{_no_results(path)}; nothing to export", code=EXIT_BAD_INPUT)
+
+    text = io.StringIO()
+    try:
+        with ResultsStore(path) as store:
+            export = store.export_csv if file_format == "csv" else store.export_json
+            count = export(text, run_ids=args.run_ids)
+    except StoreError as error:
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+
+    if output is None:
+        _write_out(text.getvalue())
+        return EXIT_OK
+    try:
+        # newline="": the text already has its line endings (CSV's are \r\n).
+        with open(output, "w", encoding="utf-8", newline="") as file:
+            file.write(text.getvalue())
+    except OSError as error:
+        return fail(parser, f"cannot write -o {output}: {error.strerror or error}",
+                    code=EXIT_BAD_INPUT)
+    what = "measurement" if file_format == "csv" else "run"
+    _write_out(f"wrote {count} {what}{'s' if count != 1 else ''} to {output}\n")
+    return EXIT_OK
+
+
+def _output_problem(output: Path) -> str | None:
+    """Why ``-o output`` can't be written, or ``None`` if it looks writable."""
+    if output.is_dir():
+        return f"-o {output} is a directory; expected a file name such as {output / 'results.csv'}"
+    directory = output.parent
+    if not directory.is_dir():
+        return f"-o {output}: the directory {directory} does not exist"
+    if not os.access(directory, os.W_OK):
+        return f"-o {output}: the directory {directory} is not writable"
+    return None
+
+
+# --- Helpers ------------------------------------------------------------------------------
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    """The store ``--store`` names, or the default one."""
+    return args.store.expanduser() if args.store is not None else default_store_path()
+
+
+def _store_suffix(args: argparse.Namespace) -> str:
+    """`` --store PATH`` when one was given, to repeat in a suggested command."""
+    return "" if args.store is None else f" --store {args.store}"
+
+
+def _default_store_where() -> str:
+    """Where the default store is, for ``--help``."""
+    try:
+        return str(default_store_path())
+    except RuntimeError:  # no home directory to be found: say the rule instead
+        return "see below"
+
+
+def _no_results(path: Path) -> str:
+    """The friendly words for a store that does not exist yet."""
+    return (f"no results yet in {path}; run `python -m vecenvs bench --quick` to make some, "
+            "or pass --store PATH to read another store")
+
+
+def _write_out(text: str) -> None:
+    """Print to stdout; quietly stop if the reader went away (``... | head``)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null, or Python's own flush at exit fails with the same error
+        # and prints a traceback about it.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]],
+           right_aligned: set[int]) -> str:
+    """Columns padded to their widest cell; numbers (``right_aligned``) flush right."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.rjust(width) if i in right_aligned else cell.ljust(width)
+                         for i, (cell, width) in enumerate(zip(cells, widths))).rstrip()
+
+    title = line(header)
+    return "\n".join([title, "-" * len(title), *(line(row) for row in rows)])
+
+
+def _shorten(text: str, width: int = MAX_CELL_WIDTH) -> str:
+    """``text`` cut to ``width`` characters, ending in "..." if it was cut."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _local_time(iso: str, seconds: bool = False) -> str:
+    """A stored UTC time as the local time, e.g. ``2026-05-09 09:35``."""
+    try:
+        moment = datetime.fromisoformat(iso).astimezone()
+    except (TypeError, ValueError):
+        return str(iso)
+    return moment.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def _duration(seconds: float) -> str:
+    """``83.2`` -> ``"1 min 23 s"``."""
+    if seconds < 1:
+        return "under 1 s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def _machine_short(machine: dict[str, Any]) -> str:
+    """``host, N CPUs, CPU model``, for one cell of the ``list`` table."""
+    # The CPU model last: when the cell is too wide, its tail is what is cut.
+    cpus = machine.get("usable_cpus") or machine.get("logical_cpus")
+    parts = [machine.get("hostname", "?"), *([f"{cpus} CPUs"] if cpus else []),
+             machine.get("cpu_model", "?")]
+    return ", ".join(map(str, parts))
+
+
+def _describe_kwargs(kwargs: Any) -> str:
+    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments."""
+    if not kwargs:
+        return ""
+    if not isinstance(kwargs, dict):
+        return f" ({kwargs})"
+    return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
+
+
+def _describe_json(value: Any, indent: str = "  ") -> list[str]:
+    """Indented lines for a settings or summary value: a line per key of a dict, and values
+    too long for one line spread over several."""
+    if isinstance(value, dict) and value:
+        lines = []
+        for key, item in value.items():
+            compact = json.dumps(item)
+            if len(indent) + len(key) + len(compact) + 2 <= 100:
+                lines.append(f"{indent}{key}: {compact}")
+            else:
+                lines.append(f"{indent}{key}:")
+                lines.extend(indent * 2 + line for line in json.dumps(item, indent=2).splitlines())
+        return lines
+    return [indent + line for line in json.dumps(value, indent=2).splitlines()]
+
+
+def _number(value: float | None) -> str:
+    """Steps per second with thousands separators; ``?`` when unknown."""
+    return "?" if value is None else f"{value:,.0f}"
