@@ -1,0 +1,286 @@
+"""Tests of the shared plotly figures (vecenvs.bench.figures), on made-up measurements.
+
+No browser: the figures are checked through their data (traces, axes, legend) and by writing
+them to JSON and HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from plotly import graph_objects as go
+from synthetic_measurements import CHEAP, COSTLY, ENV_STEP, US, measurement, synthetic
+
+from vecenvs.bench.figures import (
+    BACKEND_COLORS,
+    backend_colors,
+    display_label,
+    efficiency_figure,
+    seeds_figure,
+    seeds_figures,
+    speedup_figure,
+    throughput_figure,
+)
+from vecenvs.bench.model import fit_overhead_model
+
+CPUS = 2
+NUM_ENVS = (1, 2, 4, 8)
+OVERHEADS = {"pool": (300 * US, 0.0), "subproc": (100 * US, 30 * US)}
+
+
+@pytest.fixture
+def data():
+    # Given costly env first, to check that the figures order envs by cost themselves.
+    costly_first = {COSTLY: ENV_STEP[COSTLY], CHEAP: ENV_STEP[CHEAP]}
+    return synthetic(OVERHEADS, envs=costly_first, num_envs=NUM_ENVS, cpus=CPUS)
+
+
+@pytest.fixture
+def model(data):
+    return fit_overhead_model(data, cpus=CPUS)
+
+
+def legend_names(figure: go.Figure) -> list[str]:
+    return [trace.name for trace in figure.data if trace.showlegend is not False]
+
+
+def subplot_titles(figure: go.Figure) -> list[str]:
+    return [annotation.text for annotation in figure.layout.annotations]
+
+
+def axes(figure: go.Figure, kind: str) -> list:
+    """Every x (or y) axis of the layout, in subplot order."""
+    names = sorted(
+        (name for name in figure.layout if name.startswith(kind + "axis")),
+        key=lambda name: int(name[5:] or 1),
+    )
+    return [figure.layout[name] for name in names]
+
+
+def assert_serializes(figure: go.Figure, tmp_path) -> None:
+    assert json.loads(figure.to_json())["data"] is not None
+    path = tmp_path / "figure.html"
+    figure.write_html(path, include_plotlyjs=False)
+    assert "plotly" in path.read_text().lower()
+
+
+# --- the seeds' figure ------------------------------------------------------------------------
+
+
+def test_seeds_figure_grid_rows_are_n_and_columns_envs_by_cost(data, tmp_path):
+    figure = seeds_figure(data, cpus=CPUS)
+
+    # 4 values of N x 2 envs, the cheap env in the first column.
+    expected_titles = [f"{env}, N={n}" for n in NUM_ENVS for env in (CHEAP, COSTLY)]
+    assert subplot_titles(figure) == expected_titles
+    assert len(axes(figure, "x")) == len(axes(figure, "y")) == 8
+    # One bar per env x N x backend (the reference included).
+    assert len(figure.data) == 2 * len(NUM_ENVS) * 3
+    assert all(isinstance(trace, go.Bar) for trace in figure.data)
+    assert sorted(legend_names(figure)) == ["gym-sync", "pool", "subproc"]
+    assert figure.layout.title.text
+    assert_serializes(figure, tmp_path)
+
+
+def test_seeds_figure_bars_carry_throughput_spread_and_one_colour_per_backend(data):
+    figure = seeds_figure(data, cpus=CPUS)
+
+    colours = {}
+    for trace in figure.data:
+        colours.setdefault(trace.legendgroup, set()).add(trace.marker.color)
+        assert trace.error_y.array[0] > 0  # three windows around the mean: a real spread
+    assert all(len(colour) == 1 for colour in colours.values())
+    assert len({colour.pop() for colour in colours.values()}) == 3
+    first_cell = [trace for trace in figure.data if trace.xaxis == "x"]
+    reference = next(trace for trace in first_cell if trace.name == "gym-sync")
+    assert reference.y[0] == pytest.approx(1 / ENV_STEP[CHEAP])
+    assert "1.00x gym-sync" in reference.hovertemplate
+
+
+def test_seeds_figure_axis_titles_have_units(data):
+    figure = seeds_figure(data, cpus=CPUS)
+
+    y_titles = [axis.title.text for axis in axes(figure, "y")]
+    x_titles = [axis.title.text for axis in axes(figure, "x")]
+    # Left column of each row: the throughput's unit; bottom row: what the bars are.
+    assert y_titles[0::2] == ["env steps/s"] * len(NUM_ENVS)
+    assert x_titles[-2:] == ["backend (see legend)"] * 2
+
+
+@pytest.mark.parametrize("case, rows", [("within", (1, 2)), ("beyond", (4, 8))])
+def test_seeds_figure_splits_n_at_the_cpus(data, case, rows):
+    figure = seeds_figure(data, cpus=CPUS, case=case)
+
+    assert subplot_titles(figure) == [f"{env}, N={n}" for n in rows for env in (CHEAP, COSTLY)]
+    assert f"{CPUS} CPUs" in figure.layout.title.text
+
+
+def test_seeds_figures_gives_both_cases_and_skips_an_empty_one(data):
+    both = seeds_figures(data, cpus=CPUS)
+    small = seeds_figures([m for m in data if m.config.num_envs <= CPUS], cpus=CPUS)
+
+    assert set(both) == {"within", "beyond"}
+    assert set(small) == {"within"}
+    with pytest.raises(ValueError, match="case"):
+        seeds_figure(data, cpus=CPUS, case="inside")
+
+
+def test_seeds_figure_with_nothing_to_draw_says_so():
+    figure = seeds_figure([], cpus=CPUS, case="beyond")
+
+    assert len(figure.data) == 0
+    assert "no measurements" in figure.layout.annotations[0].text
+
+
+# --- throughput, speed-up, efficiency ---------------------------------------------------------
+
+
+def test_throughput_figure_without_model(data, tmp_path):
+    figure = throughput_figure(data, cpus=CPUS)
+
+    points = [trace for trace in figure.data if trace.mode == "lines+markers"]
+    limits = [trace for trace in figure.data if trace.name.startswith("machine limit")]
+    assert len(points) == 2 * 3  # per env, per backend
+    assert len(limits) == 2
+    # The machine limit: CPUs x the single-env rate, one legend entry for both panels.
+    cheap_limit = next(trace for trace in limits if trace.xaxis == "x")
+    assert cheap_limit.y[0] == pytest.approx(CPUS / ENV_STEP[CHEAP])
+    assert f"{CPUS} CPU(s)" in cheap_limit.text[-1]
+    names = legend_names(figure)
+    assert len(names) == len(set(names)) == 4  # three backends + the machine limit
+    assert subplot_titles(figure) == [CHEAP, COSTLY]
+    assert all("number of envs N" in axis.title.text for axis in axes(figure, "x"))
+    assert all(axis.type == "log" for axis in axes(figure, "x"))
+    assert "env steps/s" in axes(figure, "y")[0].title.text
+    assert not any("(model)" in trace.name for trace in figure.data)
+    assert_serializes(figure, tmp_path)
+
+
+def test_throughput_figure_draws_the_model_beside_the_points(data, model):
+    figure = throughput_figure(data, model)
+
+    curves = [trace for trace in figure.data if trace.name.endswith("(model)")]
+    # Every backend, the reference included (its throughput does not grow with N), per env.
+    assert len(curves) == 2 * 3
+    assert all(trace.line.dash == "dash" and trace.showlegend is False for trace in curves)
+    pool_curve = next(t for t in curves if t.name == "pool (model)" and t.xaxis == "x2")
+    n = pool_curve.x[len(pool_curve.x) // 2]
+    assert pool_curve.y[len(pool_curve.x) // 2] == pytest.approx(
+        model.predict_throughput(COSTLY, "pool", n)
+    )
+    assert min(pool_curve.x) == 1 and max(pool_curve.x) == 8
+    names = legend_names(figure)
+    assert len(names) == len(set(names))
+    assert any("model prediction" in name for name in names)
+
+
+def test_speedup_figure(data, model, tmp_path):
+    figure = speedup_figure(data, model)
+
+    points = [trace for trace in figure.data if trace.mode == "markers"]
+    curves = [trace for trace in figure.data if trace.name.endswith("(model)")]
+    # The reference is the line at 1x, not points or a curve.
+    assert sorted({trace.name for trace in points}) == ["pool", "subproc"]
+    assert sorted({trace.name for trace in curves}) == ["pool (model)", "subproc (model)"]
+    pool = next(trace for trace in points if trace.name == "pool" and trace.xaxis == "x")
+    expected = [m.ratio for m in data if m.config.backend == "pool" and m.config.env_id == CHEAP]
+    assert list(pool.y) == pytest.approx(expected)
+    levels = {trace.name: trace.y[0] for trace in figure.data if trace.name.startswith(
+        ("gym-sync", "machine limit"))}
+    assert levels == {"gym-sync (the reference): 1x": 1.0, "machine limit: CPUs x": CPUS}
+    assert "speed-up over gym-sync (x" in axes(figure, "y")[0].title.text
+    assert_serializes(figure, tmp_path)
+
+
+def test_speedup_figure_per_env_variant_fits_subproc_better(data, model):
+    constant = speedup_figure(data, model)
+    per_env = speedup_figure(data, model, variant="per_env")
+
+    def subproc_curve(figure):
+        return next(t for t in figure.data if t.name == "subproc (model)" and t.xaxis == "x")
+
+    # The data were made with a per-env overhead: only that variant passes through the points.
+    measured = {m.config.num_envs: m.ratio for m in data
+                if m.config.backend == "subproc" and m.config.env_id == CHEAP}
+    curve = subproc_curve(per_env)
+    at_eight = curve.y[list(curve.x).index(8.0)]
+    assert at_eight == pytest.approx(measured[8], rel=1e-6)
+    assert subproc_curve(constant).y[-1] != pytest.approx(measured[8], rel=0.01)
+
+
+def test_efficiency_figure(data, model, tmp_path):
+    figure = efficiency_figure(data, model)
+
+    pool = next(t for t in figure.data if t.name == "pool" and t.mode == "markers"
+                and t.xaxis == "x")
+    limit = model.envs[CHEAP].machine_limit
+    expected = [100 * m.mean / limit for m in data
+                if m.config.backend == "pool" and m.config.env_id == CHEAP]
+    assert list(pool.y) == pytest.approx(expected)
+    assert any(trace.name == "machine limit: 100%" for trace in figure.data)
+    assert any(trace.name.endswith("(model)") for trace in figure.data)
+    assert "%" in axes(figure, "y")[0].title.text
+    assert_serializes(figure, tmp_path)
+
+
+def test_empty_input_gives_a_figure_that_says_so(model):
+    for figure in (throughput_figure([], cpus=CPUS), speedup_figure([], cpus=CPUS),
+                   efficiency_figure([], model)):
+        assert len(figure.data) == 0
+        assert "no measurements" in figure.layout.annotations[0].text
+        assert figure.layout.title.text
+
+
+# --- labels, colours, order ---------------------------------------------------------------
+
+
+def test_native_backend_is_labelled_and_gets_no_model_curve(data, model):
+    envpool = measurement(CHEAP, 4, "envpool", 1e6, workers=2, ratio=10.0)
+    with_kwargs = measurement(CHEAP, 4, "envpool", 1e6, workers=2, ratio=10.0,
+                              backend_kwargs={"num_threads": 2})
+
+    figure = speedup_figure([*data, envpool], model)
+
+    assert display_label(envpool.config) == "envpool (native C++)"
+    assert display_label(with_kwargs.config) == "envpool (native C++; num_threads=2)"
+    assert display_label(data[1].config) == data[1].config.backend_label
+    names = [trace.name for trace in figure.data]
+    assert "envpool (native C++)" in names
+    assert not any(name.startswith("envpool") and name.endswith("(model)") for name in names)
+
+
+def test_backend_colours_shade_variants_of_a_family():
+    runs = [measurement(CHEAP, 4, "pool", 1e5, workers=k, backend_kwargs={"num_workers": k})
+            for k in (10, 2)]
+    runs += [measurement(CHEAP, 4, "subproc", 1e5, workers=4),
+             measurement(CHEAP, 4, "ray", 1e5, workers=2)]
+
+    colours = backend_colors(runs)
+
+    # Natural order: 2 workers before 10; the first variant gets the family colour itself.
+    assert colours["pool (num_workers=2)"] == BACKEND_COLORS["pool"]
+    assert colours["pool (num_workers=10)"] not in (BACKEND_COLORS["pool"], None)
+    assert colours["subproc"] == BACKEND_COLORS["subproc"]
+    assert colours["ray"].startswith("#") and len(colours["ray"]) == 7
+    assert backend_colors(reversed(runs)) == colours
+
+
+def test_figures_do_not_depend_on_the_order_results_arrived_in(data, model):
+    shuffled = list(data)
+    random.Random(0).shuffle(shuffled)
+
+    for draw in (lambda d: seeds_figure(d, cpus=CPUS), lambda d: throughput_figure(d, model),
+                 lambda d: speedup_figure(d, model)):
+        assert draw(shuffled).to_json() == draw(data).to_json()
+
+
+def test_a_later_measurement_of_the_same_configuration_replaces_the_earlier(data):
+    again = measurement(CHEAP, 1, "pool", 12_345, workers=1, ratio=0.25)
+
+    figure = seeds_figure([*data, again], cpus=CPUS)
+
+    first_cell_pool = next(t for t in figure.data if t.xaxis == "x" and t.name == "pool")
+    assert first_cell_pool.y[0] == pytest.approx(12_345)
+    assert len(figure.data) == 2 * len(NUM_ENVS) * 3  # replaced, not added
