@@ -215,7 +215,7 @@ def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
 
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    table = done.stdout
+    table = done.stdout.split("How to read")[0]  # the per-point table, before the summaries
     assert "CartPole-v1, N=2" in table
     for column in ("backend", "steps/s", "x gym-sync", "startup s", "procs", "RSS MB", "CPU s"):
         assert column in table
@@ -227,6 +227,10 @@ def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
     backends = [result["config"]["backend"] for result in document["results"]]
     assert backends == ["gym-async", "gym-async-shm", "gym-sync"]
     assert document["results"][-1]["ratio"] == 1.0
+    # After the tables: the speed-ups, the fitted model, and where the run was saved.
+    assert "speed-up over gym-sync" in done.stdout
+    assert "t_os" in done.stdout
+    assert re.search(r"saved as run \d+", done.stdout)
 
 
 @pytest.mark.parametrize(
@@ -239,6 +243,8 @@ def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
         (["bench", "--seconds", "-1"], "--seconds"),
         (["bench", "--env-kwarg", "no-equals-sign"], "KEY=VALUE"),
         (["bench", "--json", "/no/such/directory/out.json"], "does not exist"),
+        (["bench", "--html", "/no/such/directory/out.html"], "does not exist"),
+        (["bench", "--warmup", "-0.5"], "--warmup"),
         ([], "command"),
     ],
 )
@@ -252,15 +258,29 @@ def test_cli_bad_input_exits_2_with_a_one_line_message(args, message):
     assert done.stdout == ""  # nothing was measured
 
 
-def test_cli_reports_a_failing_backend_without_a_traceback(capsys):
-    # CartPole has no `bogus` argument: gym.make fails while the backend is being built.
-    code = cli.main(["bench", "--quick", "--num-envs", "2", "--backend", "gym-sync",
-                     "--env-kwarg", "bogus=1"])
+def test_cli_reports_a_failing_backend_without_a_traceback(capsys, tmp_path):
+    # The env raises on its 50th step, during the measuring, not while being checked.
+    code = cli.main(["bench", "--quick", "--num-envs", "2", "--backend", "multi",
+                     "--env", "vecenvs/Faulty-v0", "--env-kwarg", "fail_on='step'",
+                     "--env-kwarg", "at=50", "--store", str(tmp_path / "r.sqlite")])
 
     captured = capsys.readouterr()
     assert code == 1
-    assert "error:" in captured.err and "bogus" in captured.err
-    assert "Traceback" not in captured.err
+    assert "error:" in captured.err and "deliberate failure in step" in captured.err
+    # The env's own traceback is the useful one (which env, which line); ours is not shown.
+    assert "env 1 raised RuntimeError during step" in captured.err
+    assert "Traceback from the env" in captured.err
+    assert "vecenvs/cli" not in captured.err
+
+
+def test_cli_rejects_an_argument_the_env_does_not_take_before_measuring():
+    # CartPole has no `bogus` argument: the env is built once while checking the input.
+    done = run_cli("bench", "--quick", "--num-envs", "2", "--backend", "gym-sync",
+                   "--env-kwarg", "bogus=1")
+
+    assert done.returncode == 2
+    assert "cannot make CartPole-v1 (bogus=1)" in done.stderr and "bogus" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
 
 
 def test_cli_main_returns_instead_of_exiting(capsys):

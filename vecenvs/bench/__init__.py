@@ -1,6 +1,21 @@
-"""Measuring: one engine for every number the lab reports.
+"""Measuring: one engine for every number the lab reports, so the CLI, the notebooks and the
+dashboard give the same answer to the same question.
 
-- :mod:`vecenvs.bench.engine`: measure one backend (or several, interleaved) on one env and N.
+- :mod:`vecenvs.bench.engine`: measure one backend (:func:`measure`) or several, interleaved,
+  on one env and N (:func:`compare`).
+- :mod:`vecenvs.bench.sweep`: a grid of envs x N x backends, with live progress, cancelling and
+  saving as it goes (:func:`run_sweep`).
+- :mod:`vecenvs.bench.model`: the overhead model fitted to measurements (t_env, t_os, the
+  machine's limit) (:func:`fit_overhead_model`).
+- :mod:`vecenvs.bench.figures`: plotly charts of all of that (the seeds' figure, throughput,
+  speed-up, efficiency).
+- :mod:`vecenvs.bench.store`: the SQLite results store (:class:`ResultsStore`).
+- :mod:`vecenvs.bench.machine`: what machine the numbers were measured on.
+
+Example:
+    >>> from vecenvs.bench import QUICK, SweepConfig, run_sweep
+    >>> result = run_sweep(SweepConfig(["CartPole-v1"], [2, 4], ["multi", "pool"], **QUICK))
+    >>> model = result.model()
 """
 
 from vecenvs.bench.engine import (
@@ -9,18 +24,45 @@ from vecenvs.bench.engine import (
     QUICK,
     BenchConfig,
     Measurement,
+    MeasurementCancelled,
     compare,
     measure,
     validate_config,
+)
+from vecenvs.bench.machine import machine_info
+from vecenvs.bench.model import OverheadModel, fit_overhead_model
+from vecenvs.bench.store import ResultsStore, StoreError, default_store_path
+from vecenvs.bench.sweep import (
+    Backend,
+    EnvSpec,
+    SweepConfig,
+    SweepProgress,
+    SweepResult,
+    env_grid,
+    run_sweep,
 )
 
 __all__ = [
     "ACTION_RING_SIZE",
     "DEFAULT_REFERENCE",
     "QUICK",
+    "Backend",
     "BenchConfig",
+    "EnvSpec",
     "Measurement",
+    "MeasurementCancelled",
+    "OverheadModel",
+    "ResultsStore",
+    "StoreError",
+    "SweepConfig",
+    "SweepProgress",
+    "SweepResult",
     "compare",
+    "default_store_path",
+    "env_grid",
+    "fit_overhead_model",
+    "machine_info",
     "measure",
+    "run_sweep",
     "validate_config",
 ]

@@ -36,7 +36,7 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +52,9 @@ __all__ = [
     "QUICK",
     "BenchConfig",
     "Measurement",
+    "MeasurementCancelled",
     "compare",
+    "describe_kwargs",
     "measure",
     "validate_config",
 ]
@@ -67,7 +69,8 @@ DEFAULT_REFERENCE = "gym-sync"
 #: Short warm-up and windows, for tests and for a first look. Use as ``BenchConfig(..., **QUICK)``
 #: or ``compare(..., **QUICK)``. Numbers measured this quickly are rough: don't draw conclusions
 #: from a few percent.
-QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.2, "repeats": 2}
+#: Three windows, so that the median paired ratio can outvote one disturbed window.
+QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.15, "repeats": 3}
 
 
 @dataclass
@@ -104,12 +107,12 @@ class BenchConfig:
     @property
     def backend_label(self) -> str:
         """The backend and its arguments, e.g. ``"pool (num_workers=2)"``: one row of a table."""
-        return self.backend + _describe_kwargs(self.backend_kwargs)
+        return self.backend + describe_kwargs(self.backend_kwargs)
 
     @property
     def env_label(self) -> str:
         """The env id and its arguments, e.g. ``"vecenvs/Costly-v0 (step_seconds=0.001)"``."""
-        return self.env_id + _describe_kwargs(self.env_kwargs)
+        return self.env_id + describe_kwargs(self.env_kwargs)
 
 
 @dataclass
@@ -213,7 +216,10 @@ class Measurement:
         config_fields = {f.name for f in dataclasses.fields(BenchConfig)}
         config = BenchConfig(**{k: v for k, v in data["config"].items() if k in config_fields})
         own_fields = {f.name for f in dataclasses.fields(cls)} - {"config"}
-        return cls(config=config, **{k: v for k, v in data.items() if k in own_fields})
+        values = {k: v for k, v in data.items() if k in own_fields}
+        if values.get("startup_seconds") is None:  # JSON has no NaN: stores write null
+            values["startup_seconds"] = math.nan
+        return cls(config=config, **values)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, derived numbers included, as plain JSON-ready values."""
@@ -270,7 +276,7 @@ def measure(config: BenchConfig) -> Measurement:
 def compare(
     env_id: str,
     num_envs: int,
-    backends: Sequence[str],
+    backends: Sequence[str | tuple[str, Mapping[str, Any]]],
     *,
     reference: str = DEFAULT_REFERENCE,
     backend_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -280,6 +286,8 @@ def compare(
     repeats: int = BenchConfig.repeats,
     seed: int = BenchConfig.seed,
     interleave: bool = True,
+    on_window: Callable[[], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
 ) -> list[Measurement]:
     """Measure several backends in one run and give each its speed relative to ``reference``.
 
@@ -295,18 +303,27 @@ def compare(
     env backends that is several hundred processes. Pass ``interleave=False`` to measure the
     backends one after the other instead, each built and closed in turn.
 
+    Each ratio is the median, over rounds, of this backend's window divided by the reference's
+    window of the same round (see :attr:`Measurement.ratio`).
+
     Args:
         env_id: the gymnasium env id, the same for every backend.
         num_envs: N, the same for every backend.
-        backends: backend names to measure, in the order they are reported.
+        backends: what to measure, in the order reported: backend names, or ``(name, kwargs)``
+            pairs to measure one backend several ways, e.g. ``[("pool", {"num_workers": 1}),
+            ("pool", {"num_workers": 2})]``.
         reference: the backend ratios are relative to; added at the end if not in ``backends``.
-        backend_kwargs: per-backend extra arguments, e.g. ``{"pool": {"num_workers": 2}}``.
+        backend_kwargs: per-backend-name extra arguments, e.g. ``{"pool": {"num_workers": 2}}``,
+            added to those of every entry with that name.
         env_kwargs: extra arguments for ``gym.make``, the same for every backend.
         warmup_seconds: see :class:`BenchConfig`.
         measure_seconds: see :class:`BenchConfig`.
         repeats: see :class:`BenchConfig`.
         seed: see :class:`BenchConfig`; the same for every backend, so they see the same episodes.
         interleave: round-robin the timed windows across backends (True) or not (False).
+        on_window: called after every timed window (e.g. to move a progress bar).
+        cancel: checked between windows; when it returns True, every env is closed and
+            :class:`MeasurementCancelled` is raised.
 
     Returns:
         One :class:`Measurement` per backend, in the order of ``backends`` with the reference
@@ -314,21 +331,21 @@ def compare(
 
     Raises:
         ValueError: a bad argument; nothing is built then.
+        MeasurementCancelled: ``cancel()`` returned True.
     """
-    backends = list(backends)
-    if not backends:
+    entries = [(entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1]))
+               for entry in backends]
+    if not entries:
         raise ValueError("backends is empty; expected at least one backend name")
-    duplicates = sorted({name for name in backends if backends.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
     if reference not in BACKENDS:
         raise ValueError(
             f"unknown reference backend {reference!r}; expected one of: {', '.join(BACKENDS)}"
         )
-    if reference not in backends:
-        backends.append(reference)
+    if not any(name == reference and not kwargs for name, kwargs in entries):
+        entries.append((reference, {}))
+    names = {name for name, _ in entries}
     backend_kwargs = dict(backend_kwargs or {})
-    stray = sorted(set(backend_kwargs) - set(backends))
+    stray = sorted(set(backend_kwargs) - names)
     if stray:
         # Most likely a typo in a backend name: silently ignoring it would measure the wrong thing.
         raise ValueError(f"backend_kwargs given for backend(s) not being measured: {stray}")
@@ -338,24 +355,32 @@ def compare(
             env_id=env_id,
             num_envs=num_envs,
             backend=name,
-            backend_kwargs=dict(backend_kwargs.get(name, {})),
+            backend_kwargs={**backend_kwargs.get(name, {}), **kwargs},
             env_kwargs=dict(env_kwargs or {}),
             warmup_seconds=warmup_seconds,
             measure_seconds=measure_seconds,
             repeats=repeats,
             seed=seed,
         )
-        for name in backends
+        for name, kwargs in entries
     ]
+    labels = [config.backend_label for config in configs]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
     for config in configs:
         validate_config(config)
 
+    timer = _Timer(on_window, cancel)
     if interleave:
-        results = _measure_interleaved(configs)
+        results = _measure_interleaved(configs, timer)
     else:
-        results = [measure(config) for config in configs]
+        results = [_measure_one(config, timer) for config in configs]
 
-    reference_result = results[backends.index(reference)]
+    reference_result = next(
+        result for result in results
+        if result.config.backend == reference and not result.config.backend_kwargs
+    )
     for result in results:
         # Window i of every backend ran in round i, close together in time: dividing pair by
         # pair cancels most of the machine's drift, and the median ignores a stalled window.
@@ -366,17 +391,55 @@ def compare(
     return results
 
 
-def _measure_interleaved(configs: list[BenchConfig]) -> list[Measurement]:
+class MeasurementCancelled(Exception):
+    """Raised by :func:`compare` (and the sweeps built on it) when its ``cancel()`` said so."""
+
+
+class _Timer:
+    """Runs timed windows for compare(): reports each one, and stops when asked to."""
+
+    def __init__(self, on_window: Callable[[], None] | None, cancel: Callable[[], bool] | None):
+        self.on_window = on_window
+        self.cancel = cancel
+
+    def check(self) -> None:
+        """Raise MeasurementCancelled if cancel() says so."""
+        if self.cancel is not None and self.cancel():
+            raise MeasurementCancelled("the measurement was cancelled")
+
+    def window(self, run: _Run) -> None:
+        """Time one window of ``run``, checking for cancellation first."""
+        self.check()
+        run.time_window()
+        if self.on_window is not None:
+            self.on_window()
+
+
+def _measure_interleaved(configs: list[BenchConfig], timer: _Timer) -> list[Measurement]:
     """Build every backend, warm each up, then time their windows round-robin."""
     with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
-        runs = [stack.enter_context(_Run(config)) for config in configs]
+        runs = []
+        for config in configs:
+            timer.check()  # building 128 processes takes a while: stop between backends
+            runs.append(stack.enter_context(_Run(config)))
         for run in runs:
+            timer.check()
             run.warm_up()
         for round_index in range(configs[0].repeats):
             start = round_index % len(runs)
             for run in runs[start:] + runs[:start]:
-                run.time_window()
+                timer.window(run)
         return [run.result() for run in runs]
+
+
+def _measure_one(config: BenchConfig, timer: _Timer) -> Measurement:
+    """:func:`measure`, reporting each window and stopping when the timer says so."""
+    timer.check()
+    with _Run(config) as run:
+        run.warm_up()
+        for _ in range(config.repeats):
+            timer.window(run)
+        return run.result()
 
 
 class _Run:
@@ -514,7 +577,7 @@ class _Run:
         )
 
 
-def _describe_kwargs(kwargs: Mapping[str, Any]) -> str:
+def describe_kwargs(kwargs: Mapping[str, Any]) -> str:
     """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments."""
     if not kwargs:
         return ""

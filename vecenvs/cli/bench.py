@@ -1,25 +1,29 @@
-"""The command line: ``python -m vecenvs bench`` (or just ``vecenvs bench``).
+"""``python -m vecenvs bench``: measure backends side by side, sweep a grid, fit the model.
 
-It measures, with :mod:`vecenvs.bench`, every requested backend for every (env, N) pair and
-prints one table per pair. Examples::
+It measures, with :mod:`vecenvs.bench`, every requested backend at every point of the grid
+(env x env arguments x N), prints one table per point as it is measured, then the speed-ups
+and the fitted overhead model, and saves everything in the results store. Examples::
 
-    python -m vecenvs bench --quick                      # a first look, about a minute
-    python -m vecenvs bench --num-envs 16 --backend pool --workers 2
-    python -m vecenvs bench --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3
-    python -m vecenvs bench --json results.json          # also save every number
+    python -m vecenvs bench --quick                      # a first look, about 15 seconds
+    python -m vecenvs bench --num-envs 16 --backend pool --workers 1 --workers 2
+    python -m vecenvs bench --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-4 \\
+        --env-kwarg step_seconds=1e-3                    # a repeated key is a grid
+    python -m vecenvs bench --preset seeds --html seeds.html   # the seeds' figure, ~10 min
+    python -m vecenvs bench --json results.json          # also save every number as JSON
 
 gymnasium's ``gym-sync`` is always measured as well, in the same run, and every speed is also
 given as a ratio to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only
 on this one.
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
-130 interrupted with Ctrl-C.
+130 interrupted with Ctrl-C (what was measured by then is kept in the store).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -30,7 +34,26 @@ from typing import Any
 
 import vecenvs
 from vecenvs import bench
-from vecenvs.cli.common import fail, non_negative_float, positive_float, positive_int, unique
+from vecenvs.bench.sweep import (
+    Backend,
+    EnvSpec,
+    SweepConfig,
+    SweepProgress,
+    env_grid,
+    run_sweep,
+    validate_sweep,
+)
+from vecenvs.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    fail,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    unique,
+)
 from vecenvs.factory import BACKENDS
 
 __all__ = ["add_parser", "format_table"]
@@ -40,8 +63,16 @@ DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm")
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
 
+#: ``--preset seeds``: the grid of the seeds' figure. Columns are envs from cheap to costly
+#: (HumanoidStandup-v5 only when MuJoCo is installed), rows are N, on both sides of the CPUs.
+SEEDS_PRESET = {
+    "envs": ("CartPole-v1", "Acrobot-v1", "HumanoidStandup-v5"),
+    "num_envs": (1, 2, 4, 16, 64),
+    "backends": ("multi", "subproc", "pool", "gym-async"),
+}
+
 #: Backends that start one worker process per env: worth a warning when N is large.
-ONE_PROCESS_PER_ENV = ("subproc", "gym-async", "gym-async-shm")
+ONE_PROCESS_PER_ENV = ("subproc", "gym-async", "gym-async-shm", "sb3-subproc")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -51,8 +82,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="measure how many env steps per second each backend delivers",
         description=(
             "Measure the env steps per second of each backend, for each env and each number of "
-            "envs, and compare them with gymnasium's SyncVectorEnv measured in the same run."
+            "envs, and compare them with gymnasium's SyncVectorEnv measured in the same run. "
+            "Every option that can be repeated builds a grid: all combinations are measured. "
+            "Results are saved in the results store (see `vecenvs results --help`)."
         ),
+        epilog="examples:\n" + "\n".join(
+            line for line in __doc__.split("::")[1].strip("\n").split("\n\n")[0].splitlines()
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench_parser.set_defaults(run=_run_bench, parser=bench_parser)
     add = bench_parser.add_argument
@@ -65,39 +102,141 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help=f"backend to measure, one of {', '.join(BACKENDS)}; repeat for several "
              f"(default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is always "
              "measured too, as the reference)")
-    add("--workers", type=positive_int, metavar="K",
-        help="worker processes of the pool backend (default: the pool's own choice)")
+    add("--workers", action="append", type=positive_int, metavar="K",
+        help="processes of the pool backend (default: the pool's own choice, one per CPU); "
+             "repeat to measure the pool with each K")
     add("--start-method", choices=multiprocessing.get_all_start_methods(),
-        help="how worker processes are started, for subproc, pool and gym-async(-shm) "
-             "(default: Python's default on this system)")
-    add("--seconds", type=positive_float, metavar="S",
-        help=f"length of each timed window (default: {bench.BenchConfig.measure_seconds:g}, "
-             f"--quick: {bench.QUICK['measure_seconds']:g})")
-    add("--warmup", type=non_negative_float, metavar="S",
-        help=f"untimed stepping before the first window (default: "
-             f"{bench.BenchConfig.warmup_seconds:g}, --quick: {bench.QUICK['warmup_seconds']:g})")
-    add("--repeats", type=positive_int, metavar="R",
-        help=f"timed windows per backend (default: {bench.BenchConfig.repeats}, "
-             f"--quick: {bench.QUICK['repeats']})")
-    add("--quick", action="store_true",
-        help="short warm-up and windows: a rough first look (explicit --seconds, --warmup and "
-             "--repeats still win)")
-    add("--sequential", action="store_true",
-        help="measure the backends one after the other instead of interleaving their windows "
-             "(uses less memory: only one backend's processes exist at a time)")
+        help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
+             "sb3-subproc (default: Python's default on this system)")
     add("--env-kwarg", action="append", type=_env_kwarg, metavar="KEY=VALUE", default=[],
         help="argument for gym.make, for every --env; VALUE is a Python literal (1e-3, True, "
-             "'text'), anything else is taken as a string; repeat for several")
-    add("--seed", type=int, default=bench.BenchConfig.seed,
-        help="seed of the resets and sampled actions (default: %(default)s)")
-    add("--json", metavar="PATH", help="also write every measurement to this JSON file")
+             "'text'), anything else is taken as a string; repeat a KEY with other values to "
+             "measure each (e.g. the teaching env's step_seconds or obs_size)")
+    add("--preset", choices=["seeds"],
+        help="a ready-made grid: 'seeds' = the seeds' figure (CartPole-v1, Acrobot-v1 and "
+             "HumanoidStandup-v5 with N=1..64, multi/subproc/pool/gym-async); --env, "
+             "--num-envs and --backend still override its parts")
+    timing = bench_parser.add_argument_group("timing")
+    timing.add_argument(
+        "--seconds", type=positive_float, metavar="S",
+        help=f"length of each timed window (default: {bench.BenchConfig.measure_seconds:g}, "
+             f"--quick: {bench.QUICK['measure_seconds']:g})")
+    timing.add_argument(
+        "--warmup", type=non_negative_float, metavar="S",
+        help=f"untimed stepping before the first window (default: "
+             f"{bench.BenchConfig.warmup_seconds:g}, --quick: {bench.QUICK['warmup_seconds']:g})")
+    timing.add_argument(
+        "--repeats", type=positive_int, metavar="R",
+        help=f"timed windows per backend (default: {bench.BenchConfig.repeats}, "
+             f"--quick: {bench.QUICK['repeats']})")
+    timing.add_argument(
+        "--quick", action="store_true",
+        help="short warm-up and windows: a rough first look (explicit --seconds, --warmup and "
+             "--repeats still win)")
+    timing.add_argument(
+        "--sequential", action="store_true",
+        help="measure the backends one after the other instead of interleaving their windows "
+             "(uses less memory: only one backend's processes exist at a time)")
+    timing.add_argument("--seed", type=int, default=bench.BenchConfig.seed,
+                        help="seed of the resets and sampled actions (default: %(default)s)")
+    output = bench_parser.add_argument_group("output")
+    output.add_argument(
+        "--store", metavar="PATH",
+        help="SQLite results store to save the run in (default: $VECENVS_STORE, else "
+             "~/.local/share/vecenvs/results.sqlite)")
+    output.add_argument("--no-store", action="store_true", help="do not save the run")
+    output.add_argument("--label", help="a name for the run in the store")
+    output.add_argument("--json", metavar="PATH",
+                        help="also write every measurement to this JSON file")
+    output.add_argument("--html", metavar="PATH",
+                        help="also write the charts (the seeds' figure, throughput and speed-up "
+                             "with the model's curves) to this HTML file")
 
 
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """The ``bench`` command: validate everything, then measure and print table after table."""
-    env_ids = unique(args.env or DEFAULT_ENVS)
-    num_envs_list = unique(args.num_envs or DEFAULT_NUM_ENVS)
-    backends = unique(args.backend or DEFAULT_BACKENDS)
+    """The ``bench`` command: check everything, measure point by point, then summarise."""
+    try:
+        config = _sweep_config(args)
+        validate_sweep(config)
+        for option in ("json", "html"):
+            if getattr(args, option):
+                _check_writable(getattr(args, option), f"--{option}")
+        store = None if args.no_store else _open_store(args.store)
+    except ValueError as error:  # every bad input, named, before anything is measured
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+    if args.workers and "pool" not in [b.name for b in config.backend_specs()]:
+        print(f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
+              "being measured", file=sys.stderr)
+
+    points = config.points()
+    per_backend = config.warmup_seconds + config.repeats * config.measure_seconds
+    print(f"measuring {len(points)} point(s) x {len(config.backend_specs())} backends, "
+          f"about {len(points) * len(config.backend_specs()) * per_backend:.0f} s plus startup"
+          f"{'' if store is None else f'; saving to {store.path}'}", file=sys.stderr, flush=True)
+
+    def show(progress: SweepProgress) -> None:
+        _write(format_table(progress.measurements, reference=config.reference,
+                            interleaved=config.interleave) + "\n")
+
+    try:
+        result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted{_kept(store)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # a backend crashed or could not be built
+        return fail(parser, f"measuring failed: {type(error).__name__}: {error}{_kept(store)}",
+                    code=EXIT_FAILED)
+    finally:
+        if store is not None:
+            store.close()
+
+    print(_LEGEND)
+    print()
+    print(format_speedups(result.measurements, reference=config.reference))
+    model = _fit(result)
+    if model is not None:
+        print()
+        print(model.format_table())
+    if args.json:
+        _write_json(args.json, result.measurements)
+        print(f"\nwrote {len(result.measurements)} measurements to {args.json}")
+    if args.html:
+        _write_html(args.html, result, model)
+        print(f"\nwrote the charts to {args.html} (open it in a browser)")
+    if result.run_id is not None:
+        print(f"\nsaved as run {result.run_id}: `python -m vecenvs results show "
+              f"{result.run_id}`{'' if args.store is None else f' --store {args.store}'}")
+    return EXIT_OK
+
+
+def _sweep_config(args: argparse.Namespace) -> SweepConfig:
+    """The command line as a :class:`SweepConfig` (not yet validated)."""
+    preset = SEEDS_PRESET if args.preset == "seeds" else {}
+    env_ids = unique(args.env or preset.get("envs") or DEFAULT_ENVS)
+    if args.preset == "seeds" and not args.env and importlib.util.find_spec("mujoco") is None:
+        env_ids = [env for env in env_ids if env != "HumanoidStandup-v5"]
+    grid: dict[str, list[Any]] = {}
+    for key, value in args.env_kwarg:
+        grid.setdefault(key, [])
+        if value not in grid[key]:
+            grid[key].append(value)
+    envs: list[EnvSpec] = [spec for env_id in env_ids for spec in env_grid(env_id, **grid)]
+
+    names = unique(args.backend or preset.get("backends") or DEFAULT_BACKENDS)
+    backends: list[Backend] = []
+    for name in names:
+        own: dict[str, Any] = {}
+        if args.start_method is not None:
+            if name in ("subproc", "pool", "sb3-subproc"):
+                own["start_method"] = args.start_method
+            elif name in ("gym-async", "gym-async-shm"):
+                own["context"] = args.start_method  # gymnasium's name for the same thing
+        if name == "pool" and args.workers:
+            backends.extend(Backend(name, {"num_workers": k, **own})
+                            for k in unique(args.workers))
+        else:
+            backends.append(Backend(name, own))
+
     timing = {
         "warmup_seconds": bench.BenchConfig.warmup_seconds,
         "measure_seconds": bench.BenchConfig.measure_seconds,
@@ -108,58 +247,108 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                         ("repeats", "repeats")):
         if getattr(args, option) is not None:
             timing[key] = getattr(args, option)
-    env_kwargs = dict(args.env_kwarg)
-    backend_kwargs = _backend_kwargs(backends, args.workers, args.start_method)
+    return SweepConfig(
+        envs=envs, num_envs=unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS),
+        backends=backends, seed=args.seed, interleave=not args.sequential, **timing,
+    )
 
-    # Check every combination before measuring any: a typo in the last --env must not surface
-    # only after ten minutes of measuring the first.
+
+def _open_store(path: str | None):
+    """Open (or create) the results store now, so a bad path fails before any measuring."""
+    from vecenvs.bench.store import ResultsStore, StoreError
+
     try:
-        for env_id in env_ids:
-            for num_envs in num_envs_list:
-                for backend in (*backends, bench.DEFAULT_REFERENCE):
-                    bench.validate_config(bench.BenchConfig(
-                        env_id=env_id, num_envs=num_envs, backend=backend,
-                        backend_kwargs=backend_kwargs.get(backend, {}), env_kwargs=env_kwargs,
-                        seed=args.seed, **timing,
-                    ))
-        if args.json:
-            _check_writable(args.json)
-    except ValueError as error:
-        return fail(parser, error, code=2)
-    if args.workers is not None and "pool" not in backends:
-        print(f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
-              "being measured", file=sys.stderr)
+        return ResultsStore(path)
+    except StoreError as error:
+        raise ValueError(str(error)) from None
 
-    all_results: list[bench.Measurement] = []
-    for env_id in env_ids:
-        for num_envs in num_envs_list:
-            measured = [*backends, *([] if bench.DEFAULT_REFERENCE in backends
-                                     else [bench.DEFAULT_REFERENCE])]
-            seconds = len(measured) * (timing["warmup_seconds"]
-                                       + timing["repeats"] * timing["measure_seconds"])
-            print(f"measuring {env_id} with N={num_envs}: {', '.join(measured)} "
-                  f"(about {seconds:.0f} s plus startup)...", file=sys.stderr, flush=True)
-            try:
-                results = bench.compare(
-                    env_id, num_envs, backends, backend_kwargs=backend_kwargs,
-                    env_kwargs=env_kwargs, seed=args.seed, interleave=not args.sequential,
-                    **timing,
-                )
-            except KeyboardInterrupt:
-                print(f"{parser.prog}: interrupted", file=sys.stderr)
-                return 130
-            except Exception as error:  # a backend crashed or could not be built
-                return fail(parser, f"measuring {env_id} with N={num_envs} failed: "
-                                     f"{type(error).__name__}: {error}", code=1)
-            all_results.extend(results)
-            print(format_table(results, interleaved=not args.sequential), flush=True)
-            print(flush=True)
 
-    print(_LEGEND)
-    if args.json:
-        _write_json(args.json, all_results)
-        print(f"\nwrote {len(all_results)} measurements to {args.json}")
-    return 0
+def _kept(store) -> str:
+    return "" if store is None else f" (what was measured so far is saved in {store.path})"
+
+
+def _fit(result):
+    """The overhead model fitted to the sweep, or None when there is nothing to fit."""
+    try:
+        return result.model()
+    except ValueError:  # e.g. only the reference was measured
+        return None
+
+
+def format_speedups(results: Sequence[bench.Measurement], *,
+                    reference: str = bench.DEFAULT_REFERENCE) -> str:
+    """One line per backend, one column per (env, N): the speed-up over ``reference``.
+
+    The quickest way to see the seeds' claims: which backends stay below 1.0x, and how the
+    numbers move along N (the columns) and with env cost (the blocks of columns).
+    """
+    points = list(dict.fromkeys((r.config.env_label, r.config.num_envs) for r in results))
+    backends = list(dict.fromkeys(r.config.backend_label for r in results))
+    ratios = {(r.config.backend_label, r.config.env_label, r.config.num_envs): r.ratio
+              for r in results}
+    header = ["backend", *(f"{env} N={n}" for env, n in points)]
+    rows = [[backend, *("-" if ratios.get((backend, env, n)) is None
+                        else f"{ratios[(backend, env, n)]:.2f}x" for env, n in points)]
+            for backend in backends]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = [f"speed-up over {reference} (median of paired windows):",
+             "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(header, widths)))]
+    lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                        for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    return "\n".join(lines)
+
+
+def _write(text: str) -> None:
+    """Print without tearing the progress bar (tqdm redraws it below the text)."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(text, file=sys.stdout)
+    sys.stdout.flush()
+
+
+def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
+    """Write the measurements with enough about the machine to interpret them later."""
+    from vecenvs.bench.machine import machine_info
+
+    document = {
+        "vecenvs_version": vecenvs.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "machine": machine_info(),
+        "results": [result.to_dict() for result in results],
+    }
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(document, file, indent=2, default=str)
+        file.write("\n")
+
+
+def _write_html(path: str, result, model) -> None:
+    """Write the sweep's charts into one self-contained HTML page."""
+    from vecenvs.bench import figures
+
+    charts = [*figures.seeds_figures(result.measurements, cpus=result.cpus).values(),
+              figures.throughput_figure(result.measurements, model),
+              figures.speedup_figure(result.measurements, model)]
+    with open(path, "w", encoding="utf-8") as file:
+        file.write("<html><head><meta charset='utf-8'><title>vecenvs bench</title></head><body>")
+        for index, chart in enumerate(charts):
+            # plotly.js is embedded once, in the first chart, so the page works offline.
+            file.write(chart.to_html(full_html=False,
+                                     include_plotlyjs=True if index == 0 else False))
+        file.write("</body></html>\n")
+
+
+def _check_writable(path: str, option: str) -> None:
+    """Fail now, not after the measuring, if ``path`` can't be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path!r} is a directory; expected a file name")
+    if not os.path.isdir(directory):
+        raise ValueError(f"{option} {path!r}: directory {directory!r} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ValueError(f"{option} {path!r}: directory {directory!r} is not writable")
 
 
 def format_table(
@@ -186,7 +375,7 @@ def format_table(
               "RSS MB", "workers USS MB", "CPU s parent", "CPU s children")
     rows = [
         (
-            r.config.backend + _describe_kwargs(r.config.backend_kwargs),
+            r.config.backend_label,
             f"{r.mean:,.0f} ± {r.std:,.0f}",
             "-" if r.ratio is None else f"{r.ratio:.2f}",
             f"{r.startup_seconds:.2f}",
@@ -230,56 +419,6 @@ How to read the tables:
                   really cost (0 when the envs run inside this process).
   CPU s           CPU time during the timed windows, in this process and in the workers: more
                   CPU seconds than wall seconds means several cores were busy."""
-
-
-def _backend_kwargs(backends: Sequence[str], workers: int | None,
-                    start_method: str | None) -> dict[str, dict[str, Any]]:
-    """Translate --workers and --start-method into each backend's own argument names."""
-    kwargs: dict[str, dict[str, Any]] = {}
-    for backend in backends:
-        own: dict[str, Any] = {}
-        if backend == "pool" and workers is not None:
-            own["num_workers"] = workers
-        if start_method is not None:
-            if backend in ("subproc", "pool"):
-                own["start_method"] = start_method
-            elif backend in ("gym-async", "gym-async-shm"):
-                own["context"] = start_method  # gymnasium's name for the same thing
-        if own:
-            kwargs[backend] = own
-    return kwargs
-
-
-def _describe_kwargs(kwargs: dict[str, Any]) -> str:
-    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``, shown next to the backend's name."""
-    if not kwargs:
-        return ""
-    return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
-
-
-def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
-    """Write the measurements with enough about the machine to interpret them later."""
-    document = {
-        "vecenvs_version": vecenvs.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "results": [result.to_dict() for result in results],
-    }
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(document, file, indent=2)
-        file.write("\n")
-
-
-def _check_writable(path: str) -> None:
-    """Fail now, not after the measuring, if ``path`` can't be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"--json {path!r} is a directory; expected a file name")
-    if not os.path.isdir(directory):
-        raise ValueError(f"--json {path!r}: directory {directory!r} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ValueError(f"--json {path!r}: directory {directory!r} is not writable")
 
 
 def _env_kwarg(text: str) -> tuple[str, Any]:

@@ -1,0 +1,343 @@
+"""Sweeps: measure a whole grid of envs x N x backends in one go, with live progress.
+
+One point of the grid is one env (with its arguments) and one N. At each point every backend
+is measured with :func:`vecenvs.bench.compare`, interleaved with the sequential reference, so
+every measurement carries its speed-up over the loop measured a moment before on the same
+machine. A sweep is what the seeds' figure is made of (rows = N, columns = env cost), and what
+the overhead model (:mod:`vecenvs.bench.model`) is fitted to.
+
+The same function serves three kinds of caller:
+
+- the CLI shows a progress bar (``progress=True``);
+- the dashboard and the notebooks pass ``on_result`` to redraw their charts each time a point
+  is done, and ``cancel`` (for example a ``threading.Event``'s ``is_set``) to stop early;
+- anyone can pass a :class:`~vecenvs.bench.store.ResultsStore` so that every point is saved as
+  soon as it is measured: a sweep cut short (cancelled, crashed, Ctrl-C) keeps what it measured.
+
+Example:
+    >>> from vecenvs.bench import QUICK
+    >>> from vecenvs.bench.sweep import SweepConfig, run_sweep
+    >>> config = SweepConfig(envs=["CartPole-v1"], num_envs=[2, 4], backends=["multi"], **QUICK)
+    >>> result = run_sweep(config)
+    >>> sorted({(m.config.backend, m.config.num_envs) for m in result.measurements})
+    [('gym-sync', 2), ('gym-sync', 4), ('multi', 2), ('multi', 4)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from vecenvs.bench.engine import (
+    DEFAULT_REFERENCE,
+    BenchConfig,
+    Measurement,
+    MeasurementCancelled,
+    compare,
+    describe_kwargs,
+    validate_config,
+)
+from vecenvs.process_env import available_cpus
+
+if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
+    from vecenvs.bench.model import OverheadModel
+    from vecenvs.bench.store import ResultsStore
+
+__all__ = [
+    "Backend",
+    "EnvSpec",
+    "SweepConfig",
+    "SweepProgress",
+    "SweepResult",
+    "env_grid",
+    "run_sweep",
+    "validate_sweep",
+]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One env of a sweep: a gymnasium id and the arguments ``gym.make`` gets."""
+
+    env_id: str
+    """The registered id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}`` for the teaching env."""
+
+    @property
+    def label(self) -> str:
+        """``"vecenvs/Costly-v0 (step_seconds=0.001)"``: how tables and charts name it."""
+        return self.env_id + describe_kwargs(self.kwargs)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend of a sweep: a name from ``vecenvs.BACKENDS`` and its arguments."""
+
+    name: str
+    """E.g. ``"pool"``, ``"subproc"`` or ``"gym-async"``."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Arguments for the backend, e.g. ``{"num_workers": 2}``."""
+
+    @property
+    def label(self) -> str:
+        """``"pool (num_workers=2)"``: how tables and charts name it."""
+        return self.name + describe_kwargs(self.kwargs)
+
+
+@dataclass
+class SweepConfig:
+    """The grid to measure and how long to measure each point."""
+
+    envs: Sequence[str | EnvSpec]
+    """Env ids or :class:`EnvSpec` s; :func:`env_grid` expands argument grids into specs."""
+
+    num_envs: Sequence[int]
+    """The values of N to measure, e.g. ``[1, 2, 8, 32, 128]``."""
+
+    backends: Sequence[str | Backend]
+    """Backend names or :class:`Backend` s; the reference is added when missing."""
+
+    reference: str = DEFAULT_REFERENCE
+    """The sequential loop every speed-up is relative to."""
+
+    warmup_seconds: float = BenchConfig.warmup_seconds
+    """Untimed stepping of each backend before its first window."""
+
+    measure_seconds: float = BenchConfig.measure_seconds
+    """Length of each timed window."""
+
+    repeats: int = BenchConfig.repeats
+    """Timed windows per backend and point."""
+
+    seed: int = BenchConfig.seed
+    """Seeds resets and actions: every backend sees the same episodes."""
+
+    interleave: bool = True
+    """Round-robin the windows of the backends at a point (see :func:`compare`)."""
+
+    def env_specs(self) -> list[EnvSpec]:
+        """The envs as :class:`EnvSpec` s."""
+        return [EnvSpec(env) if isinstance(env, str) else env for env in self.envs]
+
+    def backend_specs(self) -> list[Backend]:
+        """The backends as :class:`Backend` s, the reference last if it was not listed."""
+        backends = [Backend(b) if isinstance(b, str) else b for b in self.backends]
+        if not any(b.name == self.reference and not b.kwargs for b in backends):
+            backends.append(Backend(self.reference))
+        return backends
+
+    def points(self) -> list[tuple[EnvSpec, int]]:
+        """Every (env, N) pair, env by env, N ascending: the order they are measured in."""
+        return [(env, n) for env in self.env_specs() for n in sorted(set(self.num_envs))]
+
+    @property
+    def windows(self) -> int:
+        """How many timed windows the whole sweep has: the length of its progress bar."""
+        return len(self.points()) * len(self.backend_specs()) * self.repeats
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain JSON-ready values (what a results store records)."""
+        return {
+            "envs": [{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
+            "num_envs": sorted(set(self.num_envs)),
+            "backends": [{"name": b.name, "kwargs": dict(b.kwargs)}
+                         for b in self.backend_specs()],
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name not in ("envs", "num_envs", "backends")},
+        }
+
+
+@dataclass
+class SweepProgress:
+    """What ``on_result`` is told each time a point of the grid has been measured."""
+
+    point: tuple[EnvSpec, int]
+    """The (env, N) just measured."""
+
+    measurements: list[Measurement]
+    """This point's measurements, one per backend, the reference last."""
+
+    points_done: int
+    """Points measured so far, this one included."""
+
+    points_total: int
+    """Points in the whole grid."""
+
+    elapsed_seconds: float
+    """Time since the sweep started."""
+
+
+@dataclass
+class SweepResult:
+    """Everything a sweep measured, in the order it was measured."""
+
+    config: SweepConfig
+    """What was asked for."""
+
+    measurements: list[Measurement]
+    """One per backend and point measured; fewer than the grid when cancelled."""
+
+    cancelled: bool
+    """True when ``cancel()`` stopped the sweep before the end."""
+
+    elapsed_seconds: float
+    """Wall-clock time of the whole sweep, building the envs included."""
+
+    cpus: int
+    """CPUs this process could use: what "N above the CPUs" means here."""
+
+    run_id: int | None = None
+    """The run's id in the results store, when one was given."""
+
+    def model(self) -> OverheadModel:
+        """Fit the overhead model (:func:`vecenvs.bench.model.fit_overhead_model`) to this sweep."""
+        from vecenvs.bench.model import fit_overhead_model
+
+        return fit_overhead_model(self.measurements, cpus=self.cpus,
+                                  reference=self.config.reference)
+
+
+def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[EnvSpec]:
+    """Every combination of argument values for one env, as :class:`EnvSpec` s.
+
+    Example:
+        >>> [spec.label for spec in env_grid("vecenvs/Costly-v0", step_seconds=[1e-5, 1e-3])]
+        ['vecenvs/Costly-v0 (step_seconds=1e-05)', 'vecenvs/Costly-v0 (step_seconds=0.001)']
+    """
+    keys = list(kwarg_values)
+    return [EnvSpec(env_id, dict(zip(keys, values)))
+            for values in itertools.product(*(kwarg_values[key] for key in keys))]
+
+
+def validate_sweep(config: SweepConfig) -> None:
+    """Check the whole grid before anything is measured, so the last point's typo fails now.
+
+    Every (env, N, backend) combination is checked like :func:`vecenvs.bench.validate_config`
+    does, and each env is built once here (and closed) so that a misspelt env argument fails
+    with the env's own message, not inside N worker processes half an hour from now.
+
+    Raises:
+        ValueError: naming the bad value and what was expected.
+    """
+    envs, backends = config.env_specs(), config.backend_specs()
+    for name, values in (("envs", envs), ("num_envs", list(config.num_envs)),
+                         ("backends", backends)):
+        if not values:
+            raise ValueError(f"{name} is empty; expected at least one")
+    labels = [backend.label for backend in backends]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
+    for env in envs:
+        for num_envs in config.num_envs:
+            for backend in backends:
+                validate_config(BenchConfig(
+                    env_id=env.env_id, num_envs=num_envs, backend=backend.name,
+                    backend_kwargs=dict(backend.kwargs), env_kwargs=dict(env.kwargs),
+                    warmup_seconds=config.warmup_seconds,
+                    measure_seconds=config.measure_seconds,
+                    repeats=config.repeats, seed=config.seed,
+                ))
+        try:
+            gym.make(env.env_id, **env.kwargs).close()
+        except Exception as error:  # the env's own complaint, e.g. an unknown argument
+            raise ValueError(f"cannot make {env.label}: {type(error).__name__}: {error}") from None
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    on_result: Callable[[SweepProgress], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    store: ResultsStore | None = None,
+    label: str | None = None,
+    progress: bool = False,
+) -> SweepResult:
+    """Measure every point of ``config``'s grid; see the module docstring.
+
+    Args:
+        config: the grid and the timing.
+        on_result: called after each point with a :class:`SweepProgress`.
+        cancel: checked between timed windows; when it returns True the sweep stops, closes
+            every env, and returns what it measured so far with ``cancelled=True``.
+        store: a results store to save the run in, point by point, with this machine's
+            description; the run is marked done, cancelled or failed at the end.
+        label: a name for the run in the store.
+        progress: show a progress bar (tqdm) on stderr, one tick per timed window.
+
+    Returns:
+        A :class:`SweepResult`.
+
+    Raises:
+        ValueError: a bad configuration; nothing is measured then.
+        Exception: whatever a backend raised while being measured (the run is marked failed).
+    """
+    validate_sweep(config)
+    points = config.points()
+    backends = config.backend_specs()
+    run_id = None if store is None else store.start_run("sweep", config.to_dict(), label=label)
+    bar = _progress_bar(config.windows) if progress else None
+    started = time.perf_counter()
+    measurements: list[Measurement] = []
+    status, error = "done", None
+    try:
+        for done, (env, num_envs) in enumerate(points, start=1):
+            if bar is not None:
+                bar.set_description(f"{env.label}, N={num_envs}")
+            results = compare(
+                env.env_id, num_envs, [(b.name, b.kwargs) for b in backends],
+                reference=config.reference, env_kwargs=env.kwargs,
+                warmup_seconds=config.warmup_seconds, measure_seconds=config.measure_seconds,
+                repeats=config.repeats, seed=config.seed, interleave=config.interleave,
+                on_window=None if bar is None else (lambda: bar.update(1)), cancel=cancel,
+            )
+            measurements.extend(results)
+            if store is not None:
+                for result in results:
+                    store.add_measurement(run_id, result)
+            if on_result is not None:
+                on_result(SweepProgress((env, num_envs), results, done, len(points),
+                                        time.perf_counter() - started))
+    except MeasurementCancelled:
+        status = "cancelled"
+    except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
+        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if store is not None:
+            store.finish_run(run_id, status, summary=_summary(measurements, config), error=error)
+    return SweepResult(config, measurements, status == "cancelled",
+                       time.perf_counter() - started, available_cpus(), run_id)
+
+
+def _summary(measurements: list[Measurement], config: SweepConfig) -> dict[str, Any] | None:
+    """The fitted overhead model, for the store; None when there is too little to fit."""
+    if not measurements:
+        return None
+    from vecenvs.bench.model import fit_overhead_model
+
+    try:
+        model = fit_overhead_model(measurements, cpus=available_cpus(), reference=config.reference)
+    except ValueError:  # e.g. only the reference was measured: nothing to fit
+        return None
+    return {"overhead_model": model.table()}
+
+
+def _progress_bar(total: int):
+    """A tqdm bar on stderr; it hides itself when stderr is not a terminal (e.g. in CI logs)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="window", disable=None, leave=False)
+
