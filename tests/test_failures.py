@@ -371,7 +371,6 @@ def test_unpicklable_factory_fails_before_any_process_starts(backend, children_b
 
 @pytest.mark.parametrize("backend_name", PROCESS_BACKENDS)
 def test_bad_start_method_and_timeouts(backend_name, children_before):
-    env_fns = env_fns_for("CartPole-v1", 4)
     build = vecenvs.factory.BACKENDS["subproc" if backend_name == "subproc" else "pool"]
     cases = [
         ({"start_method": "threads"}, ["start_method is 'threads'", "'fork', 'forkserver', 'spawn'"]),
@@ -382,7 +381,7 @@ def test_bad_start_method_and_timeouts(backend_name, children_before):
     ]
     for kwargs, must_say in cases:
         with pytest.raises(ValueError) as info:
-            build(env_fns, vecenvs.factory.AutoresetMode.NEXT_STEP, **kwargs)
+            build("CartPole-v1", 4, {}, vecenvs.factory.AutoresetMode.NEXT_STEP, **kwargs)
         for text in must_say:
             assert text in str(info.value), f"{kwargs}: {text!r} not in {str(info.value)!r}"
     assert not [p for p in live_children() if p.pid not in children_before], "a process was started"

@@ -1,7 +1,8 @@
-"""``make_vec``: one call that builds any backend, ours or gymnasium's, from an env id.
+"""``make_vec``: one call that builds any backend, ours, gymnasium's or a peer's, from an env id.
 
 The benchmark, the notebooks and the dashboard all build their vector envs here, so that two
-backends being compared are given exactly the same envs.
+backends being compared are given exactly the same envs. :data:`BACKEND_INFO` lists every
+backend: who wrote it, how it steps the envs, and what it needs installed.
 
 Example:
     >>> import vecenvs
@@ -9,58 +10,38 @@ Example:
     ...     observations, infos = envs.reset(seed=0)
     >>> observations.shape
     (8, 4)
+    >>> describe_backend("envpool")
+    'envpool (native C++ envs: a reference, not like-for-like)'
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-__all__ = ["BACKENDS", "env_fns_for", "make_vec"]
+__all__ = [
+    "BACKENDS",
+    "BACKEND_INFO",
+    "NATIVE_BACKENDS",
+    "BackendInfo",
+    "available_backends",
+    "check_backend_available",
+    "check_backend_can_run",
+    "describe_backend",
+    "env_fns_for",
+    "make_vec",
+]
 
-
-def _multi(env_fns, autoreset_mode, **kwargs):
-    from vecenvs.multi_env import MultiEnv
-
-    return MultiEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _subproc(env_fns, autoreset_mode, **kwargs):
-    from vecenvs.subproc import SubprocVecEnv
-
-    return SubprocVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _pool(env_fns, autoreset_mode, **kwargs):
-    from vecenvs.pool import PoolVecEnv
-
-    return PoolVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _gym_sync(env_fns, autoreset_mode, **kwargs):
-    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _gym_async(env_fns, autoreset_mode, shared_memory, **kwargs):
-    return gym.vector.AsyncVectorEnv(
-        env_fns, autoreset_mode=autoreset_mode, shared_memory=shared_memory, **kwargs
-    )
-
-
-#: Backend name -> builder taking ``(env_fns, autoreset_mode, **kwargs)``.
-#: Ours first, then gymnasium's own, which the benchmark uses as the reference.
-BACKENDS: dict[str, Callable[..., VectorEnv]] = {
-    "multi": _multi,
-    "subproc": _subproc,
-    "pool": _pool,
-    "gym-sync": _gym_sync,
-    "gym-async": partial(_gym_async, shared_memory=False),
-    "gym-async-shm": partial(_gym_async, shared_memory=True),
-}
+#: Builds a backend: ``builder(env_id, num_envs, env_kwargs, autoreset_mode, **backend_kwargs)``.
+#: Most backends step gymnasium envs and make them with :func:`env_fns_for`; EnvPool runs its
+#: own C++ envs and needs only the id.
+Builder = Callable[..., VectorEnv]
 
 
 def env_fns_for(env_id: str, num_envs: int, **env_kwargs: Any) -> list[Callable[[], gym.Env]]:
@@ -73,12 +54,225 @@ def env_fns_for(env_id: str, num_envs: int, **env_kwargs: Any) -> list[Callable[
     return [partial(gym.make, env_id, **env_kwargs) for _ in range(num_envs)]
 
 
+# ------------------------------------------------------------------------------------------------
+# The builders. Imports are inside them: the peers' libraries are optional and slow to import.
+# ------------------------------------------------------------------------------------------------
+
+
+def _multi(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
+    from vecenvs.multi_env import MultiEnv
+
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    return MultiEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+
+
+def _subproc(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
+    from vecenvs.subproc import SubprocVecEnv
+
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    return SubprocVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+
+
+def _pool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
+    from vecenvs.pool import PoolVecEnv
+
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    return PoolVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+
+
+def _gym_sync(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+
+
+def _gym_async(env_id, num_envs, env_kwargs, autoreset_mode, shared_memory, **kwargs):
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    return gym.vector.AsyncVectorEnv(
+        env_fns, autoreset_mode=autoreset_mode, shared_memory=shared_memory, **kwargs
+    )
+
+
+def _sb3(env_id, num_envs, env_kwargs, autoreset_mode, subprocesses, **kwargs):
+    from vecenvs.peers import make_sb3_dummy, make_sb3_subproc
+
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    # autoreset_mode is always SAME_STEP here, SB3's only mode: make_vec checked it.
+    return make_sb3_subproc(env_fns, **kwargs) if subprocesses else make_sb3_dummy(env_fns)
+
+
+def _envpool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
+    from vecenvs.peers import EnvPoolVecEnv
+
+    _check_envpool_runs(env_id, env_kwargs)
+    # autoreset_mode is always NEXT_STEP here, envpool's only mode: make_vec checked it.
+    return EnvPoolVecEnv(env_id, num_envs, **kwargs)
+
+
+def _check_envpool_runs(env_id, env_kwargs):
+    """envpool runs its own C++ version of the env: there must be one, and no env_kwargs."""
+    from vecenvs.peers import envpool_id_for
+
+    gym.spec(env_id)  # an unknown id fails with gymnasium's "did you mean", as for the others
+    if env_kwargs:
+        raise ValueError(
+            f"backend 'envpool' takes no env_kwargs (got {env_kwargs!r} for {env_id!r}): it runs "
+            "envpool's own C++ version of the env, not gymnasium.make(env_id, **env_kwargs)"
+        )
+    envpool_id_for(env_id)
+
+
+# ------------------------------------------------------------------------------------------------
+# The table of backends
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One backend: how to build it, who wrote it, and how to label it in tables and figures."""
+
+    name: str
+    """The name ``make_vec`` and ``--backend`` take, e.g. ``"pool"``."""
+
+    family: str
+    """Who wrote it: ``"ours"``, ``"gymnasium"``, ``"sb3"`` or ``"envpool"``."""
+
+    build: Builder
+    """``build(env_id, num_envs, env_kwargs, autoreset_mode, **backend_kwargs)``."""
+
+    description: str
+    """One line: how it steps the envs."""
+
+    native: bool = False
+    """Steps its own C++ envs, not the gymnasium envs the others step: its speed is a reference
+    for what native code buys, not a like-for-like comparison."""
+
+    extra: str | None = None
+    """The pip extra that installs its library (``pip install 'vecenvs[<extra>]'``); None if
+    it is always installed."""
+
+    module: str | None = None
+    """The module that must be importable for it to be built; None if always installed."""
+
+    autoreset_mode: AutoresetMode | None = None
+    """The only autoreset mode it can do; None if it does every mode gymnasium defines."""
+
+    check_env: Callable[[str, dict[str, Any]], None] | None = None
+    """``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run; None if
+    it runs any gymnasium env."""
+
+    @property
+    def label(self) -> str:
+        """The name to show in tables, figures and the dashboard, with a warning if native."""
+        if self.native:
+            return f"{self.name} (native C++ envs: a reference, not like-for-like)"
+        return self.name
+
+
+_TABLE = (
+    BackendInfo("multi", "ours", _multi, "every env in this process, one after the other"),
+    BackendInfo("subproc", "ours", _subproc, "a process per env, pickled messages over pipes"),
+    BackendInfo("pool", "ours", _pool, "K processes x N/K envs each, shared-memory buffers"),
+    BackendInfo("gym-sync", "gymnasium", _gym_sync,
+                "gymnasium's SyncVectorEnv: every env in this process (the reference)"),
+    BackendInfo("gym-async", "gymnasium", partial(_gym_async, shared_memory=False),
+                "gymnasium's AsyncVectorEnv: a process per env, pickled over pipes"),
+    BackendInfo("gym-async-shm", "gymnasium", partial(_gym_async, shared_memory=True),
+                "gymnasium's AsyncVectorEnv: a process per env, observations in shared memory"),
+    BackendInfo("sb3-dummy", "sb3", partial(_sb3, subprocesses=False),
+                "Stable-Baselines3's DummyVecEnv: every env in this process",
+                extra="sb3", module="stable_baselines3",
+                autoreset_mode=AutoresetMode.SAME_STEP),
+    BackendInfo("sb3-subproc", "sb3", partial(_sb3, subprocesses=True),
+                "Stable-Baselines3's SubprocVecEnv: a process per env, pickled over pipes",
+                extra="sb3", module="stable_baselines3",
+                autoreset_mode=AutoresetMode.SAME_STEP),
+    BackendInfo("envpool", "envpool", _envpool,
+                "EnvPool: a C++ thread pool stepping envpool's own C++ envs",
+                native=True, extra="envpool", module="envpool",
+                autoreset_mode=AutoresetMode.NEXT_STEP, check_env=_check_envpool_runs),
+)
+
+#: Backend name -> what it is. Ours first, then gymnasium's own (``gym-sync`` is the
+#: reference the benchmark compares with), then the peers, which need an optional extra.
+BACKEND_INFO: dict[str, BackendInfo] = {info.name: info for info in _TABLE}
+
+#: Backend name -> its builder, for every backend, installed or not (see
+#: :func:`available_backends`).
+BACKENDS: dict[str, Builder] = {info.name: info.build for info in _TABLE}
+
+#: Backends that run their own C++ envs: label their rows with :func:`describe_backend`.
+NATIVE_BACKENDS: frozenset[str] = frozenset(info.name for info in _TABLE if info.native)
+
+
+def describe_backend(name: str) -> str:
+    """The label for ``name`` in tables, figures and the dashboard.
+
+    Example:
+        >>> describe_backend("pool"), describe_backend("envpool")
+        ('pool', 'envpool (native C++ envs: a reference, not like-for-like)')
+    """
+    return _info(name).label
+
+
+def available_backends() -> list[str]:
+    """The backends whose libraries are installed, in :data:`BACKENDS` order.
+
+    Checked with ``importlib.util.find_spec``, which finds a package without importing it
+    (importing SB3 imports torch, which takes seconds).
+    """
+    return [info.name for info in _TABLE if _installed(info)]
+
+
+def check_backend_available(name: str) -> None:
+    """Raise a ``ValueError`` saying what to install if ``name`` can't be built here.
+
+    Raises:
+        ValueError: an unknown backend, or one whose library is not installed (with the
+            ``pip install`` command that installs it).
+    """
+    info = _info(name)
+    if not _installed(info):
+        raise ValueError(
+            f"backend {name!r} needs the {info.module!r} package, which is not installed: "
+            f"pip install 'vecenvs[{info.extra}]'"
+        )
+
+
+def check_backend_can_run(
+    name: str, env_id: str, env_kwargs: dict[str, Any] | None = None
+) -> None:
+    """Raise now, before anything is built, if ``make_vec`` would refuse this backend and env.
+
+    For checking a whole grid of runs before measuring any: the backend must be installed, and
+    envpool must have a C++ version of ``env_id`` and be given no ``env_kwargs``.
+
+    Raises:
+        ValueError: saying what is wrong and what would work (see
+            :func:`check_backend_available` and :func:`vecenvs.peers.envpool_id_for`).
+        gymnasium.error.UnregisteredEnv: ``env_id`` is unknown to a backend that checks it.
+    """
+    check_backend_available(name)
+    info = BACKEND_INFO[name]
+    if info.check_env is not None:
+        info.check_env(env_id, dict(env_kwargs or {}))
+
+
+def _info(name: str) -> BackendInfo:
+    if name not in BACKEND_INFO:
+        raise ValueError(f"unknown backend {name!r}; expected one of {sorted(BACKENDS)}")
+    return BACKEND_INFO[name]
+
+
+def _installed(info: BackendInfo) -> bool:
+    return info.module is None or importlib.util.find_spec(info.module) is not None
+
+
 def make_vec(
     env_id: str,
     num_envs: int,
     backend: str = "pool",
     *,
-    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    autoreset_mode: AutoresetMode | str | None = None,
     env_kwargs: dict[str, Any] | None = None,
     **backend_kwargs: Any,
 ) -> VectorEnv:
@@ -89,18 +283,34 @@ def make_vec(
         num_envs: how many envs, at least 1.
         backend: one of :data:`BACKENDS`: ``"multi"`` (sequential, this process), ``"subproc"``
             (a process per env), ``"pool"`` (K processes x N/K envs), ``"gym-sync"``,
-            ``"gym-async"`` or ``"gym-async-shm"`` (gymnasium's own, for comparison).
-        autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value).
+            ``"gym-async"`` or ``"gym-async-shm"`` (gymnasium's own, for comparison), and the
+            peers ``"sb3-dummy"``, ``"sb3-subproc"`` and ``"envpool"`` when installed (see
+            :mod:`vecenvs.peers`).
+        autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value). None: the
+            backend's own, which is NEXT_STEP except for the peers that can do only one mode
+            (SB3: SAME_STEP; envpool: NEXT_STEP). Asking a peer for a mode it can't do is an
+            error.
         env_kwargs: keyword arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``.
-        **backend_kwargs: passed to the backend, e.g. ``num_workers=2`` for the pool.
+        **backend_kwargs: passed to the backend, e.g. ``num_workers=2`` for the pool or
+            envpool (its threads), ``start_method="spawn"`` for ``subproc``, ``pool`` and
+            ``sb3-subproc``.
 
     Raises:
-        ValueError: unknown backend or ``num_envs`` < 1.
+        ValueError: unknown backend, a backend whose library is not installed, an autoreset
+            mode it can't do, or ``num_envs`` < 1.
         gymnasium.error.UnregisteredEnv: unknown env id.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(BACKENDS)}")
+    check_backend_available(backend)
+    info = BACKEND_INFO[backend]
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
-    env_fns = env_fns_for(env_id, num_envs, **(env_kwargs or {}))
-    return BACKENDS[backend](env_fns, AutoresetMode(autoreset_mode), **backend_kwargs)
+    if autoreset_mode is None:
+        mode = info.autoreset_mode or AutoresetMode.NEXT_STEP
+    else:
+        mode = AutoresetMode(autoreset_mode)
+    if info.autoreset_mode is not None and mode is not info.autoreset_mode:
+        raise ValueError(
+            f"backend {backend!r} can only autoreset in {info.autoreset_mode.value} mode, not "
+            f"{mode.value}; leave autoreset_mode out to get it (see vecenvs.peers)"
+        )
+    return info.build(env_id, num_envs, dict(env_kwargs or {}), mode, **backend_kwargs)

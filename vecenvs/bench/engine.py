@@ -44,7 +44,7 @@ from typing import Any
 import gymnasium as gym
 import psutil
 
-from vecenvs.factory import BACKENDS, make_vec
+from vecenvs.factory import BACKENDS, check_backend_can_run, make_vec
 
 __all__ = [
     "ACTION_RING_SIZE",
@@ -255,6 +255,9 @@ def validate_config(config: BenchConfig) -> None:
     for name in ("backend_kwargs", "env_kwargs"):
         if not isinstance(getattr(config, name), Mapping):
             raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
+    # A peer whose library is missing says what to install; envpool refuses envs it has no C++
+    # version of, and env arguments.
+    check_backend_can_run(config.backend, config.env_id, config.env_kwargs)
 
 
 def measure(config: BenchConfig) -> Measurement:

@@ -136,6 +136,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vecenvs.bench.engine import DEFAULT_REFERENCE, Measurement
+from vecenvs.factory import NATIVE_BACKENDS
 from vecenvs.process_env import available_cpus
 
 __all__ = [
@@ -154,7 +155,6 @@ __all__ = [
 VARIANTS = ("constant", "per_env")
 
 #: Backends whose envs are native code, used when :mod:`vecenvs.peers` does not say.
-_DEFAULT_NATIVE_BACKENDS = frozenset({"envpool"})
 
 #: Gauss-Newton rounds of the fit (it usually settles in a handful), and the shortest step
 #: tried before deciding that no step improves it.
@@ -167,10 +167,6 @@ _REASONS_SHOWN = 5
 
 def native_backends() -> frozenset[str]:
     """Backend names whose envs are native (C++) code: not like-for-like with Python envs."""
-    try:
-        from vecenvs.peers import NATIVE_BACKENDS
-    except ImportError:  # the peers module is optional; EnvPool is the native one we know
-        return _DEFAULT_NATIVE_BACKENDS
     return frozenset(NATIVE_BACKENDS)
 
 
