@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-import psutil
 import pytest
 
 from vecenvs.bench import QUICK, compare
@@ -36,10 +35,6 @@ def small_config(**overrides) -> SweepConfig:
     return SweepConfig(**arguments)
 
 
-def children() -> list[psutil.Process]:
-    return psutil.Process().children(recursive=True)
-
-
 def test_env_grid_is_every_combination_in_order():
     specs = env_grid(COSTLY, step_seconds=[1e-4, 1e-3], obs_size=[4, 64])
 
@@ -49,6 +44,9 @@ def test_env_grid_is_every_combination_in_order():
     ]
     assert specs[0].label == "vecenvs/Costly-v0 (step_seconds=0.0001, obs_size=4)"
     assert env_grid("CartPole-v1") == [EnvSpec("CartPole-v1")]
+
+
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
 
 def test_a_sweep_measures_every_point_once_and_reports_each_as_it_arrives():
@@ -78,7 +76,6 @@ def test_a_sweep_measures_every_point_once_and_reports_each_as_it_arrives():
         assert progress.measurements[-1].ratio == 1.0
         pool = progress.measurements[1]
         assert pool.workers == 2 and pool.child_processes == 1  # the caller steps envs too
-    assert children() == []
 
 
 def test_compare_measures_one_backend_several_ways():
@@ -109,7 +106,6 @@ def test_cancelling_stops_between_windows_and_closes_everything():
     assert len(seen) == 1  # the first point finished; the second was stopped
     assert len(result.measurements) == 3
     assert calls, "cancel() was never asked"
-    assert children() == []
 
 
 def test_a_sweep_saves_each_point_in_the_store_and_marks_the_run(tmp_path):
@@ -140,7 +136,6 @@ def test_ctrl_c_in_a_sweep_marks_the_run_cancelled_and_reaches_the_caller(tmp_pa
         (run,) = store.runs()
         assert run.status == "cancelled"
         assert len(store.measurements([run.id])) == 3
-    assert children() == []
 
 
 @pytest.mark.parametrize(
@@ -164,7 +159,6 @@ def test_bad_sweeps_are_refused_before_anything_is_measured(overrides, message):
         validate_sweep(config)
     with pytest.raises(ValueError, match=re.escape(message)):
         run_sweep(config, on_result=lambda progress: pytest.fail("something was measured"))
-    assert children() == []
 
 
 def test_the_settings_are_recorded_as_plain_data():

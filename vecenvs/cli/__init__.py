@@ -17,13 +17,15 @@ import argparse
 from collections.abc import Sequence
 
 from vecenvs.cli import bench as bench_command
+from vecenvs.cli import profile as profile_command
+from vecenvs.cli import results as results_command
 from vecenvs.cli.bench import format_table
 from vecenvs.cli.common import EXIT_BAD_INPUT, Parser
 
 __all__ = ["build_parser", "format_table", "main"]
 
 #: The command modules, in the order ``--help`` lists them.
-COMMANDS = (bench_command,)
+COMMANDS = (bench_command, profile_command, results_command)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -103,7 +103,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
              f"(default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is always "
              "measured too, as the reference)")
     add("--workers", action="append", type=positive_int, metavar="K",
-        help="processes of the pool backend (default: the pool's own choice, one per CPU); "
+        help="processes of the pool backend, threads of envpool (default: their own choice); "
              "repeat to measure the pool with each K")
     add("--start-method", choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
@@ -231,7 +231,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
                 own["start_method"] = args.start_method
             elif name in ("gym-async", "gym-async-shm"):
                 own["context"] = args.start_method  # gymnasium's name for the same thing
-        if name == "pool" and args.workers:
+        if name in ("pool", "envpool") and args.workers:  # envpool: its C++ threads
             backends.extend(Backend(name, {"num_workers": k, **own})
                             for k in unique(args.workers))
         else:

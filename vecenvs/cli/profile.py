@@ -1,0 +1,165 @@
+"""The command line: ``python -m vecenvs profile`` (or just ``vecenvs profile``).
+
+It runs one configuration under py-spy (see :mod:`vecenvs.profile`), prints where the
+parent's and each worker's time goes, and writes a flame graph and py-spy's recording.
+Examples::
+
+    python -m vecenvs profile --quick                          # subproc, 8 x CartPole-v1, 2 s
+    python -m vecenvs profile --backend pool --workers 2 --num-envs 128
+    python -m vecenvs profile --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3
+    python -m vecenvs profile --backend gym-async --out profiles/async
+
+py-spy must be allowed to read other processes (ptrace): as root, or with
+``/proc/sys/kernel/yama/ptrace_scope`` at 0 on Linux, ``--cap-add SYS_PTRACE`` in Docker,
+``sudo`` on macOS. If it is not, the command says so and what to do.
+
+Exit codes: 0 done, 1 profiling failed (py-spy missing or not allowed to attach, the profiled
+process crashed), 2 bad command-line input, 130 interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vecenvs import profile as profiling
+from vecenvs.cli.bench import _env_kwarg
+from vecenvs.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    fail,
+    positive_int,
+)
+from vecenvs.factory import BACKENDS
+
+__all__ = ["add_parser"]
+
+#: Sampling time of ``--quick``, in seconds.
+QUICK_SECONDS = 2
+
+_FILES_HELP = """\
+files in {directory}:
+  {svg:<22}  the flame graph, coloured by category: open it in a web browser
+  {speedscope:<22}  py-spy's recording (every thread): drag it into https://www.speedscope.app
+  {collapsed:<22}  collapsed stacks of the table's samples: speedscope, flamegraph.pl, inferno
+  {summary:<22}  the table, the processes and the configuration, as JSON"""
+
+_LEGEND = """\
+How to read the table: each process's samples (taken {rate} times a second, busy or idle) split
+by what the process was doing, so each line adds up to 100% of that process's time.
+  env compute     inside an env's step/reset and its wrappers: the useful work
+  serialization   pickling messages and unpickling them
+  pipe & shm I/O  writing to and reading from pipes, reading and writing shared memory
+  waiting         blocked until another process acts (the parent waiting for answers, a
+                  worker waiting for its next command)
+  bookkeeping     the vector env's own work: checking actions, batching, merging infos
+  other           everything else (the loop driving the env)"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the ``profile`` command to the ``vecenvs`` parser."""
+    profile_parser = commands.add_parser(
+        "profile",
+        help="run one configuration under py-spy and show where each process spends its time",
+        description=(
+            "Run one backend on one env under py-spy, with its worker processes and their "
+            "idle time, and show for the parent and each worker the share of time spent in "
+            "env code, pickling, pipe and shared-memory I/O, waiting and bookkeeping. Writes "
+            "a flame graph (SVG), py-spy's speedscope file and collapsed stacks."
+        ),
+    )
+    profile_parser.set_defaults(run=_run_profile, parser=profile_parser)
+    defaults = profiling.ProfileConfig()
+    add = profile_parser.add_argument
+    add("--env", default=defaults.env_id, metavar="ID",
+        help="gymnasium env id (default: %(default)s)")
+    add("--num-envs", type=positive_int, default=defaults.num_envs, metavar="N",
+        help="number of envs stepped together (default: %(default)s)")
+    add("--backend", choices=list(BACKENDS), default=defaults.backend, metavar="NAME",
+        help=f"backend to profile, one of {', '.join(BACKENDS)} (default: %(default)s)")
+    add("--workers", type=positive_int, metavar="K",
+        help="worker processes of the pool backend (default: the pool's own choice)")
+    add("--env-kwarg", action="append", type=_env_kwarg, metavar="KEY=VALUE", default=[],
+        help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
+             "else is taken as a string; repeat for several")
+    add("--seconds", type=positive_int, metavar="S",
+        help=f"how long py-spy samples, whole seconds (default: {defaults.seconds}, "
+             f"--quick: {QUICK_SECONDS})")
+    add("--rate", type=_rate, default=defaults.rate, metavar="R",
+        help="samples per second, 1 to 1000 (default: %(default)s)")
+    add("--quick", action="store_true",
+        help=f"sample for {QUICK_SECONDS} s: a first look (an explicit --seconds still wins)")
+    add("--out", metavar="DIR",
+        help="directory for the files (default: profiles/<date>-<time>-<backend>-<env>-N<n>)")
+    add("--seed", type=int, default=defaults.seed,
+        help="seed of the reset and sampled actions (default: %(default)s)")
+    add("--nonblocking", action="store_true",
+        help="let py-spy sample without pausing the processes: less disturbance, a few torn "
+             "stacks")
+
+
+def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The ``profile`` command: check everything, profile, print the table and the files."""
+    config = profiling.ProfileConfig(
+        env_id=args.env,
+        num_envs=args.num_envs,
+        backend=args.backend,
+        backend_kwargs=({"num_workers": args.workers}
+                        if args.workers is not None and args.backend == "pool" else {}),
+        env_kwargs=dict(args.env_kwarg),
+        seconds=args.seconds or (QUICK_SECONDS if args.quick else profiling.ProfileConfig.seconds),
+        rate=args.rate,
+        seed=args.seed,
+        nonblocking=args.nonblocking,
+    )
+    config.output_dir = args.out if args.out is not None else profiling.default_output_dir(config)
+    try:
+        profiling.validate_config(config)
+    except ValueError as error:
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+    if args.workers is not None and args.backend != "pool":
+        print(f"{parser.prog}: note: --workers only applies to the pool backend, not to "
+              f"{args.backend}", file=sys.stderr)
+
+    print(f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
+          f"py-spy samples for {config.seconds} s (plus start-up)...", file=sys.stderr, flush=True)
+    try:
+        result = profiling.profile(config)
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted (every process it started has been stopped)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except profiling.ProfilerError as error:  # py-spy missing or not allowed, target crashed
+        return fail(parser, error, code=EXIT_FAILED)
+
+    print(f"{config.backend} stepping {config.num_envs} x {config.env_id}: share of each "
+          "process's time")
+    print(result.breakdown.format_table())
+    if result.steps_per_second is not None:
+        print(f"\nunder the profiler: {result.steps_per_second:,.0f} env steps/s (py-spy slows "
+              "the processes down; `vecenvs bench` measures speed)")
+    excluded = result.breakdown.excluded
+    if excluded:
+        names = sorted({item.thread if item.reason == "not the main thread" else item.process
+                        for item in excluded})
+        print(f"not in the table: {len(excluded)} other thread(s) or helper process(es) "
+              f"({', '.join(names)}); they are in the speedscope file")
+    print()
+    print(_LEGEND.format(rate=config.rate))
+    print()
+    print(_FILES_HELP.format(
+        directory=result.svg_path.parent, svg=result.svg_path.name,
+        speedscope=result.speedscope_path.name, collapsed=result.collapsed_path.name,
+        summary=result.summary_path.name,
+    ))
+    return EXIT_OK
+
+
+def _rate(text: str) -> int:
+    """argparse type: samples per second, a whole number from 1 to 1000."""
+    value = positive_int(text)
+    if value > 1000:
+        raise argparse.ArgumentTypeError(f"expected at most 1000 samples per second, got {text!r}")
+    return value

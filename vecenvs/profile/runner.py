@@ -1,0 +1,644 @@
+"""Profile one configuration with py-spy: every process, with idle time, labelled.
+
+:func:`profile` does, in order:
+
+1. **Check everything first**: the configuration (with the benchmark's own checks), the
+   output directory, and that py-spy is installed. A typo fails at once, before any process
+   starts.
+2. **Start the target**: ``python -m vecenvs.profile.target ...`` (see
+   :mod:`vecenvs.profile.target`) in a session of its own, so that the target and every
+   process it starts can be stopped together. It builds the vector env, warms up, and prints
+   one line saying it is ready and which pid is the parent and which is worker k.
+3. **Record once**: ``py-spy record --pid P --subprocesses --idle --format speedscope``.
+   ``--subprocesses`` follows the workers; ``--idle`` keeps the samples where a process sleeps
+   (waiting for a pipe is exactly what we want to see). The speedscope file is py-spy's own
+   output, delivered as it is.
+4. **Stop the target**: close its stdin; it closes the vector env and exits. Whatever happens
+   (an error, Ctrl-C), the ``finally`` clause makes sure neither py-spy, the target nor any
+   worker is left running.
+5. **Turn the samples into the rest**: collapsed stacks, a flame graph coloured by category
+   and the per-process breakdown (see :mod:`vecenvs.profile.breakdown`).
+
+py-spy pauses each process while it reads its stack (its default, "blocking" mode). That
+slows the profiled processes a little, but every stack is consistent; with ``nonblocking``
+the processes run on, and a few stacks come out torn (we saw a handful per 5 s recording).
+
+py-spy needs permission to read another process's memory (ptrace). Where it does not have
+it (a container without ``SYS_PTRACE``, macOS without ``sudo``), :func:`profile` raises
+:class:`~vecenvs.profile.pyspy.PySpyPermissionError` saying what to do, and
+:func:`~vecenvs.profile.pyspy.check_attach` tells in advance.
+
+Example:
+    >>> from vecenvs.profile import ProfileConfig, profile
+    >>> config = ProfileConfig("CartPole-v1", num_envs=4, backend="subproc", seconds=1,
+    ...                        output_dir="profiles/example")
+    >>> result = profile(config)  # doctest: +SKIP
+    >>> print(result.breakdown.format_table())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import datetime
+import json
+import logging
+import math
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import gymnasium as gym
+import psutil
+
+import vecenvs
+from vecenvs.bench import BenchConfig
+from vecenvs.bench import validate_config as validate_bench_config
+from vecenvs.factory import check_backend_available
+from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
+from vecenvs.profile.flamegraph import write_flamegraph
+from vecenvs.profile.pyspy import (
+    ProfilerError,
+    PySpyPermissionError,
+    find_py_spy,
+    is_permission_failure,
+    permission_message,
+)
+from vecenvs.profile.stacks import StackSample, read_speedscope, write_collapsed
+
+__all__ = ["Profile", "ProfileConfig", "check_output_dir", "default_output_dir", "profile",
+           "validate_config"]
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
+logger = logging.getLogger(__name__)
+
+#: Extra time py-spy may take beyond the sampling itself: attaching to every worker, writing.
+PY_SPY_GRACE_SECONDS = 30.0
+#: How long the target may take to close its vector env and exit once told to stop.
+STOP_SECONDS = 30.0
+#: How long the target's leftover processes get to exit on their own before being killed.
+LEFTOVER_SECONDS = 5.0
+
+#: Called with a message and the fraction of the work done (0 to 1). Raise from it to cancel:
+#: everything started so far is stopped.
+ProgressCallback = Callable[[str, float], None]
+
+
+@dataclass
+class ProfileConfig:
+    """What to profile and how: one backend, one env id, one number of envs."""
+
+    env_id: str = "CartPole-v1"
+    """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
+
+    num_envs: int = 8
+    """How many copies of the env are stepped together (N)."""
+
+    backend: str = "subproc"
+    """A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``."""
+
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments for the backend, e.g. ``{"num_workers": 2}`` (Python literals only: they
+    are passed on the profiled process's command line)."""
+
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}`` (Python literals)."""
+
+    seconds: int = 5
+    """How long py-spy samples, in whole seconds (py-spy's ``--duration`` takes no fractions)."""
+
+    rate: int = 100
+    """Samples per second and per thread (py-spy's ``--rate``), 1 to 1000."""
+
+    seed: int = 0
+    """Seeds the reset and the sampled actions."""
+
+    output_dir: str | os.PathLike[str] | None = None
+    """Where the files go; created if needed. ``None``: :func:`default_output_dir`."""
+
+    warmup_seconds: float = 0.5
+    """Stepping before py-spy starts, so the profile does not show start-up work."""
+
+    start_timeout: float = 120.0
+    """How long building the vector env, resetting it and warming up may take."""
+
+    nonblocking: bool = False
+    """Sample without pausing the processes (py-spy's ``--nonblocking``): less disturbance,
+    but some stacks come out torn."""
+
+
+@dataclass
+class Profile:
+    """What :func:`profile` produced: the files, the breakdown, and how they were made."""
+
+    config: ProfileConfig
+    """The configuration that was profiled."""
+
+    breakdown: Breakdown
+    """Each process's share of samples per category."""
+
+    processes: dict[int, str]
+    """pid -> ``"parent"``, ``"worker 0"``, ... for the processes of the profiled run."""
+
+    speedscope_path: Path
+    """py-spy's own recording (every thread), for https://www.speedscope.app."""
+
+    svg_path: Path
+    """The flame graph, coloured by category; open it in a browser."""
+
+    collapsed_path: Path
+    """The counted samples as collapsed stacks (speedscope, flamegraph.pl, inferno read it)."""
+
+    summary_path: Path
+    """This object as JSON (:meth:`to_dict`), for the dashboard and for later comparison."""
+
+    py_spy_command: list[str]
+    """The py-spy command line that recorded the samples."""
+
+    steps_per_second: float | None
+    """Env steps per second of the profiled loop while it ran, py-spy's disturbance included
+    (so lower than the benchmark's number); ``None`` if the target did not say."""
+
+    samples: list[StackSample] = field(repr=False, default_factory=list)
+    """Every sample py-spy recorded (all threads), labelled by process."""
+
+    @property
+    def counted_samples(self) -> int:
+        """How many samples the breakdown and the flame graph are made of."""
+        return self.breakdown.samples()
+
+    @property
+    def total_samples(self) -> int:
+        """How many samples py-spy recorded, every thread and helper process included."""
+        return sum(sample.count for sample in self.samples)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the samples, as JSON-ready values."""
+        return {
+            "config": {key: (str(value) if isinstance(value, os.PathLike) else value)
+                       for key, value in dataclasses.asdict(self.config).items()},
+            "processes": {str(pid): label for pid, label in self.processes.items()},
+            "files": {"speedscope": str(self.speedscope_path), "svg": str(self.svg_path),
+                      "collapsed": str(self.collapsed_path), "summary": str(self.summary_path)},
+            "py_spy_command": self.py_spy_command,
+            "steps_per_second": self.steps_per_second,
+            "counted_samples": self.counted_samples,
+            "total_samples": self.total_samples,
+            "breakdown": self.breakdown.to_dict(),
+        }
+
+
+# ---------------------------------------------------------------------------- checking first
+
+
+def validate_config(config: ProfileConfig) -> None:
+    """Check a configuration before anything starts.
+
+    The env is made once here (and closed), as the benchmark's sweep does, so that a misspelt
+    env argument fails with the env's own one-line complaint rather than as a crash report
+    from inside the profiled process.
+
+    Raises:
+        ValueError: naming the bad value and what was expected.
+    """
+    # The env, backend and N are checked exactly as the benchmark checks them.
+    validate_bench_config(BenchConfig(
+        env_id=config.env_id, num_envs=config.num_envs, backend=config.backend,
+        backend_kwargs=config.backend_kwargs, env_kwargs=config.env_kwargs, seed=config.seed,
+    ))
+    check_backend_available(config.backend)  # a peer whose library is missing: say what to install
+    _check_whole(config.seconds, "seconds", 1, None,
+                 "a whole number of seconds >= 1 (py-spy samples for whole seconds)")
+    _check_whole(config.rate, "rate", 1, 1000, "a whole number of samples per second, 1 to 1000")
+    _check_seconds(config.warmup_seconds, "warmup_seconds", zero_ok=True)
+    _check_seconds(config.start_timeout, "start_timeout", zero_ok=False)
+    for name in ("env_kwargs", "backend_kwargs"):
+        for key, value in getattr(config, name).items():
+            if not isinstance(key, str) or not key.isidentifier():
+                raise ValueError(f"{name} key {key!r}: expected a Python name")
+            if not _is_literal(value):
+                raise ValueError(
+                    f"{name}[{key!r}] = {value!r:.60} cannot be passed to the profiled process: "
+                    "expected a Python literal (a number, string, bool, None, or a list, tuple "
+                    "or dict of them)"
+                )
+    try:
+        gym.make(config.env_id, **config.env_kwargs).close()
+    except Exception as error:  # noqa: BLE001 - the env's own complaint, e.g. an unknown argument
+        arguments = ", ".join(f"{key}={value!r}" for key, value in config.env_kwargs.items())
+        raise ValueError(f"cannot make {config.env_id}" + (f" ({arguments})" if arguments else "")
+                         + f": {type(error).__name__}: {error}") from None
+    if config.output_dir is not None:
+        if not isinstance(config.output_dir, (str, os.PathLike)):
+            raise ValueError(f"output_dir must be a path, got {config.output_dir!r}")
+        check_output_dir(config.output_dir)
+
+
+def check_output_dir(path: str | os.PathLike[str]) -> None:
+    """Raise ValueError unless ``path`` is a writable directory or can be created as one."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"output directory {str(path)!r} exists and is not a directory")
+    existing = target
+    while not existing.exists():  # the nearest ancestor that exists decides
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"output directory {str(path)!r} cannot be created: "
+                         f"{str(existing)!r} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"output directory {str(path)!r} is not writable "
+                         f"({str(existing)!r} does not let us write in it)")
+
+
+def default_output_dir(config: ProfileConfig, now: datetime.datetime | None = None) -> Path:
+    """``profiles/<date>-<time>-<backend>-<env>-N<n>``, relative to the current directory."""
+    stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    env = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.env_id)
+    return Path("profiles") / f"{stamp}-{config.backend}-{env}-N{config.num_envs}"
+
+
+# ---------------------------------------------------------------------------- profiling
+
+
+def profile(
+    config: ProfileConfig,
+    *,
+    py_spy: str | os.PathLike[str] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> Profile:
+    """Run ``config`` under py-spy and say where each process's time goes.
+
+    Args:
+        config: what to profile.
+        py_spy: the py-spy executable (default: see :func:`find_py_spy`).
+        on_progress: called as ``on_progress(message, fraction_done)`` along the way; raise
+            from it (e.g. ``KeyboardInterrupt``) to cancel.
+
+    Returns:
+        A :class:`Profile`, whose files are in ``config.output_dir``.
+
+    Raises:
+        ValueError: a bad configuration; nothing was started.
+        PySpyNotFoundError: py-spy is not installed; nothing was started.
+        PySpyPermissionError: py-spy may not attach to processes here (see the message).
+        ProfilerError: the profiled process failed (e.g. the env crashed) or py-spy did.
+    """
+    validate_config(config)
+    executable = find_py_spy(py_spy)
+    report = on_progress or (lambda message, fraction: None)
+    output_dir = Path(config.output_dir if config.output_dir is not None
+                      else default_output_dir(config))
+    check_output_dir(output_dir)
+    created = not output_dir.exists()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _profile(config, executable, output_dir, report)
+    except BaseException:
+        if created and not any(output_dir.iterdir()):
+            output_dir.rmdir()  # a failed run leaves no empty directory behind
+        raise
+
+
+def _profile(config: ProfileConfig, executable: str, output_dir: Path,
+             report: ProgressCallback) -> Profile:
+    """The work of :func:`profile`, once everything has been checked."""
+    speedscope_path = output_dir / "speedscope.json"
+    with _Target(config) as target:
+        report(f"starting {config.backend} with {config.num_envs} x {config.env_id} "
+               "(build, reset, warm-up)", 0.0)
+        processes = target.wait_ready()
+        command = [
+            executable, "record", "--pid", str(target.pid), "--subprocesses", "--idle",
+            "--format", "speedscope", "--rate", str(config.rate),
+            "--duration", str(config.seconds), "--output", str(speedscope_path),
+            *(["--nonblocking"] if config.nonblocking else []),
+        ]
+        _record(command, config.seconds, target, report)
+        report("stopping the profiled processes", 0.9)
+        steps_per_second = target.stop()
+
+    report("classifying the samples, writing the flame graph", 0.95)
+    samples = read_speedscope(speedscope_path, processes)
+    counted = [sample for sample in samples if is_counted(sample)]
+    if not counted:
+        raise ProfilerError(f"py-spy recorded no samples of the parent or its workers "
+                            f"(see {speedscope_path})")
+    result = Profile(
+        config=config,
+        breakdown=breakdown(samples),  # (it leaves out, and lists, what is not counted)
+        processes=processes,
+        speedscope_path=speedscope_path,
+        svg_path=output_dir / "flamegraph.svg",
+        collapsed_path=output_dir / "stacks.collapsed.txt",
+        summary_path=output_dir / "summary.json",
+        py_spy_command=command,
+        steps_per_second=steps_per_second,
+        samples=samples,
+    )
+    result.collapsed_path.write_text(write_collapsed(counted), encoding="utf-8")
+    workers = len(result.breakdown.workers)
+    write_flamegraph(
+        counted, result.svg_path,
+        title=f"{config.backend} stepping {config.num_envs} x {config.env_id}",
+        subtitle=(f"py-spy, {config.rate} samples/s for {config.seconds} s, idle included; "
+                  f"main threads of the parent and {workers} worker{'s' * (workers != 1)}; "
+                  f"{result.counted_samples} samples; colour = what most samples of a box "
+                  "were doing"),
+    )
+    with open(result.summary_path, "w", encoding="utf-8") as file:
+        json.dump(result.to_dict(), file, indent=2)
+        file.write("\n")
+    report("done", 1.0)
+    return result
+
+
+def _record(command: list[str], seconds: int, target: _Target, report: ProgressCallback) -> None:
+    """Run py-spy record, reporting progress; raise a clear error if it fails."""
+    spy = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, errors="replace")
+    try:
+        start = time.perf_counter()
+        limit = seconds + PY_SPY_GRACE_SECONDS
+        while True:
+            try:
+                output, errors = spy.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.perf_counter() - start
+                if elapsed > limit:
+                    raise ProfilerError(f"py-spy did not finish within {limit:.0f} s "
+                                        f"(sampling {seconds} s): {' '.join(command)}") from None
+                report(f"sampling with py-spy ({int(min(elapsed, seconds))} of {seconds} s)",
+                       0.1 + 0.8 * min(elapsed / seconds, 1.0))
+    finally:
+        if spy.poll() is None:  # interrupted or too slow: py-spy must not outlive us
+            spy.kill()
+            spy.wait()
+    if spy.returncode != 0:
+        said = (errors or "").strip() or (output or "").strip() or "(no output)"
+        if is_permission_failure(said):
+            raise PySpyPermissionError(permission_message(said, target.pid))
+        target.raise_if_dead("while py-spy was recording")
+        raise ProfilerError(f"py-spy failed with exit code {spy.returncode}: {said}")
+    output_path = Path(command[command.index("--output") + 1])
+    if not output_path.is_file():
+        raise ProfilerError(f"py-spy exited without writing {output_path}: {output.strip()}")
+
+
+class _Target:
+    """The profiled process (``python -m vecenvs.profile.target``) and everything it starts.
+
+    Used as a context manager: leaving the ``with`` block, however it is left, stops the
+    target and any worker or helper it started.
+    """
+
+    def __init__(self, config: ProfileConfig):
+        self.config = config
+        self.process: subprocess.Popen[str] | None = None
+        self.pid: int | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr: IO[str] | None = None
+        self.tracked: list[psutil.Process] = []  # the target and its workers and helpers
+
+    def __enter__(self) -> Self:
+        config = self.config
+        backend_kwargs = dict(config.backend_kwargs)
+        workers = backend_kwargs.pop("num_workers", None)
+        command = [
+            sys.executable, "-m", "vecenvs.profile.target",
+            "--env", config.env_id, "--num-envs", str(config.num_envs),
+            "--backend", config.backend, "--seed", str(config.seed),
+            "--warmup", repr(float(config.warmup_seconds)),
+            # A safety net: it stops by itself if nobody stops it (we died, say).
+            "--max-seconds", repr(config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS),
+            *(["--workers", str(workers)] if workers is not None else []),
+            *(f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()),
+            *(f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()),
+        ]
+        # The target must import this very vecenvs, even from a checkout that is not installed.
+        environment = dict(os.environ)
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
+        environment["PYTHONPATH"] = os.pathsep.join(
+            [package_root, *filter(None, [environment.get("PYTHONPATH")])])
+        # Errors go to a file, not a pipe: a pipe nobody reads fills up and blocks the writer.
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            text=True, env=environment,
+            # A session of its own: the target and all its workers form one process group,
+            # which can be stopped as a whole, and a Ctrl-C in our terminal reaches only us.
+            start_new_session=hasattr(os, "killpg"),
+        )
+        self.pid = self.process.pid
+        try:
+            self.tracked = [psutil.Process(self.pid)]
+            threading.Thread(target=self._read_lines, name="vecenvs-profile-target-stdout",
+                             daemon=True).start()
+        except BaseException as error:
+            # A `with` block whose __enter__ fails never calls __exit__: stop the target here.
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        try:
+            if self.process is not None and self.process.poll() is None:
+                if exc_type is None:
+                    self._ask_to_stop()
+                    self._wait_exit(STOP_SECONDS)
+                else:
+                    # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
+                    self._wait_exit(0.0)
+            self._kill_leftovers()
+        finally:
+            if self.stderr is not None:
+                self.stderr.close()
+
+    def _read_lines(self) -> None:
+        """Forward the target's stdout lines to the queue (None at the end)."""
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _next_message(self, deadline: float, key: str) -> dict[str, Any] | None:
+        """The next JSON line with ``key`` (other lines are an env's own prints: skipped);
+        None if the target's stdout ended. Raises ProfilerError at the deadline."""
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise ProfilerError(f"the profiled process did not answer in time ({key!r})")
+            try:
+                line = self.lines.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                return None
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(message, dict) and key in message:
+                return message
+
+    def wait_ready(self) -> dict[int, str]:
+        """Wait for the ready line; return pid -> label of the run's processes."""
+        deadline = time.perf_counter() + self.config.start_timeout + self.config.warmup_seconds
+        try:
+            message = self._next_message(deadline, "ready")
+        except ProfilerError:
+            raise ProfilerError(
+                f"the profiled process was not ready after {self.config.start_timeout:g} s "
+                "(building the vector env, resetting it and warming up): raise start_timeout "
+                "for a slow env or a large N"
+            ) from None
+        if message is None:
+            self._wait_exit(5.0)
+            self.raise_if_dead("before it was ready")
+            raise ProfilerError("the profiled process closed its output before it was ready")
+        if not message["ready"]:
+            raise ProfilerError(f"building {self.config.backend} with {self.config.num_envs} x "
+                                f"{self.config.env_id} failed: {message.get('error')}")
+        processes = {int(pid): label for pid, label in message["processes"].items()}
+        for pid in processes:
+            if pid != self.pid:
+                try:
+                    self.tracked.append(psutil.Process(pid))
+                except psutil.NoSuchProcess:
+                    pass
+        return processes
+
+    def stop(self) -> float | None:
+        """Ask the target to stop and wait for it; return its steps/s if it said.
+
+        Raises:
+            ProfilerError: the target crashed while it was being profiled (an env raised,
+                say): the samples would show a run that did not go as asked.
+        """
+        self._ask_to_stop()
+        message = None
+        try:
+            message = self._next_message(time.perf_counter() + STOP_SECONDS, "done")
+        except ProfilerError:
+            logger.warning("the profiled process did not stop within %g s: killing it",
+                           STOP_SECONDS)
+        self._wait_exit(5.0)
+        if message is None:
+            self.raise_if_dead("while it was being profiled")
+            return None
+        return message.get("steps_per_second")
+
+    def raise_if_dead(self, when: str) -> None:
+        """Raise ProfilerError, with the target's error output, if it has exited on its own
+        (killed by us for being too slow to stop does not count: its samples are fine)."""
+        if self.process is None or self.process.poll() is None or self.process.returncode < 0:
+            return
+        raise ProfilerError(
+            f"the profiled process exited with code {self.process.returncode} {when}"
+            + self._stderr_tail()
+        )
+
+    def _stderr_tail(self, lines: int = 15) -> str:
+        if self.stderr is None:
+            return ""
+        self.stderr.flush()
+        self.stderr.seek(0)
+        text = self.stderr.read().strip()
+        if not text:
+            return ""
+        return ". Its error output ends with:\n" + "\n".join(text.splitlines()[-lines:])
+
+    def _ask_to_stop(self) -> None:
+        """Close the target's stdin: its signal to close the vector env and exit."""
+        if self.process is not None and self.process.stdin is not None:
+            try:
+                self.process.stdin.write("stop\n")
+                self.process.stdin.close()
+            except (BrokenPipeError, OSError, ValueError):
+                pass  # already gone, or already closed
+
+    def _wait_exit(self, seconds: float) -> None:
+        """Wait for the target to exit; after ``seconds``, stop its whole process group."""
+        assert self.process is not None
+        try:
+            self.process.wait(timeout=seconds)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        for signal_number in (signal.SIGTERM, getattr(signal, "SIGKILL", None)):
+            self._signal_group(signal_number)
+            try:
+                self.process.wait(timeout=3.0)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def _kill_leftovers(self) -> None:
+        """After the target exited: give its workers a moment to end, then kill the rest."""
+        deadline = time.perf_counter() + LEFTOVER_SECONDS
+        while time.perf_counter() < deadline and any(_alive(p) for p in self.tracked):
+            time.sleep(0.05)
+        for process in self.tracked:
+            if _alive(process):
+                try:
+                    process.kill()  # psutil checks the pid was not reused meanwhile
+                except psutil.Error:
+                    pass
+        # And anything else left in the target's session (a helper it started that we never
+        # saw): all of it was started by the target, nothing else is in that group.
+        self._signal_group(getattr(signal, "SIGKILL", None))
+
+    def _signal_group(self, signal_number: int | None) -> None:
+        if self.process is None or signal_number is None:
+            return
+        if hasattr(os, "killpg"):
+            try:
+                os.killpg(self.process.pid, signal_number)
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is empty: everyone has exited
+        elif self.process.poll() is None:
+            self.process.kill()
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# ---------------------------------------------------------------------------- small checks
+
+
+def _is_literal(value: Any) -> bool:
+    """Whether ``value`` survives ``repr`` -> ``ast.literal_eval`` (how it reaches the target)."""
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def _check_whole(value: object, name: str, minimum: int, maximum: int | None,
+                 expected: str) -> None:
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+
+
+def _check_seconds(value: object, name: str, zero_ok: bool) -> None:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value < 0 or (value == 0 and not zero_ok)):
+        raise ValueError(f"{name} must be a finite number of seconds "
+                         f"{'>= 0' if zero_ok else '> 0'}, got {value!r}")
