@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import re
+import statistics
 import subprocess
 import sys
 
 import psutil
 import pytest
 
-from vecenvs import bench, cli
-from vecenvs.bench import engine
-from vecenvs.bench import QUICK, BenchConfig, Measurement, compare, measure
+from vecenvs import cli
+from vecenvs.bench import QUICK, BenchConfig, Measurement, compare, engine, measure
 
 
 def quick_config(**overrides) -> BenchConfig:
