@@ -22,7 +22,6 @@ Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line 
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.util
 import json
 import multiprocessing
@@ -48,6 +47,7 @@ from vecenvs.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    env_kwarg,
     fail,
     non_negative_float,
     positive_float,
@@ -108,7 +108,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add("--start-method", choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
              "sb3-subproc (default: Python's default on this system)")
-    add("--env-kwarg", action="append", type=_env_kwarg, metavar="KEY=VALUE", default=[],
+    add("--env-kwarg", action="append", type=env_kwarg, metavar="KEY=VALUE", default=[],
         help="argument for gym.make, for every --env; VALUE is a Python literal (1e-3, True, "
              "'text'), anything else is taken as a string; repeat a KEY with other values to "
              "measure each (e.g. the teaching env's step_seconds or obs_size)")
@@ -419,17 +419,3 @@ How to read the tables:
                   really cost (0 when the envs run inside this process).
   CPU s           CPU time during the timed windows, in this process and in the workers: more
                   CPU seconds than wall seconds means several cores were busy."""
-
-
-def _env_kwarg(text: str) -> tuple[str, Any]:
-    """``"step_seconds=1e-3"`` -> ``("step_seconds", 0.001)``."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key.isidentifier():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name, got {text!r}")
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError, TypeError):
-        # So that render_mode=rgb_array works without shell-quoting the quotes.
-        value = raw
-    return key, value

@@ -7,6 +7,7 @@ line naming the value and what was expected, with exit code 2 (the convention ar
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import sys
 from collections.abc import Sequence
@@ -73,3 +74,17 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
+
+
+def env_kwarg(text: str) -> tuple[str, Any]:
+    """argparse type for ``--env-kwarg``: ``"step_seconds=1e-3"`` -> ``("step_seconds", 0.001)``."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name, got {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError):
+        # So that render_mode=rgb_array works without shell-quoting the quotes.
+        value = raw
+    return key, value

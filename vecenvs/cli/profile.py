@@ -23,12 +23,12 @@ import argparse
 import sys
 
 from vecenvs import profile as profiling
-from vecenvs.cli.bench import _env_kwarg
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    env_kwarg,
     fail,
     positive_int,
 )
@@ -81,7 +81,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help=f"backend to profile, one of {', '.join(BACKENDS)} (default: %(default)s)")
     add("--workers", type=positive_int, metavar="K",
         help="worker processes of the pool backend (default: the pool's own choice)")
-    add("--env-kwarg", action="append", type=_env_kwarg, metavar="KEY=VALUE", default=[],
+    add("--env-kwarg", action="append", type=env_kwarg, metavar="KEY=VALUE", default=[],
         help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
              "else is taken as a string; repeat for several")
     add("--seconds", type=positive_int, metavar="S",
