@@ -92,7 +92,7 @@ def test_environment_yml_matches_pyproject_dependencies():
     assert "pip" in conda_all
     assert conda_all.get("python") == SpecifierSet(project["requires-python"])
     pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
-    assert pip_sections == [["-e .[test,mujoco]"]]
+    assert pip_sections == [["-e .[test,dashboard,notebooks,mujoco]"]]
 
 
 def test_readme_and_ci_run_make_test():
