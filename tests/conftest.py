@@ -34,6 +34,15 @@ def results_store_in_tmp(tmp_path, monkeypatch):
     return path
 
 
+@pytest.fixture(autouse=True)
+def machine_lock_in_tmp(tmp_path, monkeypatch):
+    """Every test's queued benchmarks take turns on their own machine lock, so a test never
+    waits for a dashboard someone is running on the same machine. Returns the lock's path."""
+    path = tmp_path / "machine.lock"
+    monkeypatch.setenv("VECENVS_MACHINE_LOCK", str(path))
+    return path
+
+
 # ------------------------------------------------------------------------------------------------
 # Backends
 # ------------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from plotly import graph_objects as go
@@ -363,6 +363,62 @@ def efficiency_figure(
         / model.envs[env].machine_limit
     ))
     figure.update_yaxes(rangemode="tozero")
+    return figure
+
+
+def runs_figure(
+    runs: Mapping[str, Sequence[Measurement]],
+    *,
+    metric: str = "throughput",
+    reference: str = DEFAULT_REFERENCE,
+) -> go.Figure:
+    """Several runs overlaid: one panel per env, a colour per backend, a line style per run.
+
+    For comparing a run today with last week's, or one machine with another.
+
+    Args:
+        runs: run name (e.g. ``"#12 laptop"``) -> that run's measurements.
+        metric: ``"throughput"`` (env steps/s) or ``"speedup"`` (over ``reference``).
+        reference: the sequential reference of the runs.
+    """
+    if metric not in ("throughput", "speedup"):
+        raise ValueError(f"metric must be 'throughput' or 'speedup', got {metric!r}")
+    speedup = metric == "speedup"
+    title = ("Speed-up" if speedup else "Throughput") + " of the selected runs"
+    every = [m for measurements in runs.values() for m in measurements
+             if not speedup or (m.ratio is not None and m.config.backend != reference)]
+    data = _Data.of(every, reference)
+    if not data.latest:
+        return _empty_figure(title, "no measurements in the selected runs")
+    y_title = (f"speed-up over {reference} (x, log scale)" if speedup
+               else f"throughput ({_STEPS_PER_SECOND}, log scale)")
+    figure = _facets(data, title, y_title, log_y=True)
+    unit = f"x {reference}" if speedup else _STEPS_PER_SECOND
+    dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+    drawn = {id(m) for m in every}
+    for index, (run, measurements) in enumerate(runs.items()):
+        run_data = _Data.of([m for m in measurements if id(m) in drawn], reference)
+        for column, env in enumerate(data.envs, start=1):
+            for label in run_data.backends:
+                points = run_data.series(env, label)
+                if not points:
+                    continue
+                name = f"{data.names[label]} · {run}"
+                figure.add_trace(
+                    go.Scatter(
+                        x=[m.config.num_envs for m in points],
+                        y=[m.ratio if speedup else m.mean for m in points],
+                        mode="lines+markers",
+                        line={"color": data.colors[label], "width": 1.5,
+                              "dash": dashes[index % len(dashes)]},
+                        marker={"color": data.colors[label], "size": 7},
+                        name=name, legendgroup=name,
+                        showlegend=not _in_legend(figure, name),
+                        hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>",
+                    ),
+                    row=1, col=column,
+                )
+    figure.update_layout(legend_title_text="backend · run")
     return figure
 
 

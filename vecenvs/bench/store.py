@@ -23,7 +23,7 @@ Example:
 
 Schema
 ------
-Version 1. The version is kept in the file itself (``PRAGMA user_version``); opening an older
+Version 2. The version is kept in the file itself (``PRAGMA user_version``); opening an older
 file upgrades it with the steps in ``_MIGRATIONS``, and a file from a newer vecenvs is refused
 rather than misread. All times are ISO-8601 text in UTC (``2026-05-09T07:35:25.123+00:00``),
 which sorts correctly as text. JSON columns hold plain JSON; a value JSON cannot hold (NaN, an
@@ -44,6 +44,9 @@ settings       TEXT    JSON: what was asked for (env ids, N values, backends, ti
 machine        TEXT    JSON: :func:`~vecenvs.bench.machine.machine_info` of the writer
 summary        TEXT    JSON or NULL: a result of the whole run (a fitted model, a breakdown)
 error          TEXT    why the run failed, or NULL
+pid            INTEGER the process that started the run (v2; NULL in runs from version 1)
+host           TEXT    the host name of that process (v2), so that a run left ``'running'`` by
+                       a process that was killed can be told from one still going
 ============== ======= =====================================================================
 
 ``measurements``: one row per measured (env, N, backend), indexed by ``run_id``.
@@ -68,6 +71,9 @@ data           TEXT    JSON: the whole ``Measurement.to_dict()``
 
 The key columns are there to filter and sort on; ``data`` holds everything, so a field added to
 :class:`~vecenvs.bench.Measurement` later is stored without changing the schema.
+
+``jobs`` (v2): the dashboard's queue of benchmarks and profiles waiting for their turn on this
+machine; :mod:`vecenvs.bench.jobs` documents it and is the only code that uses it.
 
 Several writers
 ---------------
@@ -97,6 +103,7 @@ import io
 import json
 import math
 import os
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -176,6 +183,24 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX measurements_by_run ON measurements (run_id)",
     ),
+    (  # 1 -> 2: who is running a run; the dashboard's job queue (see vecenvs.bench.jobs).
+        "ALTER TABLE runs ADD COLUMN pid INTEGER",
+        "ALTER TABLE runs ADD COLUMN host TEXT",
+        """
+        CREATE TABLE jobs (
+            id               INTEGER PRIMARY KEY,
+            kind             TEXT NOT NULL,
+            settings         TEXT NOT NULL,
+            label            TEXT,
+            state            TEXT NOT NULL
+                             CHECK (state IN ('queued', 'started', 'cancelled')),
+            submitted_at     TEXT NOT NULL,
+            run_id           INTEGER REFERENCES runs (id) ON DELETE SET NULL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            progress         TEXT
+        )
+        """,
+    ),
 )
 
 #: The schema version this code writes (and the newest it can read).
@@ -244,6 +269,12 @@ class RunRecord:
 
     backends: list[str]
     """The backends measured, in the order they were first measured."""
+
+    pid: int | None = None
+    """The process that started the run (``None`` for runs saved by schema version 1)."""
+
+    host: str | None = None
+    """The host name of that process."""
 
     @property
     def duration_seconds(self) -> float | None:
@@ -386,9 +417,10 @@ class ResultsStore:
         settings_json = _to_json(settings)
         with self._transaction(write=True) as connection:
             cursor = connection.execute(
-                "INSERT INTO runs (kind, status, started_at, label, settings, machine) "
-                "VALUES (?, 'running', ?, ?, ?, ?)",
-                (kind, _now(), label, settings_json, machine_json),
+                "INSERT INTO runs (kind, status, started_at, label, settings, machine, pid, host) "
+                "VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
+                (kind, _now(), label, settings_json, machine_json, os.getpid(),
+                 socket.gethostname()),
             )
             return cursor.lastrowid
 
@@ -451,6 +483,45 @@ class ResultsStore:
             )
             if cursor.rowcount == 0:
                 raise self._unknown_run(connection, run_id)
+
+    def fail_abandoned_runs(self) -> list[int]:
+        """Mark as failed the runs still ``"running"`` whose process has ended on this host.
+
+        A run killed with ``kill -9``, or whose machine lost power, never calls
+        :meth:`finish_run`; without this it would look as if it were still going. Only runs
+        started on this host are checked (a process on another machine can't be seen from here),
+        and only those that recorded their process (schema version 2 and later).
+
+        Returns:
+            The ids of the runs marked failed.
+        """
+        import psutil  # only here: reading and writing the store needs nothing beyond sqlite3
+
+        host = socket.gethostname()
+        with self._transaction(write=False) as connection:
+            candidates = connection.execute(
+                "SELECT id, pid, started_at FROM runs "
+                "WHERE status = 'running' AND host = ? AND pid IS NOT NULL", (host,),
+            ).fetchall()
+        abandoned = [record["id"] for record in candidates
+                     if not _process_alive(record["pid"], record["started_at"], psutil)]
+        for run_id in abandoned:
+            with self._transaction(write=True) as connection:
+                connection.execute(
+                    "UPDATE runs SET status = 'failed', finished_at = ?, error = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    (_now(), "the process running it ended without finishing it (killed, or "
+                     "the machine restarted); the measurements saved before that are kept",
+                     run_id),
+                )
+        return abandoned
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """A short transaction on this store's connection, for modules that keep their own
+        tables in the file (:mod:`vecenvs.bench.jobs`). Keep it short: writers wait for it."""
+        with self._transaction(write=write) as connection:
+            yield connection
 
     # --- Reading --------------------------------------------------------------------------
 
@@ -832,6 +903,8 @@ def _select_runs(
             env_ids=list(env_ids[record["id"]]),
             num_envs=sorted(num_envs[record["id"]]),
             backends=list(backends[record["id"]]),
+            pid=record["pid"],
+            host=record["host"],
         )
         for record in records
     ]
@@ -861,6 +934,25 @@ def _check_path(path: Path) -> None:
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         raise StoreError(f"results store {path} is not readable and writable by you; "
                          "check its permissions or choose another path")
+
+
+def _process_alive(pid: int, started_at: str, psutil: Any) -> bool:
+    """Whether process ``pid`` still runs and is the one that started a run at ``started_at``.
+
+    A pid is reused once its process has ended, so a live pid is only the run's own process if
+    that process started before the run did.
+    """
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:  # ended, not yet waited for by its parent
+            return False
+        process_started = process.create_time()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # someone else's process: it exists, assume it is the one
+        return True
+    run_started = datetime.fromisoformat(started_at).timestamp()
+    return process_started <= run_started + 1.0  # clocks are read at different moments
 
 
 def _check_run_id(run_id: object) -> None:

@@ -155,6 +155,17 @@ class SweepConfig:
                if f.name not in ("envs", "num_envs", "backends")},
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
+        """The config that :meth:`to_dict` described (e.g. read back from a results store)."""
+        return cls(
+            envs=[EnvSpec(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
+            num_envs=list(data["num_envs"]),
+            backends=[Backend(b["name"], dict(b.get("kwargs") or {})) for b in data["backends"]],
+            **{f.name: data[f.name] for f in dataclasses.fields(cls)
+               if f.name not in ("envs", "num_envs", "backends") and f.name in data},
+        )
+
 
 @dataclass
 class SweepProgress:
@@ -260,7 +271,9 @@ def run_sweep(
     cancel: Callable[[], bool] | None = None,
     store: ResultsStore | None = None,
     label: str | None = None,
+    run_id: int | None = None,
     progress: bool = False,
+    on_window: Callable[[], None] | None = None,
 ) -> SweepResult:
     """Measure every point of ``config``'s grid; see the module docstring.
 
@@ -272,7 +285,11 @@ def run_sweep(
         store: a results store to save the run in, point by point, with this machine's
             description; the run is marked done, cancelled or failed at the end.
         label: a name for the run in the store.
+        run_id: save into this run of ``store``, already started by the caller (the
+            dashboard's job runner starts it first, to tell the page which run to watch);
+            default: start a new run.
         progress: show a progress bar (tqdm) on stderr, one tick per timed window.
+        on_window: called after each timed window (there are ``config.windows`` of them).
 
     Returns:
         A :class:`SweepResult`.
@@ -284,8 +301,18 @@ def run_sweep(
     validate_sweep(config)
     points = config.points()
     backends = config.backend_specs()
-    run_id = None if store is None else store.start_run("sweep", config.to_dict(), label=label)
+    if run_id is not None and store is None:
+        raise ValueError(f"run_id={run_id!r} needs the store it belongs to; got store=None")
+    if store is not None and run_id is None:
+        run_id = store.start_run("sweep", config.to_dict(), label=label)
     bar = _progress_bar(config.windows) if progress else None
+
+    def window_done() -> None:
+        if bar is not None:
+            bar.update(1)
+        if on_window is not None:
+            on_window()
+
     started = time.perf_counter()
     measurements: list[Measurement] = []
     status, error = "done", None
@@ -298,7 +325,7 @@ def run_sweep(
                 reference=config.reference, env_kwargs=env.kwargs,
                 warmup_seconds=config.warmup_seconds, measure_seconds=config.measure_seconds,
                 repeats=config.repeats, seed=config.seed, interleave=config.interleave,
-                on_window=None if bar is None else (lambda: bar.update(1)), cancel=cancel,
+                on_window=window_done, cancel=cancel,
             )
             measurements.extend(results)
             if store is not None:

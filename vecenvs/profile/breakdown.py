@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,12 @@ class Breakdown:
             "rows": self.table(),
             "excluded": [dataclasses.asdict(item) for item in self.excluded],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Breakdown:
+        """The breakdown :meth:`to_dict` described (e.g. read back from a results store)."""
+        return cls(rows=[BreakdownRow(**row) for row in data["rows"]],
+                   excluded=[ExcludedThread(**item) for item in data.get("excluded", [])])
 
     def format_table(self, max_workers: int = MAX_WORKERS_SHOWN) -> str:
         """A plain-text table: one line per process, one column per category (% of that

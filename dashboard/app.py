@@ -1,0 +1,36 @@
+"""The vecenvs dashboard: ``streamlit run dashboard/app.py`` (or ``make dashboard``).
+
+This file only routes: each page is its own small module in ``views/``.
+
+- Live comparison (``views/compare.py``): measure backends side by side on envs you pick.
+- Profile (``views/profile.py``): one configuration under py-spy, where each process's time goes.
+- History (``views/history.py``): past runs from the results store, overlaid and exported.
+- Machine (``views/machine.py``): the CPUs and versions behind the numbers; can py-spy attach.
+
+Benchmarks never run inside this server: pages queue jobs that a separate runner process
+measures one at a time (see ``common.py`` and :mod:`vecenvs.bench.jobs`).
+"""
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# The pages import `common` from this folder, however the app was started.
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import common  # noqa: E402 - needs the path above
+
+st.set_page_config(page_title="vecenvs", page_icon="⚡", layout="wide")
+
+pages = st.navigation([
+    st.Page(HERE / "views" / "compare.py", title="Live comparison", icon="📈", default=True,
+            url_path="compare"),
+    st.Page(HERE / "views" / "profile.py", title="Profile", icon="🔥", url_path="profile"),
+    st.Page(HERE / "views" / "history.py", title="History", icon="🗂️", url_path="history"),
+    st.Page(HERE / "views" / "machine.py", title="Machine", icon="🖥️", url_path="machine"),
+])
+common.sidebar_status()
+pages.run()

@@ -1,0 +1,51 @@
+"""Machine: what the numbers were measured on, which backends are installed, and whether
+py-spy may attach to processes here (the Profile page needs it)."""
+
+from __future__ import annotations
+
+import common
+import streamlit as st
+
+from vecenvs.bench.machine import machine_info
+from vecenvs.bench.snippets import machine_code
+from vecenvs.factory import BACKENDS, available_backends, describe_backend
+from vecenvs.profile import check_attach
+
+
+@st.cache_data(ttl=600, show_spinner="Trying py-spy on a small process…")
+def attach_check() -> tuple[bool, str]:
+    """``check_attach()`` takes about a second: ask once every ten minutes at most."""
+    result = check_attach()
+    return result.ok, result.message
+
+
+st.title("Machine")
+info = machine_info()
+left, code = st.columns([3, 2])
+with left:
+    first, second, third, fourth = st.columns(4)
+    first.metric("CPUs this process may use", info["usable_cpus"] or "?")
+    second.metric("Logical CPUs", info["logical_cpus"] or "?")
+    third.metric("Physical cores", info["physical_cores"] or "?")
+    fourth.metric("Memory", f"{info['memory_bytes'] / 2**30:.1f} GiB")
+    st.write(f"**CPU:** {info['cpu_model']}  \n**OS:** {info['os']}  \n"
+             f"**Python:** {info['python']} ({info['python_implementation']})  \n"
+             f"**Host:** {info['hostname']}")
+with code:
+    common.show_code(machine_code())
+
+st.subheader("Can py-spy attach here?")
+ok, message = attach_check()
+(st.success if ok else st.error)(message)
+if st.button("Check again"):
+    attach_check.clear()
+    st.rerun()
+
+st.subheader("Backends")
+installed = set(available_backends())
+st.table([{"backend": name, "installed": "yes" if name in installed else "no",
+           "shown as": describe_backend(name)} for name in BACKENDS])
+
+st.subheader("Package versions")
+st.table([{"package": name, "version": version or "not installed"}
+          for name, version in info["packages"].items()])

@@ -1,0 +1,106 @@
+"""Profile: one configuration under py-spy, and where each of its processes spends its time.
+
+The profile runs through the same queue as the benchmarks (it is one: the profiled loop needs
+the CPUs to itself). When it is done, the page shows the per-process breakdown (env compute,
+serialization, pipe & shared-memory I/O, waiting, bookkeeping) and the flame graph coloured by
+those categories; the files py-spy wrote can be downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import common
+import streamlit as st
+import streamlit.components.v1 as components
+
+from vecenvs.bench.jobs import Job
+from vecenvs.bench.snippets import profile_code
+from vecenvs.factory import available_backends, describe_backend
+from vecenvs.profile import Breakdown, ProfileConfig, breakdown_figure
+
+
+def form() -> None:
+    """The profile form; on *Profile*, queue it and watch it."""
+    cpus = common.cpus()
+    backends = available_backends()
+    with st.form("profile"):
+        left, middle, right = st.columns(3)
+        with left:
+            env_id = st.selectbox("Environment", common.env_choices())
+            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
+        with middle:
+            backend = st.selectbox("Backend", backends, index=backends.index("subproc"),
+                                   format_func=describe_backend)
+            workers = st.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
+        with right:
+            seconds = st.slider("Seconds of sampling", 1, 30, 3)
+            rate = st.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
+        label = st.text_input("Label (optional)", max_chars=80)
+        submitted = st.form_submit_button("Profile", type="primary")
+    if not submitted:
+        return
+    config = ProfileConfig(
+        env_id=env_id, num_envs=num_envs, backend=backend,
+        backend_kwargs={"num_workers": workers} if backend == "pool" else {},
+        seconds=seconds, rate=rate,
+    )
+    try:
+        job_id = common.queue().submit_profile(config, label=label.strip() or None)
+    except ValueError as error:
+        st.error(f"Not started: {error}")
+        return
+    st.query_params["job"] = str(job_id)
+    st.toast(f"Queued as job {job_id}.")
+
+
+def results(job: Job) -> None:
+    """The breakdown chart and table, and the flame graph, once the profile is done."""
+    summary = job.run.summary if job.run is not None else None
+    if job.status != "done" or not summary:
+        return
+    result = Breakdown.from_dict(summary["breakdown"])
+    settings = summary["config"]
+    title = (f"{settings['backend']}, N={settings['num_envs']} x {settings['env_id']}: "
+             "where each process spends its time")
+    chart, code = st.columns([3, 2])
+    with chart:
+        st.plotly_chart(breakdown_figure(result, title=title), key=f"breakdown-{job.id}",
+                        width="stretch")
+        rate = summary.get("steps_per_second")
+        st.caption(f"{summary['counted_samples']:,} samples counted (idle ones included: a "
+                   "blocked worker is the point). "
+                   + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else ""))
+    with code:
+        common.show_code(profile_code(settings))
+    st.subheader("Share of each process's time, %")
+    st.table([{"process": process, **{category: f"{100 * share:.1f}"
+                                      for category, share in shares.items()}}
+              for process, shares in result.by_process().items()])
+    st.subheader("Flame graph")
+    st.caption("Each box is a function; its width is its share of the samples, its colour its "
+               "category. Hover a box for its name and share.")
+    files = summary["files"]
+    svg = common.read_text(files.get("svg"))
+    if svg is None:
+        st.warning(f"The flame graph file {files.get('svg')} is gone.")
+    else:
+        components.html(f'<div style="overflow-x:auto">{svg}</div>', height=620, scrolling=True)
+    columns = st.columns(3)
+    for column, (name, mime) in zip(columns, [("svg", "image/svg+xml"),
+                                              ("speedscope", "application/json"),
+                                              ("collapsed", "text/plain")]):
+        text = common.read_text(files.get(name))
+        if text is not None:
+            column.download_button(f"Download {Path(files[name]).name}", text,
+                                   file_name=Path(files[name]).name, mime=mime,
+                                   key=f"download-{name}-{job.id}")
+
+
+st.title("Profile")
+st.caption("Runs one configuration in its own process and samples it and its workers with "
+           "py-spy. Pipes, pickling and waiting show up as what they cost.")
+form()
+watched = common.watched_job("profile")
+if watched is not None:
+    common.watch(watched, results)

@@ -1,0 +1,541 @@
+"""The job queue: benchmarks and profiles that wait their turn, one at a time per machine.
+
+Two measurements running at once on one machine measure each other: a pool of two workers
+timed while another sweep keeps both cores busy reports half its speed. So the dashboard never
+measures in its own process. Pressing *Run* only writes a **job** (what to run) into the
+results store and makes sure a **runner** is going; the runner, a separate process
+(``python -m vecenvs.bench.jobs --store PATH``), takes jobs oldest first and runs each one
+with the same code the CLI uses (:func:`~vecenvs.bench.sweep.run_sweep`,
+:func:`vecenvs.profile.profile`), saving every result in the store as it comes. A page only
+reads the store and redraws. Hence:
+
+- two tabs that both press *Run* get two jobs, run one after the other, never together;
+- closing the tab, or the browser crashing, stops nothing and loses nothing: reopening the page
+  reads the same store and shows the run still going, or finished;
+- a runner that dies (killed, out of memory) is noticed: its run is marked failed
+  (:meth:`ResultsStore.fail_abandoned_runs`) and the next page load starts a new runner for
+  the jobs still waiting.
+
+Two locks (``fcntl.flock`` on small files: the kernel releases them when their process dies,
+so a crash never leaves one held) make this safe:
+
+- the **runner lock**, one per store file: at most one runner serves a store's queue. A second
+  runner started at the same moment finds it held and exits at once;
+- the **machine lock**, one per machine (:func:`machine_lock_path`): runners of different
+  stores take turns too. While a job waits for it, its progress says so.
+
+The ``jobs`` table (schema version 2 of the store):
+
+================ ======= ===================================================================
+column           type    meaning
+================ ======= ===================================================================
+id               INTEGER primary key: a larger id was submitted later
+kind             TEXT    ``'sweep'`` or ``'profile'``
+settings         TEXT    JSON: ``SweepConfig.to_dict()``, or the profile's settings
+label            TEXT    the user's name for the run it will become, or NULL
+state            TEXT    ``'queued'``, ``'started'`` (it has a run), or ``'cancelled'`` (before
+                         it started)
+submitted_at     TEXT    ISO-8601, UTC
+run_id           INTEGER the run in ``runs`` once started: its status says how it is going
+cancel_requested INTEGER 1 once someone asked a started job to stop
+progress         TEXT    JSON ``{"done", "total", "message"}`` written by the runner
+================ ======= ===================================================================
+
+The whole life of a job, as :attr:`Job.status` reports it: ``queued`` -> ``running`` -> ``done``,
+``cancelled`` or ``failed``.
+
+Example:
+    >>> from vecenvs.bench import QUICK, ResultsStore, SweepConfig
+    >>> from vecenvs.bench.jobs import JobQueue
+    >>> queue = JobQueue(ResultsStore("/tmp/example.sqlite"))  # doctest: +SKIP
+    >>> job_id = queue.submit_sweep(SweepConfig(["CartPole-v1"], [4], ["pool"], **QUICK))
+    >>> queue.wait(job_id, timeout=60).status  # doctest: +SKIP
+    'done'
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vecenvs.bench.store import ResultsStore, RunRecord, StoreError, _now, _to_json
+
+__all__ = [
+    "JOB_KINDS",
+    "MACHINE_LOCK_ENV_VAR",
+    "Job",
+    "JobQueue",
+    "machine_lock_path",
+]
+
+#: What a job can run.
+JOB_KINDS = ("sweep", "profile")
+
+#: Set this to use another machine lock file (the tests give each test its own).
+MACHINE_LOCK_ENV_VAR = "VECENVS_MACHINE_LOCK"
+
+#: How often a waiting runner, or :meth:`JobQueue.wait`, looks again.
+POLL_SECONDS = 0.2
+
+#: The runner writes a job's progress at most this often (a write per timed window is too many
+#: for nothing: the page polls once a second).
+PROGRESS_SECONDS = 0.25
+
+
+def machine_lock_path() -> Path:
+    """The file whose lock lets one benchmark at a time run on this machine.
+
+    ``$VECENVS_MACHINE_LOCK`` if set, else ``vecenvs-bench.lock`` in the system's temporary
+    directory (shared by every user of the machine, as the CPUs are).
+    """
+    explicit = os.environ.get(MACHINE_LOCK_ENV_VAR)
+    return Path(explicit) if explicit else Path(tempfile.gettempdir()) / "vecenvs-bench.lock"
+
+
+@dataclass
+class Job:
+    """One job of the queue, with the run it became (if it has started)."""
+
+    id: int
+    kind: str
+    settings: dict[str, Any]
+    label: str | None
+    state: str
+    """``"queued"``, ``"started"`` or ``"cancelled"`` (see :attr:`status` for the whole story)."""
+    submitted_at: str
+    run_id: int | None
+    cancel_requested: bool
+    progress: dict[str, Any] = field(default_factory=dict)
+    """``{"done": 3, "total": 12, "message": "..."}`` as the runner last wrote it."""
+    run: RunRecord | None = None
+    """The run in the results store, once the job has started."""
+
+    @property
+    def status(self) -> str:
+        """``"queued"``, ``"running"``, ``"done"``, ``"cancelled"`` or ``"failed"``."""
+        if self.state == "queued":
+            return "queued"
+        if self.state == "cancelled":
+            return "cancelled"
+        if self.run_id is None:  # taken by the runner, its run being created this instant
+            return "running"
+        if self.run is None:  # its run was deleted from the store
+            return "failed"
+        return self.run.status
+
+    @property
+    def finished(self) -> bool:
+        """True once nothing more will happen to this job."""
+        return self.status in ("done", "cancelled", "failed")
+
+    @property
+    def fraction_done(self) -> float:
+        """From 0 to 1, for a progress bar."""
+        done, total = self.progress.get("done", 0), self.progress.get("total", 0)
+        if self.status == "done":
+            return 1.0
+        return min(done / total, 1.0) if total else 0.0
+
+
+class JobQueue:
+    """The job queue kept in a results store; see the module docstring.
+
+    Args:
+        store: the results store whose ``jobs`` table is the queue; results go there too.
+    """
+
+    def __init__(self, store: ResultsStore):
+        self.store = store
+        self._runners: list[subprocess.Popen] = []
+
+    @property
+    def runner_lock_path(self) -> Path:
+        """The lock file held by the runner serving this store."""
+        return self.store.path.with_name(self.store.path.name + ".runner.lock")
+
+    @property
+    def runner_log_path(self) -> Path:
+        """Where runners started by :meth:`ensure_runner` write what they print."""
+        return self.store.path.with_name(self.store.path.name + ".runner.log")
+
+    @property
+    def profiles_dir(self) -> Path:
+        """Where profiles run from the queue keep their files: ``<store dir>/profiles/run-<id>``."""
+        return self.store.path.parent / "profiles"
+
+    # --- Submitting -----------------------------------------------------------------------
+
+    def submit_sweep(self, config: Any, *, label: str | None = None,
+                     start_runner: bool = True) -> int:
+        """Queue a :class:`~vecenvs.bench.sweep.SweepConfig`; return the job's id.
+
+        The config is checked first (:func:`~vecenvs.bench.sweep.validate_sweep`), so a bad
+        one raises ``ValueError`` here, in the page, and is never queued.
+        """
+        from vecenvs.bench.sweep import validate_sweep
+
+        validate_sweep(config)
+        return self._submit("sweep", config.to_dict(), label, start_runner)
+
+    def submit_profile(self, config: Any, *, label: str | None = None,
+                       start_runner: bool = True) -> int:
+        """Queue a :class:`~vecenvs.profile.ProfileConfig` (its ``output_dir`` is chosen by the
+        runner, under :attr:`profiles_dir`); return the job's id. Checked first, like sweeps."""
+        import dataclasses
+
+        from vecenvs.profile.runner import validate_config
+
+        if config.output_dir is not None:
+            raise ValueError("a queued profile's output_dir is chosen by the runner "
+                             f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}")
+        validate_config(config)
+        settings = {key: value for key, value in dataclasses.asdict(config).items()
+                    if key != "output_dir"}
+        return self._submit("profile", settings, label, start_runner)
+
+    def _submit(self, kind: str, settings: Mapping[str, Any], label: str | None,
+                start_runner: bool) -> int:
+        if label is not None and not isinstance(label, str):
+            raise ValueError(f"label must be a string or None, got {label!r}")
+        with self.store.transaction(write=True) as connection:
+            job_id = connection.execute(
+                "INSERT INTO jobs (kind, settings, label, state, submitted_at) "
+                "VALUES (?, ?, ?, 'queued', ?)",
+                (kind, _to_json(settings), label or None, _now()),
+            ).lastrowid
+        if start_runner:
+            self.ensure_runner()
+        return job_id
+
+    # --- Reading --------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        """The job ``job_id``, with its run. Raises StoreError for an unknown id."""
+        with self.store.transaction(write=False) as connection:
+            record = connection.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if record is None:
+            raise StoreError(f"unknown job id {job_id!r} in the store {self.store.path}")
+        return self._job(record)
+
+    def jobs(self, *, unfinished: bool = False, limit: int = 50) -> list[Job]:
+        """The newest jobs first; ``unfinished=True`` keeps only those queued or running."""
+        with self.store.transaction(write=False) as connection:
+            records = connection.execute(
+                "SELECT * FROM jobs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        jobs = [self._job(record) for record in records]
+        return [job for job in jobs if not job.finished] if unfinished else jobs
+
+    def position(self, job_id: int) -> int:
+        """How many jobs are ahead of ``job_id``: queued before it, or running now."""
+        with self.store.transaction(write=False) as connection:
+            (ahead,) = connection.execute(
+                "SELECT count(*) FROM jobs LEFT JOIN runs ON runs.id = jobs.run_id "
+                "WHERE jobs.id < ? AND (jobs.state = 'queued' "
+                "OR (jobs.state = 'started' AND (jobs.run_id IS NULL OR runs.status = 'running')))",
+                (job_id,),
+            ).fetchone()
+        return ahead
+
+    def _job(self, record: Any) -> Job:
+        run = None
+        if record["run_id"] is not None:
+            with contextlib.suppress(StoreError):
+                run = self.store.run(record["run_id"])
+        return Job(
+            id=record["id"], kind=record["kind"], settings=json.loads(record["settings"]),
+            label=record["label"], state=record["state"], submitted_at=record["submitted_at"],
+            run_id=record["run_id"], cancel_requested=bool(record["cancel_requested"]),
+            progress=json.loads(record["progress"]) if record["progress"] else {}, run=run,
+        )
+
+    def wait(self, job_id: int, timeout: float) -> Job:
+        """Wait until job ``job_id`` has finished and return it.
+
+        Raises:
+            TimeoutError: it has not finished after ``timeout`` seconds (naming its status).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.store.fail_abandoned_runs()
+            job = self.get(job_id)
+            if job.finished:
+                return job
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} is still {job.status} after {timeout:g} s "
+                                   f"({job.progress.get('message', 'no progress reported')})")
+            if job.status == "queued" and not self.runner_alive():
+                self.ensure_runner()  # its runner died before taking it
+            time.sleep(POLL_SECONDS)
+
+    # --- Cancelling -----------------------------------------------------------------------
+
+    def cancel(self, job_id: int) -> str:
+        """Stop job ``job_id``: a queued job is dropped at once, a running one stops at its
+        next timed window (its measurements so far are kept). Returns what happened:
+        ``"dropped"``, ``"requested"`` or ``"finished"`` (it had already ended)."""
+        with self.store.transaction(write=True) as connection:
+            dropped = connection.execute(
+                "UPDATE jobs SET state = 'cancelled' WHERE id = ? AND state = 'queued'",
+                (job_id,)).rowcount
+            if dropped:
+                return "dropped"
+            connection.execute(
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'started'",
+                (job_id,))
+        return "finished" if self.get(job_id).finished else "requested"
+
+    def _cancel_requested(self, job_id: int) -> bool:
+        with self.store.transaction(write=False) as connection:
+            (requested,) = connection.execute(
+                "SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return bool(requested)
+
+    # --- Runner processes -----------------------------------------------------------------
+
+    def runner_alive(self) -> bool:
+        """True if some process holds this store's runner lock (is serving the queue)."""
+        self._reap()
+        with _flock(self.runner_lock_path) as held:
+            return not held
+
+    def ensure_runner(self) -> subprocess.Popen | None:
+        """Start a runner for this store unless one is already serving it.
+
+        The runner is started with a list of arguments, never through a shell, and reads what
+        to run from the store, never from its command line. It writes what it prints to
+        :attr:`runner_log_path`. It is in this process's process group, so Ctrl-C in the
+        terminal that started the dashboard stops it too (cleanly: its run is marked
+        cancelled); otherwise it exits by itself once the queue is empty.
+
+        Returns:
+            The new runner, or None when one was already running.
+        """
+        self.store.fail_abandoned_runs()
+        if self.runner_alive():
+            return None
+        log = open(self.runner_log_path, "a", encoding="utf-8")  # noqa: SIM115 - the child owns it
+        try:
+            runner = subprocess.Popen(
+                [sys.executable, "-m", "vecenvs.bench.jobs", "--store", str(self.store.path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        finally:
+            log.close()
+        self._runners.append(runner)
+        return runner
+
+    def _reap(self) -> None:
+        """Collect the exit status of runners this object started (no zombies left behind)."""
+        self._runners = [runner for runner in self._runners if runner.poll() is None]
+
+    # --- The runner's side ----------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Run queued jobs, oldest first, until none is left (what the runner process does).
+
+        Returns at once if another runner already serves this store.
+        """
+        while True:
+            with _flock(self.runner_lock_path) as held:
+                if not held:
+                    return
+                while self._next_queued() is not None:
+                    self._run_next()
+            # The lock is released: a job submitted while we were finishing may have seen it
+            # held (so its runner exited). Look once more, now that the lock is free.
+            if self._next_queued() is None:
+                return
+
+    def _next_queued(self) -> int | None:
+        with self.store.transaction(write=False) as connection:
+            record = connection.execute(
+                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+        return None if record is None else record["id"]
+
+    def _run_next(self) -> None:
+        """Take the machine lock, then the oldest queued job, and run it."""
+        job_id = self._next_queued()
+        with _wait_for_machine(self, job_id):
+            job = self._claim()
+            if job is not None:
+                self._execute(job)
+
+    def _claim(self) -> Job | None:
+        """Mark the oldest queued job started and give it a run in the store; None if the
+        queue emptied meanwhile (everything cancelled)."""
+        with self.store.transaction(write=True) as connection:
+            record = connection.execute(
+                "SELECT * FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+            if record is None:
+                return None
+            connection.execute("UPDATE jobs SET state = 'started' WHERE id = ?", (record["id"],))
+        job = self._job(record)
+        settings = job.settings
+        if job.kind == "profile":
+            settings = {**settings, "output_dir": None}
+        job.run_id = self.store.start_run(job.kind, settings, label=job.label)
+        with self.store.transaction(write=True) as connection:
+            connection.execute("UPDATE jobs SET run_id = ? WHERE id = ?", (job.run_id, job.id))
+        return job
+
+    def _execute(self, job: Job) -> None:
+        """Run one started job; whatever happens, its run ends done, cancelled or failed."""
+        progress = _Progress(self, job.id)
+        try:
+            if job.kind == "sweep":
+                self._execute_sweep(job, progress)
+            elif job.kind == "profile":
+                self._execute_profile(job, progress)
+            else:
+                raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
+        except KeyboardInterrupt:
+            self.store.finish_run(job.run_id, "cancelled", error="the runner was interrupted")
+            raise
+        except Exception as error:  # noqa: BLE001 - one job's failure must not stop the queue
+            print(f"job {job.id} (run {job.run_id}) failed:", file=sys.stderr)
+            traceback.print_exc()
+            if self.store.run(job.run_id).status == "running":  # run_sweep marks its own
+                self.store.finish_run(job.run_id, "failed",
+                                      error=f"{type(error).__name__}: {error}")
+        finally:
+            progress.flush()
+
+    def _execute_sweep(self, job: Job, progress: _Progress) -> None:
+        from vecenvs.bench.sweep import SweepConfig, run_sweep
+
+        config = SweepConfig.from_dict(job.settings)
+        total = config.windows
+        progress.update(0, total, "measuring")
+        done = 0
+
+        def on_window() -> None:
+            nonlocal done
+            done += 1
+            progress.update(done, total, f"timed window {done} of {total}")
+
+        result = run_sweep(config, store=self.store, run_id=job.run_id, on_window=on_window,
+                           cancel=lambda: self._cancel_requested(job.id))
+        progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
+
+    def _execute_profile(self, job: Job, progress: _Progress) -> None:
+        from vecenvs.profile.runner import ProfileConfig, profile
+
+        output_dir = self.profiles_dir / f"run-{job.run_id}"
+        config = ProfileConfig(**{**job.settings, "output_dir": str(output_dir)})
+
+        def on_progress(message: str, fraction: float) -> None:
+            progress.update(round(fraction * 100), 100, message)
+            if self._cancel_requested(job.id):
+                raise _Cancelled
+
+        try:
+            result = profile(config, on_progress=on_progress)
+        except _Cancelled:
+            self.store.finish_run(job.run_id, "cancelled")
+            progress.update(0, 100, "cancelled", force=True)
+            return
+        self.store.finish_run(job.run_id, "done", summary=result.to_dict())
+
+
+class _Cancelled(Exception):
+    """Raised from a profile's progress callback to stop it (it cleans up on any exception)."""
+
+
+class _Progress:
+    """Writes a job's progress to the store, at most every PROGRESS_SECONDS."""
+
+    def __init__(self, queue: JobQueue, job_id: int):
+        self._queue, self._job_id = queue, job_id
+        self._last_write = 0.0
+        self._pending: dict[str, Any] | None = None
+
+    def update(self, done: int, total: int, message: str, *, force: bool = False) -> None:
+        self._pending = {"done": done, "total": total, "message": message}
+        if force or time.monotonic() - self._last_write >= PROGRESS_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending is None:
+            return
+        with self._queue.store.transaction(write=True) as connection:
+            connection.execute("UPDATE jobs SET progress = ? WHERE id = ?",
+                               (_to_json(self._pending), self._job_id))
+        self._pending, self._last_write = None, time.monotonic()
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[bool]:
+    """Try to take an exclusive lock on ``path`` without waiting; yield whether we got it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+", encoding="utf-8") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            file.seek(0)
+            file.truncate()
+            file.write(f"{os.getpid()}\n")  # who holds it, for the "waiting for" message
+            file.flush()
+            yield True
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _wait_for_machine(queue: JobQueue, job_id: int | None) -> Iterator[None]:
+    """Hold the machine lock; while another benchmark has it, say so in the job's progress.
+
+    There is no deadline on this wait: the other benchmark's own deadlines bound it, and the
+    kernel frees the lock if its holder dies. A user who stops waiting cancels the job.
+    """
+    path = machine_lock_path()
+    said = False
+    while True:
+        with _flock(path) as held:
+            if held:
+                yield
+                return
+        if not said and job_id is not None:
+            holder = path.read_text(encoding="utf-8").strip() or "?"
+            _Progress(queue, job_id).update(
+                0, 0, f"waiting for another benchmark on this machine to finish (pid {holder})",
+                force=True)
+            said = True
+        if queue._next_queued() is None:  # everything waiting was cancelled
+            yield
+            return
+        time.sleep(POLL_SECONDS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The runner process: ``python -m vecenvs.bench.jobs --store PATH``."""
+    parser = argparse.ArgumentParser(prog="python -m vecenvs.bench.jobs",
+                                     description="Run the queued jobs of a results store.")
+    parser.add_argument("--store", required=True, help="the results store (SQLite file)")
+    arguments = parser.parse_args(argv)
+    # SIGTERM (e.g. `kill`) stops the current job the way Ctrl-C does: envs closed, run cancelled.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        JobQueue(ResultsStore(arguments.store)).serve()
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
