@@ -23,14 +23,14 @@ if str(HERE) not in sys.path:
 
 import common  # noqa: E402 - needs the path above
 
-st.set_page_config(page_title="vecenvs", page_icon="⚡", layout="wide")
+st.set_page_config(page_title="vecenvs", page_icon=":material/speed:", layout="wide")
 
 pages = st.navigation([
-    st.Page(HERE / "views" / "compare.py", title="Live comparison", icon="📈", default=True,
+    st.Page(HERE / "views" / "compare.py", title="Live comparison", icon=":material/monitoring:", default=True,
             url_path="compare"),
-    st.Page(HERE / "views" / "profile.py", title="Profile", icon="🔥", url_path="profile"),
-    st.Page(HERE / "views" / "history.py", title="History", icon="🗂️", url_path="history"),
-    st.Page(HERE / "views" / "machine.py", title="Machine", icon="🖥️", url_path="machine"),
+    st.Page(HERE / "views" / "profile.py", title="Profile", icon=":material/local_fire_department:", url_path="profile"),
+    st.Page(HERE / "views" / "history.py", title="History", icon=":material/history:", url_path="history"),
+    st.Page(HERE / "views" / "machine.py", title="Machine", icon=":material/memory:", url_path="machine"),
 ])
 common.sidebar_status()
 pages.run()

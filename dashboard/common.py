@@ -36,8 +36,10 @@ TEACHING_ENV = "vecenvs/Costly-v0"
 #: The values of N the forms offer.
 N_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
-#: Colour of each job status in the pages.
-STATUS_ICONS = {"queued": "⏳", "running": "🏃", "done": "✅", "cancelled": "⛔", "failed": "❌"}
+#: The icon of each job status (Streamlit's Material Symbols: no emoji font needed).
+STATUS_ICONS = {"queued": ":material/hourglass_top:", "running": ":material/directions_run:",
+                "done": ":material/check_circle:", "cancelled": ":material/block:",
+                "failed": ":material/error:"}
 
 
 def env_choices() -> list[str]:

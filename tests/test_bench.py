@@ -171,6 +171,8 @@ def no_env_may_be_built(monkeypatch):
         ({"measure_seconds": float("nan")}, "measure_seconds must be a finite number"),
         ({"warmup_seconds": -0.5}, "warmup_seconds must be >= 0 seconds, got -0.5"),
         ({"backend_kwargs": [("num_workers", 2)]}, "backend_kwargs must be a dict"),
+        ({"backend": "pool", "num_envs": 1, "backend_kwargs": {"num_workers": 2}},
+         "pool with num_workers=2 cannot step N=1 env(s)"),
     ],
 )
 def test_measure_rejects_bad_configs_before_building_anything(

@@ -21,6 +21,8 @@ from vecenvs.factory import available_backends, describe_backend
 DEFAULT_ENVS = ["CartPole-v1"]
 DEFAULT_BACKENDS = ["multi", "subproc", "pool"]
 DEFAULT_N = [1, 4, 16, 64]
+#: The pool's own choice of workers: min(CPUs, N).
+AUTO = "auto"
 
 
 def parse_step_times(text: str) -> list[float]:
@@ -72,7 +74,8 @@ def build_config(values: dict) -> SweepConfig:
         if name == "pool":
             if not values["workers"]:
                 raise ValueError("pick at least one number of pool workers")
-            backends += [Backend("pool", {"num_workers": k}) for k in values["workers"]]
+            backends += [Backend("pool") if k == AUTO else Backend("pool", {"num_workers": k})
+                         for k in values["workers"]]
         else:
             backends.append(name)
     return SweepConfig(
@@ -107,9 +110,10 @@ def form() -> None:
                 format_func=describe_backend,
                 help=f"Each is compared with {DEFAULT_REFERENCE} (the sequential loop), "
                 "measured in the same run.")
-            workers = st.multiselect("Pool workers K", list(range(1, max(8, cpus) + 1)),
-                                     default=[cpus],
-                                     help="Several values measure the pool once per K.")
+            workers = st.multiselect(
+                "Pool workers K", [AUTO, *range(1, max(8, cpus) + 1)], default=[AUTO],
+                help=f"{AUTO}: min(CPUs, N), the pool's default. Several values measure the "
+                "pool once per K; a K above an N of the grid is refused.")
         with right:
             measure_seconds = st.select_slider(
                 "Seconds per timed window", [0.1, 0.2, 0.3, 0.5, 1.0, 2.0], value=0.3)

@@ -255,6 +255,14 @@ def validate_config(config: BenchConfig) -> None:
     for name in ("backend_kwargs", "env_kwargs"):
         if not isinstance(getattr(config, name), Mapping):
             raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
+    workers = config.backend_kwargs.get("num_workers")
+    if config.backend == "pool" and isinstance(workers, int) and workers > config.num_envs:
+        # The pool would refuse it too, but only after the envs of earlier points were measured.
+        raise ValueError(
+            f"pool with num_workers={workers} cannot step N={config.num_envs} env(s): each "
+            f"worker needs at least one env; use N >= {workers}, or leave num_workers out "
+            "(the pool then takes min(CPUs, N))"
+        )
     # A peer whose library is missing says what to install; envpool refuses envs it has no C++
     # version of, and env arguments.
     check_backend_can_run(config.backend, config.env_id, config.env_kwargs)
