@@ -1,9 +1,10 @@
 # vecenvs developer tasks. Everything is installed into a local virtual
 # environment in .venv; nothing touches the system Python.
 #
-#   make bench   run the main job (a quick benchmark of the backends)
-#   make test    run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
-#   make clean   remove .venv and caches
+#   make dashboard  run the dashboard on http://localhost:8501 (live comparisons, profiles)
+#   make bench      a quick benchmark of the backends in the terminal
+#   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
+#   make clean      remove .venv and caches
 
 # The Python used to create the venv (must be 3.10+); override with `make PYTHON3=python3.12`.
 PYTHON3 ?= python3
@@ -14,9 +15,16 @@ STAMP   := $(VENV)/.installed
 # Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
 PYTEST_ARGS ?=
 
-.PHONY: test bench install clean
+.PHONY: dashboard test bench install clean
 
-# Run the benchmark CLI in quick mode: the project's main job.
+# The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
+# and the benchmark it is running. PORT=8502 make dashboard to use another port.
+PORT ?= 8501
+dashboard: $(STAMP)
+	$(PYTHON) -m streamlit run dashboard/app.py --server.address=localhost --server.port=$(PORT) \
+		--browser.gatherUsageStats=false
+
+# Run the benchmark CLI in quick mode.
 bench: $(STAMP)
 	$(PYTHON) -m vecenvs bench --quick
 

@@ -104,3 +104,23 @@ def test_readme_and_ci_run_make_test():
     assert any(re.search(r"(^|\s)make\s+test\b", c) for c in commands), (
         ".ci/run should run the README's test command, `make test`"
     )
+
+
+def test_the_dashboard_listens_on_localhost_unless_told_otherwise():
+    # It starts processes and a profiler: it must not be reachable from the network by default.
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        pytest.skip("needs tomllib (Python 3.11+)")
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["address"] == "localhost"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ndashboard:", 1)[1].split("\n\n", 1)[0]
+    assert "streamlit run dashboard/app.py" in recipe and "--server.address=localhost" in recipe
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make dashboard" in readme
+
+
+def test_ci_installs_the_browser_the_dashboard_test_drives():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "apt-get install" in ci and "chromium" in ci
