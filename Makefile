@@ -4,6 +4,8 @@
 #   make dashboard  run the dashboard on http://localhost:8501 (live comparisons, profiles)
 #   make bench      a quick benchmark of the backends in the terminal
 #   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
+#   make lab        open the notebook course in JupyterLab
+#   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
 #   make clean      remove .venv and caches
 
 # The Python used to create the venv (must be 3.10+); override with `make PYTHON3=python3.12`.
@@ -15,7 +17,7 @@ STAMP   := $(VENV)/.installed
 # Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
 PYTEST_ARGS ?=
 
-.PHONY: dashboard test bench install clean
+.PHONY: dashboard test bench lab grade install clean
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -36,6 +38,15 @@ test: $(STAMP)
 		echo "ERROR: pytest collected no tests (exit code 5). Did the test suite vanish?" >&2; \
 	fi; \
 	exit $$status
+
+# The course: JupyterLab on the notebooks, with this project's Python as the kernel.
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+# Grade every student's folder under SUBMISSIONS (one subfolder per student); writes a CSV too.
+SUBMISSIONS ?= submissions
+grade: $(STAMP)
+	$(PYTHON) -m exercises.grade $(SUBMISSIONS) --csv $(SUBMISSIONS)/scores.csv
 
 # Create .venv (if needed) and install the package; a no-op when already up to date.
 install: $(STAMP)

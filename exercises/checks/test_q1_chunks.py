@@ -1,0 +1,57 @@
+"""Exercise 1: split N envs over K workers (``q1_chunks.py``)."""
+
+import pytest
+from conftest import attribute, call, load
+
+#: (num_envs, num_workers) pairs every check tries.
+CASES = [(1, 1), (8, 2), (10, 3), (7, 7), (128, 2), (5, 4)]
+
+
+@pytest.fixture
+def split_envs(submission):
+    return attribute(load(submission, "q1_chunks.py"), "split_envs")
+
+
+def chunks_of(split_envs, num_envs, num_workers):
+    chunks = call(split_envs, num_envs, num_workers)
+    assert isinstance(chunks, (list, tuple)), (
+        f"split_envs({num_envs}, {num_workers}) returned {type(chunks).__name__}: "
+        "expected a list of ranges")
+    return [list(chunk) for chunk in chunks]
+
+
+def test_one_chunk_per_worker_covering_every_env_once(split_envs):
+    for num_envs, num_workers in CASES:
+        chunks = chunks_of(split_envs, num_envs, num_workers)
+        assert len(chunks) == num_workers, (
+            f"split_envs({num_envs}, {num_workers}) gave {len(chunks)} chunks: expected one per worker")
+        flat = [index for chunk in chunks for index in chunk]
+        assert flat == list(range(num_envs)), (
+            f"split_envs({num_envs}, {num_workers}) = {chunks}: joined in order, the chunks must be "
+            f"0, 1, ..., {num_envs - 1}, each index once (look for an off-by-one at the chunk edges)")
+
+
+def test_chunk_sizes_differ_by_at_most_one_larger_first(split_envs):
+    for num_envs, num_workers in CASES:
+        sizes = [len(chunk) for chunk in chunks_of(split_envs, num_envs, num_workers)]
+        assert max(sizes) - min(sizes) <= 1, (
+            f"split_envs({num_envs}, {num_workers}) has chunk sizes {sizes}: the worker with more "
+            "envs than the others is the straggler on every step. Hand out the remainder one env "
+            "per worker")
+        assert sizes == sorted(sizes, reverse=True), (
+            f"split_envs({num_envs}, {num_workers}) has chunk sizes {sizes}: put the larger chunks "
+            "first, e.g. split_envs(10, 3) -> sizes [4, 3, 3]")
+
+
+def test_impossible_splits_raise_value_error(split_envs):
+    for num_envs, num_workers in [(4, 0), (4, -1), (3, 4)]:
+        hint = f"split_envs({num_envs}, {num_workers}): expected ValueError (check 1 <= num_workers <= num_envs first)"
+        try:
+            call(split_envs, num_envs, num_workers)
+        except ValueError:
+            continue
+        except pytest.fail.Exception:
+            raise
+        except Exception as error:  # noqa: BLE001 - any other error is the student's to see
+            pytest.fail(f"{hint}, got {type(error).__name__}: {error}", pytrace=False)
+        pytest.fail(f"{hint}; it returned without an error", pytrace=False)

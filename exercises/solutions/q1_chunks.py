@@ -1,0 +1,15 @@
+"""Exercise 1, reference solution: split N envs over K workers."""
+
+
+def split_envs(num_envs: int, num_workers: int) -> list[range]:
+    """Env indices 0..num_envs-1 in ``num_workers`` consecutive chunks of near-equal size."""
+    if not 1 <= num_workers <= num_envs:
+        raise ValueError(f"num_workers must be between 1 and num_envs={num_envs}, got {num_workers}")
+    # Every worker gets `base` envs; the first `extra` workers get one more.
+    base, extra = divmod(num_envs, num_workers)
+    chunks, start = [], 0
+    for worker in range(num_workers):
+        size = base + (1 if worker < extra else 0)
+        chunks.append(range(start, start + size))
+        start += size
+    return chunks

@@ -1,0 +1,46 @@
+"""Exercise 4, reference solution: a worker that reports its env's errors."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from exercises.pipe_env import Command
+
+
+def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
+    """Serves commands for one env until CLOSE; errors go back to the parent as tracebacks."""
+    env = None
+    try:
+        env = env_fn()
+        while True:
+            command, data = pipe.recv()
+            if command is Command.CLOSE:
+                pipe.send((True, None))
+                return
+            try:
+                reply = (True, _handle(env, command, data))
+            except Exception:  # noqa: BLE001 - every env error goes back to the parent
+                reply = (False, traceback.format_exc())
+            pipe.send(reply)
+    except EOFError:
+        pass  # the parent closed its end: nobody is left to answer
+    finally:
+        if env is not None:
+            env.close()
+
+
+def _handle(env: gym.Env, command: Command, data: Any) -> Any:
+    """Runs one RESET or STEP command and returns its answer."""
+    match command:
+        case Command.RESET:
+            return env.reset(seed=data)
+        case Command.STEP:
+            observation, reward, terminated, truncated, info = env.step(data)
+            if terminated or truncated:
+                observation, _ = env.reset()
+            return observation, reward, terminated, truncated, info
+    raise ValueError(f"unknown command {command!r}")

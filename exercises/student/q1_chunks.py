@@ -1,0 +1,21 @@
+"""Exercise 1: split N envs over K workers.
+
+A pool of K workers steps N envs by giving each worker a *chunk*: a run of consecutive env
+indices. ``vecenvs.PoolVecEnv`` does exactly this (``envs.chunks`` shows the result).
+
+Write ``split_envs(num_envs, num_workers)``:
+
+- it returns ``num_workers`` chunks, each a ``range`` of consecutive env indices;
+- together, in order, they cover ``0 .. num_envs - 1`` once each;
+- their sizes differ by at most one (so no worker is the straggler every step), the larger
+  chunks first: ``split_envs(10, 3) == [range(0, 4), range(4, 7), range(7, 10)]``;
+- it raises ``ValueError`` when ``num_workers < 1`` or ``num_workers > num_envs`` (a worker
+  with no env would only add overhead).
+
+Check your work: ``pytest exercises/checks -k q1``.
+"""
+
+
+def split_envs(num_envs: int, num_workers: int) -> list[range]:
+    """Env indices 0..num_envs-1 in ``num_workers`` consecutive chunks of near-equal size."""
+    raise NotImplementedError("Exercise 1: write split_envs (hint: divmod(num_envs, num_workers))")
