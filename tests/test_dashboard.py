@@ -23,6 +23,8 @@ from vecenvs.bench.snippets import history_code, machine_code, profile_code, swe
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402 - after the skip
 
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
+
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 TIMEOUT = 60
 

@@ -23,6 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SERVER_START_SECONDS = 90

@@ -22,6 +22,8 @@ from vecenvs.bench.jobs import JobQueue, _flock, machine_lock_path
 from vecenvs.bench.store import _MIGRATIONS, SCHEMA_VERSION
 from vecenvs.profile import ProfileConfig
 
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
+
 TINY = {"warmup_seconds": 0.0, "measure_seconds": 0.05, "repeats": 1}
 
 
