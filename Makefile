@@ -60,7 +60,7 @@ $(PYTHON):
 # Install the package in editable mode with the test, mujoco and peer extras, then write the
 # stamp. constraints.txt pins torch (pulled in by Stable-Baselines3) to its CPU build.
 $(STAMP): pyproject.toml constraints.txt | $(PYTHON)
-	$(PYTHON) -m pip install -e '.[test,dashboard,notebooks,mujoco,sb3,envpool]' -c constraints.txt
+	$(PYTHON) -m pip install -e '.[test,dashboard,notebooks,mujoco,sb3,envpool,ray]' -c constraints.txt
 	touch $@
 
 # Remove the virtual environment, build artifacts and caches.

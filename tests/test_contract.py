@@ -234,10 +234,11 @@ def test_call_get_attr_set_attr(backend):
 
 
 #: The peers are left out: SB3 can only autoreset in SAME_STEP mode and envpool runs its own C++
-#: envs. tests/test_peers.py checks them (SB3 against SyncVectorEnv in SAME_STEP mode).
+#: envs. tests/test_peers.py checks them (SB3 against SyncVectorEnv in SAME_STEP mode). So is
+#: ray, an optional extra that is slow to start: tests/test_ray.py checks it on one Ray.
 STEPPING_GYMNASIUM_ENVS = [
     name for name, info in vecenvs.factory.BACKEND_INFO.items()
-    if info.family in ("ours", "gymnasium")
+    if info.family in ("ours", "gymnasium") and info.extra is None
 ]
 
 

@@ -63,9 +63,9 @@ def test_every_backend_is_described_and_only_envpool_is_native():
     assert describe_backend("envpool") == (
         "envpool (native C++ envs: a reference, not like-for-like)"
     )
-    # What is always installed needs no extra; each peer names the extra that installs it.
+    # What is always installed needs no extra; each peer (and ray) names the extra that installs it.
     assert {name: info.extra for name, info in BACKEND_INFO.items() if info.extra} == {
-        "sb3-dummy": "sb3", "sb3-subproc": "sb3", "envpool": "envpool"
+        "sb3-dummy": "sb3", "sb3-subproc": "sb3", "envpool": "envpool", "ray": "ray"
     }
 
 
@@ -79,6 +79,7 @@ def test_unknown_backend_is_refused_by_name():
 @pytest.mark.parametrize(("missing", "backends", "extra"), [
     ("stable_baselines3", ("sb3-dummy", "sb3-subproc"), "sb3"),
     ("envpool", ("envpool",), "envpool"),
+    ("ray", ("ray",), "ray"),
 ])
 def test_a_missing_library_gives_its_install_command(monkeypatch, missing, backends, extra):
     real_find_spec = importlib.util.find_spec
@@ -106,7 +107,7 @@ def test_importing_vecenvs_and_checking_availability_imports_no_peer_library():
         "from vecenvs.factory import available_backends\n"
         "available_backends()\n"
         "vecenvs.make_vec('CartPole-v1', 2, backend='gym-sync').close()\n"
-        "print(sorted({'torch', 'stable_baselines3', 'envpool'} & set(sys.modules)))\n"
+        "print(sorted({'torch', 'stable_baselines3', 'envpool', 'ray'} & set(sys.modules)))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, check=True)

@@ -1,6 +1,7 @@
 """vecenvs: three ways to step many gymnasium environments, and the tools to measure them."""
 
 from vecenvs import envs  # noqa: F401  (registers the teaching envs with gymnasium)
+from vecenvs.async_pool import AsyncPoolVecEnv
 from vecenvs.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -18,6 +19,7 @@ from vecenvs.subproc import SubprocVecEnv
 __all__ = [
     "BACKENDS",
     "AlreadyPendingCallError",
+    "AsyncPoolVecEnv",
     "ClosedEnvironmentError",
     "EnvCrashedError",
     "MultiEnv",

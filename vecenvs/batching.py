@@ -21,6 +21,8 @@ __all__ = [
     "split_reset_mask",
     "tree_assign",
     "tree_copy",
+    "tree_index",
+    "tree_put",
     "tree_slice",
 ]
 
@@ -55,6 +57,28 @@ def tree_slice(tree: Any, start: int, stop: int) -> Any:
     if isinstance(tree, tuple):
         return tuple(tree_slice(value, start, stop) for value in tree)
     return tree[start:stop]
+
+
+def tree_index(tree: Any, index: Any) -> Any:
+    """``tree[index]`` for every array in a nested batch: one env's row (an int index), or the
+    rows of several envs, copied (an array of indices), as the async pool's ``recv`` returns."""
+    if isinstance(tree, dict):
+        return {key: tree_index(value, index) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(tree_index(value, index) for value in tree)
+    return tree[index]
+
+
+def tree_put(tree: Any, index: Any, values: Any) -> None:
+    """``tree[index] = values`` for every array in a nested batch (the inverse of :func:`tree_index`)."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            tree_put(value, index, values[key])
+    elif isinstance(tree, tuple):
+        for value, part in zip(tree, values):
+            tree_put(value, index, part)
+    else:
+        tree[index] = values
 
 
 def tree_copy(tree: Any) -> Any:

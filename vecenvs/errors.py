@@ -63,14 +63,18 @@ class WorkerDiedError(VecEnvError):
     Attributes:
         worker_index: index of the worker process.
         env_indices: the envs that worker was running; their state is lost.
-        exitcode: the process exit code; negative means it was killed by that signal.
+        exitcode: the process exit code; negative means it was killed by that signal; None
+            when it is not known (a Ray actor's process, possibly on another machine).
     """
 
     def __init__(self, worker_index: int, env_indices: list[int], exitcode: int | None, doing: str):
         self.worker_index = worker_index
         self.env_indices = list(env_indices)
         self.exitcode = exitcode
-        how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
+        if exitcode is None:
+            how = "exit code unknown"
+        else:
+            how = f"killed by signal {-exitcode}" if exitcode < 0 else f"exit code {exitcode}"
         super().__init__(
             f"worker {worker_index} (envs {_describe_indices(env_indices)}) died during {doing} "
             f"({how}). Its envs are lost: close this vector env and make a new one."

@@ -80,6 +80,23 @@ def _pool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
     return PoolVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
 
 
+def _pool_async(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=None, **kwargs):
+    from vecenvs.async_pool import AsyncPoolVecEnv
+
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    # Default: half the envs per recv(); all of them would be the lock-step pool again. (The
+    # class itself defaults to all, so that without batch_size it is the pool.)
+    batch_size = max(1, num_envs // 2) if batch_size is None else batch_size
+    return AsyncPoolVecEnv(env_fns, autoreset_mode=autoreset_mode, batch_size=batch_size, **kwargs)
+
+
+def _ray(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
+    from vecenvs.ray_env import RayVecEnv
+
+    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
+    return RayVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+
+
 def _gym_sync(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
     env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
@@ -172,6 +189,10 @@ _TABLE = (
     BackendInfo("multi", "ours", _multi, "every env in this process, one after the other"),
     BackendInfo("subproc", "ours", _subproc, "a process per env, pickled messages over pipes"),
     BackendInfo("pool", "ours", _pool, "K processes x N/K envs each, shared-memory buffers"),
+    BackendInfo("pool-async", "ours", _pool_async,
+                "the pool, EnvPool-style: send()/recv() of the first batch_size envs ready"),
+    BackendInfo("ray", "ours", _ray, "K Ray actors x N/K envs each: the pool's design, across machines",
+                extra="ray", module="ray"),
     BackendInfo("gym-sync", "gymnasium", _gym_sync,
                 "gymnasium's SyncVectorEnv: every env in this process (the reference)"),
     BackendInfo("gym-async", "gymnasium", partial(_gym_async, shared_memory=False),
@@ -282,10 +303,12 @@ def make_vec(
         env_id: a registered gymnasium id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``.
         num_envs: how many envs, at least 1.
         backend: one of :data:`BACKENDS`: ``"multi"`` (sequential, this process), ``"subproc"``
-            (a process per env), ``"pool"`` (K processes x N/K envs), ``"gym-sync"``,
+            (a process per env), ``"pool"`` (K processes x N/K envs), ``"pool-async"`` (the
+            pool with EnvPool's ``send``/``recv``; ``batch_size`` defaults to N/2), ``"gym-sync"``,
             ``"gym-async"`` or ``"gym-async-shm"`` (gymnasium's own, for comparison), and the
             peers ``"sb3-dummy"``, ``"sb3-subproc"`` and ``"envpool"`` when installed (see
-            :mod:`vecenvs.peers`).
+            :mod:`vecenvs.peers`). ``"ray"`` (K Ray actors x N/K envs, when Ray is installed;
+            see :mod:`vecenvs.ray_env`) takes ``num_workers`` and ``address``.
         autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value). None: the
             backend's own, which is NEXT_STEP except for the peers that can do only one mode
             (SB3: SAME_STEP; envpool: NEXT_STEP). Asking a peer for a mode it can't do is an

@@ -24,7 +24,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenvs.actions import ActionChecker
-from vecenvs.batching import StepBuffers, check_env_fns, expand_seeds, split_reset_mask, tree_copy
+from vecenvs.batching import (
+    StepBuffers,
+    check_env_fns,
+    expand_seeds,
+    split_reset_mask,
+    tree_copy,
+    tree_slice,
+)
 from vecenvs.errors import ClosedEnvironmentError, EnvCrashedError
 
 __all__ = ["InfoRecords", "MultiEnv"]
@@ -212,20 +219,23 @@ class MultiEnv(VectorEnv):
         concatenate(self.single_observation_space, self.env_observations, self.buffers.observations)
         return records
 
-    def step_each(self, env_actions: Iterable[Any]) -> InfoRecords:
+    def step_each(self, env_actions: Iterable[Any], indices: Iterable[int] | None = None) -> InfoRecords:
         """Steps env i with the i-th of ``env_actions`` (one action per env, already valid).
 
         This is the hot loop. Rewards and flags go into ``self.buffers``; observations stay
         unbatched in :attr:`env_observations` (SubprocVecEnv's workers send them as they are,
         so batching them here would be wasted work). Returns the info records.
+
+        ``indices``: step only these envs, the k-th with the k-th action (default: every env).
         """
         env_observations, rewards = self.env_observations, self.buffers.rewards
         terminations, truncations = self.buffers.terminations, self.buffers.truncations
         mode = self.autoreset_mode
         records: InfoRecords = []
         index, doing = 0, "step"
+        pairs = enumerate(env_actions) if indices is None else zip(indices, env_actions)
         try:
-            for index, action in enumerate(env_actions):
+            for index, action in pairs:
                 env = self.envs[index]
                 if mode is AutoresetMode.NEXT_STEP and self.needs_reset[index]:
                     # The previous step ended this env's episode: this step only resets it.
@@ -246,6 +256,29 @@ class MultiEnv(VectorEnv):
         np.logical_or(terminations, truncations, out=self.needs_reset)
         return records
 
+    def step_one(self, index: int, action: Any) -> InfoRecords:
+        """Steps env ``index`` alone and writes its row of ``self.buffers``; returns its info records.
+
+        The async pool's workers step envs one by one, each as soon as its action arrives, and
+        report each as soon as it is done: this is their step.
+        """
+        records = self.step_each((action,), (index,))
+        self._write_observation(index)
+        return records
+
+    def reset_one(self, index: int, seed: int | None, options: dict[str, Any] | None) -> InfoRecords:
+        """Resets env ``index`` alone and writes its row of ``self.buffers`` (reward 0, flags False)."""
+        buffers = self.buffers
+        buffers.rewards[index] = 0.0
+        buffers.terminations[index] = buffers.truncations[index] = False
+        self.needs_reset[index] = False
+        try:
+            self.env_observations[index], info = self.envs[index].reset(seed=seed, options=options)
+        except Exception as error:
+            raise self._crashed(index, "reset", error) from error
+        self._write_observation(index)
+        return [(index, info)] if info else []
+
     def batch_infos(self, records: InfoRecords, offset: int = 0) -> dict[str, Any]:
         """Batches info records into gymnasium's dict of arrays with ``_key`` masks."""
         infos: dict[str, Any] = {}
@@ -254,6 +287,11 @@ class MultiEnv(VectorEnv):
         return infos
 
     # ----------------------------------------------------------------- helpers
+
+    def _write_observation(self, index: int) -> None:
+        """Copies env ``index``'s latest observation into its row of the batched buffer."""
+        row = tree_slice(self.buffers.observations, index, index + 1)
+        concatenate(self.single_observation_space, [self.env_observations[index]], row)
 
     def _observations_out(self) -> Any:
         return tree_copy(self.buffers.observations) if self.copy else self.buffers.observations

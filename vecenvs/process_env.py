@@ -413,14 +413,18 @@ class ProcessVecEnv(VectorEnv):
             message = messages.get(id(payload))
             if message is None:
                 message = messages[id(payload)] = dumps((command, payload))
-            try:
-                self.pipes[worker_index].send_bytes(message)
-            except OSError:  # BrokenPipeError: the worker is gone
-                self.processes[worker_index].join(1.0)
-                exitcode = self.processes[worker_index].exitcode
-                self._close_after_failure()
-                raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, command.value) from None
+            self._send(worker_index, message, command.value)
             self._awaiting.append(worker_index)
+
+    def _send(self, worker_index: int, message: bytes, doing: str) -> None:
+        """Sends one pickled command to a worker; a worker that is gone becomes WorkerDiedError."""
+        try:
+            self.pipes[worker_index].send_bytes(message)
+        except OSError:  # BrokenPipeError: the worker is gone
+            self.processes[worker_index].join(1.0)
+            exitcode = self.processes[worker_index].exitcode
+            self._close_after_failure()
+            raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, doing) from None
 
     def _per_env(
         self,

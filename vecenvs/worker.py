@@ -14,6 +14,10 @@ lambda or a function defined in a notebook make the envs under every start metho
 
 With shared memory (the pool), step results are written straight into shared buffers and a STEP
 reply carries only the infos; without it (SubprocVecEnv), the reply carries everything.
+
+Every command gets one reply, except the async pool's RESET_ENVS and STEP_ENVS: they name some
+of the worker's envs, and the worker answers once per env, the moment that env is done, so the
+parent can hand out the first envs ready without waiting for the slowest one.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -33,7 +37,7 @@ from typing import Any
 import dill
 from gymnasium.vector import AutoresetMode
 
-from vecenvs.batching import tree_slice
+from vecenvs.batching import tree_index, tree_slice
 from vecenvs.errors import EnvCrashedError
 from vecenvs.multi_env import MultiEnv
 from vecenvs.shared_memory import SharedBuffers
@@ -50,6 +54,9 @@ class Command(Enum):
     GET_ATTR = "get_attr"
     SET_ATTR = "set_attr"
     CLOSE = "close"
+    # The async pool's commands (see vecenvs.async_pool): one answer per env, not per command.
+    RESET_ENVS = "reset some envs, one answer each"
+    STEP_ENVS = "step some envs, one answer each"
 
 
 @dataclass
@@ -165,6 +172,10 @@ def run_worker(
                 pipe.send_bytes(dumps((True, None)))
                 return
             try:
+                if command in _PER_ENV_HANDLERS:
+                    for result in _PER_ENV_HANDLERS[command](envs, payload, actions, shared is not None):
+                        pipe.send_bytes(dumps((True, result)))
+                    continue  # every answer is sent
                 result = _HANDLERS[command](envs, payload, actions, shared is not None)
             except EnvCrashedError as crash:
                 reply = (False, CrashReport.from_crash(crash))
@@ -230,6 +241,42 @@ _HANDLERS = {
     Command.CALL: _call,
     Command.GET_ATTR: _get_attr,
     Command.SET_ATTR: _set_attr,
+}
+
+
+# ---------------------------------------------------------------------- per-env handlers
+# The async pool's commands. Each is a generator yielding one answer per env, in the order the
+# envs were named; the loop above sends each answer as soon as it is yielded.
+
+
+def _one_env_result(envs: MultiEnv, index: int, records: list, shared: bool) -> tuple[Any, ...]:
+    """One env's answer: its index in the whole vector env and its info dicts (usually none),
+    then, without shared memory, its observation, reward and flags."""
+    infos = [info for _, info in records]
+    env_index = envs.first_index + index
+    if shared:
+        return env_index, infos
+    buffers = envs.buffers
+    return (env_index, infos, envs.env_observations[index], float(buffers.rewards[index]),
+            bool(buffers.terminations[index]), bool(buffers.truncations[index]))
+
+
+def _reset_envs(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Iterator[tuple[Any, ...]]:
+    indices, seeds, options = payload  # indices within this worker's chunk, one seed each
+    for index, seed in zip(indices, seeds):
+        yield _one_env_result(envs, index, envs.reset_one(index, seed, options), shared)
+
+
+def _step_envs(envs: MultiEnv, payload: Any, actions: Any, shared: bool) -> Iterator[tuple[Any, ...]]:
+    indices, env_actions = payload  # env_actions is None when the actions are in shared memory
+    for position, index in enumerate(indices):
+        action = tree_index(actions, index) if env_actions is None else env_actions[position]
+        yield _one_env_result(envs, index, envs.step_one(index, action), shared)
+
+
+_PER_ENV_HANDLERS = {
+    Command.RESET_ENVS: _reset_envs,
+    Command.STEP_ENVS: _step_envs,
 }
 
 

@@ -16,6 +16,13 @@ dashboard) measures it here, so every number in the lab is measured the same way
    per second. Several windows, instead of one long one, show how noisy the machine is (the
    ``std``), which tells you whether a 5% difference between two backends means anything.
 
+   An asynchronous backend (one with EnvPool's ``send(actions, env_ids)`` / ``recv()`` and a
+   ``batch_size`` below ``num_envs``, such as ``pool-async``) is stepped the way it is meant to
+   be used instead: each window sends actions to every env, then loops "recv the first
+   ``batch_size`` envs ready, send them their next actions", and at the end receives what is
+   still pending, so no work spills into the next window. Throughput is again env steps per
+   second: ``batch_size`` per recv.
+
 Around the timed windows we also record the CPU time used by this process and by the backend's
 worker processes, and, right after startup, how many processes the backend runs and how much
 memory they use: a backend can be fast by keeping every core busy, and that is worth seeing.
@@ -42,8 +49,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import psutil
 
+from vecenvs.batching import tree_index
 from vecenvs.factory import BACKENDS, check_backend_can_run, make_vec
 
 __all__ = [
@@ -137,7 +146,8 @@ class Measurement:
     """Env steps per second in each timed window, in the order they were measured."""
 
     window_steps: list[int]
-    """How many times ``step()`` was called in each window (batches, not env steps)."""
+    """How many times ``step()`` (or an async backend's ``recv()``) was called in each window
+    (batches, not env steps)."""
 
     window_seconds: list[float]
     """How long each window really lasted, from its first step to the end of its last step."""
@@ -256,7 +266,7 @@ def validate_config(config: BenchConfig) -> None:
         if not isinstance(getattr(config, name), Mapping):
             raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
     workers = config.backend_kwargs.get("num_workers")
-    if config.backend == "pool" and isinstance(workers, int) and workers > config.num_envs:
+    if config.backend in ("pool", "pool-async") and isinstance(workers, int) and workers > config.num_envs:
         # The pool would refuse it too, but only after the envs of earlier points were measured.
         raise ValueError(
             f"pool with num_workers={workers} cannot step N={config.num_envs} env(s): each "
@@ -475,6 +485,7 @@ class _Run:
         self.peak_rss_bytes = 0
         self.children_uss_bytes: int | None = None
         self.workers = 1
+        self.async_batch_size: int | None = None
 
     def __enter__(self) -> _Run:
         config = self.config
@@ -504,6 +515,12 @@ class _Run:
             # Seeded, so every backend is sent exactly the same actions.
             self.envs.action_space.seed(config.seed)
             self.actions = [self.envs.action_space.sample() for _ in range(ACTION_RING_SIZE)]
+            self.async_batch_size = _async_batch_size(self.envs)
+            if self.async_batch_size is not None:  # send() takes batch_size actions at a time
+                batch = gym.vector.utils.batch_space(self.envs.single_action_space, self.async_batch_size)
+                batch.seed(config.seed)
+                self.batch_actions = [batch.sample() for _ in range(ACTION_RING_SIZE)]
+                self.async_idle = np.arange(config.num_envs)
         except BaseException:
             # A `with` block whose __enter__ fails never calls __exit__: close here, or the
             # worker processes already started would outlive the error.
@@ -532,7 +549,7 @@ class _Run:
         parent = psutil.Process()
         parent_before = _cpu_seconds(parent)
         children_before = {process.pid: _cpu_seconds(process) for process in self.children}
-        steps, elapsed = self._step_for(self.config.measure_seconds)
+        steps, env_steps, elapsed = self._step_for(self.config.measure_seconds)
         parent_after = _cpu_seconds(parent)
         children_after = {process.pid: _cpu_seconds(process) for process in self.children}
 
@@ -542,7 +559,7 @@ class _Run:
 
         self.window_steps.append(steps)
         self.window_seconds.append(elapsed)
-        self.throughputs.append(self.config.num_envs * steps / elapsed)
+        self.throughputs.append(env_steps / elapsed)
         self.parent_cpu_seconds += parent_after - parent_before
         # A process that ended mid-window (None) has no "after": leave it out rather than guess.
         self.children_cpu_seconds += sum(
@@ -551,8 +568,10 @@ class _Run:
             if before is not None and children_after[pid] is not None
         )
 
-    def _step_for(self, seconds: float) -> tuple[int, float]:
-        """Step until ``seconds`` have passed; return (steps taken, seconds it really took)."""
+    def _step_for(self, seconds: float) -> tuple[int, int, float]:
+        """Step until ``seconds`` have passed; return (batches, env steps, seconds it really took)."""
+        if self.async_batch_size is not None:
+            return self._send_recv_for(seconds)
         # Local names: attribute look-ups in a loop this tight would show in the numbers for
         # cheap envs like CartPole.
         step = self.envs.step
@@ -568,7 +587,33 @@ class _Run:
             step(actions[steps % ring_size])
             steps += 1
             now = clock()
-        return steps, now - start
+        return steps, steps * self.config.num_envs, now - start
+
+    def _send_recv_for(self, seconds: float) -> tuple[int, int, float]:
+        """:meth:`_step_for` for an async backend: recv a batch, send it its actions, repeat."""
+        send, recv = self.envs.send, self.envs.recv
+        actions = self.batch_actions
+        ring_size = len(actions)
+        clock = time.perf_counter
+        batches = 0
+        start = now = clock()
+        deadline = start + seconds
+        idle = self.async_idle  # every env that has no action pending gets one: all are busy
+        send(tree_index(self.actions[0], idle), idle)
+        while now < deadline:
+            env_ids = recv()[4]["env_id"]
+            send(actions[batches % ring_size], env_ids)
+            batches += 1
+            now = clock()
+        # Collect what is still pending, so that no work spills into the next window. (When
+        # batch_size does not divide N, the last few envs stay pending until the next one.)
+        returned = []
+        for _ in range(self.config.num_envs // self.async_batch_size):
+            returned.append(recv()[4]["env_id"])
+            batches += 1
+        now = clock()
+        self.async_idle = np.concatenate(returned)
+        return batches, batches * self.async_batch_size, now - start
 
     def result(self) -> Measurement:
         """The measurement so far, as a :class:`Measurement`."""
@@ -593,6 +638,18 @@ def describe_kwargs(kwargs: Mapping[str, Any]) -> str:
     if not kwargs:
         return ""
     return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
+
+
+def _async_batch_size(envs: gym.vector.VectorEnv) -> int | None:
+    """``batch_size`` if ``envs`` has EnvPool's async API with batches smaller than all envs.
+
+    With ``batch_size == num_envs`` (or no async API) the plain ``step()`` loop is used.
+    """
+    batch_size = getattr(envs, "batch_size", None)
+    has_async_api = callable(getattr(envs, "send", None)) and callable(getattr(envs, "recv", None))
+    if not has_async_api or not isinstance(batch_size, int) or not 0 < batch_size < envs.num_envs:
+        return None
+    return batch_size
 
 
 def _descendants() -> list[psutil.Process]:

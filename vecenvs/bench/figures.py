@@ -35,6 +35,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from plotly import graph_objects as go
 from plotly.subplots import make_subplots
@@ -46,9 +47,11 @@ from vecenvs.process_env import available_cpus
 __all__ = [
     "BACKEND_COLORS",
     "CASES",
+    "autotune_figure",
     "backend_colors",
     "display_label",
     "efficiency_figure",
+    "runs_figure",
     "seeds_figure",
     "seeds_figures",
     "speedup_figure",
@@ -67,6 +70,8 @@ BACKEND_COLORS: dict[str, str] = {
     "gym-async-shm": "#e377c2",
     "sb3-subproc": "#8c564b",
     "pool": "#2ca02c",
+    "pool-async": "#98df8a",  # the pool's light green: the same processes, stepped async
+    "ray": "#8c6d31",  # ochre: the pool's design on Ray actors
     "envpool": "#9467bd",
 }
 
@@ -419,6 +424,41 @@ def runs_figure(
                     row=1, col=column,
                 )
     figure.update_layout(legend_title_text="backend · run")
+    return figure
+
+
+def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
+    """Autotune's candidates as horizontal bars of throughput, fastest on top, the winner marked.
+
+    Args:
+        table: :attr:`vecenvs.autotune.AutotuneResult.table` (or the ``"table"`` of its
+            ``to_dict()``, as the results store keeps it): rows with ``label``,
+            ``steps_per_second``, ``std`` and ``vs_loop``.
+        title: the chart's title.
+    """
+    title = title or "Autotune: throughput of each candidate"
+    if not table:
+        return _empty_figure(title, "no candidate measured yet")
+    rows = sorted(table, key=lambda row: row["steps_per_second"])  # plotly draws bottom-up
+    best = rows[-1]["label"]
+    colors = [_family_color(str(row["label"]).split(" ")[0]) for row in rows]
+    figure = go.Figure(go.Bar(
+        x=[row["steps_per_second"] for row in rows],
+        y=[("★ " if row["label"] == best else "") + row["label"] for row in rows],
+        error_x={"type": "data", "array": [row["std"] or 0 for row in rows], "visible": True},
+        orientation="h",
+        marker_color=colors,
+        text=["" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}x loop" for row in rows],
+        textposition="auto",
+        name="median throughput",
+        hovertemplate="%{y}<br>%{x:,.0f} env steps/s<extra></extra>",
+    ))
+    figure.update_layout(
+        title_text=title, showlegend=True,
+        xaxis_title=f"throughput ({_STEPS_PER_SECOND}, median of the timed windows)",
+        yaxis_title="candidate (★ = chosen)",
+        height=max(280, 90 + 45 * len(rows)),
+    )
     return figure
 
 

@@ -103,7 +103,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
              f"(default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is always "
              "measured too, as the reference)")
     add("--workers", action="append", type=positive_int, metavar="K",
-        help="processes of the pool backend, threads of envpool (default: their own choice); "
+        help="processes of the pool backends, threads of envpool (default: their own choice); "
              "repeat to measure the pool with each K")
     add("--start-method", choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
@@ -164,7 +164,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         store = None if args.no_store else _open_store(args.store)
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
-    if args.workers and "pool" not in [b.name for b in config.backend_specs()]:
+    if args.workers and not {"pool", "pool-async", "ray"} & {b.name for b in config.backend_specs()}:
         print(f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
               "being measured", file=sys.stderr)
 
@@ -227,11 +227,11 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     for name in names:
         own: dict[str, Any] = {}
         if args.start_method is not None:
-            if name in ("subproc", "pool", "sb3-subproc"):
+            if name in ("subproc", "pool", "pool-async", "sb3-subproc"):
                 own["start_method"] = args.start_method
             elif name in ("gym-async", "gym-async-shm"):
                 own["context"] = args.start_method  # gymnasium's name for the same thing
-        if name in ("pool", "envpool") and args.workers:  # envpool: its C++ threads
+        if name in ("pool", "pool-async", "ray", "envpool") and args.workers:  # envpool: its C++ threads
             backends.extend(Backend(name, {"num_workers": k, **own})
                             for k in unique(args.workers))
         else:

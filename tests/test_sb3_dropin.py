@@ -1,0 +1,220 @@
+"""Our vector envs as Stable-Baselines3 VecEnvs (vecenvs.sb3): SB3's layout, and PPO training on the pool.
+
+The reference is SB3's own DummyVecEnv over the same env factories: given the same seeds and
+actions, the adapter must return what it returns, step by step, whichever autoreset mode the
+vector env underneath uses. (SB3's ``env_checker.check_env`` checks single envs, not vec envs;
+its vec-env wrappers, VecMonitor and VecCheckNan, and ``evaluate_policy`` run over the adapter
+in the training test instead.)
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from vecenvs import MultiEnv, PoolVecEnv
+from vecenvs.factory import env_fns_for
+
+pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is not installed: pip install 'vecenvs[sb3]'")
+
+from stable_baselines3 import PPO
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import (
+    DummyVecEnv,
+    VecCheckNan,
+    VecEnv,
+    VecMonitor,
+)
+
+from vecenvs.sb3 import to_sb3, unbatch_infos
+
+SAME_STEP, NEXT_STEP, DISABLED = AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED
+
+
+def pool(env_fns, autoreset_mode):
+    return PoolVecEnv(env_fns, num_workers=2, autoreset_mode=autoreset_mode, start_method="fork")
+
+
+def multi(env_fns, autoreset_mode):
+    return MultiEnv(env_fns, autoreset_mode=autoreset_mode)
+
+
+def gym_sync(env_fns, autoreset_mode):
+    return SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode)
+
+
+def adapt(vector_env):
+    """to_sb3, without the warning a mode other than SAME_STEP gives (tested on its own)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_sb3(vector_env)
+
+
+def assert_same_as_dummy(got, expected, where):
+    """The adapter's step (or reset) results equal DummyVecEnv's, key by key."""
+    if isinstance(expected, dict):  # Dict observations
+        assert set(got) == set(expected), where
+        for key in expected:
+            assert_same_as_dummy(got[key], expected[key], f"{where}[{key!r}]")
+    elif isinstance(expected, list):  # infos
+        assert len(got) == len(expected), where
+        for index, (info, expected_info) in enumerate(zip(got, expected)):
+            assert set(info) == set(expected_info), f"{where}: env {index}'s info keys"
+            for key in expected_info:
+                assert_same_as_dummy(info[key], expected_info[key], f"{where}: env {index}'s info[{key!r}]")
+    else:
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(expected), err_msg=where)
+
+
+# ------------------------------------------------------------------------------------------------
+# What SB3 gets: exactly DummyVecEnv's results, in every autoreset mode
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+@pytest.mark.parametrize("mode", [SAME_STEP, NEXT_STEP, DISABLED], ids=lambda mode: mode.value)
+@pytest.mark.parametrize("backend", [pool, multi, gym_sync])
+@pytest.mark.parametrize(("env_id", "steps"), [("CartPole-v1", 200), ("vecenvs/DictObs-v0", 60)])
+def test_steps_exactly_like_sb3s_dummy_vec_env(backend, mode, env_id, steps):
+    # CartPole's episodes end by termination, DictObs's by truncation (every 25 steps), with
+    # Dict observations and reset infos.
+    env_fns = env_fns_for(env_id, 4)
+    reference = DummyVecEnv(env_fns)
+    envs = adapt(backend(env_fns, mode))
+    try:
+        assert isinstance(envs, VecEnv) and envs.num_envs == 4
+        assert envs.observation_space == reference.observation_space
+        assert envs.action_space == reference.action_space
+        assert envs.seed(11) == reference.seed(11)
+        assert_same_as_dummy(envs.reset(), reference.reset(), "reset")
+        assert_same_as_dummy(envs.reset_infos, reference.reset_infos, "reset infos")
+        action_space = gym.vector.utils.batch_space(reference.action_space, 4)
+        action_space.seed(5)
+        ended = 0
+        for step in range(steps):
+            actions = action_space.sample()
+            got, expected = envs.step(actions), reference.step(actions)
+            for name, part, expected_part in zip(("observations", "rewards", "dones", "infos"), got, expected):
+                if name == "rewards":  # DummyVecEnv keeps them in a float32 buffer; ours are float64
+                    assert part.dtype == np.float64
+                    part = part.astype(np.float32)
+                assert_same_as_dummy(part, expected_part, f"step {step} {name}")
+            assert_same_as_dummy(envs.reset_infos, reference.reset_infos, f"step {step} reset infos")
+            ended += int(expected[2].sum())
+        assert ended >= 4
+    finally:
+        envs.close()
+        reference.close()
+
+
+@pytest.mark.parametrize("mode", [SAME_STEP, NEXT_STEP], ids=lambda mode: mode.value)
+def test_infos_tell_truncation_from_termination(mode):
+    # 5-step episodes: balancing (alternate pushes) reaches the time limit; pushing one way
+    # topples the pole (terminated) after ~10 steps, before a 500-step limit.
+    short = [functools.partial(gym.make, "CartPole-v1", max_episode_steps=5)] * 2
+    with adapt(multi(short, mode)) as envs:
+        envs.seed(0)
+        first = envs.reset()
+        for step in range(5):
+            observations, _, dones, infos = envs.step(np.array([step % 2] * 2))
+        assert dones.tolist() == [True, True]
+        for index, info in enumerate(infos):
+            assert info["TimeLimit.truncated"] is True
+            assert info["terminal_observation"].shape == (4,)
+            # the returned observation starts a new episode; the last one is kept for SB3
+            assert not np.array_equal(info["terminal_observation"], observations[index])
+        assert np.all(np.abs(observations) <= 0.05) and not np.array_equal(observations, first)
+
+    with adapt(multi(env_fns_for("CartPole-v1", 2), mode)) as envs:
+        envs.reset()
+        for _ in range(100):
+            _, _, dones, infos = envs.step(np.zeros(2, dtype=np.int64))
+            if dones.any():
+                break
+        assert dones.any()
+        for done, info in zip(dones, infos):
+            assert info["TimeLimit.truncated"] is False  # present in every info, as SB3 sets it
+            assert ("terminal_observation" in info) == bool(done)
+            if done:
+                assert abs(info["terminal_observation"][2]) > 0.2  # the pole fell (> 12 degrees)
+
+
+def test_a_mode_other_than_same_step_warns_and_same_step_does_not():
+    with pytest.warns(UserWarning, match="autoresets in NextStep mode.*autoreset_mode='SameStep'"):
+        to_sb3(multi(env_fns_for("CartPole-v1", 2), NEXT_STEP)).close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        to_sb3(multi(env_fns_for("CartPole-v1", 2), SAME_STEP)).close()
+
+
+def test_attributes_methods_wrappers_and_options():
+    env_fns = [lambda: Monitor(gym.make("CartPole-v1")), lambda: gym.make("CartPole-v1")]
+    with adapt(pool(env_fns, SAME_STEP)) as envs:
+        assert envs.env_is_wrapped(Monitor) == [True, False]
+        assert envs.env_is_wrapped(gym.wrappers.TimeLimit, indices=[1]) == [True]
+        assert envs.get_attr("render_mode") == [None, None] and envs.render_mode is None
+        envs.set_attr("probe", 3)
+        envs.set_attr("probe", [1, 2], indices=1)  # a list value is one value, not one per env
+        assert envs.get_attr("probe") == [3, [1, 2]]
+        assert envs.get_attr("probe", indices=[1]) == [[1, 2]]
+        assert envs.env_method("get_wrapper_attr", "probe", indices=0) == [3]
+        assert envs.has_attr("probe") and not envs.has_attr("no_such_attribute")
+        envs.set_options({"low": -0.01, "high": 0.01})  # CartPole's reset options
+        assert np.all(np.abs(envs.reset()) <= 0.01)
+        envs.set_options([{"low": -0.01}, {}])
+        with pytest.raises(ValueError, match="one options dict for every env"):
+            envs.reset()
+
+
+def test_unbatch_infos_follows_the_masks_into_nested_dicts():
+    infos = {
+        "a": np.array([1, 0, 3]), "_a": np.array([True, False, True]),
+        "episode": {"r": np.array([0.0, 9.5, 0.0]), "_r": np.array([False, True, False])},
+        "_episode": np.array([False, True, False]),
+    }
+    assert unbatch_infos(infos, 3) == [{"a": 1}, {"episode": {"r": 9.5}}, {"a": 3}]
+    assert unbatch_infos({}, 2) == [{}, {}]
+
+
+# ------------------------------------------------------------------------------------------------
+# Training: SB3's PPO on CartPole, stepped by our pool
+# ------------------------------------------------------------------------------------------------
+
+
+class CountSteps(gym.Wrapper):
+    """Counts the env's steps: how many the algorithm really took."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        return self.env.step(action)
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_ppo_trains_on_the_pool():
+    num_envs, n_steps, total = 4, 128, 2048
+    env_fns = [lambda: CountSteps(gym.make("CartPole-v1"))] * num_envs
+    pool_envs = PoolVecEnv(env_fns, num_workers=2, autoreset_mode="SameStep", start_method="fork")
+    # SB3's own vec-env wrappers over the adapter: NaN checks on every step, episode statistics.
+    envs = VecMonitor(VecCheckNan(to_sb3(pool_envs), raise_exception=True))
+    try:
+        model = PPO("MlpPolicy", envs, n_steps=n_steps, batch_size=256, n_epochs=2, seed=0, device="cpu")
+        model.learn(total_timesteps=total)
+        assert model.num_timesteps == total  # 4 rollouts of 4 envs x 128 steps
+        assert sum(pool_envs.get_attr("steps")) == total
+        assert len(model.ep_info_buffer) > 20  # ~20-step episodes under an untrained policy
+        assert all(info["l"] == info["r"] for info in model.ep_info_buffer)  # CartPole: 1 per step
+        mean_reward, _ = evaluate_policy(model, envs, n_eval_episodes=4)
+        assert mean_reward >= 8
+    finally:
+        envs.close()
+    assert pool_envs.closed

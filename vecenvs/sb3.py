@@ -1,0 +1,323 @@
+"""Train Stable-Baselines3 on our vector envs: any gymnasium ``VectorEnv`` behind SB3's ``VecEnv`` API.
+
+Two adapters between gymnasium's and Stable-Baselines3's vector APIs live in this package, one
+for each direction. Their names say which way they go:
+
+- :class:`vecenvs.peers.SB3VecEnv`: **SB3 -> gymnasium.** One of SB3's own vector envs
+  (``DummyVecEnv``, ``SubprocVecEnv``) seen as a gymnasium ``VectorEnv``, so that the benchmark
+  can measure SB3's vec envs beside ours with the same calls.
+- :class:`VectorEnvAsSB3` (this module; build one with :func:`to_sb3`): **gymnasium -> SB3.**
+  Any gymnasium ``VectorEnv`` (``MultiEnv``, ``SubprocVecEnv``, ``PoolVecEnv``, ``RayVecEnv``,
+  gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv``) seen as an SB3 ``VecEnv``, so that SB3's
+  algorithms (PPO, A2C, SAC, ...) train on it.
+
+Example:
+    >>> import vecenvs
+    >>> from stable_baselines3 import PPO
+    >>> from vecenvs.sb3 import to_sb3
+    >>> envs = vecenvs.make_vec("CartPole-v1", 8, backend="pool", num_workers=2, autoreset_mode="SameStep")
+    >>> model = PPO("MlpPolicy", to_sb3(envs), n_steps=64, device="cpu")
+    >>> model = model.learn(total_timesteps=1024)  # doctest: +SKIP
+    >>> model.env.close()
+
+What changes between the two APIs, and how it is translated:
+
+- **Spaces.** SB3's ``observation_space`` and ``action_space`` are one env's: gymnasium's
+  ``single_observation_space`` and ``single_action_space``.
+- **reset()** returns only the observations. SB3 hands over seeds and options *before* the
+  reset (``venv.seed(s)``: env i gets ``s + i``, as in gymnasium; ``venv.set_options(o)``),
+  and keeps each env's reset info in ``venv.reset_infos``.
+- **step** returns ``(observations, rewards, dones, infos)`` with ``dones = terminated or
+  truncated`` and ``infos`` a *list* of one dict per env (gymnasium: one dict of arrays with
+  ``_key`` masks). Two keys tell SB3 what the flag alone no longer does:
+  ``info["TimeLimit.truncated"]`` is ``truncated and not terminated``, in every env's info
+  (an episode cut by a time limit: PPO then bootstraps the value of the last state instead of
+  counting it as an end), and, for an env whose episode ended, ``info["terminal_observation"]``
+  holds its last observation: the observation returned for that env is already the first of
+  the next episode.
+- **Autoreset.** That last point is gymnasium's SAME_STEP mode, SB3's only one. With a vector
+  env built in SAME_STEP mode (``autoreset_mode="SameStep"``), the adapter only moves
+  ``final_obs`` to ``terminal_observation`` and ``final_info`` to the info. In NEXT_STEP (the
+  default of our backends) or DISABLED mode, an ended env returns its *last* observation and
+  would be reset only on the next step: so in the step where episodes end, the adapter resets
+  those envs at once with a masked ``reset(options={"reset_mask": dones})``, keeps the last
+  observations as ``terminal_observation`` and returns the reset ones. The results are the same
+  (the tests check it step by step against SB3's DummyVecEnv), but every step in which an
+  episode ends costs a second round trip to the workers. It warns: prefer SAME_STEP.
+- ``env_method``, ``get_attr``, ``set_attr`` go through gymnasium's ``call``, ``get_attr`` and
+  ``set_attr``, which reach every env; with SB3's ``indices``, the values of the other envs
+  are dropped (see :meth:`VectorEnvAsSB3.env_method` for what that means for methods with side
+  effects).
+
+Not translated: SB3 keeps ``rewards`` as they come (float64 here; DummyVecEnv's are float32),
+and info values batched by gymnasium come back as numpy scalars (``np.int64(3)``, not ``3``).
+Episode statistics (``info["episode"]``) come from a ``Monitor`` wrapper on each env or SB3's
+``VecMonitor`` around this adapter, as with any SB3 vec env.
+
+Stable-Baselines3 is optional (``pip install 'vecenvs[sb3]'``) and imports torch, so this
+module imports it at once: import ``vecenvs.sb3`` only when you train.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from vecenvs.batching import tree_copy
+from vecenvs.errors import EnvCrashedError
+
+try:
+    from stable_baselines3.common.vec_env import VecEnv
+    from stable_baselines3.common.vec_env.base_vec_env import (
+        VecEnvIndices,
+        VecEnvStepReturn,
+    )
+except ImportError as error:  # pragma: no cover - depends on what is installed
+    raise ImportError(
+        "vecenvs.sb3 needs Stable-Baselines3, which is not installed: pip install 'vecenvs[sb3]' "
+        "(with -c constraints.txt for torch's CPU build)"
+    ) from error
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
+__all__ = ["VectorEnvAsSB3", "to_sb3", "unbatch_infos"]
+
+
+def to_sb3(vector_env: VectorEnv) -> VectorEnvAsSB3:
+    """``vector_env`` as a Stable-Baselines3 ``VecEnv``: ``PPO("MlpPolicy", to_sb3(envs))``.
+
+    Build ``vector_env`` with ``autoreset_mode="SameStep"`` when you can: it is SB3's own mode
+    and saves a reset round trip on every step in which an episode ends (see the module's
+    docstring). Closing the adapter closes ``vector_env``.
+    """
+    return VectorEnvAsSB3(vector_env)
+
+
+class VectorEnvAsSB3(VecEnv):
+    """A gymnasium ``VectorEnv`` behind Stable-Baselines3's ``VecEnv`` API (see the module docstring).
+
+    Args:
+        vector_env: any gymnasium ``VectorEnv``. Its ``metadata["autoreset_mode"]`` says how it
+            autoresets (gymnasium's default, NEXT_STEP, if it does not say).
+
+    Attributes:
+        vector_env: the vector env stepped, e.g. to read ``vector_env.num_workers``.
+        autoreset_mode: its autoreset mode.
+    """
+
+    def __init__(self, vector_env: VectorEnv):
+        self.vector_env = vector_env
+        self.autoreset_mode = AutoresetMode(vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
+            warnings.warn(
+                f"{type(vector_env).__name__} autoresets in {self.autoreset_mode.value} mode; SB3 needs an ended "
+                "env reset in the same step, so the adapter resets ended envs itself, at the cost of a second "
+                "round trip in every step where an episode ends. Build it with autoreset_mode='SameStep' instead.",
+                stacklevel=2,
+            )
+        # SB3 keeps the observations it is given (PPO stores them in its rollout buffer after the
+        # next step): a buffer the next step overwrites must be copied.
+        self._copy_observations = getattr(vector_env, "copy", True) is False
+        self._actions: Any = None
+        # SB3's constructor asks every env for its render_mode, through get_attr below.
+        super().__init__(vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space)
+
+    # ----------------------------------------------------------------- reset and step
+
+    def reset(self) -> Any:
+        """Resets every env with the seeds and options set beforehand; returns the observations."""
+        seeds = self._seeds if any(seed is not None for seed in self._seeds) else None
+        observations, infos = self.vector_env.reset(seed=seeds, options=self._shared_options())
+        self.reset_infos = unbatch_infos(infos, self.num_envs)
+        # As in SB3's own vec envs, seeds and options are used once.
+        self._reset_seeds()
+        self._reset_options()
+        return tree_copy(observations) if self._copy_observations else observations
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Sends the actions; a vector env with its own ``step_async`` starts stepping now."""
+        step_async = getattr(self.vector_env, "step_async", None)
+        if step_async is not None:
+            step_async(actions)
+        else:
+            self._actions = actions
+
+    def step_wait(self) -> VecEnvStepReturn:
+        """Returns ``(observations, rewards, dones, infos)`` of the step, in SB3's layout."""
+        if getattr(self.vector_env, "step_async", None) is not None:
+            results = self.vector_env.step_wait()
+        else:
+            actions, self._actions = self._actions, None
+            results = self.vector_env.step(actions)
+        observations, rewards, terminations, truncations, infos = results
+        dones = np.logical_or(terminations, truncations)
+        infos = dict(infos)  # ours to change: the final_* keys are taken out below
+        final_observations = infos.pop("final_obs", None)
+        final_infos = infos.pop("final_info", {})
+        for key in ("_final_obs", "_final_info"):
+            infos.pop(key, None)
+        env_infos = unbatch_infos(infos, self.num_envs)
+        if dones.any():
+            if self.autoreset_mode is AutoresetMode.SAME_STEP:
+                self._episodes_ended_and_reset(dones, env_infos, final_observations, unbatch_infos(final_infos, self.num_envs))
+            else:
+                observations = self._reset_ended_envs(dones, env_infos, observations)
+        for index, info in enumerate(env_infos):
+            info["TimeLimit.truncated"] = bool(truncations[index] and not terminations[index])
+        if self._copy_observations:
+            observations = tree_copy(observations)
+        return observations, rewards, dones, env_infos
+
+    def _episodes_ended_and_reset(
+        self, dones: np.ndarray, env_infos: list[dict[str, Any]], final_observations: Any, final_infos: list[dict[str, Any]]
+    ) -> None:
+        """SAME_STEP: the vector env already reset the ended envs; move its infos to SB3's places.
+
+        gymnasium gives an ended env the *reset's* info, and the last step's info under
+        ``final_info``; SB3 wants the last step's info in ``infos`` and the reset's in ``reset_infos``.
+        """
+        for index in np.flatnonzero(dones):
+            self.reset_infos[index] = env_infos[index]
+            env_infos[index] = final_infos[index]
+            env_infos[index]["terminal_observation"] = final_observations[index]
+
+    def _reset_ended_envs(self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any) -> Any:
+        """NEXT_STEP or DISABLED: reset the ended envs now; return the observations with theirs replaced."""
+        for index in np.flatnonzero(dones):
+            env_infos[index]["terminal_observation"] = _tree_row(observations, index)
+        reset_observations, reset_infos = self.vector_env.reset(options={"reset_mask": dones.copy()})
+        for index, info in enumerate(unbatch_infos(reset_infos, self.num_envs)):
+            if dones[index]:
+                self.reset_infos[index] = info
+        return _tree_where(dones, reset_observations, observations)
+
+    # ----------------------------------------------------------------- the envs' attributes and methods
+
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
+        """Calls ``method_name`` of the envs in ``indices`` (default: all); returns their results.
+
+        gymnasium's ``call`` has no ``indices``: the method runs in *every* env and the other
+        envs' results are dropped. Right for SB3's uses (``render``, HER's ``compute_reward``,
+        which only compute); for a method that changes an env, call it on all envs.
+        """
+        results = self.vector_env.call(method_name, *method_args, **method_kwargs)
+        return [results[index] for index in self._get_indices(indices)]
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        """The attribute ``attr_name`` of the envs in ``indices`` (default: all).
+
+        An env without it raises ``AttributeError``, as SB3's ``has_attr`` expects (our
+        backends report it as an ``EnvCrashedError`` naming the env).
+        """
+        try:
+            values = self.vector_env.get_attr(attr_name)
+        except EnvCrashedError as error:
+            if error.error_type == "AttributeError":
+                raise AttributeError(str(error)) from error
+            raise
+        return [values[index] for index in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        """Sets ``attr_name`` to ``value`` in the envs in ``indices`` (default: all).
+
+        gymnasium's ``set_attr`` sets every env, so for some of them the others are given back
+        the value they have now (read with ``get_attr`` first).
+        """
+        indices = list(self._get_indices(indices))
+        if sorted(indices) == list(range(self.num_envs)):
+            values = [value] * self.num_envs  # a list: gymnasium would spread a list value over the envs
+        else:
+            values = list(self.vector_env.get_attr(attr_name))
+            for index in indices:
+                values[index] = value
+        self.vector_env.set_attr(attr_name, values)
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        """Whether the envs in ``indices`` are wrapped in ``wrapper_class`` (e.g. SB3's ``Monitor``).
+
+        The envs may live in other processes, and gymnasium's ``call`` can only call a method by
+        its name: so this asks each env for ``str(env)``, which names every wrapper
+        (``<Monitor<TimeLimit<OrderEnforcing<...>>>>``), and looks for the class's name. (A
+        subclass of ``wrapper_class`` is not recognised, unlike ``isinstance``.)
+        """
+        descriptions = self.vector_env.call("__str__")
+        return [wrapper_class.__name__ in re.findall(r"<(\w+)", descriptions[index]) for index in self._get_indices(indices)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """Each env's frame, for SB3's ``render()`` (envs made with ``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array":
+            warnings.warn(f"render_mode is {self.render_mode!r}: get_images needs 'rgb_array'", stacklevel=2)
+            return [None] * self.num_envs
+        return list(self.vector_env.call("render"))
+
+    def close(self) -> None:
+        """Closes the vector env (ours stop their worker processes or actors)."""
+        self.vector_env.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- helpers
+
+    def _shared_options(self) -> dict[str, Any] | None:
+        """SB3 keeps options per env; gymnasium's reset takes one dict for all envs."""
+        first = self._options[0]
+        if any(options != first for options in self._options):
+            raise ValueError(
+                "set_options() gave the envs different options, but a gymnasium vector env's reset() takes one "
+                "options dict for every env: give them all the same options"
+            )
+        return first or None
+
+
+def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
+    """gymnasium's batched infos (a dict of arrays with ``_key`` masks) -> one dict per env.
+
+    Env i's dict has the keys whose mask is True at i. Nested dicts (an env info's own dicts,
+    batched the same way) are unbatched in turn.
+
+    Example:
+        >>> import numpy as np
+        >>> unbatch_infos({"lives": np.array([3, 0]), "_lives": np.array([True, False])}, 2)
+        [{'lives': np.int64(3)}, {}]
+    """
+    per_env: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+    for key, values in infos.items():
+        if key.startswith("_") and key[1:] in infos:
+            continue  # a mask: used with its key
+        mask = infos.get(f"_{key}", np.ones(num_envs, dtype=np.bool_))
+        if isinstance(values, dict):
+            values = unbatch_infos(values, num_envs)
+        for index in np.flatnonzero(mask):
+            per_env[index][key] = values[index]
+    return per_env
+
+
+def _tree_row(tree: Any, index: int) -> Any:
+    """Env ``index``'s observation out of a batch (nested dicts/tuples of arrays), copied."""
+    if isinstance(tree, dict):
+        return {key: _tree_row(value, index) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_tree_row(value, index) for value in tree)
+    return np.array(tree[index])
+
+
+def _tree_where(mask: np.ndarray, chosen: Any, others: Any) -> Any:
+    """A batch with ``chosen``'s rows where ``mask`` is True and ``others``' elsewhere."""
+    if isinstance(chosen, dict):
+        return {key: _tree_where(mask, chosen[key], others[key]) for key in chosen}
+    if isinstance(chosen, tuple):
+        return tuple(_tree_where(mask, part, other) for part, other in zip(chosen, others))
+    result = np.array(others)
+    result[mask] = chosen[mask]
+    return result
