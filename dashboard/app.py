@@ -4,6 +4,7 @@ This file only routes: each page is its own small module in ``views/``.
 
 - Live comparison (``views/compare.py``): measure backends side by side on envs you pick.
 - Profile (``views/profile.py``): one configuration under py-spy, where each process's time goes.
+- Autotune (``views/autotune.py``): measure the candidate configurations, pick the fastest.
 - History (``views/history.py``): past runs from the results store, overlaid and exported.
 - Machine (``views/machine.py``): the CPUs and versions behind the numbers; can py-spy attach.
 
@@ -26,11 +27,16 @@ import common  # noqa: E402 - needs the path above
 st.set_page_config(page_title="vecenvs", page_icon=":material/speed:", layout="wide")
 
 pages = st.navigation([
-    st.Page(HERE / "views" / "compare.py", title="Live comparison", icon=":material/monitoring:", default=True,
-            url_path="compare"),
-    st.Page(HERE / "views" / "profile.py", title="Profile", icon=":material/local_fire_department:", url_path="profile"),
-    st.Page(HERE / "views" / "history.py", title="History", icon=":material/history:", url_path="history"),
-    st.Page(HERE / "views" / "machine.py", title="Machine", icon=":material/memory:", url_path="machine"),
+    st.Page(HERE / "views" / "compare.py", title="Live comparison", url_path="compare",
+            icon=":material/monitoring:", default=True),
+    st.Page(HERE / "views" / "profile.py", title="Profile", url_path="profile",
+            icon=":material/local_fire_department:"),
+    st.Page(HERE / "views" / "autotune.py", title="Autotune", url_path="autotune",
+            icon=":material/tune:"),
+    st.Page(HERE / "views" / "history.py", title="History", url_path="history",
+            icon=":material/history:"),
+    st.Page(HERE / "views" / "machine.py", title="Machine", url_path="machine",
+            icon=":material/memory:"),
 ])
 common.sidebar_status()
 pages.run()

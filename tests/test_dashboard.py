@@ -279,3 +279,25 @@ def test_the_code_snippets_run_and_give_what_the_page_shows(tmp_path, monkeypatc
     assert "seconds=1" in code and "backend_kwargs" not in code
     compile(code, "<profile snippet>", "exec")  # run for real in test_profile.py's API test
     store.close()
+
+
+# --- Autotune -----------------------------------------------------------------------------
+
+
+def test_autotune_picks_a_winner_and_shows_its_table_and_code(queue):
+    at = app("autotune")
+    widget(at.selectbox, "Environment").set_value("vecenvs/Costly-v0")
+    widget(at.select_slider, "Number of envs N").set_value(4)
+    widget(at.slider, "Time budget, seconds").set_value(5)
+    widget(at.number_input, "Step time, microseconds").set_value(2000.0)
+    widget(at.radio, "The step's time is spent").set_value("sleep")
+    press(at, "Autotune")
+    assert rerun_until_finished(at).endswith("done")
+    (spec,) = charts(at)
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith("throughput (env steps/s")
+    table = at.table[0].value
+    assert table["candidate"].tolist()[0] != "multi", "four sleeping envs: parallel must win"
+    assert "multi" in table["candidate"].tolist()
+    assert any("Best for 4 x vecenvs/Costly-v0" in s.value for s in at.success)
+    assert any("autotune(" in block.value for block in at.code)
+

@@ -124,6 +124,12 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
                                        ["multi"], **QUICK))
     with pytest.raises(ValueError, match="backend"):
         queue.submit_profile(ProfileConfig(backend="warp-drive"))
+    with pytest.raises(ValueError, match="num_envs is 0"):
+        queue.submit_autotune("CartPole-v1", 0, 5)
+    with pytest.raises(ValueError, match="budget_seconds is -1"):
+        queue.submit_autotune("CartPole-v1", 4, -1)
+    with pytest.raises(ValueError, match="step_secnds"):
+        queue.submit_autotune("vecenvs/Costly-v0", 4, 5, env_kwargs={"step_secnds": 1})
     assert queue.jobs() == [], "nothing may be queued"
     assert not queue.runner_alive()
 

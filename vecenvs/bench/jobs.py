@@ -30,8 +30,8 @@ The ``jobs`` table (schema version 2 of the store):
 column           type    meaning
 ================ ======= ===================================================================
 id               INTEGER primary key: a larger id was submitted later
-kind             TEXT    ``'sweep'`` or ``'profile'``
-settings         TEXT    JSON: ``SweepConfig.to_dict()``, or the profile's settings
+kind             TEXT    ``'sweep'``, ``'profile'`` or ``'autotune'``
+settings         TEXT    JSON: ``SweepConfig.to_dict()``, the profile's or autotune's settings
 label            TEXT    the user's name for the run it will become, or NULL
 state            TEXT    ``'queued'``, ``'started'`` (it has a run), or ``'cancelled'`` (before
                          it started)
@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 #: What a job can run.
-JOB_KINDS = ("sweep", "profile")
+JOB_KINDS = ("sweep", "profile", "autotune")
 
 #: Set this to use another machine lock file (the tests give each test its own).
 MACHINE_LOCK_ENV_VAR = "VECENVS_MACHINE_LOCK"
@@ -205,6 +205,18 @@ class JobQueue:
         settings = {key: value for key, value in dataclasses.asdict(config).items()
                     if key != "output_dir"}
         return self._submit("profile", settings, label, start_runner)
+
+    def submit_autotune(self, env_id: str, num_envs: int, budget_seconds: float, *,
+                        env_kwargs: Mapping[str, Any] | None = None, label: str | None = None,
+                        start_runner: bool = True) -> int:
+        """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id. Checked
+        first (:func:`~vecenvs.autotune.validate_autotune`), like sweeps."""
+        from vecenvs.autotune import validate_autotune
+
+        validate_autotune(env_id, num_envs, budget_seconds, env_kwargs=env_kwargs)
+        settings = {"env_id": env_id, "num_envs": num_envs, "budget_seconds": budget_seconds,
+                    "env_kwargs": dict(env_kwargs or {})}
+        return self._submit("autotune", settings, label, start_runner)
 
     def _submit(self, kind: str, settings: Mapping[str, Any], label: str | None,
                 start_runner: bool) -> int:
@@ -399,6 +411,8 @@ class JobQueue:
                 self._execute_sweep(job, progress)
             elif job.kind == "profile":
                 self._execute_profile(job, progress)
+            elif job.kind == "autotune":
+                self._execute_autotune(job, progress)
             else:
                 raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
         except KeyboardInterrupt:
@@ -448,6 +462,31 @@ class JobQueue:
             progress.update(0, 100, "cancelled", force=True)
             return
         self.store.finish_run(job.run_id, "done", summary=result.to_dict())
+
+
+    def _execute_autotune(self, job: Job, progress: _Progress) -> None:
+        from vecenvs.autotune import autotune
+
+        settings = job.settings
+        progress.update(0, 0, "measuring the first candidate", force=True)
+
+        def on_result(step: Any) -> None:
+            progress.update(step.done, step.total,
+                            f"measured {step.measurement.config.backend_label} "
+                            f"({step.done} of {step.total})", force=True)
+
+        result = autotune(settings["env_id"], settings["num_envs"], settings["budget_seconds"],
+                          env_kwargs=settings.get("env_kwargs"), on_result=on_result,
+                          cancel=lambda: self._cancel_requested(job.id), store=self.store,
+                          run_id=job.run_id)
+        if result.cancelled:
+            outcome = "cancelled"
+        elif result.measurements:
+            outcome = f"best: {result.best.label}"
+        else:
+            outcome = "nothing fitted in the budget: raise it"
+        progress.update(len(result.measurements), len(result.measurements) + len(result.skipped),
+                        outcome, force=True)
 
 
 class _Cancelled(Exception):

@@ -21,7 +21,14 @@ from typing import Any
 from vecenvs.bench.engine import DEFAULT_REFERENCE
 from vecenvs.bench.sweep import SweepConfig
 
-__all__ = ["FIGURES", "history_code", "machine_code", "profile_code", "sweep_code"]
+__all__ = [
+    "FIGURES",
+    "autotune_code",
+    "history_code",
+    "machine_code",
+    "profile_code",
+    "sweep_code",
+]
 
 #: The figure name -> the call drawing it from ``result`` and ``model``.
 FIGURES = {
@@ -101,6 +108,23 @@ def profile_code(settings: Mapping[str, Any]) -> str:
         "print(result.breakdown.format_table())",
         "breakdown_figure(result.breakdown).show()",
         "print('flame graph:', result.svg_path)  # open it in a browser",
+    ])
+
+
+def autotune_code(settings: Mapping[str, Any]) -> str:
+    """The script that runs the same autotune search and prints its table."""
+    arguments = [repr(settings["env_id"]), f"num_envs={settings['num_envs']!r}",
+                 f"budget_seconds={settings['budget_seconds']!r}"]
+    if settings.get("env_kwargs"):
+        arguments.append(f"env_kwargs={dict(settings['env_kwargs'])!r}")
+    return "\n".join([
+        "from vecenvs.autotune import autotune",
+        "from vecenvs.bench import figures",
+        "",
+        f"result = autotune({', '.join(arguments)})",
+        "print(result.format_table())",
+        "print('best:', result.best.backend, result.best.kwargs)",
+        "figures.autotune_figure(result.table).show()",
     ])
 
 

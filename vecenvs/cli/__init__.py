@@ -7,6 +7,8 @@ One module per command, each adding its own subparser:
 - :mod:`vecenvs.cli.profile`: ``profile``, run one configuration under py-spy and say where the
   time goes in every process.
 - :mod:`vecenvs.cli.results`: ``results list | show | export``, read the results store.
+- :mod:`vecenvs.cli.autotune`: ``autotune``, measure the ways of stepping N envs within a time
+  budget and say which is fastest here.
 
 Shared argument types and error reporting are in :mod:`vecenvs.cli.common`.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from vecenvs.cli import autotune as autotune_command
 from vecenvs.cli import bench as bench_command
 from vecenvs.cli import profile as profile_command
 from vecenvs.cli import results as results_command
@@ -25,7 +28,7 @@ from vecenvs.cli.common import EXIT_BAD_INPUT, Parser
 __all__ = ["build_parser", "format_table", "main"]
 
 #: The command modules, in the order ``--help`` lists them.
-COMMANDS = (bench_command, profile_command, results_command)
+COMMANDS = (bench_command, autotune_command, profile_command, results_command)
 
 
 def build_parser() -> argparse.ArgumentParser:

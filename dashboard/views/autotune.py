@@ -1,0 +1,89 @@
+"""Autotune: let the machine say how to step your envs.
+
+Given an env and N, :func:`vecenvs.autotune.autotune` measures a short list of configurations
+(the loop, the pool at several K, with and without shared memory, the async pool, one process
+per env for small N) within a time budget and picks the fastest. It runs through the queue
+like every benchmark.
+"""
+
+from __future__ import annotations
+
+import common
+import streamlit as st
+
+from vecenvs.bench import figures
+from vecenvs.bench.jobs import Job
+from vecenvs.bench.snippets import autotune_code
+
+
+def form() -> None:
+    """The autotune form; on *Autotune*, queue the search and watch it."""
+    with st.form("autotune"):
+        left, middle, right = st.columns(3)
+        with left:
+            env_id = st.selectbox("Environment", common.env_choices())
+        with middle:
+            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=16)
+        with right:
+            budget = st.slider("Time budget, seconds", 5, 120, 20,
+                               help="A deadline: candidates that no longer fit are skipped.")
+        with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
+            step_micros = st.number_input("Step time, microseconds", 0.0, 1e6, 1000.0)
+            cost_kind = st.radio("The step's time is spent", ["busy", "sleep"], horizontal=True)
+            straggler_probability = st.slider("Straggler probability per step",
+                                              0.0, 0.2, 0.0, step=0.01)
+            straggler_factor = st.slider("A straggler step is this many times slower",
+                                         1.0, 400.0, 10.0)
+        label = st.text_input("Label (optional)", max_chars=80)
+        submitted = st.form_submit_button("Autotune", type="primary")
+    if not submitted:
+        return
+    env_kwargs = {}
+    if env_id == common.TEACHING_ENV:
+        env_kwargs = {"step_seconds": step_micros * 1e-6, "cost_kind": cost_kind,
+                      "straggler_probability": straggler_probability,
+                      "straggler_factor": straggler_factor}
+    try:
+        job_id = common.queue().submit_autotune(env_id, num_envs, float(budget),
+                                                env_kwargs=env_kwargs,
+                                                label=label.strip() or None)
+    except ValueError as error:
+        st.error(f"Not started: {error}")
+        return
+    st.query_params["job"] = str(job_id)
+    st.toast(f"Queued as job {job_id}.")
+
+
+def results(job: Job) -> None:
+    """The winner, the bar chart of every candidate, and the table."""
+    summary = job.run.summary if job.run is not None else None
+    if not summary or not summary.get("table"):
+        return
+    table = summary["table"]
+    st.success(f"Best for {summary['num_envs']} x {summary['env']} on {summary['cpus']} CPU(s): "
+               f"**{summary['best']['label']}** "
+               f"({table[0]['steps_per_second']:,.0f} env steps/s)")
+    chart, code = st.columns([3, 2])
+    with chart:
+        st.plotly_chart(figures.autotune_figure(table), key=f"autotune-{job.id}", width="stretch")
+    with code:
+        common.show_code(autotune_code(job.settings))
+    st.table([{
+        "candidate": row["label"], "mode": row["mode"], "workers K": row["workers"],
+        "envs per worker": row["envs_per_worker"],
+        "env steps/s": common.format_rate(row["steps_per_second"]),
+        "± std": common.format_rate(row["std"]),
+        "x loop": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
+    } for row in table])
+    if summary.get("skipped"):
+        st.caption("Not measured (the budget ran out): " + ", ".join(summary["skipped"]))
+
+
+st.title("Autotune")
+st.caption("Measures the ways of stepping N copies of an env on this machine, within a time "
+           "budget, and picks the fastest: the loop wins for cheap envs on few CPUs, the pool "
+           "for many envs or costly steps, the async pool when stragglers hold the others back.")
+form()
+watched = common.watched_job("autotune")
+if watched is not None:
+    common.watch(watched, results)

@@ -1,0 +1,145 @@
+"""Autotune: the candidates it picks, the deadline it keeps, and choices any machine agrees on.
+
+Which backend wins is machine-dependent in general, so the choices tested here are ones that
+hold on any number of cores: envs that *sleep* through their step run in parallel even on one
+core, so the pool beats the loop; envs that cost nothing leave nothing to parallelise, so the
+loop beats one process per env. No test asserts a time.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+from vecenvs.autotune import AutotuneResult, Candidate, autotune, candidates
+from vecenvs.bench.store import ResultsStore
+from vecenvs.cli import main
+
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
+
+SLEEPY = {"step_seconds": 2e-3, "cost_kind": "sleep"}
+FREE = {"step_seconds": 0.0}
+
+
+def test_envs_that_sleep_make_the_pool_win_on_any_number_of_cores():
+    result = autotune("vecenvs/Costly-v0", 8, budget_seconds=4, env_kwargs=SLEEPY,
+                      candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 4})])
+    assert [c.backend for c in result.skipped] == []
+    assert result.best == Candidate("pool", {"num_workers": 4}), result.format_table()
+
+
+def test_envs_that_cost_nothing_make_the_loop_win_against_a_process_per_env():
+    result = autotune("vecenvs/Costly-v0", 4, budget_seconds=3, env_kwargs=FREE,
+                      candidates_to_try=[Candidate("subproc"), Candidate("multi")])
+    assert result.best == Candidate("multi"), result.format_table()
+
+
+def test_the_result_has_a_table_a_text_form_and_plain_data():
+    seen = []
+    result = autotune("vecenvs/Costly-v0", 4, budget_seconds=3, env_kwargs=SLEEPY, on_result=seen.append,
+                      candidates_to_try=[Candidate("multi"), Candidate("pool-async", {"num_workers": 2, "batch_size": 2})])
+    assert [p.done for p in seen] == [1, 2] and all(p.total == 2 for p in seen)
+    rows = result.table
+    assert rows[0]["label"] == result.best.label
+    assert {row["mode"] for row in rows} == {"sync", "async"}
+    assert next(row for row in rows if row["backend"] == "multi")["vs_loop"] == 1.0
+    text = result.format_table()
+    assert f"* {result.best.label}" in text and f"best: {result.best.label}" in text
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["best"]["label"] == result.best.label and len(data["measurements"]) == 2
+
+
+def test_the_budget_is_a_deadline_candidates_that_do_not_fit_are_skipped():
+    planned = candidates(4)
+    result = autotune("CartPole-v1", 4, budget_seconds=0.3, candidates_to_try=planned)
+    assert result.skipped, "0.3 s cannot fit every candidate's windows and startups"
+    measured = [Candidate(m.config.backend, m.config.backend_kwargs) for m in result.measurements]
+    assert sorted(c.label for c in measured + result.skipped) == sorted(c.label for c in planned)
+
+
+def test_cancel_stops_before_the_next_candidate():
+    calls = []
+    result = autotune("CartPole-v1", 2, budget_seconds=5,
+                      candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 2})],
+                      cancel=lambda: calls.append(1) or len(calls) > 1)
+    assert result.cancelled and len(result.measurements) == 1
+    assert [c.label for c in result.skipped] == ["pool (num_workers=2)"]
+    with pytest.raises(ValueError, match="nothing was measured"):
+        _ = AutotuneResult("x", 1, 1, 1.0, 0.0, [], []).best
+
+
+def test_an_env_factory_works_too():
+    result = autotune(lambda: gym.make("CartPole-v1"), 2, budget_seconds=2, candidates_to_try=[Candidate("multi")])
+    assert result.best == Candidate("multi") and "vecenvs-autotune/" in result.env_label
+
+
+def test_runs_are_saved_in_the_results_store(tmp_path):
+    with ResultsStore(tmp_path / "results.sqlite") as store:
+        result = autotune("CartPole-v1", 2, budget_seconds=2, candidates_to_try=[Candidate("multi")],
+                          store=store, label="mine")
+        run = store.run(result.run_id)
+        assert run.kind == "autotune" and run.status == "done" and run.label == "mine"
+        assert len(store.measurements([result.run_id])) == 1
+
+
+@pytest.mark.parametrize(
+    ("num_envs", "cpus", "expected"),
+    [
+        (1, 8, ["multi", "subproc"]),  # one env: nothing to split
+        (4, 1, ["multi", "pool-async (num_workers=1, batch_size=2)", "subproc"]),
+        (128, 2, ["multi", "pool (num_workers=2)", "pool-async (num_workers=2, batch_size=64)",
+                  "pool (num_workers=2, shared_memory=False)"]),  # no 128 processes on 2 CPUs
+        (16, 8, ["multi", "pool (num_workers=8)", "pool-async (num_workers=8, batch_size=8)",
+                 "pool (num_workers=4)", "pool (num_workers=2)",
+                 "pool (num_workers=8, shared_memory=False)", "subproc"]),
+        (6, 12, ["multi", "pool (num_workers=6)", "pool-async (num_workers=6, batch_size=3)",
+                 "pool (num_workers=4)", "pool (num_workers=2)",
+                 "pool (num_workers=6, shared_memory=False)", "subproc"]),  # K never above N
+    ],
+)
+def test_candidates_are_pruned_to_what_can_win(num_envs, cpus, expected):
+    assert [c.label for c in candidates(num_envs, cpus=cpus)] == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"budget_seconds": 0}, "budget_seconds is 0"),
+        ({"budget_seconds": float("nan")}, "budget_seconds is nan"),
+        ({"env": "Nope-v1"}, "unknown env id 'Nope-v1'"),
+        ({"env_kwargs": {"bogus": 1}}, "bogus"),
+        ({"candidates_to_try": [Candidate("pool", {"num_workers": 9})]}, "num_workers=9"),
+        ({"candidates_to_try": [Candidate("turbo")]}, "unknown backend 'turbo'"),
+        ({"candidates_to_try": []}, "candidates_to_try is empty"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_measured(kwargs, match):
+    arguments = {"env": "vecenvs/Costly-v0", "num_envs": 4, "budget_seconds": 1.0, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        autotune(**arguments)
+
+
+def test_the_command_line(tmp_path, capsys):
+    path = tmp_path / "autotune.json"
+    code = main(["autotune", "--env", "vecenvs/Costly-v0", "--env-kwarg", "step_seconds=0", "--num-envs", "2",
+                 "--budget", "2", "--no-store", "--json", str(path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "best: " in out
+    assert json.loads(path.read_text())["num_envs"] == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--budget", "-1"], "'-1'"),
+        (["--num-envs", "0"], "'0'"),
+        (["--env", "Nope-v1"], "Nope-v1"),
+        (["--env", "vecenvs/Costly-v0", "--env-kwarg", "obs_size=0"], "obs_size"),
+    ],
+)
+def test_the_command_line_refuses_bad_input_in_one_line(argv, named, capsys):
+    code = main(["autotune", "--no-store", "--budget", "1", *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and named in err

@@ -1,0 +1,419 @@
+"""Autotune: measure the ways of stepping N envs on this machine, within a time budget, and pick one.
+
+Which backend wins depends on the env's step cost, on N and on the CPUs (the overhead model in
+:mod:`vecenvs.bench.model` says why): a cheap env with few envs wants the plain loop, many envs
+or a costly step want the pool, stragglers want the async pool. Rather than guess, measure:
+
+    >>> from vecenvs.autotune import autotune
+    >>> result = autotune("CartPole-v1", num_envs=4, budget_seconds=3)  # doctest: +SKIP
+    >>> print(result.format_table())                                    # doctest: +SKIP
+    >>> result.best.backend, result.best.kwargs                         # doctest: +SKIP
+    ('multi', {})
+
+How it stays within the budget:
+
+1. **A short list of candidates** (:func:`candidates`): the loop; the pool with K = 2, 4, 8...
+   up to the CPUs (never more than N), and at K = CPUs also without shared memory; the async
+   pool at K = CPUs with half the envs per batch; and one process per env only while N is at
+   most a few times the CPUs (beyond that its startup alone eats the budget, and it loses).
+   They are ordered so that the likeliest winners come first.
+2. **Windows sized from the budget**: each candidate gets a warm-up and ``repeats`` timed
+   windows, all of them the same length, chosen so the whole list fits the budget with room
+   for starting the processes.
+3. **A real deadline**: before building a candidate, the time it needs (its windows plus the
+   longest startup seen so far) is compared with the time left; candidates that no longer fit
+   are reported as skipped, never measured late.
+
+Every candidate is measured with :func:`vecenvs.bench.measure`, the engine behind ``bench``,
+the notebooks and the dashboard, so the numbers mean the same thing everywhere. The async pool
+is measured with send/recv (see :mod:`vecenvs.bench.engine`), its throughput in env steps per
+second like the rest; remember that it hands your learner batches of envs at different
+points in time.
+
+From the command line: ``python -m vecenvs autotune --env CartPole-v1 --num-envs 128 --budget 20``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from vecenvs.bench.engine import (
+    BenchConfig,
+    Measurement,
+    describe_kwargs,
+    measure,
+    validate_config,
+)
+from vecenvs.process_env import available_cpus
+
+if TYPE_CHECKING:  # only for type hints: the store is imported when used
+    from vecenvs.bench.store import ResultsStore
+
+__all__ = [
+    "AutotuneProgress",
+    "AutotuneResult",
+    "Candidate",
+    "autotune",
+    "candidates",
+    "validate_autotune",
+]
+
+#: Timed windows per candidate: the median of three outvotes one disturbed window.
+REPEATS = 3
+
+#: Window length bounds, in seconds: shorter is mostly noise, longer buys little for a choice.
+MIN_WINDOW_SECONDS = 0.05
+MAX_WINDOW_SECONDS = 1.0
+
+#: Startup guessed for a candidate's processes before any has been measured (making the envs
+#: and forking takes ~10-50 ms a process on our 2-core VM).
+GUESSED_STARTUP_SECONDS_PER_PROCESS = 0.05
+
+#: One process per env is a candidate while N is at most this many times the CPUs.
+SUBPROC_MAX_ENVS_PER_CPU = 4
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way of stepping the envs: a backend name from ``vecenvs.BACKENDS`` and its arguments."""
+
+    backend: str
+    """E.g. ``"multi"``, ``"subproc"``, ``"pool"`` or ``"pool-async"``."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Arguments for :func:`vecenvs.make_vec`, e.g. ``{"num_workers": 2}``."""
+
+    @property
+    def label(self) -> str:
+        """``"pool (num_workers=2)"``: how tables name it."""
+        return self.backend + describe_kwargs(self.kwargs)
+
+    def processes(self, num_envs: int) -> int:
+        """Worker processes it starts: what its startup costs, roughly."""
+        if self.backend == "subproc":
+            return num_envs
+        if self.backend == "pool":
+            return self.kwargs["num_workers"] - 1  # the caller steps one chunk itself
+        if self.backend == "pool-async":
+            return self.kwargs["num_workers"]
+        return 0
+
+    def describe(self, num_envs: int) -> dict[str, Any]:
+        """What kind of configuration this is, for the table: lanes, envs each, memory, mode."""
+        lanes = {"multi": 1, "subproc": num_envs}.get(self.backend, self.kwargs.get("num_workers", 1))
+        return {
+            "backend": self.backend,
+            "workers": lanes,
+            "envs_per_worker": math.ceil(num_envs / lanes),
+            # Only the pools can choose; None where there is nothing to share (or it's a pipe per env).
+            "shared_memory": self.kwargs.get("shared_memory", True) if self.backend in ("pool", "pool-async") else None,
+            "mode": "async" if self.backend == "pool-async" else "sync",
+        }
+
+
+def candidates(num_envs: int, cpus: int | None = None) -> list[Candidate]:
+    """The configurations worth measuring for ``num_envs`` envs on ``cpus`` CPUs, likeliest first.
+
+    Example:
+        >>> [c.label for c in candidates(8, cpus=2)]  # doctest: +NORMALIZE_WHITESPACE
+        ['multi', 'pool (num_workers=2)', 'pool-async (num_workers=2, batch_size=4)',
+         'pool (num_workers=2, shared_memory=False)', 'subproc']
+    """
+    cpus = cpus or available_cpus()
+    top = min(cpus, num_envs)
+    worker_counts = sorted({k for k in _powers_of_two(top) if k >= 2} | ({top} if top >= 2 else set()))
+    found = [Candidate("multi")]
+    if top >= 2:
+        found.append(Candidate("pool", {"num_workers": top}))
+    if num_envs >= 2:
+        found.append(Candidate("pool-async", {"num_workers": max(1, top), "batch_size": num_envs // 2}))
+    found += [Candidate("pool", {"num_workers": k}) for k in reversed(worker_counts) if k != top]
+    if top >= 2:
+        found.append(Candidate("pool", {"num_workers": top, "shared_memory": False}))
+    if num_envs <= SUBPROC_MAX_ENVS_PER_CPU * cpus:
+        found.append(Candidate("subproc"))
+    return found
+
+
+@dataclass
+class AutotuneProgress:
+    """What ``on_result`` is told after each candidate has been measured."""
+
+    measurement: Measurement
+    """The candidate just measured."""
+
+    done: int
+    """Candidates measured so far, this one included."""
+
+    total: int
+    """Candidates planned."""
+
+    elapsed_seconds: float
+    """Time since autotune started."""
+
+
+@dataclass
+class AutotuneResult:
+    """What :func:`autotune` measured, and the winner."""
+
+    env_label: str
+    """The env measured, e.g. ``"vecenvs/Costly-v0 (step_seconds=0.001)"``."""
+
+    num_envs: int
+    """N."""
+
+    cpus: int
+    """CPUs this process could use."""
+
+    budget_seconds: float
+    """The time budget given."""
+
+    elapsed_seconds: float
+    """The time it really took."""
+
+    measurements: list[Measurement]
+    """One per candidate measured, in the order measured."""
+
+    skipped: list[Candidate]
+    """Candidates left out because the budget ran out (or ``cancel`` said stop)."""
+
+    cancelled: bool = False
+    """True when ``cancel()`` stopped it early."""
+
+    run_id: int | None = None
+    """The run's id in the results store, when one was given."""
+
+    @property
+    def best(self) -> Candidate:
+        """The candidate with the highest median throughput."""
+        if not self.measurements:
+            raise ValueError("nothing was measured: raise the budget")
+        winner = max(self.measurements, key=lambda m: m.median)
+        return Candidate(winner.config.backend, dict(winner.config.backend_kwargs))
+
+    @property
+    def table(self) -> list[dict[str, Any]]:
+        """One row per candidate measured, fastest first, with its speed-up over the loop."""
+        loop = next((m.median for m in self.measurements if m.config.backend == "multi"), None)
+        rows = []
+        for m in sorted(self.measurements, key=lambda m: m.median, reverse=True):
+            candidate = Candidate(m.config.backend, dict(m.config.backend_kwargs))
+            rows.append({
+                "label": candidate.label,
+                **candidate.describe(self.num_envs),
+                "steps_per_second": m.median,
+                "std": m.std,
+                "vs_loop": None if loop is None else m.median / loop,
+                "startup_seconds": m.startup_seconds,
+            })
+        return rows
+
+    def format_table(self) -> str:
+        """The table as text, the winner first and marked."""
+        header = ("candidate", "mode", "K", "envs/K", "shm", "steps/s (median ± std)", "x loop", "startup s")
+        lines_of_cells = [header]
+        for index, row in enumerate(self.table):
+            lines_of_cells.append((
+                ("* " if index == 0 else "  ") + row["label"], row["mode"], str(row["workers"]),
+                str(row["envs_per_worker"]), {True: "yes", False: "no", None: "-"}[row["shared_memory"]],
+                f"{row['steps_per_second']:,.0f} ± {row['std']:,.0f}",
+                "-" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}", f"{row['startup_seconds']:.2f}",
+            ))
+        widths = [max(len(cells[i]) for cells in lines_of_cells) for i in range(len(header))]
+        title = (f"autotune: {self.env_label}, N={self.num_envs}, {self.cpus} CPUs, "
+                 f"{self.elapsed_seconds:.1f} s of a {self.budget_seconds:g} s budget")
+        lines = [title]
+        for cells in lines_of_cells:
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))))
+        if self.skipped:
+            lines.append("not measured (budget): " + ", ".join(c.label for c in self.skipped))
+        if self.measurements:
+            lines.append(f"best: {self.best.label}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as plain JSON-ready values."""
+        return {
+            "env": self.env_label,
+            "num_envs": self.num_envs,
+            "cpus": self.cpus,
+            "budget_seconds": self.budget_seconds,
+            "elapsed_seconds": self.elapsed_seconds,
+            "best": None if not self.measurements else {"backend": self.best.backend, "kwargs": dict(self.best.kwargs),
+                                                        "label": self.best.label},
+            "table": self.table,
+            "skipped": [c.label for c in self.skipped],
+            "cancelled": self.cancelled,
+            "measurements": [m.to_dict() for m in self.measurements],
+        }
+
+
+def autotune(
+    env: str | Callable[[], gym.Env],
+    num_envs: int,
+    budget_seconds: float = 20.0,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    candidates_to_try: list[Candidate] | None = None,
+    seed: int = 0,
+    on_result: Callable[[AutotuneProgress], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    store: ResultsStore | None = None,
+    label: str | None = None,
+    run_id: int | None = None,
+) -> AutotuneResult:
+    """Measure the candidates for ``num_envs`` copies of ``env`` within ``budget_seconds``.
+
+    Args:
+        env: a registered env id such as ``"CartPole-v1"``, or a function that makes one env
+            (registered here under a temporary id; worker processes then need the ``fork``
+            start method, Linux's default, to know it).
+        num_envs: N.
+        budget_seconds: a deadline for the whole search, startup of every process included.
+        env_kwargs: arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``.
+        candidates_to_try: what to measure; default :func:`candidates` for N and this machine.
+        seed: seeds resets and actions, the same for every candidate.
+        on_result: called after each candidate with an :class:`AutotuneProgress`.
+        cancel: checked before each candidate; when it returns True, autotune stops and returns
+            what it measured (``cancelled=True``).
+        store: a results store to save the run in (kind ``"autotune"``), candidate by candidate.
+        label: a name for the run in the store.
+        run_id: save into this run of ``store``, already started by the caller (the dashboard's
+            job runner does); default: start a new run.
+
+    Raises:
+        ValueError: a bad argument, before anything is measured.
+    """
+    started = time.perf_counter()
+    env_id = env if isinstance(env, str) else _register_factory(env)
+    env_kwargs = dict(env_kwargs or {})
+    planned, configs = _plan(env_id, num_envs, budget_seconds, env_kwargs, candidates_to_try, seed)
+    deadline = started + budget_seconds
+    if run_id is not None and store is None:
+        raise ValueError(f"run_id={run_id!r} needs the store it belongs to; got store=None")
+    if store is not None and run_id is None:
+        run_id = store.start_run(
+        "autotune", {"env_id": env_id, "env_kwargs": env_kwargs, "num_envs": num_envs,
+                     "budget_seconds": budget_seconds, "candidates": [c.label for c in planned]}, label=label)
+
+    result = AutotuneResult(configs[0].env_label, num_envs, available_cpus(), budget_seconds, 0.0, [], [],
+                            run_id=run_id)
+    status, error_text = "done", None
+    try:
+        for index, (candidate, config) in enumerate(zip(planned, configs)):
+            if cancel is not None and cancel():
+                result.cancelled = True
+                result.skipped += planned[index:]
+                status = "cancelled"
+                break
+            if time.perf_counter() + _cost(candidate, config, result.measurements, num_envs) > deadline:
+                result.skipped.append(candidate)
+                continue
+            measurement = measure(config)
+            result.measurements.append(measurement)
+            if store is not None:
+                store.add_measurement(run_id, measurement)
+            if on_result is not None:
+                on_result(AutotuneProgress(measurement, len(result.measurements), len(planned),
+                                           time.perf_counter() - started))
+    except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
+        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
+        error_text = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        result.elapsed_seconds = time.perf_counter() - started
+        if store is not None:
+            summary = None
+            if result.measurements:  # the table and the winner; the measurements are saved rows
+                summary = {key: value for key, value in result.to_dict().items()
+                           if key != "measurements"}
+            store.finish_run(run_id, status, summary=summary, error=error_text)
+    return result
+
+
+def validate_autotune(env_id: str, num_envs: int, budget_seconds: float = 20.0, *,
+                      env_kwargs: Mapping[str, Any] | None = None) -> None:
+    """Check :func:`autotune`'s arguments without measuring anything (the dashboard does, before
+    it queues a search). Raises ValueError naming the bad value."""
+    _plan(env_id, num_envs, budget_seconds, dict(env_kwargs or {}), None, 0)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _plan(env_id: str, num_envs: int, budget_seconds: float, env_kwargs: dict[str, Any],
+          candidates_to_try: list[Candidate] | None, seed: int,
+          ) -> tuple[list[Candidate], list[BenchConfig]]:
+    """The candidates and their configs, every one checked: a typo fails before anything runs."""
+    _check_budget(budget_seconds)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs is {num_envs!r}: expected a whole number >= 1")
+    planned = list(candidates_to_try) if candidates_to_try is not None else candidates(num_envs)
+    if not planned:
+        raise ValueError("candidates_to_try is empty; expected at least one candidate")
+    windows = _window_seconds(budget_seconds, planned, num_envs)
+    configs = [BenchConfig(env_id, num_envs, c.backend, dict(c.kwargs), env_kwargs,
+                           warmup_seconds=windows, measure_seconds=windows, repeats=REPEATS,
+                           seed=seed) for c in planned]
+    for config in configs:
+        validate_config(config)  # every typo fails now, not after half the budget
+    try:
+        gym.make(env_id, **env_kwargs).close()
+    except Exception as error:  # the env's own complaint, e.g. an unknown argument
+        raise ValueError(f"cannot make {env_id}{describe_kwargs(env_kwargs)}: "
+                         f"{type(error).__name__}: {error}") from None
+    return planned, configs
+
+
+
+def _check_budget(budget_seconds: Any) -> float:
+    if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \
+            or not math.isfinite(budget_seconds) or budget_seconds <= 0:
+        raise ValueError(f"budget_seconds is {budget_seconds!r}: expected a number of seconds > 0")
+    return float(budget_seconds)
+
+
+def _window_seconds(budget_seconds: float, planned: list[Candidate], num_envs: int) -> float:
+    """One window length for every candidate, so that all of them fit the budget.
+
+    Each candidate costs a warm-up and ``REPEATS`` windows of this length, plus its startup
+    (guessed from its processes); half the budget is kept back for startups and surprises.
+    """
+    startups = sum(GUESSED_STARTUP_SECONDS_PER_PROCESS * (1 + c.processes(num_envs)) for c in planned)
+    measuring = max(budget_seconds / 2 - startups, 0.0)
+    window = measuring / (len(planned) * (REPEATS + 1))
+    return min(max(window, MIN_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
+
+
+def _cost(candidate: Candidate, config: BenchConfig, done: list[Measurement], num_envs: int) -> float:
+    """How long measuring ``candidate`` should take: its windows plus its startup.
+
+    Startup is scaled from the slowest measured so far (per process), or guessed before any.
+    """
+    processes = 1 + candidate.processes(num_envs)
+    per_process = [m.startup_seconds / m.processes for m in done if not math.isnan(m.startup_seconds)]
+    startup_each = max(per_process) if per_process else GUESSED_STARTUP_SECONDS_PER_PROCESS
+    return config.warmup_seconds + config.repeats * config.measure_seconds + processes * startup_each
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    return list(itertools.takewhile(lambda k: k <= limit, (2**i for i in itertools.count())))
+
+
+_factory_ids = itertools.count()
+
+
+def _register_factory(env_fn: Callable[[], gym.Env]) -> str:
+    """Registers ``env_fn`` with gymnasium under a fresh id, so the engine can ``make`` it by name."""
+    if not callable(env_fn):
+        raise ValueError(f"env is {env_fn!r:.80}: expected an env id or a function that makes an env")
+    env_id = f"vecenvs-autotune/{getattr(env_fn, '__name__', 'env').strip('<>')}{next(_factory_ids)}-v0"
+    gym.register(env_id, entry_point=lambda **kwargs: env_fn(**kwargs))
+    return env_id

@@ -1,0 +1,114 @@
+"""``python -m vecenvs autotune``: measure the ways of stepping N envs here and say which is fastest.
+
+It runs :func:`vecenvs.autotune.autotune` (the loop, the pool at several worker counts, with and
+without shared memory, the async pool, and one process per env while N is small), within a time
+budget that is a real deadline, prints the table with the winner first, and saves the run in
+the results store. Examples::
+
+    python -m vecenvs autotune --env CartPole-v1 --num-envs 128 --budget 20
+    python -m vecenvs autotune --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3 --num-envs 16
+    python -m vecenvs autotune --num-envs 4 --budget 5 --no-store --json autotune.json
+
+Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
+130 interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from vecenvs.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    env_kwarg,
+    fail,
+    positive_float,
+    positive_int,
+)
+
+__all__ = ["add_parser"]
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the ``autotune`` command to the ``vecenvs`` parser."""
+    parser = commands.add_parser(
+        "autotune",
+        help="find the fastest way to step N envs on this machine, within a time budget",
+        description=(
+            "Measure the sequential loop, the pool (several worker counts, with and without "
+            "shared memory), the async pool and one process per env, for one env and one N, "
+            "within a time budget, and print them fastest first."
+        ),
+        epilog="examples:\n" + __doc__.split("::")[1].split("\n\n")[0].strip("\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(run=_run_autotune, parser=parser)
+    add = parser.add_argument
+    add("--env", default="CartPole-v1", metavar="ID", help="gymnasium env id (default: %(default)s)")
+    add("--env-kwarg", action="append", type=env_kwarg, metavar="KEY=VALUE", default=[],
+        help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'); repeatable")
+    add("--num-envs", type=positive_int, default=16, metavar="N",
+        help="number of envs stepped together (default: %(default)s)")
+    add("--budget", type=positive_float, default=20.0, metavar="S",
+        help="seconds the whole search may take, process startup included (default: %(default)g)")
+    add("--seed", type=int, default=0, help="seed of the resets and sampled actions (default: %(default)s)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--store", metavar="PATH",
+                        help="SQLite results store to save the run in (default: $VECENVS_STORE, else "
+                             "~/.local/share/vecenvs/results.sqlite)")
+    output.add_argument("--no-store", action="store_true", help="do not save the run")
+    output.add_argument("--label", help="a name for the run in the store")
+    output.add_argument("--json", metavar="PATH", help="also write the result (table and measurements) as JSON")
+
+
+def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Check the input, measure, print the table."""
+    from vecenvs.autotune import autotune
+    from vecenvs.cli.bench import _check_writable, _open_store
+
+    env_kwargs = {}
+    for key, value in args.env_kwarg:
+        if key in env_kwargs and env_kwargs[key] != value:
+            return fail(parser, f"--env-kwarg {key} given twice ({env_kwargs[key]!r} and {value!r}); "
+                                "autotune measures one env: give each key once", code=EXIT_BAD_INPUT)
+        env_kwargs[key] = value
+    try:
+        if args.json:
+            _check_writable(args.json, "--json")
+        store = None if args.no_store else _open_store(args.store)
+    except ValueError as error:
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+
+    def show(progress) -> None:
+        measurement = progress.measurement
+        print(f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
+              f"{measurement.median:,.0f} steps/s", file=sys.stderr, flush=True)
+
+    try:
+        result = autotune(args.env, args.num_envs, args.budget, env_kwargs=env_kwargs, seed=args.seed,
+                          on_result=show, store=store, label=args.label)
+    except ValueError as error:  # checked before anything was measured
+        return fail(parser, error, code=EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # a backend crashed or could not be built
+        return fail(parser, f"measuring failed: {type(error).__name__}: {error}", code=EXIT_FAILED)
+    finally:
+        if store is not None:
+            store.close()
+
+    print(result.format_table())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(result.to_dict(), file, indent=2, default=str)
+            file.write("\n")
+        print(f"\nwrote the result to {args.json}")
+    if result.run_id is not None:
+        print(f"\nsaved as run {result.run_id}: `python -m vecenvs results show {result.run_id}`"
+              f"{'' if args.store is None else f' --store {args.store}'}")
+    return EXIT_OK
