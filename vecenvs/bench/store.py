@@ -106,6 +106,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -214,6 +215,14 @@ _MEASUREMENT_COLUMNS = (
 
 #: Facts about the machine copied into every flat measurement row (and CSV line).
 _MACHINE_COLUMNS = ("hostname", "cpu_model", "logical_cpus", "physical_cores", "python")
+
+
+class _Locked(Exception):
+    """Opening the store met another process's lock: try again (see ``_open_checked``)."""
+
+    def __init__(self, error: sqlite3.Error):
+        super().__init__(str(error))
+        self.error = error
 
 
 class StoreError(ValueError):
@@ -669,8 +678,27 @@ class ResultsStore:
             return self._connection
 
     def _open_checked(self) -> sqlite3.Connection:
-        """Open the file, switch it to WAL, bring its schema up to date; or raise StoreError."""
+        """Open the file, switch it to WAL, bring its schema up to date; or raise StoreError.
+
+        Several processes opening a new file at once race to create its tables and switch it to
+        WAL. SQLite makes the losers wait for most locks, but not all: in the old journal mode
+        it answers "database is locked" at once where waiting could deadlock. Such an opening
+        is simply tried again, for up to :data:`BUSY_TIMEOUT_SECONDS`.
+        """
         _check_path(self.path)
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        pause = 0.01
+        while True:
+            try:
+                return self._open_once()
+            except _Locked as locked:
+                if time.monotonic() + pause > deadline:
+                    raise StoreError(self._describe_open_error(locked.error)) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+
+    def _open_once(self) -> sqlite3.Connection:
+        """One try of :meth:`_open_checked`; raises _Locked when another process is in the way."""
         try:
             # isolation_level=None: we begin and commit transactions ourselves (see _transaction).
             # check_same_thread=False: threads may share the store; self._lock serializes them.
@@ -691,6 +719,8 @@ class ResultsStore:
                 connection.execute("PRAGMA journal_mode = WAL")
         except sqlite3.Error as error:
             connection.close()
+            if "locked" in str(error) or "busy" in str(error):
+                raise _Locked(error) from None
             raise StoreError(self._describe_open_error(error)) from None
         except BaseException:
             connection.close()
