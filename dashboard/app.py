@@ -5,6 +5,7 @@ This file only routes: each page is its own small module in ``views/``.
 - Live comparison (``views/compare.py``): measure backends side by side on envs you pick.
 - Profile (``views/profile.py``): one configuration under py-spy, where each process's time goes.
 - Autotune (``views/autotune.py``): measure the candidate configurations, pick the fastest.
+- Train (``views/train.py``): PPO's training throughput on each vector env, and the env's share.
 - History (``views/history.py``): past runs from the results store, overlaid and exported.
 - Machine (``views/machine.py``): the CPUs and versions behind the numbers; can py-spy attach.
 
@@ -33,6 +34,8 @@ pages = st.navigation([
             icon=":material/local_fire_department:"),
     st.Page(HERE / "views" / "autotune.py", title="Autotune", url_path="autotune",
             icon=":material/tune:"),
+    st.Page(HERE / "views" / "train.py", title="Train", url_path="train",
+            icon=":material/school:"),
     st.Page(HERE / "views" / "history.py", title="History", url_path="history",
             icon=":material/history:"),
     st.Page(HERE / "views" / "machine.py", title="Machine", url_path="machine",

@@ -99,7 +99,8 @@ def press(at: AppTest, label: str) -> AppTest:
 def test_every_page_renders_with_an_empty_store():
     at = app()
     assert at.title[0].value == "Live comparison"
-    for page, title in [("profile", "Profile"), ("history", "History"), ("machine", "Machine")]:
+    for page, title in [("profile", "Profile"), ("autotune", "Autotune"), ("train", "Train"),
+                        ("history", "History"), ("machine", "Machine")]:
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, at.exception
         assert at.title[0].value == title
@@ -301,3 +302,25 @@ def test_autotune_picks_a_winner_and_shows_its_table_and_code(queue):
     assert any("Best for 4 x vecenvs/Costly-v0" in s.value for s in at.success)
     assert any("autotune(" in block.value for block in at.code)
 
+
+
+# --- Train --------------------------------------------------------------------------------
+
+
+def test_training_throughput_is_measured_per_vector_env_with_the_env_share(queue):
+    at = app("train")
+    widget(at.select_slider, "Number of envs N").set_value(4)
+    widget(at.multiselect, "Vector envs to train on").set_value(["sb3-dummy", "multi"])
+    widget(at.select_slider, "Env steps per timed learn()").set_value(512)
+    widget(at.slider, "Timed learn() calls").set_value(1)
+    press(at, "Train")
+    assert rerun_until_finished(at, 180).endswith("done")
+    (spec,) = charts(at)
+    assert spec["layout"]["yaxis"]["title"]["text"] == "training throughput (env steps/s)"
+    assert {trace["name"] for trace in spec["data"]} == {"stepping the envs",
+                                                          "policy and updates"}
+    table = at.table[0].value
+    assert table["vector env"].tolist() == ["sb3-dummy", "multi"]
+    for share in table["share stepping envs"]:
+        assert 0 < int(share.rstrip("%")) < 100, "both the env and the learner take time"
+    assert any("compare_training(" in block.value for block in at.code)

@@ -130,6 +130,12 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
         queue.submit_autotune("CartPole-v1", 4, -1)
     with pytest.raises(ValueError, match="step_secnds"):
         queue.submit_autotune("vecenvs/Costly-v0", 4, 5, env_kwargs={"step_secnds": 1})
+    with pytest.raises(ValueError, match="'pool-async' can't be trained on"):
+        queue.submit_training("CartPole-v1", 4, ["pool-async"])
+    with pytest.raises(ValueError, match="timesteps is 0"):
+        queue.submit_training("CartPole-v1", 4, ["multi"], timesteps=0)
+    with pytest.raises(ValueError, match="backends is empty"):
+        queue.submit_training("CartPole-v1", 4, [])
     assert queue.jobs() == [], "nothing may be queued"
     assert not queue.runner_alive()
 

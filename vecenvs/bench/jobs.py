@@ -30,8 +30,8 @@ The ``jobs`` table (schema version 2 of the store):
 column           type    meaning
 ================ ======= ===================================================================
 id               INTEGER primary key: a larger id was submitted later
-kind             TEXT    ``'sweep'``, ``'profile'`` or ``'autotune'``
-settings         TEXT    JSON: ``SweepConfig.to_dict()``, the profile's or autotune's settings
+kind             TEXT    ``'sweep'``, ``'profile'``, ``'autotune'`` or ``'train'``
+settings         TEXT    JSON: ``SweepConfig.to_dict()``, or the other kinds' arguments
 label            TEXT    the user's name for the run it will become, or NULL
 state            TEXT    ``'queued'``, ``'started'`` (it has a run), or ``'cancelled'`` (before
                          it started)
@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 #: What a job can run.
-JOB_KINDS = ("sweep", "profile", "autotune")
+JOB_KINDS = ("sweep", "profile", "autotune", "train")
 
 #: Set this to use another machine lock file (the tests give each test its own).
 MACHINE_LOCK_ENV_VAR = "VECENVS_MACHINE_LOCK"
@@ -217,6 +217,18 @@ class JobQueue:
         settings = {"env_id": env_id, "num_envs": num_envs, "budget_seconds": budget_seconds,
                     "env_kwargs": dict(env_kwargs or {})}
         return self._submit("autotune", settings, label, start_runner)
+
+    def submit_training(self, env_id: str, num_envs: int, backends: list[str], *,
+                        timesteps: int = 2048, repeats: int = 2, label: str | None = None,
+                        start_runner: bool = True) -> int:
+        """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
+        each backend); return the job's id. Checked first, like sweeps."""
+        from vecenvs.bench.training import validate_training
+
+        validate_training(env_id, num_envs, backends, timesteps, repeats)
+        settings = {"env_id": env_id, "num_envs": num_envs, "backends": list(backends),
+                    "timesteps": timesteps, "repeats": repeats}
+        return self._submit("train", settings, label, start_runner)
 
     def _submit(self, kind: str, settings: Mapping[str, Any], label: str | None,
                 start_runner: bool) -> int:
@@ -413,6 +425,8 @@ class JobQueue:
                 self._execute_profile(job, progress)
             elif job.kind == "autotune":
                 self._execute_autotune(job, progress)
+            elif job.kind == "train":
+                self._execute_training(job, progress)
             else:
                 raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
         except KeyboardInterrupt:
@@ -487,6 +501,28 @@ class JobQueue:
             outcome = "nothing fitted in the budget: raise it"
         progress.update(len(result.measurements), len(result.measurements) + len(result.skipped),
                         outcome, force=True)
+
+
+    def _execute_training(self, job: Job, progress: _Progress) -> None:
+        from vecenvs.bench.training import compare_training
+
+        settings = job.settings
+        total, done = len(settings["backends"]), 0
+        progress.update(0, total, f"training on {settings['backends'][0]}", force=True)
+
+        def on_result(result: Any) -> None:
+            nonlocal done
+            done += 1
+            following = settings["backends"][done] if done < total else None
+            progress.update(done, total, f"trained on {done} of {total}"
+                            + (f"; now {following}" if following else ""), force=True)
+
+        cancelled = lambda: self._cancel_requested(job.id)  # noqa: E731
+        compare_training(settings["env_id"], settings["num_envs"], settings["backends"],
+                         timesteps=settings["timesteps"], repeats=settings["repeats"],
+                         on_result=on_result, cancel=cancelled, store=self.store,
+                         run_id=job.run_id)
+        self.store.finish_run(job.run_id, "cancelled" if cancelled() else "done")
 
 
 class _Cancelled(Exception):

@@ -24,6 +24,7 @@ from vecenvs.bench.sweep import SweepConfig
 __all__ = [
     "FIGURES",
     "autotune_code",
+    "training_code",
     "history_code",
     "machine_code",
     "profile_code",
@@ -125,6 +126,22 @@ def autotune_code(settings: Mapping[str, Any]) -> str:
         "print(result.format_table())",
         "print('best:', result.best.backend, result.best.kwargs)",
         "figures.autotune_figure(result.table).show()",
+    ])
+
+
+def training_code(settings: Mapping[str, Any]) -> str:
+    """The script that measures PPO's training throughput on the same backends."""
+    return "\n".join([
+        "from vecenvs.bench.training import compare_training",
+        "",
+        f"results = compare_training({settings['env_id']!r}, {settings['num_envs']!r}, "
+        f"{list(settings['backends'])!r},",
+        f"                           timesteps={settings['timesteps']!r}, "
+        f"repeats={settings['repeats']!r})",
+        "for result in results:",
+        "    m = result.measurement",
+        "    print(f'{m.config.backend:12s} {m.median:8,.0f} env steps/s in training, '",
+        "          f'{result.env_share:.0%} of it stepping envs')",
     ])
 
 

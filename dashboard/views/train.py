@@ -1,0 +1,111 @@
+"""Train: how fast Stable-Baselines3's PPO trains on each way of stepping envs.
+
+The other pages time the vector env alone, with random actions. In training the policy runs
+on every step and is updated between rollouts, so a faster vector env buys less: how much less
+depends on the env's share of the training time, which this page measures beside the training
+throughput (:mod:`vecenvs.bench.training`). Our backends reach SB3 through
+:func:`vecenvs.sb3.to_sb3`; ``sb3-dummy`` and ``sb3-subproc`` are SB3's own vec envs.
+"""
+
+from __future__ import annotations
+
+import common
+import plotly.graph_objects as go
+import streamlit as st
+
+from vecenvs.bench.engine import Measurement
+from vecenvs.bench.jobs import Job
+from vecenvs.bench.snippets import training_code
+from vecenvs.factory import available_backends, describe_backend
+
+#: Backends PPO can train on here: lock-step ones (SB3 steps every env at once).
+TRAINABLE = ("sb3-dummy", "sb3-subproc", "multi", "subproc", "pool", "gym-sync", "gym-async",
+             "ray")
+
+
+def form() -> None:
+    """The training form; on *Train*, queue it and watch it."""
+    installed = set(available_backends())
+    if "sb3-dummy" not in installed:
+        st.error("Training needs Stable-Baselines3: pip install 'vecenvs[sb3]' "
+                 "(with -c constraints.txt for torch's CPU build).")
+        return
+    backends = [name for name in TRAINABLE if name in installed]
+    with st.form("train"):
+        left, middle, right = st.columns(3)
+        with left:
+            env_id = st.selectbox("Environment", [e for e in common.env_choices()
+                                                  if e != common.TEACHING_ENV])
+            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
+        with middle:
+            chosen = st.multiselect("Vector envs to train on", backends,
+                                    default=["sb3-dummy", "multi", "pool"],
+                                    format_func=describe_backend)
+        with right:
+            timesteps = st.select_slider("Env steps per timed learn()",
+                                         [512, 1024, 2048, 4096, 8192, 16384], value=2048)
+            repeats = st.slider("Timed learn() calls", 1, 5, 2)
+        label = st.text_input("Label (optional)", max_chars=80)
+        submitted = st.form_submit_button("Train", type="primary")
+    if not submitted:
+        return
+    try:
+        job_id = common.queue().submit_training(env_id, num_envs, chosen, timesteps=timesteps,
+                                                repeats=repeats, label=label.strip() or None)
+    except ValueError as error:
+        st.error(f"Not started: {error}")
+        return
+    st.query_params["job"] = str(job_id)
+    st.toast(f"Queued as job {job_id}.")
+
+
+def training_figure(rows: list[dict]) -> go.Figure:
+    """Training throughput per backend, split into time stepping envs and the rest."""
+    labels = [row["backend"] for row in rows]
+    figure = go.Figure()
+    figure.add_bar(name="stepping the envs", x=labels,
+                   y=[row["rate"] * row["env_share"] for row in rows], marker_color="#2ca02c",
+                   hovertemplate="%{x}: %{y:,.0f} env steps/s worth of env time<extra></extra>")
+    figure.add_bar(name="policy and updates", x=labels,
+                   y=[row["rate"] * (1 - row["env_share"]) for row in rows],
+                   marker_color="#7f7f7f",
+                   hovertemplate="%{x}: %{y:,.0f} env steps/s worth of learner time"
+                                 "<extra></extra>")
+    figure.update_layout(
+        barmode="stack", title_text="PPO training throughput, split by where the time goes",
+        xaxis_title="vector env", yaxis_title="training throughput (env steps/s)",
+        legend_title_text="time spent",
+    )
+    return figure
+
+
+def results(job: Job) -> None:
+    """The chart and the table of what has been trained so far."""
+    if job.run_id is None:
+        return
+    rows = []
+    for row in common.queue().store.measurements([job.run_id]):
+        data = row["data"]
+        measurement = Measurement.from_dict(data)
+        rows.append({"backend": measurement.config.backend, "rate": measurement.median,
+                     "env_share": data.get("env_share", 0.0)})
+    if not rows:
+        return
+    chart, code = st.columns([3, 2])
+    with chart:
+        st.plotly_chart(training_figure(rows), key=f"train-{job.id}", width="stretch")
+    with code:
+        common.show_code(training_code(job.settings))
+    st.table([{"vector env": row["backend"],
+               "training env steps/s": common.format_rate(row["rate"]),
+               "share stepping envs": f"{100 * row['env_share']:.0f}%"} for row in rows])
+
+
+st.title("Train")
+st.caption("Benchmarks time the vector env alone. In training, the policy's forward passes and "
+           "updates take their share too: this page trains Stable-Baselines3's PPO on each "
+           "vector env and shows both.")
+form()
+watched = common.watched_job("train")
+if watched is not None:
+    common.watch(watched, results)

@@ -1,0 +1,244 @@
+"""Training throughput: how fast Stable-Baselines3's PPO trains on each way of stepping envs.
+
+The benchmark measures env steps per second with random actions: the vector env alone. A
+learner also runs a policy on every step and updates it between rollouts, so how much a faster
+vector env buys in training depends on the env's share of the training time. This module
+trains PPO on each backend (through :func:`vecenvs.sb3.to_sb3`, or SB3's own ``DummyVecEnv`` /
+``SubprocVecEnv`` for ``sb3-dummy`` / ``sb3-subproc``) and measures both numbers:
+
+- **training throughput**: env steps per second of ``model.learn()``, everything included;
+- **env share**: the part of that time spent inside the vector env's ``step`` (timed by a thin
+  wrapper around it), the rest being the policy's forward passes and the updates.
+
+A training measurement is stored as a :class:`~vecenvs.bench.Measurement` like any other (one
+timed window per ``learn()`` call), so the results store, the History page and the exports
+treat it like the benchmark's; its run has kind ``"train"`` and each measurement's data also
+holds ``env_seconds`` and ``learn_seconds``.
+
+Example:
+    >>> from vecenvs.bench.training import measure_training
+    >>> result = measure_training("CartPole-v1", 8, "pool", timesteps=1024)  # doctest: +SKIP
+    >>> result.measurement.median, result.env_share                        # doctest: +SKIP
+    (5321.0, 0.41)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from vecenvs.bench.engine import BenchConfig, Measurement, validate_config
+from vecenvs.factory import check_backend_available, make_vec
+
+__all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training",
+           "validate_training"]
+
+#: Backends that are SB3's own vector envs, used as they are (no adapter in between).
+SB3_OWN = ("sb3-dummy", "sb3-subproc")
+
+#: PPO's rollout length per env: short, so that a few thousand steps give several updates.
+N_STEPS = 64
+
+
+@dataclass
+class TrainingResult:
+    """One backend trained on: the measurement and where its time went."""
+
+    measurement: Measurement
+    """Training env steps per second, one window per ``learn()`` call."""
+
+    env_seconds: float
+    """Time spent inside the vector env's ``step`` during the timed ``learn()`` calls."""
+
+    learn_seconds: float
+    """Total time of the timed ``learn()`` calls."""
+
+    @property
+    def env_share(self) -> float:
+        """The share of the training time spent stepping envs, from 0 to 1."""
+        return self.env_seconds / self.learn_seconds if self.learn_seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The measurement's dict with ``env_seconds``, ``learn_seconds`` and ``env_share``."""
+        return {**self.measurement.to_dict(), "env_seconds": self.env_seconds,
+                "learn_seconds": self.learn_seconds, "env_share": self.env_share}
+
+
+def validate_training(env_id: str, num_envs: int, backends: Sequence[str], timesteps: int,
+                      repeats: int = 2) -> None:
+    """Check the arguments of :func:`compare_training` before anything is built.
+
+    Raises:
+        ValueError: naming the bad value (an unknown backend, SB3 missing, N < 1, ...).
+    """
+    check_backend_available("sb3-dummy")  # SB3 itself: the learner
+    if not backends:
+        raise ValueError("backends is empty; expected at least one, e.g. ['sb3-dummy', 'pool']")
+    for name, value, low in (("timesteps", timesteps, 1), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} is {value!r}: expected a whole number >= {low}")
+    for backend in backends:
+        if backend in ("pool-async", "envpool"):
+            raise ValueError(f"backend {backend!r} can't be trained on through to_sb3 here "
+                             "(SB3 steps every env in lock-step, and envpool brings its own "
+                             "envs); pick another")
+        validate_config(BenchConfig(env_id, num_envs, backend))
+
+
+def measure_training(
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    backend_kwargs: Mapping[str, Any] | None = None,
+    timesteps: int = 2048,
+    repeats: int = 2,
+    seed: int = 0,
+) -> TrainingResult:
+    """Train PPO on ``num_envs`` copies of ``env_id`` stepped by ``backend`` and time it.
+
+    One untimed ``learn()`` of a single rollout warms up (torch's first passes are slow), then
+    ``repeats`` timed ``learn()`` calls of ``timesteps`` env steps each.
+    """
+    from stable_baselines3 import PPO
+
+    validate_training(env_id, num_envs, [backend], timesteps, repeats)
+    started = time.perf_counter()
+    venv = _timed(_sb3_vec_env(env_id, num_envs, backend, dict(backend_kwargs or {}), seed))
+    try:
+        model = PPO("MlpPolicy", venv, n_steps=N_STEPS, batch_size=min(64, N_STEPS * num_envs),
+                    n_epochs=4, device="cpu", seed=seed, verbose=0)
+        startup = time.perf_counter() - started
+        model.learn(total_timesteps=N_STEPS * num_envs)  # warm-up
+        children = psutil.Process().children(recursive=True)
+        throughputs, window_steps, window_seconds = [], [], []
+        venv.env_seconds = 0.0
+        for _ in range(repeats):
+            before, start = model.num_timesteps, time.perf_counter()
+            model.learn(total_timesteps=timesteps, reset_num_timesteps=False)
+            seconds = time.perf_counter() - start
+            steps = model.num_timesteps - before
+            throughputs.append(steps / seconds)
+            window_steps.append(steps // num_envs)
+            window_seconds.append(seconds)
+        rss = sum(_rss(p) for p in [psutil.Process(), *children])
+    finally:
+        venv.close()
+    config = BenchConfig(env_id, num_envs, backend, dict(backend_kwargs or {}),
+                         warmup_seconds=0.0, measure_seconds=max(window_seconds),
+                         repeats=repeats, seed=seed)
+    measurement = Measurement(
+        config=config, throughputs=throughputs, window_steps=window_steps,
+        window_seconds=window_seconds, startup_seconds=startup, parent_cpu_seconds=0.0,
+        children_cpu_seconds=0.0, child_processes=len(children), rss_bytes=rss,
+        children_uss_bytes=None, peak_rss_bytes=rss,
+    )
+    return TrainingResult(measurement, venv.env_seconds, sum(window_seconds))
+
+
+def compare_training(
+    env_id: str,
+    num_envs: int,
+    backends: Sequence[str],
+    *,
+    timesteps: int = 2048,
+    repeats: int = 2,
+    seed: int = 0,
+    on_result: Callable[[TrainingResult], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    store: Any = None,
+    run_id: int | None = None,
+) -> list[TrainingResult]:
+    """:func:`measure_training` for each backend in turn; save each result in ``store``.
+
+    Args:
+        on_result: called after each backend.
+        cancel: checked before each backend; True stops and returns what was measured.
+        store, run_id: a results store and a run already started in it (kind ``"train"``);
+            without ``run_id`` a run is started, and finished at the end.
+    """
+    validate_training(env_id, num_envs, backends, timesteps, repeats)
+    own_run = store is not None and run_id is None
+    if own_run:
+        run_id = store.start_run("train", {"env_id": env_id, "num_envs": num_envs,
+                                           "backends": list(backends), "timesteps": timesteps,
+                                           "repeats": repeats, "seed": seed})
+    results: list[TrainingResult] = []
+    status = "done"
+    try:
+        for backend in backends:
+            if cancel is not None and cancel():
+                status = "cancelled"
+                break
+            result = measure_training(env_id, num_envs, backend, timesteps=timesteps,
+                                      repeats=repeats, seed=seed)
+            results.append(result)
+            if store is not None:
+                store.add_measurement(run_id, result.to_dict())
+            if on_result is not None:
+                on_result(result)
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        if own_run:
+            store.finish_run(run_id, status)
+    return results
+
+
+def _sb3_vec_env(env_id: str, num_envs: int, backend: str, backend_kwargs: dict[str, Any],
+                 seed: int) -> Any:
+    """SB3's own vec env for ``sb3-*``; otherwise ours, in SAME_STEP mode, through to_sb3.
+
+    Either way each episode's return and length are recorded, as SB3 users do: ``make_vec_env``
+    puts a ``Monitor`` on each env, and ours get one ``VecMonitor`` around the batch.
+    """
+    if backend in SB3_OWN:
+        from stable_baselines3.common.env_util import make_vec_env
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+        vec_env_cls = DummyVecEnv if backend == "sb3-dummy" else SubprocVecEnv
+        return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=vec_env_cls)
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from vecenvs.sb3 import to_sb3
+
+    return VecMonitor(to_sb3(make_vec(env_id, num_envs, backend=backend,
+                                      autoreset_mode="SameStep", **backend_kwargs)))
+
+
+def _rss(process: psutil.Process) -> int:
+    try:
+        return process.memory_info().rss
+    except psutil.Error:
+        return 0
+
+
+def _timed(venv: Any) -> Any:
+    """``venv`` wrapped so that the time spent in its ``step_async`` + ``step_wait`` adds up
+    in ``.env_seconds`` (SB3's ``VecEnvWrapper``, defined here to import SB3 only when used)."""
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    class TimedVecEnv(VecEnvWrapper):
+        def __init__(self, inner: Any):
+            super().__init__(inner)
+            self.env_seconds = 0.0
+            self._sent_at = 0.0
+
+        def reset(self) -> Any:
+            return self.venv.reset()
+
+        def step_async(self, actions: Any) -> None:
+            self._sent_at = time.perf_counter()
+            self.venv.step_async(actions)
+
+        def step_wait(self) -> Any:
+            result = self.venv.step_wait()
+            self.env_seconds += time.perf_counter() - self._sent_at
+            return result
+
+    return TimedVecEnv(venv)
