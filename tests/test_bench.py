@@ -288,3 +288,16 @@ def test_cli_main_returns_instead_of_exiting(capsys):
     assert cli.main(["bench", "--help"]) == 0
     assert "--num-envs" in capsys.readouterr().out
     assert cli.main(["bench", "--repeats", "0"]) == 2
+
+
+def test_compare_accepts_arguments_for_the_reference_backend():
+    # e.g. the async pool against the sync pool with the same K: the reference has kwargs.
+    results = compare("CartPole-v1", 4, [("pool", {"shared_memory": False})], reference="pool",
+                      backend_kwargs={"pool": {"num_workers": 2}}, warmup_seconds=0.0,
+                      measure_seconds=0.05, repeats=2)
+    reference = results[-1]
+    assert reference.config.backend_kwargs == {"num_workers": 2}
+    assert reference.ratio == 1.0
+    assert results[0].config.backend_kwargs == {"num_workers": 2, "shared_memory": False}
+    assert results[0].paired_ratios == [a / b for a, b in zip(results[0].throughputs,
+                                                              reference.throughputs)]

@@ -364,6 +364,10 @@ def compare(
         )
     if not any(name == reference and not kwargs for name, kwargs in entries):
         entries.append((reference, {}))
+    # The reference is the entry named so with no arguments of its own (backend_kwargs may
+    # still give it some, e.g. {"pool": {"num_workers": 2}} with reference="pool").
+    reference_index = next(index for index, (name, kwargs) in enumerate(entries)
+                           if name == reference and not kwargs)
     names = {name for name, _ in entries}
     backend_kwargs = dict(backend_kwargs or {})
     stray = sorted(set(backend_kwargs) - names)
@@ -398,10 +402,7 @@ def compare(
     else:
         results = [_measure_one(config, timer) for config in configs]
 
-    reference_result = next(
-        result for result in results
-        if result.config.backend == reference and not result.config.backend_kwargs
-    )
+    reference_result = results[reference_index]  # results come in the order of configs
     for result in results:
         # Window i of every backend ran in round i, close together in time: dividing pair by
         # pair cancels most of the machine's drift, and the median ignores a stalled window.
