@@ -248,3 +248,27 @@ def test_fail_abandoned_runs_leaves_live_and_finished_runs_alone(tmp_path):
         assert store.run(mine).status == "running"
         assert store.run(finished).status == "done"
         assert store.run(gone).status == "failed"
+
+
+def test_the_bench_command_waits_for_the_machine_lock_and_says_so(machine_lock_in_tmp):
+    with _flock(machine_lock_path()) as held:
+        assert held
+        bench = subprocess.Popen(
+            [sys.executable, "-m", "vecenvs", "bench", "--quick", "--num-envs", "2",
+             "--backend", "multi", "--no-store"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            said = ""
+            deadline = time.monotonic() + 60
+            while "another benchmark is running on this machine" not in said:
+                line = bench.stderr.readline()
+                assert line and time.monotonic() < deadline, f"never said it waits: {said!r}"
+                said += line
+            assert f"(pid {os.getpid()})" in said, said
+            assert bench.poll() is None, "it must wait while the lock is held"
+        except BaseException:
+            bench.kill()
+            bench.wait()
+            raise
+    assert bench.wait(60) == 0, bench.stderr.read()

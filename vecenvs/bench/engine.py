@@ -19,9 +19,10 @@ dashboard) measures it here, so every number in the lab is measured the same way
    An asynchronous backend (one with EnvPool's ``send(actions, env_ids)`` / ``recv()`` and a
    ``batch_size`` below ``num_envs``, such as ``pool-async``) is stepped the way it is meant to
    be used instead: each window sends actions to every env, then loops "recv the first
-   ``batch_size`` envs ready, send them their next actions", and at the end receives what is
-   still pending, so no work spills into the next window. Throughput is again env steps per
-   second: ``batch_size`` per recv.
+   ``batch_size`` envs ready, send them their next actions"; after the deadline, what is still
+   in flight is received untimed and uncounted, so that every window starts with every env
+   idle, like the lock-step loop's. Throughput is again env steps per second: ``batch_size``
+   per recv.
 
 Around the timed windows we also record the CPU time used by this process and by the backend's
 worker processes, and, right after startup, how many processes the backend runs and how much
@@ -606,15 +607,16 @@ class _Run:
             send(actions[batches % ring_size], env_ids)
             batches += 1
             now = clock()
-        # Collect what is still pending, so that no work spills into the next window. (When
-        # batch_size does not divide N, the last few envs stay pending until the next one.)
-        returned = []
-        for _ in range(self.config.num_envs // self.async_batch_size):
-            returned.append(recv()[4]["env_id"])
-            batches += 1
-        now = clock()
+        elapsed = now - start
+        # Untimed: collect what is still in flight, so that the next window (this backend's or
+        # another's) starts with every env idle, as the lock-step loop's windows do. Counting
+        # this wait would charge the window for the stragglers of steps it does not count;
+        # the steps in flight at the deadline are left uncounted instead (at most N of them).
+        # When batch_size does not divide N, the last few envs stay in flight until next time.
+        returned = [recv()[4]["env_id"]
+                    for _ in range(self.config.num_envs // self.async_batch_size)]
         self.async_idle = np.concatenate(returned)
-        return batches, batches * self.async_batch_size, now - start
+        return batches, batches * self.async_batch_size, elapsed
 
     def result(self) -> Measurement:
         """The measurement so far, as a :class:`Measurement`."""

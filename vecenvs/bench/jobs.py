@@ -21,8 +21,9 @@ so a crash never leaves one held) make this safe:
 
 - the **runner lock**, one per store file: at most one runner serves a store's queue. A second
   runner started at the same moment finds it held and exits at once;
-- the **machine lock**, one per machine (:func:`machine_lock_path`): runners of different
-  stores take turns too. While a job waits for it, its progress says so.
+- the **machine lock**, one per machine (:func:`machine_lock_path`, taken with
+  :func:`machine_turn`): runners of different stores take turns, and so do the ``bench``,
+  ``autotune`` and ``profile`` commands. While a job waits for it, its progress says so.
 
 The ``jobs`` table (schema version 2 of the store):
 
@@ -66,7 +67,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ __all__ = [
     "Job",
     "JobQueue",
     "machine_lock_path",
+    "machine_turn",
 ]
 
 #: What a job can run.
@@ -219,15 +221,21 @@ class JobQueue:
         return self._submit("autotune", settings, label, start_runner)
 
     def submit_training(self, env_id: str, num_envs: int, backends: list[str], *,
-                        timesteps: int = 2048, repeats: int = 2, label: str | None = None,
+                        timesteps: int = 2048, repeats: int = 2,
+                        torch_threads: int | None = None, label: str | None = None,
                         start_runner: bool = True) -> int:
         """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
         each backend); return the job's id. Checked first, like sweeps."""
         from vecenvs.bench.training import validate_training
 
         validate_training(env_id, num_envs, backends, timesteps, repeats)
+        if torch_threads is not None and (isinstance(torch_threads, bool)
+                                          or not isinstance(torch_threads, int)
+                                          or torch_threads < 1):
+            raise ValueError(f"torch_threads is {torch_threads!r}: expected a whole number "
+                             ">= 1 or None")
         settings = {"env_id": env_id, "num_envs": num_envs, "backends": list(backends),
-                    "timesteps": timesteps, "repeats": repeats}
+                    "timesteps": timesteps, "repeats": repeats, "torch_threads": torch_threads}
         return self._submit("train", settings, label, start_runner)
 
     def _submit(self, kind: str, settings: Mapping[str, Any], label: str | None,
@@ -392,8 +400,15 @@ class JobQueue:
     def _run_next(self) -> None:
         """Take the machine lock, then the oldest queued job, and run it."""
         job_id = self._next_queued()
-        with _wait_for_machine(self, job_id):
-            job = self._claim()
+
+        def say_waiting(holder: str) -> None:
+            _Progress(self, job_id).update(
+                0, 0, f"waiting for another benchmark on this machine to finish (pid {holder})",
+                force=True)
+
+        # Give up when everything waiting has been cancelled meanwhile.
+        with machine_turn(say_waiting, give_up=lambda: self._next_queued() is None):
+            job = self._claim()  # None if the queue emptied while we waited
             if job is not None:
                 self._execute(job)
 
@@ -520,7 +535,7 @@ class JobQueue:
         cancelled = lambda: self._cancel_requested(job.id)  # noqa: E731
         compare_training(settings["env_id"], settings["num_envs"], settings["backends"],
                          timesteps=settings["timesteps"], repeats=settings["repeats"],
-                         on_result=on_result, cancel=cancelled, store=self.store,
+                         torch_threads=settings.get("torch_threads"), on_result=on_result, cancel=cancelled, store=self.store,
                          run_id=job.run_id)
         self.store.finish_run(job.run_id, "cancelled" if cancelled() else "done")
 
@@ -572,27 +587,36 @@ def _flock(path: Path) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def _wait_for_machine(queue: JobQueue, job_id: int | None) -> Iterator[None]:
-    """Hold the machine lock; while another benchmark has it, say so in the job's progress.
+def machine_turn(
+    on_wait: Callable[[str], None] | None = None,
+    give_up: Callable[[], bool] | None = None,
+) -> Iterator[bool]:
+    """Wait for this machine's benchmark lock and hold it for the ``with`` block.
 
-    There is no deadline on this wait: the other benchmark's own deadlines bound it, and the
-    kernel frees the lock if its holder dies. A user who stops waiting cancels the job.
+    Every measuring entry point takes it (the dashboard's runner, ``bench``, ``autotune``,
+    ``profile``), so two measurements never run on one machine at once. There is no deadline on
+    the wait: the other benchmark's own deadlines bound it, and the kernel frees the lock if its
+    holder dies. Ctrl-C stops waiting.
+
+    Args:
+        on_wait: called once, with the holder's pid, if the lock is taken when we ask.
+        give_up: polled while waiting; when it returns True we stop waiting.
+
+    Yields:
+        True while holding the lock; False if ``give_up`` said stop (nothing is held then).
     """
     path = machine_lock_path()
-    said = False
+    told = False
     while True:
         with _flock(path) as held:
             if held:
-                yield
+                yield True
                 return
-        if not said and job_id is not None:
-            holder = path.read_text(encoding="utf-8").strip() or "?"
-            _Progress(queue, job_id).update(
-                0, 0, f"waiting for another benchmark on this machine to finish (pid {holder})",
-                force=True)
-            said = True
-        if queue._next_queued() is None:  # everything waiting was cancelled
-            yield
+        if not told and on_wait is not None:
+            on_wait(path.read_text(encoding="utf-8").strip() or "?")
+            told = True
+        if give_up is not None and give_up():
+            yield False
             return
         time.sleep(POLL_SECONDS)
 

@@ -26,6 +26,7 @@ from vecenvs.cli.common import (
     EXIT_OK,
     env_kwarg,
     fail,
+    machine_turn,
     positive_float,
     positive_int,
 )
@@ -89,8 +90,9 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
               f"{measurement.median:,.0f} steps/s", file=sys.stderr, flush=True)
 
     try:
-        result = autotune(args.env, args.num_envs, args.budget, env_kwargs=env_kwargs, seed=args.seed,
-                          on_result=show, store=store, label=args.label)
+        with machine_turn(parser):
+            result = autotune(args.env, args.num_envs, args.budget, env_kwargs=env_kwargs,
+                              seed=args.seed, on_result=show, store=store, label=args.label)
     except ValueError as error:  # checked before anything was measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     except KeyboardInterrupt:

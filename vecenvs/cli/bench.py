@@ -49,6 +49,7 @@ from vecenvs.cli.common import (
     EXIT_OK,
     env_kwarg,
     fail,
+    machine_turn,
     non_negative_float,
     positive_float,
     positive_int,
@@ -179,7 +180,9 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                             interleaved=config.interleave) + "\n")
 
     try:
-        result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
+        with machine_turn(parser):
+            result = run_sweep(config, on_result=show, store=store, label=args.label,
+                               progress=True)
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted{_kept(store)}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 #: Exit codes shared by every command.
@@ -31,6 +32,20 @@ def fail(parser: argparse.ArgumentParser, message: object, *, code: int) -> int:
     """Print ``message`` as ``vecenvs <command>: error: ...`` and return ``code``."""
     print(f"{parser.prog}: error: {message}", file=sys.stderr)
     return code
+
+
+@contextlib.contextmanager
+def machine_turn(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Wait for this machine's benchmark lock, saying so, and hold it: two measurements at
+    once would spoil both (see :func:`vecenvs.bench.jobs.machine_turn`)."""
+    from vecenvs.bench.jobs import machine_turn as take_turn
+
+    def say(holder: str) -> None:
+        print(f"{parser.prog}: another benchmark is running on this machine (pid {holder}); "
+              "waiting for it to finish (Ctrl-C to stop waiting)", file=sys.stderr, flush=True)
+
+    with take_turn(say):
+        yield
 
 
 def unique(values: Sequence[Any]) -> list[Any]:

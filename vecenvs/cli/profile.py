@@ -30,6 +30,7 @@ from vecenvs.cli.common import (
     EXIT_OK,
     env_kwarg,
     fail,
+    machine_turn,
     positive_int,
 )
 from vecenvs.factory import BACKENDS
@@ -126,7 +127,8 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     print(f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
           f"py-spy samples for {config.seconds} s (plus start-up)...", file=sys.stderr, flush=True)
     try:
-        result = profiling.profile(config)
+        with machine_turn(parser):
+            result = profiling.profile(config)
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted (every process it started has been stopped)",
               file=sys.stderr)
