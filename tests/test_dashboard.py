@@ -313,7 +313,9 @@ def test_training_throughput_is_measured_per_vector_env_with_the_env_share(queue
     widget(at.multiselect, "Vector envs to train on").set_value(["sb3-dummy", "multi"])
     widget(at.select_slider, "Env steps per timed learn()").set_value(512)
     widget(at.slider, "Timed learn() calls").set_value(1)
+    widget(at.radio, "Threads for torch").set_value(1)
     press(at, "Train")
+    assert queue.jobs()[0].settings["torch_threads"] == 1
     assert rerun_until_finished(at, 180).endswith("done")
     (spec,) = charts(at)
     assert spec["layout"]["yaxis"]["title"]["text"] == "training throughput (env steps/s)"

@@ -45,13 +45,19 @@ def form() -> None:
             timesteps = st.select_slider("Env steps per timed learn()",
                                          [512, 1024, 2048, 4096, 8192, 16384], value=2048)
             repeats = st.slider("Timed learn() calls", 1, 5, 2)
+            threads = st.radio(
+                "Threads for torch", ["default", 1], horizontal=True,
+                help="torch takes one thread per core by default. On few cores its threads "
+                "and the vector env's worker processes compete for the CPUs: try 1.")
         label = st.text_input("Label (optional)", max_chars=80)
         submitted = st.form_submit_button("Train", type="primary")
     if not submitted:
         return
     try:
-        job_id = common.queue().submit_training(env_id, num_envs, chosen, timesteps=timesteps,
-                                                repeats=repeats, label=label.strip() or None)
+        job_id = common.queue().submit_training(
+            env_id, num_envs, chosen, timesteps=timesteps, repeats=repeats,
+            torch_threads=None if threads == "default" else threads,
+            label=label.strip() or None)
     except ValueError as error:
         st.error(f"Not started: {error}")
         return

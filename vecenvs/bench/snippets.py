@@ -137,7 +137,8 @@ def training_code(settings: Mapping[str, Any]) -> str:
         f"results = compare_training({settings['env_id']!r}, {settings['num_envs']!r}, "
         f"{list(settings['backends'])!r},",
         f"                           timesteps={settings['timesteps']!r}, "
-        f"repeats={settings['repeats']!r})",
+        f"repeats={settings['repeats']!r}, "
+        f"torch_threads={settings.get('torch_threads')!r})",
         "for result in results:",
         "    m = result.measurement",
         "    print(f'{m.config.backend:12s} {m.median:8,.0f} env steps/s in training, '",
