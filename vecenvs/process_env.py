@@ -13,6 +13,8 @@ The rules it keeps:
 - Waiting blocks in the kernel (one ``poll()`` over the pipes and sentinels). A short spin comes first
   only when every process involved has a CPU of its own (see ``spin_seconds``): on a 2-core
   machine, a parent spinning beside two workers would steal a core from the workers it waits for.
+  And it comes only while spins pay off: when other programs keep the CPUs busy, spins run out
+  and are then skipped for a while (:class:`~vecenvs.worker.AdaptiveSpin`).
 - Workers ignore SIGINT, so Ctrl-C in a notebook interrupts only the parent. A ``step_wait``
   interrupted while waiting for the workers can be called again to collect the step. If the
   interruption left some envs stepped and others not, the env says it needs ``reset()``.
@@ -66,7 +68,7 @@ from vecenvs.errors import (
 )
 from vecenvs.multi_env import InfoRecords, MultiEnv, per_env_values
 from vecenvs.shared_memory import SharedBuffers
-from vecenvs.worker import Command, dumps, loads, run_worker, spin_until_readable
+from vecenvs.worker import AdaptiveSpin, Command, dumps, loads, run_worker
 
 __all__ = ["DEFAULT_SPIN_SECONDS", "ProcessVecEnv", "available_cpus"]
 
@@ -146,6 +148,7 @@ class ProcessVecEnv(VectorEnv):
         self.timeout = float(timeout)
         self.copy = copy
         self.spin_seconds = float(spin_seconds)
+        self._spin = AdaptiveSpin(self.spin_seconds)  # spins only while spinning pays off
         self.processes: list[Any] = []
         self.pipes: list[Any] = []
         self.caller_envs: MultiEnv | None = None
@@ -485,7 +488,7 @@ class ProcessVecEnv(VectorEnv):
         """
         deadline = time.perf_counter() + timeout
         waiting = {w for w in self._awaiting if w not in self._replies}
-        if self.spin_seconds and waiting and spin_until_readable([self.pipes[w].fileno() for w in waiting], self.spin_seconds):
+        if waiting and self._spin.wait([self.pipes[w].fileno() for w in waiting]):
             # The fast path: every answer is already there, no need to ask the kernel to wait.
             for worker_index in list(waiting):
                 self._receive(worker_index, waiting)

@@ -42,7 +42,7 @@ from vecenvs.errors import EnvCrashedError
 from vecenvs.multi_env import MultiEnv
 from vecenvs.shared_memory import SharedBuffers
 
-__all__ = ["Command", "CrashReport", "dumps", "loads", "run_worker", "spin_until_readable"]
+__all__ = ["AdaptiveSpin", "Command", "CrashReport", "dumps", "loads", "run_worker", "spin_until_readable"]
 
 
 class Command(Enum):
@@ -114,6 +114,48 @@ def spin_until_readable(file_descriptors: list[int], seconds: float) -> bool:
             return False
 
 
+class AdaptiveSpin:
+    """Spin before blocking only while spinning pays off.
+
+    A spin that ends with the data there saved a sleep and a wake-up. A spin that runs out did
+    nothing but burn a CPU for its whole length, and on a machine with no CPU to spare (another
+    program busy, a browser drawing the dashboard) it burns the very CPU that the process we
+    wait for needs. So after a spin that runs out, the next wait does without, after two in a
+    row the next two, then four, ... up to :attr:`MAX_SKIPPED`; a spin that succeeds starts
+    over. (The same idea as the adaptive spin locks of operating systems and databases.)
+
+    Measured on our 2-core VM, the pool (K=2) on CartPole, speed-up over the sequential loop,
+    always spinning / adaptive / never spinning: quiet machine, N=4 0.59-0.62x / 0.53-0.69x /
+    0.24x and N=64 1.38-1.47x / 1.29-1.52x / ~1.0x; with one busy-looping program beside it,
+    N=4 0.08x / 0.21x / 0.32x and N=64 0.26x / 0.68x / 0.81x.
+
+    Args:
+        seconds: the length of one spin; 0 never spins.
+    """
+
+    #: The most waits skipped in a row after spins that ran out.
+    MAX_SKIPPED = 64
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._skip = 0  # waits still to do without a spin
+        self._penalty = 1  # how many to skip after the next spin that runs out
+
+    def wait(self, file_descriptors: list[int]) -> bool:
+        """Spin until every file descriptor is readable, unless backing off; True if they are."""
+        if not self.seconds:
+            return False
+        if self._skip:
+            self._skip -= 1
+            return False
+        if spin_until_readable(file_descriptors, self.seconds):
+            self._penalty = 1
+            return True
+        self._skip = self._penalty
+        self._penalty = min(2 * self._penalty, self.MAX_SKIPPED)
+        return False
+
+
 def run_worker(
     worker_index: int,
     env_fns: list[Callable[[], Any]],
@@ -158,14 +200,15 @@ def run_worker(
         pipe.send_bytes(dumps((True, (envs.single_observation_space, envs.single_action_space, envs.metadata, envs.render_mode))))
 
         last_wait = 0.0  # how long the previous command took to come after our answer
+        spin = AdaptiveSpin(spin_seconds)
         while True:
             # Spin only while commands come quickly (a benchmark, a fast policy): when the
             # parent thinks for much longer between steps, a spin would only burn a core it may
             # need. (The margin is wide because a wait without a spin also counts the wake-up,
             # which on a busy VM can take most of a millisecond.)
             answered = time.perf_counter()
-            if spin_seconds and last_wait < 4 * spin_seconds:
-                spin_until_readable([pipe.fileno()], spin_seconds)
+            if last_wait < 4 * spin_seconds:
+                spin.wait([pipe.fileno()])
             command, payload = loads(pipe.recv_bytes())
             last_wait = time.perf_counter() - answered
             if command is Command.CLOSE:
