@@ -151,6 +151,21 @@ def show_code(code: str, caption: str = "The same numbers from a script") -> Non
     st.code(code, language="python")
 
 
+def chart_and_code(figure, key: str, code: str, *, wide: bool = False) -> None:
+    """A plotly chart with its code beside it; a ``wide`` chart (several panels) gets the whole
+    width, and its code folds out right below it instead."""
+    if wide:
+        st.plotly_chart(figure, key=key, width="stretch")
+        with st.expander("The same numbers from a script"):
+            st.code(code, language="python")
+        return
+    chart, beside = st.columns([3, 2])
+    with chart:
+        st.plotly_chart(figure, key=key, width="stretch")
+    with beside:
+        show_code(code)
+
+
 def format_rate(value: float | None) -> str:
     """``12,345`` env steps/s, or an em dash when there is no number."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -183,12 +183,10 @@ def results(job: Job) -> None:
     ]
     if model is not None:
         charts.append(("efficiency", figures.efficiency_figure(measurements, model)))
+    wide = len({m.config.env_label for m in measurements}) > 1  # one panel per env
     for name, figure in charts:
-        chart, code = st.columns([3, 2])
-        with chart:
-            st.plotly_chart(figure, key=f"{name}-{job.id}", width="stretch")
-        with code:
-            common.show_code(sweep_code(job.settings, name))
+        common.chart_and_code(figure, f"{name}-{job.id}", sweep_code(job.settings, name),
+                              wide=wide)
     st.subheader("Measurements")
     st.table([{
         "env": m.config.env_label,
