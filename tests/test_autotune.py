@@ -143,3 +143,29 @@ def test_the_command_line_refuses_bad_input_in_one_line(argv, named, capsys):
     code = main(["autotune", "--no-store", "--budget", "1", *argv])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and named in err
+
+
+def test_a_close_call_is_measured_again_side_by_side_with_the_loop():
+    # Two ways of running the same sleeping envs: the same speed within noise, a close call.
+    twins = [Candidate("pool", {"num_workers": 2}),
+             Candidate("pool", {"num_workers": 2, "shared_memory": False})]
+    result = autotune("vecenvs/Costly-v0", 4, budget_seconds=8, env_kwargs=SLEEPY,
+                      candidates_to_try=twins)
+    assert len(result.head_to_head) == 3, "both finalists and the loop, interleaved"
+    labels = {Candidate(m.config.backend, dict(m.config.backend_kwargs)).label
+              for m in result.head_to_head}
+    assert labels == {twin.label for twin in twins} | {"multi"}
+    ratios = [m.ratio for m in result.head_to_head if m.config.backend == "pool"]
+    assert all(ratio > 1 for ratio in ratios), "sleeping envs: both beat the loop"
+    assert result.best in twins
+    assert result.table[0]["label"] == result.best.label, "the winner comes first"
+    assert result.table[0]["head_to_head_vs_loop"] == max(ratios)
+    assert "close call" in result.format_table()
+    assert [row["label"] for row in result.to_dict()["head_to_head"]]
+
+
+def test_a_clear_call_is_not_measured_again():
+    result = autotune("vecenvs/Costly-v0", 8, budget_seconds=6, env_kwargs=SLEEPY,
+                      candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 2})])
+    assert result.best.backend == "pool"
+    assert result.head_to_head == [], "2 workers sleeping in parallel: about 2x, not close"

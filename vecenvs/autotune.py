@@ -79,6 +79,10 @@ GUESSED_STARTUP_SECONDS_PER_PROCESS = 0.05
 #: One process per env is a candidate while N is at most this many times the CPUs.
 SUBPROC_MAX_ENVS_PER_CPU = 4
 
+#: A close call: the two fastest within this factor of each other are measured again, side by
+#: side, before one is chosen (see :func:`autotune`).
+CLOSE_CALL = 1.25
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -190,20 +194,41 @@ class AutotuneResult:
     run_id: int | None = None
     """The run's id in the results store, when one was given."""
 
+    head_to_head: list[Measurement] = field(default_factory=list)
+    """After a close call, the two fastest measured again side by side with the loop (windows
+    interleaved, see :func:`vecenvs.bench.compare`); each ``ratio`` is its speed-up over the
+    loop in those paired windows. Empty when the call was clear, or no time was left."""
+
     @property
     def best(self) -> Candidate:
-        """The candidate with the highest median throughput."""
+        """The winner of the head-to-head if there was one, else the highest median."""
         if not self.measurements:
             raise ValueError("nothing was measured: raise the budget")
-        winner = max(self.measurements, key=lambda m: m.median)
+        finalists = [m for m in self.head_to_head if m.ratio is not None]
+        if finalists:
+            winner = max(finalists, key=lambda m: m.ratio)
+        else:
+            winner = max(self.measurements, key=lambda m: m.median)
         return Candidate(winner.config.backend, dict(winner.config.backend_kwargs))
+
+    def _head_to_head_ratio(self, candidate: Candidate) -> float | None:
+        for m in self.head_to_head:
+            if Candidate(m.config.backend, dict(m.config.backend_kwargs)) == candidate:
+                return m.ratio
+        return None
 
     @property
     def table(self) -> list[dict[str, Any]]:
-        """One row per candidate measured, fastest first, with its speed-up over the loop."""
+        """One row per candidate measured, the winner first, then fastest first, with its
+        speed-up over the loop (and, for the finalists of a close call, the head-to-head's)."""
         loop = next((m.median for m in self.measurements if m.config.backend == "multi"), None)
+        best = self.best if self.measurements else None
         rows = []
-        for m in sorted(self.measurements, key=lambda m: m.median, reverse=True):
+
+        def order(m: Measurement) -> tuple[bool, float]:
+            return (Candidate(m.config.backend, dict(m.config.backend_kwargs)) != best, -m.median)
+
+        for m in sorted(self.measurements, key=order):
             candidate = Candidate(m.config.backend, dict(m.config.backend_kwargs))
             rows.append({
                 "label": candidate.label,
@@ -211,6 +236,7 @@ class AutotuneResult:
                 "steps_per_second": m.median,
                 "std": m.std,
                 "vs_loop": None if loop is None else m.median / loop,
+                "head_to_head_vs_loop": self._head_to_head_ratio(candidate),
                 "startup_seconds": m.startup_seconds,
             })
         return rows
@@ -234,6 +260,10 @@ class AutotuneResult:
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))))
         if self.skipped:
             lines.append("not measured (budget): " + ", ".join(c.label for c in self.skipped))
+        if self.head_to_head:
+            lines.append("close call, measured again side by side with the loop: " + ", ".join(
+                f"{Candidate(m.config.backend, dict(m.config.backend_kwargs)).label} "
+                f"{m.ratio:.2f}x" for m in self.head_to_head))
         if self.measurements:
             lines.append(f"best: {self.best.label}")
         return "\n".join(lines)
@@ -251,6 +281,8 @@ class AutotuneResult:
             "table": self.table,
             "skipped": [c.label for c in self.skipped],
             "cancelled": self.cancelled,
+            "head_to_head": [{"label": Candidate(m.config.backend, dict(m.config.backend_kwargs)).label,
+                              "vs_loop": m.ratio} for m in self.head_to_head],
             "measurements": [m.to_dict() for m in self.measurements],
         }
 
@@ -323,6 +355,8 @@ def autotune(
             if on_result is not None:
                 on_result(AutotuneProgress(measurement, len(result.measurements), len(planned),
                                            time.perf_counter() - started))
+        if not result.cancelled:
+            result.head_to_head = _head_to_head(result, configs[0], deadline, cancel)
     except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
         status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
         error_text = f"{type(exc).__name__}: {exc}"
@@ -384,11 +418,13 @@ def _window_seconds(budget_seconds: float, planned: list[Candidate], num_envs: i
     """One window length for every candidate, so that all of them fit the budget.
 
     Each candidate costs a warm-up and ``REPEATS`` windows of this length, plus its startup
-    (guessed from its processes); half the budget is kept back for startups and surprises.
+    (guessed from its processes); half the budget is kept back for startups and surprises, and
+    room is left for a head-to-head of three (two finalists and the loop) after a close call.
     """
     startups = sum(GUESSED_STARTUP_SECONDS_PER_PROCESS * (1 + c.processes(num_envs)) for c in planned)
     measuring = max(budget_seconds / 2 - startups, 0.0)
-    window = measuring / (len(planned) * (REPEATS + 1))
+    slots = len(planned) + (3 if len(planned) > 1 else 0)
+    window = measuring / (slots * (REPEATS + 1))
     return min(max(window, MIN_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
 
 
@@ -401,6 +437,31 @@ def _cost(candidate: Candidate, config: BenchConfig, done: list[Measurement], nu
     per_process = [m.startup_seconds / m.processes for m in done if not math.isnan(m.startup_seconds)]
     startup_each = max(per_process) if per_process else GUESSED_STARTUP_SECONDS_PER_PROCESS
     return config.warmup_seconds + config.repeats * config.measure_seconds + processes * startup_each
+
+
+def _head_to_head(result: AutotuneResult, config: BenchConfig, deadline: float,
+                  cancel: Callable[[], bool] | None) -> list[Measurement]:
+    """Measure the two fastest again, interleaved with the loop, if theirs was a close call.
+
+    The candidates were measured one after another, so a change in the machine's load between
+    two of them can flip a close call. Measured side by side, window by window, each against
+    the loop in the same round (:func:`vecenvs.bench.compare`), the drift cancels out.
+    """
+    ranked = sorted(result.measurements, key=lambda m: m.median, reverse=True)
+    if len(ranked) < 2 or ranked[0].median >= CLOSE_CALL * ranked[1].median:
+        return []
+    finalists = [Candidate(m.config.backend, dict(m.config.backend_kwargs)) for m in ranked[:2]]
+    loop = Candidate("multi")
+    entries = [c for c in finalists if c != loop]
+    cost = sum(_cost(c, config, result.measurements, result.num_envs) for c in [*entries, loop])
+    if time.perf_counter() + cost > deadline or (cancel is not None and cancel()):
+        return []
+    from vecenvs.bench.engine import compare
+
+    return compare(config.env_id, config.num_envs, [(c.backend, dict(c.kwargs)) for c in entries],
+                   reference="multi", env_kwargs=config.env_kwargs,
+                   warmup_seconds=config.warmup_seconds, measure_seconds=config.measure_seconds,
+                   repeats=config.repeats, seed=config.seed)
 
 
 def _powers_of_two(limit: int) -> list[int]:

@@ -74,7 +74,13 @@ def results(job: Job) -> None:
         "env steps/s": common.format_rate(row["steps_per_second"]),
         "± std": common.format_rate(row["std"]),
         "x loop": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
+        "x loop, side by side": ("—" if row.get("head_to_head_vs_loop") is None
+                                 else f"{row['head_to_head_vs_loop']:.2f}"),
     } for row in table])
+    if summary.get("head_to_head"):
+        st.caption("A close call: the two fastest were measured again, their windows "
+                   "interleaved with the loop's, and the winner chosen on those paired "
+                   "speed-ups (the last column).")
     if summary.get("skipped"):
         st.caption("Not measured (the budget ran out): " + ", ".join(summary["skipped"]))
 
