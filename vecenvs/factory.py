@@ -29,6 +29,7 @@ __all__ = [
     "BACKENDS",
     "BACKEND_INFO",
     "NATIVE_BACKENDS",
+    "WORKER_BACKENDS",
     "BackendInfo",
     "available_backends",
     "check_backend_available",
@@ -223,6 +224,10 @@ BACKENDS: dict[str, Builder] = {info.name: info.build for info in _TABLE}
 
 #: Backends that run their own C++ envs: label their rows with :func:`describe_backend`.
 NATIVE_BACKENDS: frozenset[str] = frozenset(info.name for info in _TABLE if info.native)
+
+#: Backends that split their N envs over ``num_workers`` workers, each needing at least one env
+#: (:func:`vecenvs.pool.check_num_workers`).
+WORKER_BACKENDS: frozenset[str] = frozenset({"pool", "pool-async", "ray"})
 
 
 def describe_backend(name: str) -> str:

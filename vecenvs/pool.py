@@ -35,7 +35,7 @@ import gymnasium as gym
 from vecenvs.batching import check_env_fns
 from vecenvs.process_env import ProcessVecEnv, available_cpus
 
-__all__ = ["PoolVecEnv", "available_cpus", "split_evenly"]
+__all__ = ["PoolVecEnv", "available_cpus", "check_num_workers", "split_evenly"]
 
 
 class PoolVecEnv(ProcessVecEnv):
@@ -79,20 +79,32 @@ class PoolVecEnv(ProcessVecEnv):
     ):
         env_fns = check_env_fns(env_fns)  # first: the split below needs a list of callables
         num_envs = len(env_fns)
-        if num_workers is None:
-            num_workers = max(1, min(available_cpus(), num_envs))
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-            raise ValueError(f"num_workers is {num_workers!r}: expected a whole number >= 1")
-        if num_workers > num_envs:
-            raise ValueError(
-                f"num_workers is {num_workers} but there are only {num_envs} envs: expected "
-                f"1 <= num_workers <= {num_envs} (each worker needs at least one env)"
-            )
+        num_workers = check_num_workers(num_workers, num_envs)
         self.num_workers = num_workers
         self.step_in_caller = step_in_caller
         chunks = split_evenly(num_envs, num_workers)
         caller_chunk = chunks.pop(0) if step_in_caller else None
         super().__init__(env_fns, chunks, shared_memory=shared_memory, caller_chunk=caller_chunk, **kwargs)
+
+
+def check_num_workers(num_workers: int | None, num_envs: int) -> int:
+    """K, checked: a whole number from 1 to the number of envs (default: the CPUs we may use).
+
+    Shared by every backend that splits its envs over workers (the pools, Ray's actors).
+
+    Raises:
+        ValueError: naming the bad ``num_workers`` and what was expected.
+    """
+    if num_workers is None:
+        return max(1, min(available_cpus(), num_envs))
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"num_workers is {num_workers!r}: expected a whole number >= 1")
+    if num_workers > num_envs:
+        raise ValueError(
+            f"num_workers is {num_workers} but there are only {num_envs} envs: expected "
+            f"1 <= num_workers <= {num_envs} (each worker needs at least one env)"
+        )
+    return num_workers
 
 
 def split_evenly(num_envs: int, num_workers: int) -> list[range]:

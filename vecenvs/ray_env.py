@@ -72,7 +72,7 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import MultiEnv, per_env_values
-from vecenvs.pool import split_evenly
+from vecenvs.pool import check_num_workers, split_evenly
 from vecenvs.process_env import available_cpus
 from vecenvs.worker import CrashReport
 
@@ -306,7 +306,7 @@ class RayVecEnv(VectorEnv):
         # Everything is checked before Ray is started.
         env_fns = check_env_fns(env_fns)
         self.num_envs = len(env_fns)
-        self.num_workers = _check_num_workers(num_workers, self.num_envs)
+        self.num_workers = check_num_workers(num_workers, self.num_envs)
         for name, value in (("timeout", timeout), ("start_timeout", start_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} is {value!r}: expected a number of seconds > 0")
@@ -573,17 +573,3 @@ class RayVecEnv(VectorEnv):
 
     def _envs_of(self, workers: Sequence[int]) -> list[int]:
         return [index for w in workers for index in self.chunks[w]]
-
-
-def _check_num_workers(num_workers: int | None, num_envs: int) -> int:
-    """K, checked: a whole number from 1 to the number of envs (default: the CPUs we may use)."""
-    if num_workers is None:
-        return max(1, min(available_cpus(), num_envs))
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers is {num_workers!r}: expected a whole number >= 1")
-    if num_workers > num_envs:
-        raise ValueError(
-            f"num_workers is {num_workers} but there are only {num_envs} envs: expected "
-            f"1 <= num_workers <= {num_envs} (each worker needs at least one env)"
-        )
-    return num_workers

@@ -54,7 +54,7 @@ import numpy as np
 import psutil
 
 from vecenvs.batching import tree_index
-from vecenvs.factory import BACKENDS, check_backend_can_run, make_vec
+from vecenvs.factory import BACKENDS, WORKER_BACKENDS, check_backend_can_run, make_vec
 
 __all__ = [
     "ACTION_RING_SIZE",
@@ -267,10 +267,10 @@ def validate_config(config: BenchConfig) -> None:
         if not isinstance(getattr(config, name), Mapping):
             raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
     workers = config.backend_kwargs.get("num_workers")
-    if config.backend in ("pool", "pool-async") and isinstance(workers, int) and workers > config.num_envs:
-        # The pool would refuse it too, but only after the envs of earlier points were measured.
+    if config.backend in WORKER_BACKENDS and isinstance(workers, int) and workers > config.num_envs:
+        # The backend would refuse it too, but only after the envs of earlier points were measured.
         raise ValueError(
-            f"pool with num_workers={workers} cannot step N={config.num_envs} env(s): each "
+            f"{config.backend} with num_workers={workers} cannot step N={config.num_envs} env(s): each "
             f"worker needs at least one env; use N >= {workers}, or leave num_workers out "
             "(the pool then takes min(CPUs, N))"
         )

@@ -55,7 +55,7 @@ from vecenvs.cli.common import (
     positive_int,
     unique,
 )
-from vecenvs.factory import BACKENDS
+from vecenvs.factory import BACKENDS, WORKER_BACKENDS
 
 __all__ = ["add_parser", "format_table"]
 
@@ -165,7 +165,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         store = None if args.no_store else _open_store(args.store)
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
-    if args.workers and not {"pool", "pool-async", "ray"} & {b.name for b in config.backend_specs()}:
+    if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
         print(f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
               "being measured", file=sys.stderr)
 
@@ -234,7 +234,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
                 own["start_method"] = args.start_method
             elif name in ("gym-async", "gym-async-shm"):
                 own["context"] = args.start_method  # gymnasium's name for the same thing
-        if name in ("pool", "pool-async", "ray", "envpool") and args.workers:  # envpool: its C++ threads
+        if (name in WORKER_BACKENDS or name == "envpool") and args.workers:  # envpool: its C++ threads
             backends.extend(Backend(name, {"num_workers": k, **own})
                             for k in unique(args.workers))
         else:
