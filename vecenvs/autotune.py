@@ -51,6 +51,7 @@ from vecenvs.bench.engine import (
     measure,
     validate_config,
 )
+from vecenvs.bench.sweep import Backend
 from vecenvs.process_env import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store is imported when used
@@ -85,19 +86,15 @@ CLOSE_CALL = 1.25
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One way of stepping the envs: a backend name from ``vecenvs.BACKENDS`` and its arguments."""
-
-    backend: str
-    """E.g. ``"multi"``, ``"subproc"``, ``"pool"`` or ``"pool-async"``."""
-
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Arguments for :func:`vecenvs.make_vec`, e.g. ``{"num_workers": 2}``."""
+class Candidate(Backend):
+    """One way of stepping the envs: a sweep's :class:`~vecenvs.bench.sweep.Backend` (a name
+    from ``vecenvs.BACKENDS`` and its arguments, labelled ``"pool (num_workers=2)"``), plus
+    what autotune needs to know of it."""
 
     @property
-    def label(self) -> str:
-        """``"pool (num_workers=2)"``: how tables name it."""
-        return self.backend + describe_kwargs(self.kwargs)
+    def backend(self) -> str:
+        """The backend's name, e.g. ``"multi"``, ``"subproc"``, ``"pool"`` or ``"pool-async"``."""
+        return self.name
 
     def processes(self, num_envs: int) -> int:
         """Worker processes it starts: what its startup costs, roughly."""
