@@ -24,9 +24,12 @@ from vecenvs.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    add_store_arguments,
+    check_writable,
     env_kwarg,
     fail,
     machine_turn,
+    open_store,
     positive_float,
     positive_int,
 )
@@ -58,18 +61,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="seconds the whole search may take, process startup included (default: %(default)g)")
     add("--seed", type=int, default=0, help="seed of the resets and sampled actions (default: %(default)s)")
     output = parser.add_argument_group("output")
-    output.add_argument("--store", metavar="PATH",
-                        help="SQLite results store to save the run in (default: $VECENVS_STORE, else "
-                             "~/.local/share/vecenvs/results.sqlite)")
-    output.add_argument("--no-store", action="store_true", help="do not save the run")
-    output.add_argument("--label", help="a name for the run in the store")
+    add_store_arguments(output)
     output.add_argument("--json", metavar="PATH", help="also write the result (table and measurements) as JSON")
 
 
 def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Check the input, measure, print the table."""
     from vecenvs.autotune import autotune
-    from vecenvs.cli.bench import _check_writable, _open_store
 
     env_kwargs = {}
     for key, value in args.env_kwarg:
@@ -79,8 +77,8 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         env_kwargs[key] = value
     try:
         if args.json:
-            _check_writable(args.json, "--json")
-        store = None if args.no_store else _open_store(args.store)
+            check_writable(args.json, "--json")
+        store = None if args.no_store else open_store(args.store)
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
 

@@ -47,10 +47,13 @@ from vecenvs.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    add_store_arguments,
+    check_writable,
     env_kwarg,
     fail,
     machine_turn,
     non_negative_float,
+    open_store,
     positive_float,
     positive_int,
     unique,
@@ -141,12 +144,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     timing.add_argument("--seed", type=int, default=bench.BenchConfig.seed,
                         help="seed of the resets and sampled actions (default: %(default)s)")
     output = bench_parser.add_argument_group("output")
-    output.add_argument(
-        "--store", metavar="PATH",
-        help="SQLite results store to save the run in (default: $VECENVS_STORE, else "
-             "~/.local/share/vecenvs/results.sqlite)")
-    output.add_argument("--no-store", action="store_true", help="do not save the run")
-    output.add_argument("--label", help="a name for the run in the store")
+    add_store_arguments(output)
     output.add_argument("--json", metavar="PATH",
                         help="also write every measurement to this JSON file")
     output.add_argument("--html", metavar="PATH",
@@ -161,8 +159,8 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         validate_sweep(config)
         for option in ("json", "html"):
             if getattr(args, option):
-                _check_writable(getattr(args, option), f"--{option}")
-        store = None if args.no_store else _open_store(args.store)
+                check_writable(getattr(args, option), f"--{option}")
+        store = None if args.no_store else open_store(args.store)
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
@@ -256,16 +254,6 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     )
 
 
-def _open_store(path: str | None):
-    """Open (or create) the results store now, so a bad path fails before any measuring."""
-    from vecenvs.bench.store import ResultsStore, StoreError
-
-    try:
-        return ResultsStore(path)
-    except StoreError as error:
-        raise ValueError(str(error)) from None
-
-
 def _kept(store) -> str:
     return "" if store is None else f" (what was measured so far is saved in {store.path})"
 
@@ -341,17 +329,6 @@ def _write_html(path: str, result, model) -> None:
             file.write(chart.to_html(full_html=False,
                                      include_plotlyjs=True if index == 0 else False))
         file.write("</body></html>\n")
-
-
-def _check_writable(path: str, option: str) -> None:
-    """Fail now, not after the measuring, if ``path`` can't be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"{option} {path!r} is a directory; expected a file name")
-    if not os.path.isdir(directory):
-        raise ValueError(f"{option} {path!r}: directory {directory!r} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ValueError(f"{option} {path!r}: directory {directory!r} is not writable")
 
 
 def format_table(

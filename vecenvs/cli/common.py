@@ -10,6 +10,7 @@ import argparse
 import ast
 import contextlib
 import math
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -46,6 +47,40 @@ def machine_turn(parser: argparse.ArgumentParser) -> Iterator[None]:
 
     with take_turn(say):
         yield
+
+
+def add_store_arguments(group: argparse._ArgumentGroup) -> None:
+    """``--store``, ``--no-store`` and ``--label``: where a measuring command saves its run."""
+    group.add_argument("--store", metavar="PATH",
+                       help="SQLite results store to save the run in (default: $VECENVS_STORE, "
+                            "else ~/.local/share/vecenvs/results.sqlite)")
+    group.add_argument("--no-store", action="store_true", help="do not save the run")
+    group.add_argument("--label", help="a name for the run in the store")
+
+
+def open_store(path: str | None) -> Any:
+    """Open (or create) the results store now, so a bad path fails before any measuring.
+
+    Raises:
+        ValueError: the store's own one-line message (a directory, not writable, ...).
+    """
+    from vecenvs.bench.store import ResultsStore, StoreError
+
+    try:
+        return ResultsStore(path)
+    except StoreError as error:
+        raise ValueError(str(error)) from None
+
+
+def check_writable(path: str, option: str) -> None:
+    """Fail now, not after the measuring, if ``path`` can't be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path!r} is a directory; expected a file name")
+    if not os.path.isdir(directory):
+        raise ValueError(f"{option} {path!r}: directory {directory!r} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ValueError(f"{option} {path!r}: directory {directory!r} is not writable")
 
 
 def unique(values: Sequence[Any]) -> list[Any]:
