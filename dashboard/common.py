@@ -93,6 +93,25 @@ def watched_job(kind: str) -> Job | None:
     return newest[0] if newest else None
 
 
+def queue_job(submit: Callable[[], int], note: str = "") -> None:
+    """Queue a job with ``submit`` (one of :class:`JobQueue`'s ``submit_*``) and watch it; a
+    bad input (``ValueError``) is shown in the page instead, and nothing is queued."""
+    try:
+        job_id = submit()
+    except ValueError as error:
+        st.error(f"Not started: {error}")
+        return
+    st.query_params["job"] = str(job_id)  # reopening the page's address shows this job
+    st.toast(f"Queued as job {job_id}{note}.")
+
+
+def show_jobs(kind: str, render: Callable[[Job], None]) -> None:
+    """Below a page's form: the job this page shows (see :func:`watched_job`), if any."""
+    job = watched_job(kind)
+    if job is not None:
+        watch(job, render)
+
+
 def watch(job: Job, render: Callable[[Job], None]) -> None:
     """Show ``job``'s status and ``render(job)``; redraw every second until it finishes.
 

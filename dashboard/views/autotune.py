@@ -43,15 +43,8 @@ def form() -> None:
         env_kwargs = {"step_seconds": step_micros * 1e-6, "cost_kind": cost_kind,
                       "straggler_probability": straggler_probability,
                       "straggler_factor": straggler_factor}
-    try:
-        job_id = common.queue().submit_autotune(env_id, num_envs, float(budget),
-                                                env_kwargs=env_kwargs,
-                                                label=label.strip() or None)
-    except ValueError as error:
-        st.error(f"Not started: {error}")
-        return
-    st.query_params["job"] = str(job_id)
-    st.toast(f"Queued as job {job_id}.")
+    common.queue_job(lambda: common.queue().submit_autotune(
+        env_id, num_envs, float(budget), env_kwargs=env_kwargs, label=label.strip() or None))
 
 
 def results(job: Job) -> None:
@@ -63,11 +56,8 @@ def results(job: Job) -> None:
     st.success(f"Best for {summary['num_envs']} x {summary['env']} on {summary['cpus']} CPU(s): "
                f"**{summary['best']['label']}** "
                f"({table[0]['steps_per_second']:,.0f} env steps/s)")
-    chart, code = st.columns([3, 2])
-    with chart:
-        st.plotly_chart(figures.autotune_figure(table), key=f"autotune-{job.id}", width="stretch")
-    with code:
-        common.show_code(autotune_code(job.settings))
+    common.chart_and_code(figures.autotune_figure(table), f"autotune-{job.id}",
+                          autotune_code(job.settings))
     st.table([{
         "candidate": row["label"], "mode": row["mode"], "workers K": row["workers"],
         "envs per worker": row["envs_per_worker"],
@@ -90,6 +80,4 @@ st.caption("Measures the ways of stepping N copies of an env on this machine, wi
            "budget, and picks the fastest: the loop wins for cheap envs on few CPUs, the pool "
            "for many envs or costly steps, the async pool when stragglers hold the others back.")
 form()
-watched = common.watched_job("autotune")
-if watched is not None:
-    common.watch(watched, results)
+common.show_jobs("autotune", results)

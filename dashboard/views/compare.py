@@ -149,12 +149,11 @@ def form() -> None:
     )
     try:
         config = build_config(values)
-        job_id = common.queue().submit_sweep(config, label=label.strip() or None)
     except ValueError as error:
         st.error(f"Not started: {error}")
         return
-    st.query_params["job"] = str(job_id)
-    st.toast(f"Queued as job {job_id} (about {estimated_seconds(config):.0f} s of measuring).")
+    common.queue_job(lambda: common.queue().submit_sweep(config, label=label.strip() or None),
+                     f" (about {estimated_seconds(config):.0f} s of measuring)")
 
 
 def measurements_of(job: Job) -> list[Measurement]:
@@ -197,7 +196,7 @@ def results(job: Job) -> None:
         f"speed-up over {DEFAULT_REFERENCE}": "—" if m.ratio is None else f"{m.ratio:.2f}x",
     } for m in measurements])
     if model is not None:
-        table, code = st.columns([3, 2])
+        table, code = st.columns([3, 2])  # a text table, not a chart: beside its code
         with table:
             st.subheader("Overhead model")
             st.caption("One step() of N envs on c CPUs takes N·t_env/c + t_os "
@@ -212,6 +211,4 @@ st.caption("Which way of stepping N envs is fastest on this machine, and why. Ea
            f"timed in windows interleaved with {DEFAULT_REFERENCE} (the plain loop), so every "
            "speed-up is measured against a loop run a moment before on the same machine.")
 form()
-watched = common.watched_job("sweep")
-if watched is not None:
-    common.watch(watched, results)
+common.show_jobs("sweep", results)

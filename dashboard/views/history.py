@@ -66,12 +66,8 @@ if picked:
     rows = store.measurements(ids)
     per_run = {name: [Measurement.from_dict(row["data"]) for row in rows
                       if row["run_id"] == by_name[name].id] for name in picked}
-    chart, code = st.columns([3, 2])
-    with chart:
-        st.plotly_chart(figures.runs_figure(per_run, metric=metric), key="history-overlay",
-                        width="stretch")
-    with code:
-        common.show_code(history_code(str(store.path), ids))
+    common.chart_and_code(figures.runs_figure(per_run, metric=metric), "history-overlay",
+                          history_code(str(store.path), ids))
     text = io.StringIO()
     count = store.export_csv(text, ids)
     st.download_button(f"Export these {count} measurements as CSV", text.getvalue(),

@@ -45,13 +45,7 @@ def form() -> None:
         backend_kwargs={"num_workers": workers} if backend == "pool" else {},
         seconds=seconds, rate=rate,
     )
-    try:
-        job_id = common.queue().submit_profile(config, label=label.strip() or None)
-    except ValueError as error:
-        st.error(f"Not started: {error}")
-        return
-    st.query_params["job"] = str(job_id)
-    st.toast(f"Queued as job {job_id}.")
+    common.queue_job(lambda: common.queue().submit_profile(config, label=label.strip() or None))
 
 
 def results(job: Job) -> None:
@@ -63,16 +57,12 @@ def results(job: Job) -> None:
     settings = summary["config"]
     title = (f"{settings['backend']}, N={settings['num_envs']} x {settings['env_id']}: "
              "where each process spends its time")
-    chart, code = st.columns([3, 2])
-    with chart:
-        st.plotly_chart(breakdown_figure(result, title=title), key=f"breakdown-{job.id}",
-                        width="stretch")
-        rate = summary.get("steps_per_second")
-        st.caption(f"{summary['counted_samples']:,} samples counted (idle ones included: a "
-                   "blocked worker is the point). "
-                   + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else ""))
-    with code:
-        common.show_code(profile_code(settings))
+    common.chart_and_code(breakdown_figure(result, title=title), f"breakdown-{job.id}",
+                          profile_code(settings))
+    rate = summary.get("steps_per_second")
+    st.caption(f"{summary['counted_samples']:,} samples counted (idle ones included: a "
+               "blocked worker is the point). "
+               + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else ""))
     st.subheader("Share of each process's time, %")
     st.table([{"process": process, **{category: f"{100 * share:.1f}"
                                       for category, share in shares.items()}}
@@ -101,6 +91,4 @@ st.title("Profile")
 st.caption("Runs one configuration in its own process and samples it and its workers with "
            "py-spy. Pipes, pickling and waiting show up as what they cost.")
 form()
-watched = common.watched_job("profile")
-if watched is not None:
-    common.watch(watched, results)
+common.show_jobs("profile", results)

@@ -53,16 +53,9 @@ def form() -> None:
         submitted = st.form_submit_button("Train", type="primary")
     if not submitted:
         return
-    try:
-        job_id = common.queue().submit_training(
-            env_id, num_envs, chosen, timesteps=timesteps, repeats=repeats,
-            torch_threads=None if threads == "default" else threads,
-            label=label.strip() or None)
-    except ValueError as error:
-        st.error(f"Not started: {error}")
-        return
-    st.query_params["job"] = str(job_id)
-    st.toast(f"Queued as job {job_id}.")
+    common.queue_job(lambda: common.queue().submit_training(
+        env_id, num_envs, chosen, timesteps=timesteps, repeats=repeats,
+        torch_threads=None if threads == "default" else threads, label=label.strip() or None))
 
 
 def training_figure(rows: list[dict]) -> go.Figure:
@@ -97,11 +90,7 @@ def results(job: Job) -> None:
                      "env_share": data.get("env_share", 0.0)})
     if not rows:
         return
-    chart, code = st.columns([3, 2])
-    with chart:
-        st.plotly_chart(training_figure(rows), key=f"train-{job.id}", width="stretch")
-    with code:
-        common.show_code(training_code(job.settings))
+    common.chart_and_code(training_figure(rows), f"train-{job.id}", training_code(job.settings))
     st.table([{"vector env": row["backend"],
                "training env steps/s": common.format_rate(row["rate"]),
                "share stepping envs": f"{100 * row['env_share']:.0f}%"} for row in rows])
@@ -112,6 +101,4 @@ st.caption("Benchmarks time the vector env alone. In training, the policy's forw
            "updates take their share too: this page trains Stable-Baselines3's PPO on each "
            "vector env and shows both.")
 form()
-watched = common.watched_job("train")
-if watched is not None:
-    common.watch(watched, results)
+common.show_jobs("train", results)
