@@ -19,7 +19,7 @@ import streamlit as st
 
 from vecenvs.bench import ResultsStore, default_store_path
 from vecenvs.bench.jobs import Job, JobQueue
-from vecenvs.process_env import available_cpus
+from vecenvs.workers import available_cpus
 
 #: How often a page showing an unfinished job reads the store again, in seconds.
 REFRESH_SECONDS = 1.0

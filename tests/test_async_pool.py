@@ -175,9 +175,11 @@ def test_bad_input_is_refused_before_any_work(actions, env_ids, error, match):
 
 
 def test_bad_batch_size_is_refused_before_any_process_starts():
-    for batch_size in (0, 5, 2.0, True):
-        with pytest.raises(ValueError, match=f"batch_size is {batch_size!r}"):
+    for batch_size, error in ((0, ValueError), (5, ValueError), (2.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match=f"batch_size is {batch_size!r}"):
             AsyncPoolVecEnv([COSTLY] * 4, num_workers=2, batch_size=batch_size)
+    with AsyncPoolVecEnv([COSTLY] * 4, num_workers=2, batch_size=np.int64(2)) as envs:  # numpy's ints are fine
+        assert envs.batch_size == 2
 
 
 def test_an_env_crash_reaches_the_caller_with_its_index_and_traceback():

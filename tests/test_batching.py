@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from gymnasium.vector import VectorEnv
 
-from vecenvs.batching import expand_seeds, merge_infos, split_reset_mask
-from vecenvs.pool import split_evenly
+from vecenvs.multi_env import expand_seeds, merge_infos, split_reset_mask
+from vecenvs.core import split_evenly
 
 
 class _Batcher(VectorEnv):
@@ -64,8 +64,9 @@ def test_expand_seeds():
     assert expand_seeds([1, None], 2) == [1, None]
     with pytest.raises(ValueError, match="expected 3 seeds"):
         expand_seeds([1, 2], 3)
-    with pytest.raises(ValueError, match=r"seed\[1\] is 'x'"):
+    with pytest.raises(TypeError, match=r"seed\[1\] is 'x'"):
         expand_seeds([1, "x"], 2)
+    assert expand_seeds(np.int64(7), 2) == [7, 8]
 
 
 def test_split_reset_mask_leaves_the_callers_options_alone():
@@ -73,5 +74,5 @@ def test_split_reset_mask_leaves_the_callers_options_alone():
     env_options, mask = split_reset_mask(options, 2)
     assert env_options == {"other": 1} and mask.tolist() == [True, False]
     assert "reset_mask" in options
-    with pytest.raises(ValueError, match="all False"):
+    with pytest.raises(ValueError, match="at least one True value"):
         split_reset_mask({"reset_mask": np.zeros(2, dtype=bool)}, 2)

@@ -120,10 +120,8 @@ def test_seven_envs_on_three_lanes_match_sync(pool_kwargs, mode):
         return PoolVecEnv(env_fns, start_method="fork", **pool_kwargs, **kwargs)
 
     with backend(env_fns_for("CartPole-v1", 7)) as envs:
-        lanes = [list(chunk) for chunk in envs.chunks]
-        if envs.caller_chunk is not None:
-            lanes.insert(0, list(envs.caller_chunk))
-    assert lanes == [[0, 1, 2], [3, 4], [5, 6]]
+        lanes = [list(chunk) for chunk in envs.chunks]  # the first is the caller's, if it has one
+    assert lanes == [[0, 1], [2, 3], [4, 5, 6]]
     check_matches_sync(backend, "CartPole-v1", num_envs=7, steps=150, autoreset_mode=mode)
     check_matches_sync(backend, "vecenvs/DictObs-v0", num_envs=7, steps=80, autoreset_mode=mode)
 

@@ -58,7 +58,7 @@ REPORTED_WITHIN = 20.0
 
 
 def worker_of(envs, env_index: int) -> int:
-    """The index of the worker process running env ``env_index``."""
+    """The index of the worker running env ``env_index`` (worker 0 is the caller's chunk, if any)."""
     return next(w for w, chunk in enumerate(envs.chunks) if env_index in chunk)
 
 
@@ -170,8 +170,8 @@ def test_missing_attribute_is_a_crash_report_naming_the_env(backend):
 def test_worker_killed_while_idle(backend, then):
     envs = backend(env_fns_for("CartPole-v1", 4), timeout=60.0)
     envs.reset(seed=0)
-    victim = len(envs.processes) - 1
-    victim_process = psutil.Process(envs.processes[victim].pid)
+    victim = len(envs.chunks) - 1  # the last worker: a process in every layout
+    victim_process = psutil.Process(envs.processes[-1].pid)
     os.kill(victim_process.pid, signal.SIGKILL)
     assert not wait_gone([victim_process], 5.0)  # dead (a zombie until its owner joins it)
 
@@ -240,13 +240,13 @@ def test_hung_step_times_out_and_the_worker_is_stopped(backend):
 
 @pytest.mark.parametrize("phase", ["reset", "call"])
 def test_hung_reset_or_call_times_out(phase):
-    # env 3 runs in worker 0: the caller steps envs 0-1 itself (an env hanging there hangs the caller)
+    # env 3 runs in worker 1: the caller steps envs 0-1 itself (an env hanging there hangs the caller)
     envs = PoolVecEnv(faulty_env_fns(4, 3, fail_on=phase, at=2, how="hang"), num_workers=2, timeout=1.5)
     envs.reset(seed=0)
     envs.call("ping", 0)
     with pytest.raises(WorkerTimeoutError) as info:
         envs.reset(seed=1) if phase == "reset" else envs.call("ping", 1)
-    assert info.value.worker_indices == [0]
+    assert info.value.worker_indices == [1]  # worker 0 is the caller's own chunk
     assert_closed_and_gone(envs, Backend("pool", "fork"))
 
 
@@ -276,32 +276,34 @@ def test_hung_make_times_out_with_start_timeout(children_before):
 # ================================================================================================
 
 BAD_ACTIONS = {
-    # id: (env_id, actions for 4 envs, regexes the message must match)
-    "wrong-count": ("CartPole-v1", [0, 1, 0], [r"expected shape \(4,\)", r"got shape \(3,\)"]),
-    "wrong-shape": ("CartPole-v1", np.zeros((4, 1), dtype=np.int64), [r"expected shape \(4,\)", r"got shape \(4, 1\)"]),
-    "float-for-discrete": ("CartPole-v1", np.array([0.0, 1.0, 0.0, 1.0]), ["expected integers", "got dtype float64"]),
-    "outside-discrete": ("CartPole-v1", [0, 1, 5, 0], [r"action \S*\b5\b\S* for env 2", "0 <= action <= 1"]),
-    "outside-box": ("Pendulum-v1", [[0.0], [10.0], [0.0], [0.0]], [r"action \S*10\.0\S* for env 1", r"-2\.0 <= action <= 2\.0"]),
-    "nan-for-box": ("Pendulum-v1", [[0.0], [0.0], [0.0], [np.nan]], [r"action \S*nan\S* for env 3"]),
+    # id: (env_id, actions for 4 envs, error type, regexes the message must match)
+    "wrong-count": ("CartPole-v1", [0, 1, 0], ValueError, [r"expected shape \(4,\)", r"got shape \(3,\)"]),
+    "wrong-shape": ("CartPole-v1", np.zeros((4, 1), dtype=np.int64), ValueError, [r"expected shape \(4,\)", r"got shape \(4, 1\)"]),
+    "float-for-discrete": ("CartPole-v1", np.array([0.0, 1.0, 0.0, 1.0]), TypeError, ["expected integers", "got dtype float64"]),
+    "bool-for-discrete": ("CartPole-v1", np.array([False, True, False, True]), TypeError, ["expected integers", "got dtype bool"]),
+    "one-action-for-all": ("CartPole-v1", 0, TypeError, ["expected a batch of 4 actions"]),
+    "outside-discrete": ("CartPole-v1", [0, 1, 5, 0], ValueError, [r"action \S*\b5\b\S* for env 2", "0 <= action <= 1"]),
+    "outside-box": ("Pendulum-v1", [[0.0], [10.0], [0.0], [0.0]], ValueError, [r"action \S*10\.0\S* for env 1", r"-2\.0 <= action <= 2\.0"]),
+    "nan-for-box": ("Pendulum-v1", [[0.0], [0.0], [0.0], [np.nan]], ValueError, [r"action \S*nan\S* for env 3"]),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_ACTIONS))
 @pytest.mark.parametrize("backend", FORK_BACKENDS)
 def test_bad_actions_are_refused_before_any_env_steps(backend, case):
-    env_id, bad_actions, must_say = BAD_ACTIONS[case]
+    env_id, bad_actions, error_type, must_say = BAD_ACTIONS[case]
     env_fns = env_fns_for(env_id, 4)
     reference = SyncVectorEnv(env_fns)
     good = np.zeros((4, 1), dtype=np.float32) if env_id == "Pendulum-v1" else np.array([0, 1, 1, 0])
     with backend(env_fns) as envs:
         assert_same(envs.reset(seed=0), reference.reset(seed=0))
         assert_same(envs.step(good), reference.step(good))
-        with pytest.raises(ValueError) as info:
+        with pytest.raises(error_type) as info:
             envs.step(bad_actions)
         for pattern in must_say:
             assert re.search(pattern, str(info.value)), f"{pattern!r} not in {str(info.value)!r}"
         if backend.in_processes:
-            with pytest.raises(ValueError):
+            with pytest.raises(error_type):
                 envs.step_async(bad_actions)
         # No env saw the bad actions, and no step is pending: the next steps match the
         # reference, which never saw them.
@@ -324,7 +326,8 @@ def test_bad_actions_are_refused_before_any_env_steps(backend, case):
     ids=["zero", "negative", "more-than-envs", "more-than-envs-with-caller", "string", "float", "bool"],
 )
 def test_bad_num_workers(kwargs, must_say, children_before):
-    with pytest.raises(ValueError) as info:
+    not_a_number = isinstance(kwargs["num_workers"], (str, float, bool))
+    with pytest.raises(TypeError if not_a_number else ValueError) as info:
         PoolVecEnv(env_fns_for("CartPole-v1", 4), **kwargs)
     for text in must_say:
         assert text in str(info.value), f"{text!r} not in {str(info.value)!r}"
@@ -373,14 +376,14 @@ def test_unpicklable_factory_fails_before_any_process_starts(backend, children_b
 def test_bad_start_method_and_timeouts(backend_name, children_before):
     build = vecenvs.factory.BACKENDS["subproc" if backend_name == "subproc" else "pool"]
     cases = [
-        ({"start_method": "threads"}, ["start_method is 'threads'", "'fork', 'forkserver', 'spawn'"]),
-        ({"timeout": -1}, ["timeout is -1", "> 0"]),
-        ({"timeout": 0}, ["timeout is 0"]),
-        ({"timeout": "5"}, ["timeout is '5'"]),
-        ({"start_timeout": -0.5}, ["start_timeout is -0.5"]),
+        ({"start_method": "threads"}, ValueError, ["start_method is 'threads'", "'fork', 'forkserver', 'spawn'"]),
+        ({"timeout": -1}, ValueError, ["timeout is -1", "> 0"]),
+        ({"timeout": 0}, ValueError, ["timeout is 0"]),
+        ({"timeout": "5"}, TypeError, ["timeout is '5'"]),
+        ({"start_timeout": -0.5}, ValueError, ["start_timeout is -0.5"]),
     ]
-    for kwargs, must_say in cases:
-        with pytest.raises(ValueError) as info:
+    for kwargs, error_type, must_say in cases:
+        with pytest.raises(error_type) as info:
             build("CartPole-v1", 4, {}, vecenvs.factory.AutoresetMode.NEXT_STEP, **kwargs)
         for text in must_say:
             assert text in str(info.value), f"{kwargs}: {text!r} not in {str(info.value)!r}"
@@ -395,9 +398,9 @@ def test_bad_seeds_are_refused_and_change_nothing(backend):
         assert_same(envs.reset(seed=0), reference.reset(seed=0))
         with pytest.raises(ValueError, match=r"expected 4 seeds \(one per env\), got 2"):
             envs.reset(seed=[1, 2])
-        with pytest.raises(ValueError, match=r"seed\[1\] is 'x'"):
+        with pytest.raises(TypeError, match=r"seed\[1\] is 'x'"):
             envs.reset(seed=[1, "x", 3, 4])
-        with pytest.raises(ValueError, match="seed is 1.5"):
+        with pytest.raises(TypeError, match="seed is 1.5"):
             envs.reset(seed=1.5)
         for step in range(5):
             actions = np.array([1, 0, 1, 0])
@@ -431,21 +434,26 @@ def test_async_misuse(backend):
     reference = SyncVectorEnv(env_fns)
     with backend(env_fns) as envs:
         assert_same(envs.reset(seed=0), reference.reset(seed=0))
-        with pytest.raises(NoAsyncCallError, match=r"call step_async\(actions\) before step_wait"):
+        # gymnasium's AsyncVectorEnv's errors and words, so code written for it catches ours.
+        with pytest.raises(NoAsyncCallError, match=re.escape("Calling `step_wait` without any prior call to `step_async`")):
             envs.step_wait()
         first, second = np.array([0, 1, 0, 1]), np.array([1, 1, 1, 1])
         envs.step_async(first)
-        with pytest.raises(AlreadyPendingCallError, match="already pending"):
+        pending = re.escape("while waiting for a pending call to `step` to complete")
+        with pytest.raises(AlreadyPendingCallError, match=pending):
             envs.step_async(second)
-        with pytest.raises(AlreadyPendingCallError, match="step is pending"):
+        with pytest.raises(AlreadyPendingCallError, match=pending):
             envs.call("spec")
-        # The refused actions were never sent: step_wait returns the first step's results.
+        # reset() does not drop a pending step behind your back (the envs would then be out of
+        # step with what you saw): it refuses, as gymnasium's does.
+        with pytest.raises(AlreadyPendingCallError, match=re.escape("Calling `reset_async` while waiting")):
+            envs.reset(seed=9)
+        # The refused calls changed nothing: step_wait returns the first step's results.
         assert_same(envs.step_wait(), reference.step(first))
         with pytest.raises(NoAsyncCallError):
             envs.step_wait()
-        # A pending step dropped by reset() is not returned later either.
-        envs.step_async(second)
-        reference.step(second)
+        with pytest.raises(NoAsyncCallError, match=re.escape("Calling `reset_wait` without any prior call to `reset_async`")):
+            envs.reset_wait()
         assert_same(envs.reset(seed=9), reference.reset(seed=9))
         assert_same(envs.step(first), reference.step(first))
     reference.close()
@@ -566,14 +574,14 @@ def _slow_env_fns(step_seconds: list[float], reset_seconds: float = 0.0) -> list
     ("backend", "inside", "step_seconds"),
     [
         # Waiting for the workers: calling step_wait() again collects the step.
-        (Backend("subproc", "fork"), "_collect", [SLEEP] * 4),
-        (Backend("pool", "fork"), "_collect", [SLEEP] * 4),
-        (Backend("pool-pipes", "fork"), "_collect", [SLEEP] * 4),
-        (Backend("pool", "spawn"), "_collect", [SLEEP] * 4),
+        (Backend("subproc", "fork"), "_gather", [SLEEP] * 4),
+        (Backend("pool", "fork"), "_gather", [SLEEP] * 4),
+        (Backend("pool-pipes", "fork"), "_gather", [SLEEP] * 4),
+        (Backend("pool", "spawn"), "_gather", [SLEEP] * 4),
         # The caller's own envs (0-1) are quick, its worker's (2-3) slow: caught while waiting.
-        (Backend("pool-caller", "fork"), "_collect", [0.0, 0.0, SLEEP, SLEEP]),
+        (Backend("pool-caller", "fork"), "_gather", [0.0, 0.0, SLEEP, SLEEP]),
         # Caught while the caller steps its own envs: half-stepped, it needs reset().
-        (Backend("pool-caller", "fork"), "step_into_buffers", [SLEEP] * 4),
+        (Backend("pool-caller", "fork"), "step_each", [SLEEP] * 4),
     ],
     ids=["subproc", "pool", "pool-pipes", "pool-spawn", "pool-caller-waiting", "pool-caller-own-chunk"],
 )
@@ -595,7 +603,7 @@ def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
     assert not envs.closed
     expected = reference.step(actions)
 
-    if inside == "_collect":
+    if inside == "_gather":
         assert_same(envs.step_wait(), expected, "the interrupted step, collected")
     else:
         with pytest.raises(VecEnvError, match=r"interrupted half-way.*call reset\(\)"):
@@ -613,12 +621,14 @@ def test_ctrl_c_in_reset():
     envs = PoolVecEnv(_slow_env_fns([0.0] * 4, reset_seconds=SLEEP), num_workers=2, step_in_caller=False)
     reference = SyncVectorEnv(_slow_env_fns([0.0] * 4))
     processes = worker_processes(envs)
-    with CtrlC("_collect", [p.pid for p in processes]):
+    with CtrlC("_gather", [p.pid for p in processes]):
         with pytest.raises(KeyboardInterrupt):
             envs.reset(seed=0)
     assert all(process.is_alive() for process in envs.processes)
-    with pytest.raises(VecEnvError, match=r"call reset\(\)"):
+    # As with gymnasium's AsyncVectorEnv: the reset is still pending, and reset_wait() collects it.
+    with pytest.raises(AlreadyPendingCallError, match="pending call to `reset`"):
         envs.step(np.zeros(4, dtype=np.int64))
+    assert_same(envs.reset_wait(), reference.reset(seed=0))
     assert_same(envs.reset(seed=4), reference.reset(seed=4))
     actions = np.array([1, 0, 0, 1])
     assert_same(envs.step(actions), reference.step(actions))
@@ -630,7 +640,7 @@ def test_ctrl_c_in_call_does_not_leave_stale_answers():
     envs = PoolVecEnv(_slow_env_fns([SLEEP] * 4), num_workers=2, step_in_caller=False)
     envs.reset(seed=0)
     processes = worker_processes(envs)
-    with CtrlC("_collect", [p.pid for p in processes]):
+    with CtrlC("_gather", [p.pid for p in processes]):
         with pytest.raises(KeyboardInterrupt):
             envs.call("step", 0)  # a slow call: each env sleeps in its step
     assert all(process.is_alive() for process in envs.processes)

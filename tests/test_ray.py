@@ -120,7 +120,7 @@ def test_uneven_chunks_step_async_reset_masks_and_attributes():
     env_fns = env_fns_for("vecenvs/DictObs-v0", 5)  # reports reset infos: they must line up too
     reference = SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
     with ray_backend(env_fns, num_workers=3, autoreset_mode="SameStep") as envs:
-        assert envs.chunks == [range(2), range(2, 4), range(4, 5)]
+        assert envs.chunks == [range(1), range(1, 3), range(3, 5)]  # the larger chunks last
         assert len({pid for _, pid in envs.worker_locations}) == 3 and os.getpid() not in dict(envs.worker_locations).values()
         assert_same(envs.reset(seed=0), reference.reset(seed=0))
         envs.action_space.seed(2)
@@ -217,8 +217,8 @@ def test_a_hung_env_gives_worker_timeout_error_and_its_actor_is_killed():
 
 @pytest.mark.usefixtures("ray_session", "no_leftover_processes")
 def test_bad_arguments_are_refused_before_any_actor_starts():
-    for bad, message in ((0, "num_workers is 0"), (5, "only 4 envs"), (1.5, "num_workers is 1.5")):
-        with pytest.raises(ValueError, match=message):
+    for bad, error, message in ((0, ValueError, "num_workers is 0"), (5, ValueError, "only 4 envs"), (1.5, TypeError, "num_workers is 1.5")):
+        with pytest.raises(error, match=message):
             RayVecEnv(env_fns_for("CartPole-v1", 4), num_workers=bad)
     with pytest.raises(ValueError, match="timeout is -1"):
         RayVecEnv(env_fns_for("CartPole-v1", 4), timeout=-1)

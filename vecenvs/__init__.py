@@ -1,10 +1,11 @@
-"""vecenvs: three ways to step many gymnasium environments, and the tools to measure them."""
+"""vecenvs: ways to step many gymnasium environments in parallel, and the tools to measure them."""
 
 from vecenvs import envs  # noqa: F401  (registers the teaching envs with gymnasium)
 from vecenvs.async_pool import AsyncPoolVecEnv
 from vecenvs.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
+    ConcurrentCallError,
     EnvCrashedError,
     NoAsyncCallError,
     VecEnvError,
@@ -15,12 +16,14 @@ from vecenvs.factory import BACKENDS, make_vec
 from vecenvs.multi_env import MultiEnv
 from vecenvs.pool import PoolVecEnv
 from vecenvs.subproc import SubprocVecEnv
+from vecenvs.workers import available_cpus
 
 __all__ = [
     "BACKENDS",
     "AlreadyPendingCallError",
     "AsyncPoolVecEnv",
     "ClosedEnvironmentError",
+    "ConcurrentCallError",
     "EnvCrashedError",
     "MultiEnv",
     "NoAsyncCallError",
@@ -29,6 +32,7 @@ __all__ = [
     "VecEnvError",
     "WorkerDiedError",
     "WorkerTimeoutError",
+    "available_cpus",
     "make_vec",
 ]
 

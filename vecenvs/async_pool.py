@@ -19,64 +19,44 @@ EnvPool's names and conventions::
 How one round goes:
 
 1. ``send(actions, env_ids)`` checks everything first (ids, duplicates, envs still busy, the
-   actions' shape), writes the actions into the envs' rows of shared memory, and sends each
-   worker that runs one of these envs a STEP_ENVS message naming its envs.
-2. A worker steps the envs named, one after the other, and answers after *each* env (see
-   :mod:`vecenvs.worker`). Its results are already in shared memory; the answer carries the
-   env's index and its infos.
-3. ``recv()`` reads answers from any worker as they come, and returns as soon as ``batch_size``
-   envs are ready, in the order they finished, with their indices in ``infos["env_id"]``.
+   actions), writes the actions into the envs' rows of shared memory, and gives each worker
+   that runs one of these envs a STEP_ENVS command naming its envs (over its pipe, announced
+   by its generation word, as every command of the pool).
+2. The worker steps the envs named, one after the other, and flags *each* as soon as it is
+   done: its row of results is in shared memory, and three words say it (how many commands
+   the env has finished, when, and whether a message with its infos follows on the pipe).
+3. ``recv()`` watches those words (a spin, then a sleep on the parent's doorbell) and returns
+   as soon as ``batch_size`` envs are ready, the first finished first, with their indices in
+   ``infos["env_id"]``.
 
 So a straggler delays only itself and the envs queued behind it in the same worker; the other
 workers keep stepping, and their envs keep coming back. Throughput is then bound by the
 *average* step cost of each worker's envs, not by the slowest env of every batch. The price is
 that a batch mixes envs at different points in time, which on-policy algorithms must allow for
-(EnvPool's documentation says the same). Run ``python -m vecenvs bench --backend pool
---backend pool-async`` on the teaching env with stragglers to see the difference.
+(EnvPool's documentation says the same): keep a rollout buffer per ``env_id``.
 
-Everything else is the sync pool's: starting the workers, the synchronous API (``reset``,
-``step``, ``step_async`` / ``step_wait``, ``call``...), deadlines, crash reports, closing. The
-two APIs can be mixed as long as no env has a pending ``send`` when a synchronous call starts
-(``reset()`` drops pending results, as gymnasium's reset drops a pending step).
-
-Why a subclass rather than a ``batch_size=`` option on :class:`~vecenvs.pool.PoolVecEnv`: the
-lock-step pool is the one to read first, and its step is short; the async bookkeeping (which
-envs are pending, which answers have come, which workers are busy) would double it and serve
-only one use. Here it sits in one file that adds to the pool and changes none of it.
+Everything else is the pool's: starting the workers, the synchronous API (``reset``, ``step``,
+``call``...), deadlines, crash reports, closing. The two APIs can be mixed as long as no env
+has a pending ``send`` when a synchronous call starts (``reset()`` waits for pending envs and
+drops their results).
 """
 
 from __future__ import annotations
 
-import itertools
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, iterate
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from vecenvs.actions import ActionChecker
-from vecenvs.batching import (
-    check_env_fns,
-    expand_seeds,
-    split_reset_mask,
-    tree_index,
-    tree_put,
-    tree_slice,
-)
-from vecenvs.errors import (
-    AlreadyPendingCallError,
-    NoAsyncCallError,
-    VecEnvError,
-    WorkerDiedError,
-    WorkerTimeoutError,
-)
+from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
+from vecenvs.errors import AlreadyPendingCallError, NoAsyncCallError, VecEnvError, WorkerTimeoutError
+from vecenvs.multi_env import ActionChecker, expand_seeds, split_reset_mask, tree_map
 from vecenvs.pool import PoolVecEnv
-from vecenvs.process_env import State, _closed_after
-from vecenvs.worker import Command, dumps, loads
+from vecenvs.workers import MESSAGE, PARENT_SLEEPING, Command, fence
 
 __all__ = ["AsyncPoolVecEnv"]
 
@@ -97,19 +77,18 @@ class AsyncPoolVecEnv(PoolVecEnv):
             hides stragglers; EnvPool's examples often use half the envs.
         shared_memory: actions and results through shared memory (default), or pickled over
             the pipes.
-        **kwargs: ``autoreset_mode``, ``start_method``, ``timeout``, ``start_timeout``, ``copy``,
-            ``spin_seconds``: see :class:`~vecenvs.process_env.ProcessVecEnv`.
+        **kwargs: as for :class:`~vecenvs.pool.PoolVecEnv` (except ``step_in_caller``).
 
     Raises:
-        ValueError: a bad ``batch_size`` or ``num_workers``, before any process starts.
+        ValueError, TypeError: a bad ``batch_size`` or ``num_workers``, before any process starts.
 
     Example:
         >>> import gymnasium as gym
         >>> from vecenvs import AsyncPoolVecEnv
-        >>> with AsyncPoolVecEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2, batch_size=2) as envs:
+        >>> with AsyncPoolVecEnv([lambda: gym.make("CartPole-v1") for _ in range(4)], num_workers=2, batch_size=2) as envs:
         ...     envs.async_reset(seed=0)
         ...     observations, rewards, terminations, truncations, infos = envs.recv()
-        ...     envs.send([0, 1], infos["env_id"])   # step the two envs just received
+        ...     envs.send(np.array([0, 1]), infos["env_id"])   # step the two envs just received
         ...     batch = envs.recv()                   # the next two ready, whichever they are
         >>> observations.shape, len(infos["env_id"])
         ((2, 4), 2)
@@ -126,29 +105,29 @@ class AsyncPoolVecEnv(PoolVecEnv):
     ):
         env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
-        if batch_size is None:
-            batch_size = num_envs
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= num_envs:
-            raise ValueError(f"batch_size is {batch_size!r}: expected a whole number from 1 to num_envs ({num_envs})")
+        self.batch_size = num_envs if batch_size is None else check_whole_number("batch_size", batch_size, 1, num_envs)
         if "step_in_caller" in kwargs:
             raise TypeError(
                 "AsyncPoolVecEnv takes no step_in_caller: every env runs in a worker, so that the "
                 "caller is free to hand out each batch as soon as it is ready"
             )
-        self.batch_size = int(batch_size)
         # Set before the processes start: close() reads them if starting fails half-way.
         self._pending = np.zeros(num_envs, dtype=np.bool_)  # sent, not yet returned by recv()
-        self._in_flight: list[int] = []  # per worker: answers still due
-        self._ready: deque[tuple[int, list[dict[str, Any]]]] = deque()  # (env, its infos), first done first
+        self._requested = np.zeros(num_envs, dtype=np.int64)  # commands given to each env so far
+        self._messages: dict[int, tuple[bool, Any]] = {}  # env -> its latest message, read ahead
         super().__init__(env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs)
-        self._in_flight = [0] * len(self.chunks)
-        self._worker_of = np.repeat(np.arange(len(self.chunks)), [len(chunk) for chunk in self.chunks])
-        self._action_checkers: dict[int, ActionChecker] = {self.num_envs: self.check_actions}
+        area = self.area
+        self._done = np.frombuffer(area.env_done, dtype=np.int64)  # commands each env has finished
+        self._finished_at = area.env_finished_at
+        self._has_message = np.frombuffer(area.env_reply, dtype=np.int64)
+        self._worker_of = np.repeat(np.arange(self.num_workers), [len(chunk) for chunk in self.chunks])
+        self._checkers = {self.num_envs: self.check_actions}
         self._infos = _InfoBatch(self.batch_size)
+        self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
 
     # ----------------------------------------------------------------- the async API
 
-    def async_reset(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+    def async_reset(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
         """Starts resetting every env and returns at once; ``recv()`` returns them as they are done.
 
         The reset results come back like step results, with rewards 0 and flags False.
@@ -157,17 +136,13 @@ class AsyncPoolVecEnv(PoolVecEnv):
             seed: as for ``reset``: an int seeds env i with ``seed + i``; or one seed per env.
             options: passed to every env's reset (a ``reset_mask`` is refused: all envs reset).
         """
-        self._check_open()
-        self._refuse_while_pending("async_reset()")
+        self._check_free("async_reset()")
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
         if mask is not None:
             raise ValueError("async_reset() resets every env: options['reset_mask'] is not supported; use reset()")
-        self._state = State.NEEDS_RESET  # until every worker has been told (Ctrl-C)
-        for worker_index, chunk in enumerate(self.chunks):
-            payload = (list(range(len(chunk))), seeds[chunk.start : chunk.stop], options)
-            self._dispatch(worker_index, Command.RESET_ENVS, payload, np.arange(chunk.start, chunk.stop))
-        self._state = State.IDLE
+        for worker, chunk in zip(self.workers, self.chunks):
+            self._give(worker, Command.RESET_ENVS, (list(chunk), seeds[chunk.start : chunk.stop], options), np.arange(chunk.start, chunk.stop))
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Sends actions to some envs and returns at once; collect the results with :meth:`recv`.
@@ -179,33 +154,29 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 pending; default every env. Usually the ``infos["env_id"]`` of the last recv().
 
         Raises:
-            ValueError: bad, out-of-range or repeated env ids, or actions of the wrong shape.
+            ValueError, TypeError: bad, out-of-range or repeated env ids, or bad actions.
             AlreadyPendingCallError: an env has already been sent an action not yet received.
         """
-        self._check_open()
-        self._check_usable("send()")
+        self._check_free("send()", allow_pending=True)
         env_ids = self._check_env_ids(env_ids)
         checker = self._checker(len(env_ids))
-        actions = checker(actions)
-        self._state = State.NEEDS_RESET  # until every worker has been told (Ctrl-C)
-        if self.shared is not None:
-            tree_put(self._shared_actions, env_ids, actions)  # the workers read them from there
-            env_actions = None
+        checker(actions)
+        if self._in_action_dtypes(actions):
+            self.area.write_actions(actions, env_ids)
+            env_actions = None  # the workers read them from shared memory
         else:
-            env_actions = list(iterate(checker.action_space, actions))
-        for worker_index, positions in self._by_worker(env_ids):
-            chunk_start = self.chunks[worker_index].start
-            indices = [int(env_ids[p]) - chunk_start for p in positions]
-            payload = (indices, None if env_actions is None else [env_actions[p] for p in positions])
-            self._dispatch(worker_index, Command.STEP_ENVS, payload, env_ids[positions])
-        self._state = State.IDLE
+            env_actions = list(iterate(batch_space(self.single_action_space, len(env_ids)), actions))  # as given
+        for worker_index in np.unique(self._worker_of[env_ids]):
+            positions = np.flatnonzero(self._worker_of[env_ids] == worker_index)
+            values = None if env_actions is None else [env_actions[p] for p in positions]
+            self._give(self.workers[worker_index], Command.STEP_ENVS, (env_ids[positions].tolist(), values, None), env_ids[positions])
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Waits for the first ``batch_size`` envs to be ready and returns their results.
 
         Returns:
             ``(observations, rewards, terminations, truncations, infos)`` of ``batch_size`` envs,
-            in the order they finished; ``infos["env_id"]`` holds their indices.
+            the first finished first; ``infos["env_id"]`` holds their indices.
 
         Args:
             timeout: seconds to wait; by default the constructor's ``timeout``.
@@ -216,8 +187,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
             EnvCrashedError: an env raised; the vector env is closed.
             WorkerDiedError, WorkerTimeoutError: a worker died or an env took too long; closed.
         """
-        self._check_open()
-        self._check_usable("recv()")
+        self._check_free("recv()", allow_pending=True)
+        timeout = self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
         pending = int(self._pending.sum())
         if pending < self.batch_size:
             if pending == 0:
@@ -230,63 +201,55 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 f"(envs {np.flatnonzero(self._pending).tolist()}), so it would wait forever: send() actions "
                 f"to at least {self.batch_size - pending} more env(s) first", "recv"
             )
-        self._wait_until(lambda: len(self._ready) >= self.batch_size, timeout or self.timeout, "recv")
-        batch = list(itertools.islice(self._ready, self.batch_size))
-        results = self._batch_of(batch)
-        for _ in batch:  # only now: an interrupted recv() leaves them ready for the next one
-            self._ready.popleft()
-        self._pending[results[4]["env_id"]] = False
+        ready = self._wait_for(self.batch_size, timeout, "recv")
+        env_ids = ready[np.argsort(self._finished_at[ready], kind="stable")][: self.batch_size]
+        results = self._batch_of(env_ids)
+        self._pending[env_ids] = False  # only now: an interrupted recv() leaves them for the next one
         return results
 
     # ----------------------------------------------------------------- the sync API, guarded
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
-        """Like the pool's ``reset``; results of envs still pending from ``send`` are dropped first."""
+    def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
+        """Like the pool's; results of envs still pending from ``send`` are waited for and dropped first."""
         self._check_open()
         if self._pending.any():
-            self._wait_until(lambda: not any(self._in_flight), self.timeout, "reset (finishing the pending sends)")
-            self._ready.clear()
+            self._wait_for(int(self._pending.sum()), self.timeout, "reset (finishing the pending sends)")
+            for env in np.flatnonzero(self._pending):
+                self._message_of(int(env), self.timeout)  # read and dropped
             self._pending[:] = False
-        return super().reset(seed=seed, options=options)
+        super().reset_async(seed=seed, options=options)
 
-    def step_async(self, actions: Any) -> None:
-        """Like the pool's ``step_async`` (every env, lock-step); refused while envs are pending."""
-        self._check_open()
-        self._refuse_while_pending("step()")
-        super().step_async(actions)
-
-    def _per_env(self, command: Command, payload_for: Any, on_caller: Any, doing: str) -> tuple[Any, ...]:
-        self._check_open()
-        self._refuse_while_pending(doing)
-        return super()._per_env(command, payload_for, on_caller, doing)
-
-    def close_extras(self, terminate: bool = False, **kwargs: Any) -> None:
-        """Lets the envs still stepping finish (within the deadline), then closes like the pool."""
-        self._closing = True
-        if not terminate and any(self._in_flight):
-            try:
-                self._wait_until(lambda: not any(self._in_flight), min(self.timeout, 10.0), "close (finishing the pending sends)")
-            except (VecEnvError, OSError):
-                terminate = True  # a hung or dead worker: no point asking it politely
-        super().close_extras(terminate=terminate, **kwargs)
-
-    # ----------------------------------------------------------------- checks
-
-    def _check_usable(self, doing: str) -> None:
-        if self._state is State.STEPPING:
-            raise AlreadyPendingCallError(f"cannot {doing} while a step() is pending: call step_wait() first", "step")
-        if self._state is State.NEEDS_RESET:
-            raise VecEnvError(f"a step or reset was interrupted half-way (Ctrl-C?): call reset() before {doing}")
-
-    def _refuse_while_pending(self, doing: str) -> None:
+    def _check_idle(self, doing: str) -> None:
+        super()._check_idle(doing)
         if self._pending.any():
             raise AlreadyPendingCallError(
                 f"cannot {doing} while envs {np.flatnonzero(self._pending).tolist()} have a pending send(): "
                 "recv() their results first (or reset(), which drops them)", "send"
             )
 
+    def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
+        """Lets the envs still stepping finish (within the deadline), then closes like the pool."""
+        if not terminate and getattr(self, "area", None) is not None and self._pending.any():
+            try:
+                self._wait_for(int(self._pending.sum()), min(self.timeout, 10.0), "close (finishing the pending sends)")
+            except (VecEnvError, OSError):
+                terminate = True  # a hung or dead worker: no point asking it politely
+            self._pending[:] = False
+        super().close_extras(timeout=timeout, terminate=terminate, **kwargs)
+
+    # ----------------------------------------------------------------- checks
+
+    def _check_free(self, doing: str, allow_pending: bool = False) -> None:
+        self._check_open()
+        if self._state.value != "default":
+            raise AlreadyPendingCallError(f"cannot {doing} while a {self._state.value}() is pending: call {self._state.value}_wait() first", self._state.value)
+        if self._needs_reset:
+            raise VecEnvError(f"{self._needs_reset}: call reset() before {doing}")
+        if not allow_pending:
+            self._check_idle(doing)
+
     def _check_env_ids(self, env_ids: Any) -> np.ndarray:
-        """The env ids as an int array, or a ValueError naming the bad value."""
+        """The env ids as an int array, or an error naming the bad value."""
         if env_ids is None:
             ids = np.arange(self.num_envs)
         else:
@@ -314,84 +277,110 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     def _checker(self, count: int) -> ActionChecker:
         """Checks a batch of ``count`` actions (one checker per batch size, made once)."""
-        checker = self._action_checkers.get(count)
+        checker = self._checkers.get(count)
         if checker is None:
-            checker = self._action_checkers[count] = ActionChecker(batch_space(self.single_action_space, count), count)
+            checker = self._checkers[count] = ActionChecker(self.single_action_space, count)
         return checker
 
     # ----------------------------------------------------------------- talking to workers
 
-    def _by_worker(self, env_ids: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-        """``(worker, positions in env_ids of its envs)``, keeping the order the envs were given."""
-        workers = self._worker_of[env_ids]
-        for worker_index in np.unique(workers):
-            yield int(worker_index), np.flatnonzero(workers == worker_index)
-
-    def _dispatch(self, worker_index: int, command: Command, payload: Any, env_ids: np.ndarray) -> None:
-        """Sends a per-env command; each of ``env_ids`` is pending until recv() returns it."""
-        self._send(worker_index, dumps((command, payload)), command.value)
+    def _give(self, worker: Any, command: Command, payload: Any, env_ids: np.ndarray) -> None:
+        """Gives a per-env command; each of ``env_ids`` is pending until recv() returns it."""
+        worker.post(command, payload, answered=False)
         self._pending[env_ids] = True
-        self._in_flight[worker_index] += len(env_ids)
+        self._requested[env_ids] += 1
 
-    def _wait_until(self, done: Callable[[], bool], timeout: float, doing: str) -> None:
-        """Reads answers from any worker until ``done()``, within ``timeout``, watching for dead workers."""
+    def _wait_for(self, count: int, timeout: float, doing: str) -> np.ndarray:
+        """Waits until ``count`` pending envs are done; returns the done ones. Spin, then sleep."""
         deadline = time.perf_counter() + timeout
-        while not done():
-            ready = self._watcher.wait(max(deadline - time.perf_counter(), 0.0))
-            if not ready:
-                busy = [w for w, count in enumerate(self._in_flight) if count]
-                waiting_envs = sorted(set(np.flatnonzero(self._pending).tolist()) - {env for env, _ in self._ready})
-                self._close_after_failure()
-                raise WorkerTimeoutError(busy, waiting_envs, timeout, doing)
-            for worker_index, died in ready:
-                if not died:
-                    self._read_answers(worker_index)
-            for worker_index, died in ready:
-                if died:  # its envs are lost, whether we were waiting for them or not
-                    self.processes[worker_index].join(1.0)  # so that its exit code is known
-                    exitcode = self.processes[worker_index].exitcode
-                    self._close_after_failure()
-                    raise WorkerDiedError(worker_index, list(self.chunks[worker_index]), exitcode, doing)
-
-    def _read_answers(self, worker_index: int) -> None:
-        """Takes every answer that has arrived from one worker (a worker answers once per env)."""
-        pipe = self.pipes[worker_index]
+        spin = self.workers[0].spin
+        seconds = spin.budget()
+        end = time.perf_counter() + seconds
+        header, bell = self.area.header, self.area.parent_bell
+        sleeping = False
         try:
-            while pipe.poll():
-                ok, payload = loads(pipe.recv_bytes())
-                self._take_answer(worker_index, ok, payload)
-        except (EOFError, OSError):
-            pass  # the worker is gone: its sentinel reports it
+            while True:
+                ready = np.flatnonzero(self._pending & (self._done >= self._requested))
+                if len(ready) >= count:
+                    if seconds:
+                        spin.record(True)
+                    return ready
+                now = time.perf_counter()
+                if now < end:
+                    continue
+                if seconds:
+                    spin.record(False)
+                    seconds = 0
+                if not sleeping:  # announce it, then look once more before sleeping
+                    header[PARENT_SLEEPING], sleeping = 1, True
+                    fence()
+                    continue
+                if now >= deadline:
+                    busy = sorted({int(w) for w in self._worker_of[self._pending & (self._done < self._requested)]})
+                    self._close_after_failure()
+                    raise WorkerTimeoutError(busy, [e for w in busy for e in self.chunks[w]], timeout, doing)
+                seen = bell.value()
+                if len(np.flatnonzero(self._pending & (self._done >= self._requested))) < count:
+                    bell.sleep(seen, min(deadline - now, 0.05))
+                self._check_alive(doing)
+        finally:
+            header[PARENT_SLEEPING] = 0
 
-    def _take_answer(self, worker_index: int, ok: bool, payload: Any) -> None:
-        if not ok:  # an env crashed: the envs are out of step, so close, as the sync pool does
-            self._close_after_failure()
-            raise _closed_after(payload.to_error())
-        self._in_flight[worker_index] -= 1
-        env_index, infos, *results = payload
-        if results:  # no shared memory: the observation, reward and flags came with the answer
-            observation, reward, terminated, truncated = results
-            buffers = self.buffers
-            row = tree_slice(buffers.observations, env_index, env_index + 1)
-            concatenate(self.single_observation_space, [observation], row)
-            buffers.rewards[env_index] = reward
-            buffers.terminations[env_index] = terminated
-            buffers.truncations[env_index] = truncated
-        self._ready.append((env_index, infos))
+    def _check_alive(self, doing: str) -> None:
+        for worker in self.workers:
+            if not worker.process.is_alive():
+                self._close_after_failure()
+                raise worker._died(doing)
 
-    def _batch_of(self, batch: list[tuple[int, list[dict[str, Any]]]]) -> tuple[Any, ...]:
+    def _message_of(self, env: int, timeout: float) -> tuple[bool, Any]:
+        """The message that came with env ``env``'s latest result (read from its worker's pipe)."""
+        if env not in self._messages:
+            worker = self.workers[self._worker_of[env]]
+            deadline = time.perf_counter() + timeout
+            while env not in self._messages:
+                try:
+                    index, ok, payload = worker._message(deadline, "recv")
+                except VecEnvError:
+                    self._close_after_failure()
+                    raise
+                self._messages[index] = (ok, payload)
+        return self._messages.pop(env)
+
+    def _batch_of(self, env_ids: np.ndarray) -> tuple[Any, ...]:
         """The 5-tuple for these envs, rows in the order given, with ``infos["env_id"]``."""
-        env_ids = np.array([env for env, _ in batch], dtype=np.int32)
         infos: dict[str, Any] = {}
-        for position, (_, env_infos) in enumerate(batch):
+        rewards = np.zeros(len(env_ids), dtype=np.float64)
+        terminations = np.zeros(len(env_ids), dtype=np.bool_)
+        truncations = np.zeros(len(env_ids), dtype=np.bool_)
+        for position, env in enumerate(env_ids.tolist()):
+            env_infos: tuple[dict[str, Any], ...] = ()
+            if self._has_message[env] == MESSAGE:
+                ok, payload = self._message_of(env, self.timeout)
+                if not ok:
+                    self._close_after_failure()
+                    raise payload.to_error()
+                if self.shared_memory:
+                    env_infos = payload
+                else:
+                    env_infos, self._env_obs[env], rewards[position], terminations[position], truncations[position] = payload
             for info in env_infos:
                 infos = self._infos._add_info(infos, info, position)
-        infos["env_id"] = env_ids
-        infos["_env_id"] = np.ones(len(batch), dtype=np.bool_)
-        buffers = self.buffers
-        # Indexing with an array copies: the rows stay valid after the next send().
-        return (tree_index(buffers.observations, env_ids), buffers.rewards[env_ids],
-                buffers.terminations[env_ids], buffers.truncations[env_ids], infos)
+        if self.shared_memory:
+            area = self.area
+            rewards, terminations, truncations = area.rewards[env_ids], area.terminations[env_ids], area.truncations[env_ids]
+            if area.array_observations:  # indexing with an array copies: valid after the next send()
+                observations = tree_map(lambda leaf: leaf[env_ids], area.observations)
+            else:
+                every = area.read_observations()
+                observations = tuple(every[env] for env in env_ids)
+        else:
+            observations = concatenate(
+                self.single_observation_space, [self._env_obs[env] for env in env_ids],
+                create_empty_array(self.single_observation_space, n=len(env_ids), fn=np.zeros),
+            )
+        infos["env_id"] = env_ids.astype(np.int32)
+        infos["_env_id"] = np.ones(len(env_ids), dtype=np.bool_)
+        return observations, rewards, terminations, truncations, infos
 
 
 class _InfoBatch(VectorEnv):

@@ -52,7 +52,7 @@ from vecenvs.bench.engine import (
     validate_config,
 )
 from vecenvs.bench.sweep import Backend
-from vecenvs.process_env import available_cpus
+from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store is imported when used
     from vecenvs.bench.store import ResultsStore

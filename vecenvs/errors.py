@@ -1,16 +1,28 @@
 """The errors a vector env can raise, each saying what went wrong and where.
 
 A crash in a worker process must reach the user as more than a bare ``EOFError``: which env
-failed, doing what, and the env's own traceback. These classes carry exactly that.
+failed, doing what, and the env's own traceback. :class:`EnvCrashedError` carries exactly that,
+and it is *also* an instance of the exception class the env raised: code that catches
+``ValueError`` around ``envs.step(...)`` (as it would around ``SyncVectorEnv.step``) still
+catches an env's ``ValueError`` raised three processes away. (Ray does the same for errors in
+its tasks; see :func:`crash_error`.)
 
 The errors for misuse of the async API and of a closed env are gymnasium's own
 (:class:`gymnasium.error.AlreadyPendingCallError`, :class:`gymnasium.error.NoAsyncCallError`,
 :class:`gymnasium.error.ClosedEnvironmentError`), so code written for gymnasium's vector envs
-catches ours too.
+catches ours too; a deadline that passes raises a :class:`WorkerTimeoutError`, which is also
+``multiprocessing.TimeoutError``, as gymnasium's ``AsyncVectorEnv`` raises.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
+import traceback
+from dataclasses import dataclass
+from functools import lru_cache
+
+import multiprocess
 from gymnasium.error import (  # re-exported: one place to import every error from
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -20,11 +32,14 @@ from gymnasium.error import (  # re-exported: one place to import every error fr
 __all__ = [
     "AlreadyPendingCallError",
     "ClosedEnvironmentError",
+    "ConcurrentCallError",
+    "CrashReport",
     "EnvCrashedError",
     "NoAsyncCallError",
     "VecEnvError",
     "WorkerDiedError",
     "WorkerTimeoutError",
+    "crash_error",
 ]
 
 
@@ -35,6 +50,10 @@ class VecEnvError(RuntimeError):
 class EnvCrashedError(VecEnvError):
     """An environment raised an exception while it was made, reset, stepped or called.
 
+    The instance you catch is usually of a subclass that also derives from the env's own
+    exception class (see :func:`crash_error`), so ``except ValueError`` catches an env's
+    ``ValueError`` as well.
+
     Attributes:
         env_index: index of the failing env in the vector env (0 .. num_envs-1).
         command: what the env was doing: ``"make"``, ``"reset"``, ``"step"``, ``"call"``...
@@ -43,9 +62,7 @@ class EnvCrashedError(VecEnvError):
         remote_traceback: the traceback as formatted in the process that ran the env.
     """
 
-    def __init__(
-        self, env_index: int, command: str, error_type: str, message: str, remote_traceback: str
-    ):
+    def __init__(self, env_index: int, command: str, error_type: str, message: str, remote_traceback: str):
         self.env_index = env_index
         self.command = command
         self.error_type = error_type
@@ -55,6 +72,15 @@ class EnvCrashedError(VecEnvError):
             f"env {env_index} raised {error_type} during {command}: {message}\n\n"
             f"Traceback from the env:\n{remote_traceback.rstrip()}"
         )
+
+    # The env's exception class may have its own __str__ (KeyError quotes its message): ours wins.
+    __str__ = BaseException.__str__
+
+    def __reduce__(self):
+        # The class may be made on the fly: pickle the recipe, not the class.
+        cause = next((base for base in type(self).__bases__ if base is not EnvCrashedError), None)
+        report = CrashReport(self.env_index, self.command, self.error_type, self.message, self.remote_traceback)
+        return _rebuild_crash, (report, cause, self.args)
 
 
 class WorkerDiedError(VecEnvError):
@@ -76,13 +102,16 @@ class WorkerDiedError(VecEnvError):
         else:
             how = f"killed by signal {-exitcode}" if exitcode < 0 else f"exit code {exitcode}"
         super().__init__(
-            f"worker {worker_index} (envs {_describe_indices(env_indices)}) died during {doing} "
+            f"worker {worker_index} (envs {describe_indices(env_indices)}) died during {doing} "
             f"({how}). Its envs are lost: close this vector env and make a new one."
         )
 
 
-class WorkerTimeoutError(VecEnvError, TimeoutError):
+class WorkerTimeoutError(VecEnvError, TimeoutError, multiprocessing.TimeoutError, multiprocess.TimeoutError):
     """A worker did not answer within the deadline (a hung or very slow env).
+
+    Also a ``TimeoutError`` and a ``multiprocessing.TimeoutError`` (what gymnasium's
+    ``AsyncVectorEnv`` raises), so code written for either catches it.
 
     The vector env is closed when this is raised: a late answer could otherwise be read as the
     answer to the next command and return stale data.
@@ -99,21 +128,93 @@ class WorkerTimeoutError(VecEnvError, TimeoutError):
         self.timeout = timeout
         super().__init__(
             f"no answer to {doing} within {timeout:g} s from worker(s) {worker_indices} "
-            f"(envs {_describe_indices(env_indices)}). The vector env has been closed; make a new "
+            f"(envs {describe_indices(env_indices)}). The vector env has been closed; make a new "
             f"one, and raise `timeout=` if the env is legitimately this slow."
         )
 
+    __str__ = BaseException.__str__  # not OSError's "[Errno ...]" format
 
-def _describe_indices(indices: list[int]) -> str:
+
+class ConcurrentCallError(VecEnvError):
+    """Two threads used one vector env at the same time.
+
+    A vector env talks to its workers over one channel each and keeps one record of what it is
+    waiting for: two callers at once would read each other's answers. Each public method
+    refuses a second caller instead of corrupting both. (One thread may call ``step_async`` and
+    another ``step_wait`` later; they just may not overlap.)
+    """
+
+
+@dataclass
+class CrashReport:
+    """Why a command failed, in plain data so it pickles whatever the env raised.
+
+    ``error_class`` is the env's exception class pickled on its own: if the parent cannot load
+    it (a class defined only in the worker), the report still arrives, without it.
+    """
+
+    env_index: int
+    doing: str
+    error_type: str
+    message: str
+    traceback: str
+    error_class: bytes | None = None
+
+    @classmethod
+    def of(cls, env_index: int, doing: str, error: BaseException) -> CrashReport:
+        """A report of ``error``, raised just now (its traceback is taken from the current one)."""
+        try:
+            error_class = pickle.dumps(type(error))
+        except Exception:
+            error_class = None
+        return cls(env_index, doing, type(error).__name__, str(error), traceback.format_exc(), error_class)
+
+    def to_error(self) -> EnvCrashedError:
+        """The :class:`EnvCrashedError` to raise in the parent."""
+        try:
+            cause = pickle.loads(self.error_class) if self.error_class else None
+        except Exception:
+            cause = None
+        return crash_error(self, cause)
+
+
+def crash_error(report: CrashReport, cause: type[BaseException] | None = None) -> EnvCrashedError:
+    """An :class:`EnvCrashedError` for ``report`` that is also an instance of ``cause`` when it can be.
+
+    The class is made once per cause: a subclass of both, also named ``EnvCrashedError``.
+    Some exception classes cannot be mixed with ours (``OSError`` and its subclasses have a
+    memory layout of their own); then the error is a plain :class:`EnvCrashedError`, and
+    :attr:`~EnvCrashedError.error_type` still names the env's class.
+    """
+    error_class = _crash_class(cause) if isinstance(cause, type) and issubclass(cause, Exception) else EnvCrashedError
+    error = error_class.__new__(error_class)
+    EnvCrashedError.__init__(error, report.env_index, report.doing, report.error_type, report.message, report.traceback)
+    return error
+
+
+@lru_cache(maxsize=None)
+def _crash_class(cause: type[BaseException]) -> type[EnvCrashedError]:
+    if issubclass(cause, EnvCrashedError):
+        return EnvCrashedError
+    try:
+        # Named like its base: tracebacks read "EnvCrashedError: env 3 raised ValueError during step".
+        return type("EnvCrashedError", (EnvCrashedError, cause), {"__module__": __name__, "__qualname__": "EnvCrashedError"})
+    except TypeError:  # "multiple bases have instance lay-out conflict"
+        return EnvCrashedError
+
+
+def _rebuild_crash(report: CrashReport, cause: type[BaseException] | None, args: tuple) -> EnvCrashedError:
+    error = crash_error(report, cause)
+    error.args = args
+    return error
+
+
+def describe_indices(indices: list[int]) -> str:
     """``[0, 1, 2, 3, 7]`` -> ``"0-3, 7"``: short enough to read in an error message."""
-    parts: list[str] = []
+    runs: list[list[int]] = []
     for index in sorted(indices):
-        if parts and index == _last_of(parts[-1]) + 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{index}"
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
         else:
-            parts.append(str(index))
-    return ", ".join(parts)
-
-
-def _last_of(part: str) -> int:
-    return int(part.split("-")[-1])
+            runs.append([index])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)

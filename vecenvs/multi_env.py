@@ -1,45 +1,56 @@
-"""``MultiEnv``: N environments stepped one after the other, in this process.
+"""``MultiEnv``: N environments stepped one after the other, in this process; and the batch rules.
 
 This is the baseline every parallel design has to beat. There is no inter-process overhead at
-all, so for cheap envs (CartPole steps in a few microseconds) it is very hard to beat; its cost
-grows linearly with N because one core does all the work.
+all, so for cheap envs (CartPole steps in about 10 µs) it is very hard to beat; its cost grows
+linearly with N because one core does all the work.
 
-It is also the building block of the pool: each ``PoolVecEnv`` worker process runs a
-``MultiEnv`` over its chunk of envs, writing straight into shared memory (see ``buffers``).
+It is also the reference for what every backend returns: it behaves exactly like gymnasium's
+``SyncVectorEnv`` (same observations, rewards, flags and infos for the same seeds and actions,
+in all three autoreset modes and every observation mode), with two deliberate differences that
+every backend shares:
 
-It behaves exactly like ``gymnasium.vector.SyncVectorEnv`` (the tests check it step by step),
-with two additions: actions are checked before any env sees them, and an exception in an env
-comes back as :class:`~vecenvs.errors.EnvCrashedError` naming the env's index.
+- a batch of actions is checked before any env sees it (:class:`ActionChecker`): a malformed
+  batch or an out-of-range action is refused with a message naming it, instead of reaching an
+  env, or for a pool a worker three processes away;
+- an exception in an env arrives as :class:`~vecenvs.errors.EnvCrashedError` naming the env's
+  index and carrying its traceback (and still an instance of the env's own exception class).
+
+The rules for batches that every backend follows live here too, beside the loop they come
+from: one action per env as given (:class:`ActionChecker`), one seed per env
+(:func:`expand_seeds`), gymnasium's ``options["reset_mask"]`` (:func:`split_reset_mask`), and
+the infos of several chunks of envs put side by side (:func:`merge_infos`).
+
+A worker of the pool runs a ``MultiEnv`` over its chunk of envs (see :mod:`vecenvs.workers`):
+one implementation of "step many envs in one process".
 """
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from copy import deepcopy
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
-from vecenvs.actions import ActionChecker
-from vecenvs.batching import (
-    StepBuffers,
-    check_env_fns,
-    expand_seeds,
-    split_reset_mask,
-    tree_copy,
-    tree_slice,
-)
-from vecenvs.errors import ClosedEnvironmentError, EnvCrashedError
+from vecenvs.checks import check_env_fns
+from vecenvs.errors import ClosedEnvironmentError, CrashReport, EnvCrashedError
 
-__all__ = ["InfoRecords", "MultiEnv"]
-
-#: The infos of one batch before they are batched: ``(env index, that env's info dict)`` for the
-#: envs that returned a non-empty info, in env order. Worker processes send these, not batched
-#: dicts, so the parent can batch the infos of all workers with the global env indices.
-InfoRecords = list[tuple[int, dict[str, Any]]]
+__all__ = [
+    "ActionChecker",
+    "MultiEnv",
+    "batched_spaces",
+    "check_indices",
+    "expand_seeds",
+    "merge_infos",
+    "per_env_values",
+    "split_reset_mask",
+    "tree_map",
+]
 
 
 class MultiEnv(VectorEnv):
@@ -47,20 +58,23 @@ class MultiEnv(VectorEnv):
 
     Args:
         env_fns: functions that each make one env (``lambda: gymnasium.make("CartPole-v1")``).
+        copy: return copies of the observations (True), or the internal buffer, which the next
+            step overwrites (False: faster, for callers that copy anyway).
+        observation_mode: as gymnasium's: ``"same"`` (every env has the same observation
+            space), ``"different"`` (same shapes and dtypes, different bounds) or a tuple
+            ``(batched space, single space)``.
         autoreset_mode: gymnasium's ``AutoresetMode``: ``NEXT_STEP`` (default: the step after an
             episode ends resets that env), ``SAME_STEP`` (reset at once; the last observation
             and info go in ``infos["final_obs"]`` / ``infos["final_info"]``) or ``DISABLED``.
-        copy: return copies of the observations (True), or the internal buffer, which the next
-            step overwrites (False: faster, for callers that copy anyway).
-        buffers: where to write results instead of arrays of its own. A pool worker passes views
-            into shared memory here, so results reach the parent with no extra copy.
         first_index: index of the first of these envs in a larger vector env, so that error
             messages from a pool worker name the env the user knows.
+
+    Not thread-safe, like ``SyncVectorEnv``: step it from one thread at a time.
 
     Example:
         >>> import gymnasium as gym
         >>> from vecenvs import MultiEnv
-        >>> with MultiEnv([lambda: gym.make("CartPole-v1")] * 3) as envs:
+        >>> with MultiEnv([lambda: gym.make("CartPole-v1") for _ in range(3)]) as envs:
         ...     observations, infos = envs.reset(seed=42)
         ...     observations, rewards, terminations, truncations, infos = envs.step([0, 1, 0])
         >>> rewards
@@ -71,116 +85,235 @@ class MultiEnv(VectorEnv):
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
         *,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         copy: bool = True,
-        buffers: StepBuffers | None = None,
+        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         first_index: int = 0,
     ):
         env_fns = check_env_fns(env_fns)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self._next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
+        self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         self.copy = copy
         self.first_index = first_index
         self.num_envs = len(env_fns)
-
         self.envs: list[gym.Env] = []
         for index, env_fn in enumerate(env_fns):
             try:
-                self.envs.append(env_fn())
+                env = env_fn()
             except Exception as error:
                 self.close_extras()  # the envs made so far
-                raise self._crashed(index, "make", error) from error
-
-        first = self.envs[0]
-        self.single_observation_space = first.observation_space
-        self.single_action_space = first.action_space
-        for index, env in enumerate(self.envs):
-            if env.observation_space != self.single_observation_space or env.action_space != self.single_action_space:
+                raise CrashReport.of(first_index + index, "make", error).to_error() from error
+            if any(env is made for made in self.envs):
                 self.close_extras()
                 raise ValueError(
-                    f"env {first_index + index} has spaces {env.observation_space}, {env.action_space} but "
-                    f"env {first_index} has {self.single_observation_space}, {self.single_action_space}: "
-                    f"every env of a vector env must have the same observation and action spaces"
+                    f"env_fns[{index}] returned an env that an earlier factory returned too: each factory must "
+                    f"make a new env (write [lambda: gym.make(...) for _ in range(n)], not [lambda: env] * n)"
                 )
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = first.render_mode
-        self.check_actions = ActionChecker(self.action_space, self.num_envs)
+            self.envs.append(env)
+        try:
+            self.single_observation_space, self.observation_space, self.single_action_space, self.action_space = batched_spaces(
+                [env.observation_space for env in self.envs], [env.action_space for env in self.envs], observation_mode, first_index
+            )
+        except BaseException:
+            self.close_extras()
+            raise
+        self.metadata = {**self.envs[0].metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = self.envs[0].render_mode
+        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
 
-        self.buffers = buffers or StepBuffers(
-            observations=create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros),
-            rewards=np.zeros(self.num_envs, dtype=np.float64),
-            terminations=np.zeros(self.num_envs, dtype=np.bool_),
-            truncations=np.zeros(self.num_envs, dtype=np.bool_),
-        )
-        self.env_observations: list[Any] = [None] * self.num_envs  # the latest observation of each env
-        self.needs_reset = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these on the next step
+        self._env_obs: list[Any] = [None] * self.num_envs  # each env's latest observation, unbatched
+        self._observations = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these on the next step
 
-    # ----------------------------------------------------------------- the VectorEnv API
+    @property
+    def env_observations(self) -> list[Any]:
+        """Each env's latest observation, as the env returned it (not batched)."""
+        return self._env_obs
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Each env's ``np_random_seed``."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each env's ``np_random`` generator."""
+        return self.get_attr("np_random")
+
+    # ----------------------------------------------------------------- reset and step
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
         """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
         self._check_open()
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
-        records = self.reset_into_buffers(seeds, options, mask)
-        return self._observations_out(), self.batch_infos(records)
+        indices = range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist()
+        self._terminations[indices] = self._truncations[indices] = self._autoreset_envs[indices] = False
+        infos: dict[str, Any] = {}
+        for index in indices:
+            try:
+                self._env_obs[index], info = self.envs[index].reset(seed=seeds[index], options=options)
+            except Exception as error:
+                raise CrashReport.of(self.first_index + index, "reset", error).to_error() from error
+            if info:
+                infos = self._add_info(infos, info, index)
+        return self._batch_observations(), infos
 
     def step(self, actions: Any):
         """Steps every env with its action; returns observations, rewards, terminations, truncations, infos."""
         self._check_open()
-        records = self.step_into_buffers(self.check_actions(actions))
-        buffers = self.buffers
+        self.check_actions(actions)
+        return self.step_each(iterate(self.action_space, actions))
+
+    def step_each(self, env_actions: Iterable[Any]):
+        """Steps env i with the i-th of ``env_actions`` (one action per env, unbatched, already checked).
+
+        This is the hot loop, and :meth:`step` without the check; a pool worker calls it with
+        the actions of its chunk.
+        """
+        if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs.any():
+            ended = (self.first_index + np.flatnonzero(self._autoreset_envs)).tolist()
+            raise AssertionError(
+                f"autoreset_mode=DISABLED and envs {ended} have ended their episodes: reset them "
+                f"(reset(options={{'reset_mask': ...}})) before stepping again"
+            )
+        infos: dict[str, Any] = {}
+        count, step_one, add_info = 0, self._step_one, self._add_info
+        for index, action in enumerate(env_actions):
+            for info in step_one(index, action):
+                infos = add_info(infos, info, index)
+            count += 1
+        if count != self.num_envs:
+            raise ValueError(f"step_each: expected {self.num_envs} actions (one per env), got {count}")
+        np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
         return (
-            self._observations_out(),
-            buffers.rewards.copy(),
-            buffers.terminations.copy(),
-            buffers.truncations.copy(),
-            self.batch_infos(records),
+            self._batch_observations(),
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
+            infos,
         )
+
+    def step_env(self, index: int, action: Any) -> tuple[dict[str, Any], ...]:
+        """Steps env ``index`` alone (autoreset included); returns the info dicts to batch for it.
+
+        The results go into the env's row (:attr:`env_observations`, rewards, flags). The infos
+        are usually ``(info,)``: with SAME_STEP, an episode's end adds
+        ``{"final_obs": ..., "final_info": ...}`` first. Empty infos are left out.
+        """
+        infos = self._step_one(index, action)
+        self._autoreset_envs[index] = self._terminations[index] or self._truncations[index]
+        return infos
+
+    def _step_one(self, index: int, action: Any) -> tuple[dict[str, Any], ...]:
+        env, doing = self.envs[index], "step"
+        try:
+            if self._next_step and self._autoreset_envs[index]:
+                doing = "reset (autoreset)"  # the previous step ended this env's episode
+                observation, info = env.reset()
+                reward, terminated, truncated, final = 0.0, False, False, None
+            else:
+                observation, reward, terminated, truncated, info = env.step(action)
+                final = None
+                if self._same_step and (terminated or truncated):
+                    final = {"final_obs": observation, "final_info": info}
+                    doing = "reset (autoreset)"
+                    observation, info = env.reset()
+        except Exception as error:
+            raise CrashReport.of(self.first_index + index, doing, error).to_error() from error
+        self._env_obs[index] = observation
+        self._rewards[index], self._terminations[index], self._truncations[index] = reward, terminated, truncated
+        if final is not None:
+            return (final, info) if info else (final,)
+        return (info,) if info else ()
+
+    def reset_env(self, index: int, seed: int | None, options: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
+        """Resets env ``index`` alone (reward 0, flags False); returns its info dicts, like :meth:`step_env`."""
+        try:
+            self._env_obs[index], info = self.envs[index].reset(seed=seed, options=options)
+        except Exception as error:
+            raise CrashReport.of(self.first_index + index, "reset", error).to_error() from error
+        self._rewards[index], self._terminations[index], self._truncations[index] = 0.0, False, False
+        self._autoreset_envs[index] = False
+        return (info,) if info else ()
+
+    # ----------------------------------------------------------------- calls and attributes
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Calls method ``name`` of every env (or reads the attribute if it is not callable)."""
+        return self.call_at(range(self.num_envs), name, *args, **kwargs)
+
+    def call_at(self, indices: Iterable[int], name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Like :meth:`call`, in the envs ``indices`` only (in that order)."""
         self._check_open()
         results = []
-        for index, env in enumerate(self.envs):
+        for index in check_indices(indices, self.num_envs):
             try:
-                attribute = env.get_wrapper_attr(name)
+                attribute = self.envs[index].get_wrapper_attr(name)
                 results.append(attribute(*args, **kwargs) if callable(attribute) else attribute)
             except Exception as error:
-                raise self._crashed(index, f"call({name!r})", error) from error
+                raise CrashReport.of(self.first_index + index, f"call({name!r})", error).to_error() from error
         return tuple(results)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of every env."""
+        return self.get_attr_at(range(self.num_envs), name)
+
+    def get_attr_at(self, indices: Iterable[int], name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of the envs ``indices``."""
         self._check_open()
         results = []
-        for index, env in enumerate(self.envs):
+        for index in check_indices(indices, self.num_envs):
             try:
-                results.append(env.get_wrapper_attr(name))
+                results.append(self.envs[index].get_wrapper_attr(name))
             except Exception as error:
-                raise self._crashed(index, f"get_attr({name!r})", error) from error
+                raise CrashReport.of(self.first_index + index, f"get_attr({name!r})", error).to_error() from error
         return tuple(results)
 
     def set_attr(self, name: str, values: Any) -> None:
         """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
+        self.set_attr_at(range(self.num_envs), name, values)
+
+    def set_attr_at(self, indices: Iterable[int], name: str, values: Any) -> None:
+        """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
         self._check_open()
-        values = per_env_values(values, self.num_envs)
-        for index, (env, value) in enumerate(zip(self.envs, values)):
+        indices = check_indices(indices, self.num_envs)
+        for index, value in zip(indices, per_env_values(values, len(indices))):
             try:
-                env.set_wrapper_attr(name, value)
+                self.envs[index].set_wrapper_attr(name, value)
             except Exception as error:
-                raise self._crashed(index, f"set_attr({name!r})", error) from error
+                raise CrashReport.of(self.first_index + index, f"set_attr({name!r})", error).to_error() from error
 
     def render(self) -> tuple[Any, ...]:
         """The frames rendered by every env."""
         self._check_open()
         return tuple(env.render() for env in self.envs)
 
+    # ----------------------------------------------------------------- closing
+
+    def close(self, **kwargs: Any) -> None:
+        """Closes every env, even if some fail to close; then reports the first that failed."""
+        if self.closed:
+            return
+        try:
+            self.close_extras(**kwargs)
+        finally:
+            self.closed = True
+
     def close_extras(self, **kwargs: Any) -> None:
-        """Closes every env."""
-        for env in getattr(self, "envs", []):
-            env.close()
+        """Closes every env; raises :class:`EnvCrashedError` for the first whose ``close()`` raised."""
+        first_failure = None
+        for index, env in enumerate(getattr(self, "envs", [])):
+            try:
+                env.close()
+            except Exception as error:
+                first_failure = first_failure or CrashReport.of(self.first_index + index, "close", error)
+        if first_failure is not None:
+            raise first_failure.to_error()
 
     def __enter__(self) -> MultiEnv:
         return self
@@ -188,126 +321,306 @@ class MultiEnv(VectorEnv):
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    # ----------------------------------------------------------------- the work, without copies
-
-    def reset_into_buffers(self, seeds: list[int | None], options: dict[str, Any] | None, mask: np.ndarray | None) -> InfoRecords:
-        """Resets envs, writing observations into ``self.buffers``; returns their info records."""
-        buffers = self.buffers
-        if mask is None:
-            mask = np.ones(self.num_envs, dtype=np.bool_)
-        buffers.terminations[mask] = False
-        buffers.truncations[mask] = False
-        self.needs_reset[mask] = False
-        records: InfoRecords = []
-        for index in np.flatnonzero(mask):
-            try:
-                self.env_observations[index], info = self.envs[index].reset(seed=seeds[index], options=options)
-            except Exception as error:
-                raise self._crashed(index, "reset", error) from error
-            if info:
-                records.append((int(index), info))
-        concatenate(self.single_observation_space, self.env_observations, buffers.observations)
-        return records
-
-    def step_into_buffers(self, actions: Any) -> InfoRecords:
-        """Steps every env, writing results into ``self.buffers``; returns the info records.
-
-        ``actions`` is a batch that is already valid (see :attr:`check_actions`). A pool worker
-        calls this directly on its view of the shared actions.
-        """
-        records = self.step_each(iterate(self.action_space, actions))
-        concatenate(self.single_observation_space, self.env_observations, self.buffers.observations)
-        return records
-
-    def step_each(self, env_actions: Iterable[Any], indices: Iterable[int] | None = None) -> InfoRecords:
-        """Steps env i with the i-th of ``env_actions`` (one action per env, already valid).
-
-        This is the hot loop. Rewards and flags go into ``self.buffers``; observations stay
-        unbatched in :attr:`env_observations` (SubprocVecEnv's workers send them as they are,
-        so batching them here would be wasted work). Returns the info records.
-
-        ``indices``: step only these envs, the k-th with the k-th action (default: every env).
-        """
-        env_observations, rewards = self.env_observations, self.buffers.rewards
-        terminations, truncations = self.buffers.terminations, self.buffers.truncations
-        mode = self.autoreset_mode
-        records: InfoRecords = []
-        index, doing = 0, "step"
-        pairs = enumerate(env_actions) if indices is None else zip(indices, env_actions)
-        try:
-            for index, action in pairs:
-                env = self.envs[index]
-                if mode is AutoresetMode.NEXT_STEP and self.needs_reset[index]:
-                    # The previous step ended this env's episode: this step only resets it.
-                    doing = "reset (autoreset)"
-                    env_observations[index], info = env.reset()
-                    rewards[index], terminations[index], truncations[index] = 0.0, False, False
-                else:
-                    doing = "step"
-                    (env_observations[index], rewards[index], terminations[index], truncations[index], info) = env.step(action)
-                    if mode is AutoresetMode.SAME_STEP and (terminations[index] or truncations[index]):
-                        records.append((index, {"final_obs": env_observations[index], "final_info": info}))
-                        doing = "reset (autoreset)"
-                        env_observations[index], info = env.reset()
-                if info:
-                    records.append((index, info))
-        except Exception as error:
-            raise self._crashed(index, doing, error) from error
-        np.logical_or(terminations, truncations, out=self.needs_reset)
-        return records
-
-    def step_one(self, index: int, action: Any) -> InfoRecords:
-        """Steps env ``index`` alone and writes its row of ``self.buffers``; returns its info records.
-
-        The async pool's workers step envs one by one, each as soon as its action arrives, and
-        report each as soon as it is done: this is their step.
-        """
-        records = self.step_each((action,), (index,))
-        self._write_observation(index)
-        return records
-
-    def reset_one(self, index: int, seed: int | None, options: dict[str, Any] | None) -> InfoRecords:
-        """Resets env ``index`` alone and writes its row of ``self.buffers`` (reward 0, flags False)."""
-        buffers = self.buffers
-        buffers.rewards[index] = 0.0
-        buffers.terminations[index] = buffers.truncations[index] = False
-        self.needs_reset[index] = False
-        try:
-            self.env_observations[index], info = self.envs[index].reset(seed=seed, options=options)
-        except Exception as error:
-            raise self._crashed(index, "reset", error) from error
-        self._write_observation(index)
-        return [(index, info)] if info else []
-
-    def batch_infos(self, records: InfoRecords, offset: int = 0) -> dict[str, Any]:
-        """Batches info records into gymnasium's dict of arrays with ``_key`` masks."""
-        infos: dict[str, Any] = {}
-        for index, info in records:
-            infos = self._add_info(infos, info, index + offset)
-        return infos
-
     # ----------------------------------------------------------------- helpers
 
-    def _write_observation(self, index: int) -> None:
-        """Copies env ``index``'s latest observation into its row of the batched buffer."""
-        row = tree_slice(self.buffers.observations, index, index + 1)
-        concatenate(self.single_observation_space, [self.env_observations[index]], row)
-
-    def _observations_out(self) -> Any:
-        return tree_copy(self.buffers.observations) if self.copy else self.buffers.observations
+    def _batch_observations(self) -> Any:
+        try:
+            self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+        except Exception as error:  # an env returned an observation that does not fit the space
+            index = _misfit(self.single_observation_space, self._env_obs)
+            raise CrashReport.of(self.first_index + index, "batching its observation", error).to_error() from error
+        return deepcopy(self._observations) if self.copy else self._observations
 
     def _check_open(self) -> None:
         if self.closed:
             raise ClosedEnvironmentError(f"{type(self).__name__} is closed: make a new one to step again")
 
-    def _crashed(self, index: int, doing: str, error: Exception) -> EnvCrashedError:
-        return EnvCrashedError(self.first_index + int(index), doing, type(error).__name__, str(error), traceback.format_exc())
+
+def _misfit(space: gym.Space, observations: list[Any]) -> int:
+    """The first env whose observation cannot be batched alone (the one to blame), else 0."""
+    for index, observation in enumerate(observations):
+        try:
+            concatenate(space, [observation], create_empty_array(space, n=1, fn=np.zeros))
+        except Exception:
+            return index
+    return 0
 
 
-def per_env_values(values: Any, num_envs: int) -> list[Any]:
+# ---------------------------------------------------------------------------------------------
+# The batch rules every backend follows
+# ---------------------------------------------------------------------------------------------
+
+
+def batched_spaces(
+    observation_spaces: list[gym.Space],
+    action_spaces: list[gym.Space],
+    observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+    first_index: int = 0,
+) -> tuple[gym.Space, gym.Space, gym.Space, gym.Space]:
+    """``(single obs space, batched obs space, single action space, batched action space)``, checked.
+
+    Follows gymnasium's ``observation_mode`` (see :class:`MultiEnv`); every env must have the
+    same action space.
+
+    Raises:
+        ValueError: an unknown ``observation_mode``.
+        TypeError: a tuple ``observation_mode`` that is not two spaces.
+        RuntimeError: envs whose spaces do not fit together (naming the env).
+    """
+    num_envs = len(observation_spaces)
+    if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+        if not all(isinstance(space, gym.Space) for space in observation_mode):
+            raise TypeError(f"observation_mode: expected a tuple (batched space, single space), got {observation_mode!r}")
+        observation_space, single_observation_space = observation_mode
+    elif isinstance(observation_mode, str) and observation_mode in ("same", "different"):
+        single_observation_space = observation_spaces[0]
+        if observation_mode == "same":
+            observation_space = batch_space(single_observation_space, num_envs)
+        else:
+            observation_space = batch_differing_spaces(observation_spaces)
+    else:
+        raise ValueError(
+            "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+            f"observation space, actual got {observation_mode}"
+        )
+    for index, (observation_space_i, action_space_i) in enumerate(zip(observation_spaces, action_spaces)):
+        if observation_mode == "same":
+            if observation_space_i != single_observation_space:
+                raise RuntimeError(
+                    f"observation_mode='same' however the sub-environments observation spaces are not equivalent. "
+                    f"env {first_index + index} has {observation_space_i} but env {first_index} has "
+                    f"{single_observation_space}. If this is intentional, use `observation_mode='different'` instead."
+                )
+        elif not is_space_dtype_shape_equiv(observation_space_i, single_observation_space):
+            raise RuntimeError(
+                f"env {first_index + index} has observation space {observation_space_i}, which does not share a "
+                f"shape and dtype with the single observation space {single_observation_space}"
+            )
+        if action_space_i != action_spaces[0]:
+            raise RuntimeError(
+                f"env {first_index + index} has action space {action_space_i} but env {first_index} has "
+                f"{action_spaces[0]}: every env of a vector env must have the same action space"
+            )
+    return single_observation_space, observation_space, action_spaces[0], batch_space(action_spaces[0], num_envs)
+
+
+class ActionChecker:
+    """Checks a batch of actions before any env sees it; the actions themselves are not changed.
+
+    The rule, the same in every backend: the batch must have the structure of the batched
+    action space (a dict with the space's keys, a tuple of its parts, one action per env), the
+    actions of a Discrete or MultiDiscrete space must be integers (an index, as gymnasium's
+    ``contains`` says: not a float, not a bool), a MultiBinary's integers or bools, a Box's any
+    numbers (a float64 policy output for a float32 Box, a float for an integer Box, as
+    Stable-Baselines3 passes them), and each must lie within the space's bounds. The env
+    receives them exactly as given. For spaces without bounds (Text, Graph, Sequence, OneOf,
+    your own ``Space``) only the count is checked, as gymnasium does.
+
+    Raises (from ``__call__``):
+        TypeError: a batch of the wrong kind (a single number, a list for a Dict space, text
+            for a numeric space).
+        ValueError: the wrong number of actions or shape, or an action out of bounds.
+
+    Example:
+        >>> from gymnasium.spaces import Discrete
+        >>> check = ActionChecker(Discrete(2), num_envs=3)
+        >>> check([0, 1, 1])
+        >>> check([0, 1])
+        Traceback (most recent call last):
+        ...
+        ValueError: actions: expected shape (3,) (one action of shape () for each of the 3 envs), got shape (2,)
+    """
+
+    def __init__(self, single_action_space: gym.Space, num_envs: int):
+        self.single_action_space = single_action_space
+        self.num_envs = num_envs
+        self._check = self._build(single_action_space, "actions")
+
+    def __call__(self, actions: Any) -> None:
+        self._check(actions)
+
+    def _build(self, space: gym.Space, where: str) -> Callable[[Any], None]:
+        """A function checking one part of the batch (recursing into Dict and Tuple)."""
+        if isinstance(space, spaces.Dict):
+            parts = {key: self._build(sub, f"{where}[{key!r}]") for key, sub in space.spaces.items()}
+
+            def check_dict(actions: Any) -> None:
+                if not isinstance(actions, Mapping):
+                    raise TypeError(f"{where}: expected a dict with keys {sorted(parts)}, got {type(actions).__name__}")
+                if set(actions) != set(parts):
+                    raise ValueError(f"{where}: expected a dict with keys {sorted(parts)}, got keys {sorted(actions)}")
+                for key, check in parts.items():
+                    check(actions[key])
+
+            return check_dict
+        if isinstance(space, spaces.Tuple):
+            items = [self._build(sub, f"{where}[{i}]") for i, sub in enumerate(space.spaces)]
+            return _sequence_check(where, len(items), "parts", items)
+        if isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+            return _BoundsCheck(where, space, self.num_envs)
+        return _sequence_check(where, self.num_envs, f"actions (one per env) for the {type(space).__name__} space", None)
+
+
+def _sequence_check(where: str, length: int, what: str, items: list[Callable[[Any], None]] | None) -> Callable[[Any], None]:
+    def check_sequence(actions: Any) -> None:
+        if isinstance(actions, (str, bytes, Mapping)) or not isinstance(actions, (Sequence, np.ndarray)):
+            raise TypeError(f"{where}: expected a tuple or list of {length} {what}, got {type(actions).__name__}")
+        if len(actions) != length:
+            raise ValueError(f"{where}: expected {length} {what}, got {len(actions)}")
+        for check, part in zip(items or (), actions):
+            check(part)
+
+    return check_sequence
+
+
+class _BoundsCheck:
+    """Checks one array of actions of a Box/Discrete/MultiDiscrete/MultiBinary space: kind, shape, bounds."""
+
+    def __init__(self, where: str, space: gym.Space, num_envs: int):
+        self.where, self.num_envs = where, num_envs
+        self.shape = (num_envs, *space.shape)
+        if isinstance(space, spaces.Discrete):
+            low, high = space.start, space.start + space.n - 1
+        elif isinstance(space, spaces.MultiDiscrete):
+            low, high = space.start, space.start + space.nvec - 1
+        elif isinstance(space, spaces.MultiBinary):
+            low, high = 0, 1
+        else:
+            low, high = space.low, space.high
+        self.low, self.high = np.asarray(low), np.asarray(high)
+        # The dtype kinds accepted: b(ool), i(nt), u(nsigned), f(loat).
+        self.kinds, self.kind_name = {
+            spaces.Discrete: ("iu", "integers"), spaces.MultiDiscrete: ("iu", "integers"),
+            spaces.MultiBinary: ("biu", "integers or bools"), spaces.Box: ("biuf", "numbers"),
+        }[type(space) if type(space) in (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary) else spaces.Box]
+
+    def __call__(self, actions: Any) -> None:
+        array = np.asarray(actions)
+        if array.ndim == 0:
+            raise TypeError(f"{self.where}: expected a batch of {self.num_envs} actions (one per env), got a single value {actions!r:.80}")
+        if array.dtype.kind not in self.kinds:
+            raise TypeError(f"{self.where}: expected {self.kind_name}, got dtype {array.dtype} ({actions!r:.80})")
+        if array.shape != self.shape:
+            raise ValueError(
+                f"{self.where}: expected shape {self.shape} (one action of shape {self.shape[1:]} "
+                f"for each of the {self.num_envs} envs), got shape {array.shape}"
+            )
+        inside = (array >= self.low) & (array <= self.high)  # False for NaN as well
+        if not inside.all():
+            bad = tuple(int(i) for i in np.argwhere(~inside)[0])
+            low = self.low[bad[1:]] if self.low.ndim else self.low
+            high = self.high[bad[1:]] if self.high.ndim else self.high
+            raise ValueError(
+                f"{self.where}: action {array[bad].tolist()!r} for env {bad[0]} (at index {bad}) is outside the "
+                f"action space: expected {low} <= action <= {high}"
+            )
+
+
+def expand_seeds(seed: Any, num_envs: int) -> list[int | None]:
+    """One seed per env, as gymnasium's vector envs do: ``seed`` gives ``[seed, seed+1, ...]``.
+
+    Raises:
+        TypeError: not an int, a sequence of ints/None, or None.
+        ValueError: a sequence of the wrong length.
+    """
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return [int(seed) + index for index in range(num_envs)]
+    if not isinstance(seed, (Sequence, np.ndarray)) or isinstance(seed, (str, bytes)):
+        raise TypeError(f"seed is {seed!r:.80}: expected an int, a list of {num_envs} ints/None (one per env), or None")
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(f"seed: expected {num_envs} seeds (one per env), got {len(seeds)}")
+    for index, value in enumerate(seeds):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+            raise TypeError(f"seed[{index}] is {value!r}: expected an int or None")
+    return [None if value is None else int(value) for value in seeds]
+
+
+def split_reset_mask(options: dict[str, Any] | None, num_envs: int) -> tuple[dict[str, Any] | None, np.ndarray | None]:
+    """Takes gymnasium's ``options["reset_mask"]`` out of the options, checked as gymnasium checks it.
+
+    Returns the options for the envs (without the mask; the caller's dict is not changed) and
+    the mask, or None when every env is reset.
+    """
+    if options is None or "reset_mask" not in options:
+        return options, None
+    options = dict(options)
+    mask = options.pop("reset_mask")
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+    if mask.shape != (num_envs,):
+        raise ValueError(f"`options['reset_mask']` must have shape `({num_envs},)`, got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+    if not mask.any():
+        raise ValueError(f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}")
+    return options, mask
+
+
+def check_indices(indices: Iterable[int], num_envs: int) -> list[int]:
+    """Env indices for ``call_at`` & co., as ints, each from 0 to ``num_envs - 1``."""
+    if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start and indices.stop <= num_envs:
+        return list(indices)
+    checked = []
+    for index in np.asarray(list(indices)).reshape(-1).tolist():
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num_envs:
+            raise ValueError(f"env index {index!r}: expected a whole number from 0 to {num_envs - 1}")
+        checked.append(index)
+    return checked
+
+
+def per_env_values(values: Any, count: int) -> list[Any]:
     """``set_attr`` values: a list/tuple gives one value per env; anything else goes to every env."""
     if not isinstance(values, (list, tuple)):
-        return [values] * num_envs
-    if len(values) != num_envs:
-        raise ValueError(f"set_attr: expected {num_envs} values (one per env), got {len(values)}")
+        return [values] * count
+    if len(values) != count:
+        raise ValueError(f"set_attr: expected {count} values (one per env), got {len(values)}")
     return list(values)
+
+
+def merge_infos(parts: list[tuple[int, dict[str, Any]]], num_envs: int) -> dict[str, Any]:
+    """Puts the infos of several chunks of envs side by side: the infos of all ``num_envs``.
+
+    Each part is ``(index of the chunk's first env, the chunk's infos)``, batched by gymnasium's
+    ``VectorEnv._add_info`` within the chunk. The result equals what ``_add_info`` builds env by
+    env over all the envs (the tests check it on random infos): an array takes the dtype of the
+    first env that had the key, rows of envs without the key are zeros or None, masks ``_key``
+    say which envs had it, nested dicts are merged the same way. Workers batch their own chunk's
+    infos, in parallel, so that what is left to the parent is one array copy per key and chunk.
+    """
+    merged: dict[str, Any] = {}
+    for start, infos in parts:
+        _merge_into(merged, infos, start, num_envs)
+    return merged
+
+
+def _merge_into(merged: dict[str, Any], infos: dict[str, Any], start: int, num_envs: int) -> None:
+    for key, value in infos.items():
+        if isinstance(value, dict):
+            _merge_into(merged.setdefault(key, {}), value, start, num_envs)
+            continue
+        rows = slice(start, start + len(value))
+        if key not in merged:  # this chunk is the first with the key: its dtype decides
+            if value.dtype == object:
+                merged[key] = np.full(num_envs, None, dtype=object)
+            else:
+                merged[key] = np.zeros((num_envs, *value.shape[1:]), dtype=value.dtype)
+        target = merged[key]
+        if target.dtype == value.dtype:
+            target[rows] = value
+        else:  # another dtype than the first chunk's: copy only this chunk's envs with the key, as _add_info would
+            mask = infos.get(f"_{key}")
+            for row in np.flatnonzero(mask) if mask is not None else range(len(value)):
+                target[start + row] = value[row]
+
+
+def tree_map(function: Callable[..., Any], *trees: Any) -> Any:
+    """``function`` applied to the leaves of nested dicts/tuples of arrays (the first tree's shape)."""
+    first = trees[0]
+    if isinstance(first, dict):
+        return {key: tree_map(function, *(tree[key] for tree in trees)) for key in first}
+    if isinstance(first, tuple):
+        return tuple(tree_map(function, *parts) for parts in zip(*trees))
+    return function(*trees)

@@ -44,10 +44,12 @@ What changes between the two APIs, and how it is translated:
   observations as ``terminal_observation`` and returns the reset ones. The results are the same
   (the tests check it step by step against SB3's DummyVecEnv), but every step in which an
   episode ends costs a second round trip to the workers. It warns: prefer SAME_STEP.
-- ``env_method``, ``get_attr``, ``set_attr`` go through gymnasium's ``call``, ``get_attr`` and
-  ``set_attr``, which reach every env; with SB3's ``indices``, the values of the other envs
-  are dropped (see :meth:`VectorEnvAsSB3.env_method` for what that means for methods with side
-  effects).
+- ``env_method``, ``get_attr``, ``set_attr`` with SB3's ``indices`` reach only the envs named:
+  through our backends' ``call_at``, ``get_attr_at`` and ``set_attr_at`` (gymnasium's ``call``
+  has no ``indices``), or through ``SyncVectorEnv``'s envs directly.
+- **Actions** for a Dict or Tuple action space come from SB3 as a list of each env's action;
+  they are batched with gymnasium's ``concatenate``. Every other action reaches the vector env
+  as given (a float for an integer Box passes, as SB3's own vec envs pass it).
 
 Not translated: SB3 keeps ``rewards`` as they come (float64 here; DummyVecEnv's are float32),
 and info values batched by gymnasium come back as numpy scalars (``np.int64(3)``, not ``3``).
@@ -62,15 +64,17 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from vecenvs.batching import tree_copy
-from vecenvs.errors import EnvCrashedError
+from copy import deepcopy
+
+from gymnasium import spaces
+from gymnasium.vector.utils import concatenate, create_empty_array
 
 try:
     from stable_baselines3.common.vec_env import VecEnv
@@ -139,10 +143,17 @@ class VectorEnvAsSB3(VecEnv):
         # As in SB3's own vec envs, seeds and options are used once.
         self._reset_seeds()
         self._reset_options()
-        return tree_copy(observations) if self._copy_observations else observations
+        return deepcopy(observations) if self._copy_observations else observations
 
     def step_async(self, actions: np.ndarray) -> None:
-        """Sends the actions; a vector env with its own ``step_async`` starts stepping now."""
+        """Sends the actions; a vector env with its own ``step_async`` starts stepping now.
+
+        For a Dict or Tuple action space SB3 passes a *list* of each env's action, where a
+        gymnasium vector env takes them batched (a dict of arrays): they are batched here.
+        """
+        if isinstance(self.action_space, (spaces.Dict, spaces.Tuple)) and isinstance(actions, list) and len(actions) == self.num_envs:
+            if isinstance(self.action_space, spaces.Tuple) or all(isinstance(action, Mapping) for action in actions):
+                actions = concatenate(self.action_space, actions, create_empty_array(self.action_space, n=self.num_envs))
         step_async = getattr(self.vector_env, "step_async", None)
         if step_async is not None:
             step_async(actions)
@@ -172,7 +183,7 @@ class VectorEnvAsSB3(VecEnv):
         for index, info in enumerate(env_infos):
             info["TimeLimit.truncated"] = bool(truncations[index] and not terminations[index])
         if self._copy_observations:
-            observations = tree_copy(observations)
+            observations = deepcopy(observations)
         return observations, rewards, dones, env_infos
 
     def _episodes_ended_and_reset(
@@ -203,41 +214,50 @@ class VectorEnvAsSB3(VecEnv):
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
         """Calls ``method_name`` of the envs in ``indices`` (default: all); returns their results.
 
-        gymnasium's ``call`` has no ``indices``: the method runs in *every* env and the other
-        envs' results are dropped. Right for SB3's uses (``render``, HER's ``compute_reward``,
-        which only compute); for a method that changes an env, call it on all envs.
+        Only the envs named are called: with our backends through ``call_at``, with
+        gymnasium's ``SyncVectorEnv`` on its envs directly. Other vector envs have only
+        gymnasium's ``call``, which calls every env: then the others' results are dropped.
         """
-        results = self.vector_env.call(method_name, *method_args, **method_kwargs)
-        return [results[index] for index in self._get_indices(indices)]
+        indices = list(self._get_indices(indices))
+        venv = self.vector_env
+        if hasattr(venv, "call_at"):
+            return list(venv.call_at(indices, method_name, *method_args, **method_kwargs))
+        if isinstance(venv, gym.vector.SyncVectorEnv):
+            return [_call(venv.envs[index], method_name, method_args, method_kwargs) for index in indices]
+        results = venv.call(method_name, *method_args, **method_kwargs)
+        return [results[index] for index in indices]
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         """The attribute ``attr_name`` of the envs in ``indices`` (default: all).
 
         An env without it raises ``AttributeError``, as SB3's ``has_attr`` expects (our
-        backends report it as an ``EnvCrashedError`` naming the env).
-        """
-        try:
-            values = self.vector_env.get_attr(attr_name)
-        except EnvCrashedError as error:
-            if error.error_type == "AttributeError":
-                raise AttributeError(str(error)) from error
-            raise
-        return [values[index] for index in self._get_indices(indices)]
-
-    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        """Sets ``attr_name`` to ``value`` in the envs in ``indices`` (default: all).
-
-        gymnasium's ``set_attr`` sets every env, so for some of them the others are given back
-        the value they have now (read with ``get_attr`` first).
+        backends' ``EnvCrashedError`` for an env's AttributeError is one).
         """
         indices = list(self._get_indices(indices))
-        if sorted(indices) == list(range(self.num_envs)):
-            values = [value] * self.num_envs  # a list: gymnasium would spread a list value over the envs
-        else:
-            values = list(self.vector_env.get_attr(attr_name))
+        venv = self.vector_env
+        if hasattr(venv, "get_attr_at"):
+            return list(venv.get_attr_at(indices, attr_name))
+        if isinstance(venv, gym.vector.SyncVectorEnv):
+            return [venv.envs[index].get_wrapper_attr(attr_name) for index in indices]
+        values = venv.get_attr(attr_name)
+        return [values[index] for index in indices]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        """Sets ``attr_name`` to ``value`` in the envs in ``indices`` (default: all), and only those."""
+        indices = list(self._get_indices(indices))
+        venv = self.vector_env
+        if hasattr(venv, "set_attr_at"):
+            venv.set_attr_at(indices, attr_name, [value] * len(indices))  # a list: one value each, even a list value
+        elif isinstance(venv, gym.vector.SyncVectorEnv):
             for index in indices:
-                values[index] = value
-        self.vector_env.set_attr(attr_name, values)
+                venv.envs[index].set_wrapper_attr(attr_name, value)
+        elif sorted(indices) == list(range(self.num_envs)):
+            venv.set_attr(attr_name, [value] * self.num_envs)
+        else:
+            raise NotImplementedError(
+                f"{type(venv).__name__} can set an attribute only in every env (gymnasium's set_attr): "
+                f"indices={indices} needs one of vecenvs' backends or SyncVectorEnv"
+            )
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
         """Whether the envs in ``indices`` are wrapped in ``wrapper_class`` (e.g. SB3's ``Monitor``).
@@ -278,6 +298,11 @@ class VectorEnvAsSB3(VecEnv):
                 "options dict for every env: give them all the same options"
             )
         return first or None
+
+
+def _call(env: gym.Env, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+    attribute = env.get_wrapper_attr(name)
+    return attribute(*args, **kwargs) if callable(attribute) else attribute
 
 
 def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:

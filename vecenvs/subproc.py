@@ -1,17 +1,18 @@
 """``SubprocVecEnv``: one process per env, commands and pickled results over pipes.
 
-The classic design (OpenAI baselines, Stable-Baselines3): every env gets a process of its own.
-Each step, the parent pickles each env's action into that env's pipe, every worker steps its
-env, pickles the observation, reward and flags back, and the parent waits for the slowest one.
+The classic design (OpenAI baselines, Stable-Baselines3, gymnasium's ``AsyncVectorEnv``):
+every env gets a process of its own. Each step, the parent pickles each env's action into that
+env's pipe, every worker steps its env, pickles the observation, reward and flags back, and
+the parent waits for the slowest one; both sides block in the kernel until the other writes.
 
-That round trip costs tens of microseconds per env: far more than a CartPole step (~8 µs). So
-for cheap envs this is slower than a plain loop, and once there are more envs than cores the
-processes also queue for the CPU. It pays off when one env step costs much more than the
-round trip (physics simulators, games). Run ``python -m vecenvs bench`` to see where the
-crossover is on your machine.
+That round trip costs tens of microseconds per env: far more than a CartPole step (about
+10 µs). So for cheap envs this is slower than a plain loop, and once there are more envs than
+cores the processes also queue for the CPU. It pays off when one env step costs much more than
+the round trip (physics simulators, games). Run ``python -m vecenvs bench`` to see where the
+crossover is on your machine; :class:`~vecenvs.pool.PoolVecEnv` is what this lab offers instead.
 
-All the process handling (start, deadlines, errors, close) is in
-:mod:`vecenvs.process_env`; the child side is in :mod:`vecenvs.worker`.
+The core it shares with the pool is :mod:`vecenvs.core`; the worker side is
+:mod:`vecenvs.workers` (its *pipes* mode).
 """
 
 from __future__ import annotations
@@ -21,26 +22,28 @@ from typing import Any
 
 import gymnasium as gym
 
-from vecenvs.batching import check_env_fns
-from vecenvs.process_env import ProcessVecEnv
+from vecenvs.checks import check_env_fns
+from vecenvs.core import ChunkedVecEnv
+from vecenvs.workers import ProcessWorker, process_context
 
 __all__ = ["SubprocVecEnv"]
 
 
-class SubprocVecEnv(ProcessVecEnv):
-    """Runs each env in its own process; results are pickled over pipes.
+class SubprocVecEnv(ChunkedVecEnv):
+    """Runs each env in its own process; commands and results are pickled over pipes.
 
     Args:
         env_fns: functions that each make one env. Lambdas and functions defined in a notebook
             work under every start method (the processes come from ``multiprocess``, which
             pickles with dill).
-        **kwargs: ``autoreset_mode``, ``start_method``, ``timeout``, ``start_timeout``, ``copy``:
-            see :class:`~vecenvs.process_env.ProcessVecEnv`.
+        start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
+        **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
+            ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.
 
     Example:
         >>> import gymnasium as gym
         >>> from vecenvs import SubprocVecEnv
-        >>> with SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 2) as envs:
+        >>> with SubprocVecEnv([lambda: gym.make("CartPole-v1") for _ in range(2)]) as envs:
         ...     observations, infos = envs.reset(seed=0)
         ...     envs.step_async([0, 1])          # the workers step while we could do other work
         ...     observations, rewards, terminations, truncations, infos = envs.step_wait()
@@ -48,6 +51,13 @@ class SubprocVecEnv(ProcessVecEnv):
         array([1., 1.])
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], **kwargs: Any):
-        env_fns = check_env_fns(env_fns)  # first: the split below needs a list of callables
-        super().__init__(env_fns, [range(i, i + 1) for i in range(len(env_fns))], shared_memory=False, **kwargs)
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, start_method: str | None = None, **kwargs: Any):
+        env_fns = check_env_fns(env_fns)
+        self.context = process_context(start_method, env_fns)
+        self.start_method = self.context.get_start_method()
+        super().__init__(env_fns, len(env_fns), **kwargs)
+
+    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        options = (self.autoreset_mode, self.observation_mode)
+        for index, chunk in enumerate(self.chunks):
+            self.workers.append(ProcessWorker(index, chunk, [env_fns[index]], self.context, *options, 0.0))

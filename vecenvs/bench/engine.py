@@ -53,7 +53,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 
-from vecenvs.batching import tree_index
+from vecenvs.multi_env import tree_map
 from vecenvs.factory import BACKENDS, WORKER_BACKENDS, check_backend_can_run, make_vec
 
 __all__ = [
@@ -601,7 +601,7 @@ class _Run:
         start = now = clock()
         deadline = start + seconds
         idle = self.async_idle  # every env that has no action pending gets one: all are busy
-        send(tree_index(self.actions[0], idle), idle)
+        send(tree_map(lambda leaf: leaf[idle], self.actions[0]), idle)
         while now < deadline:
             env_ids = recv()[4]["env_id"]
             send(actions[batches % ring_size], env_ids)

@@ -42,7 +42,7 @@ from plotly.subplots import make_subplots
 
 from vecenvs.bench.engine import DEFAULT_REFERENCE, BenchConfig, Measurement
 from vecenvs.bench.model import OverheadModel, env_step_seconds, native_backends
-from vecenvs.process_env import available_cpus
+from vecenvs.workers import available_cpus
 
 __all__ = [
     "BACKEND_COLORS",

@@ -137,7 +137,7 @@ from typing import Any
 
 from vecenvs.bench.engine import DEFAULT_REFERENCE, Measurement
 from vecenvs.factory import NATIVE_BACKENDS
-from vecenvs.process_env import available_cpus
+from vecenvs.workers import available_cpus
 
 __all__ = [
     "VARIANTS",

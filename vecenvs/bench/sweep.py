@@ -43,7 +43,7 @@ from vecenvs.bench.engine import (
     describe_kwargs,
     validate_config,
 )
-from vecenvs.process_env import available_cpus
+from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
     from vecenvs.bench.model import OverheadModel

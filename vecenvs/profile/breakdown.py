@@ -14,7 +14,7 @@ listed in :attr:`Breakdown.excluded`.
 Example:
     >>> from vecenvs.profile.stacks import Frame, StackSample
     >>> env = Frame("CartPoleEnv.step", "/x/gymnasium/envs/classic_control/cartpole.py", 170)
-    >>> poll = Frame("_Watcher.wait", "/x/vecenvs/process_env.py", 590)
+    >>> poll = Frame("Doorbell.sleep", "/x/vecenvs/workers.py", 590)
     >>> result = breakdown([StackSample("parent", "MainThread", (poll,), 3),
     ...                     StackSample("worker 0", "MainThread", (env,), 1)])
     >>> result.by_process()["parent"]["waiting"]

@@ -22,10 +22,9 @@ bookkeeping, and ``Discrete.contains`` called by ``CartPoleEnv.step`` is env com
 
 Two choices worth knowing when reading a profile:
 
-- The pool's workers write observations into shared memory by batching them straight into a
-  shared array. That counts as bookkeeping: it is the same batching MultiEnv does into a
-  private array, and that sharing costs nothing on top is the point of the design. Only the
-  explicit shared-memory helpers (gymnasium's, ours, writing the actions) count as shm I/O.
+- The pool's workers batch their observations as MultiEnv does (bookkeeping), then copy the
+  batch into shared memory (shm I/O: :class:`~vecenvs.workers.SharedArea`'s ``write_*`` and
+  ``read_*``, and gymnasium's shared-memory helpers).
 - Writing to a pipe wakes the process reading it, and on a busy machine the kernel may switch
   to that process right there: a ``send`` that looks slow often includes that hand-over.
 
@@ -44,11 +43,11 @@ Python line calls into C, such as ``pickle.loads`` or ``os.read``, the sample sh
 
 Example:
     >>> from vecenvs.profile.stacks import Frame
-    >>> classify((Frame("run_worker", "/x/vecenvs/worker.py", 168),
+    >>> classify((Frame("run_worker", "/x/vecenvs/workers.py", 168),
     ...           Frame("CartPoleEnv.step", "/x/gymnasium/envs/classic_control/cartpole.py", 170)))
     'env compute'
-    >>> explain((Frame("dumps", "/x/vecenvs/worker.py", 76),)).rule.why
-    "vecenvs' worker messages are pickled by worker.dumps and unpickled by worker.loads"
+    >>> explain((Frame("dumps", "/x/vecenvs/workers.py", 76),)).rule.why
+    "vecenvs' worker messages are pickled by workers.dumps and unpickled by workers.loads"
 """
 
 from __future__ import annotations
@@ -109,21 +108,23 @@ class Rule:
 
     A frame matches when its module path (see :func:`module_path`) starts with one of
     ``files`` (any file if empty), its function is one of ``functions`` (any if empty; a name
-    matches a method too: ``"wait"`` matches ``"_Watcher.wait"``), and, if ``line_contains``
-    is set, the source line it was running contains that text.
+    matches a method too, ``"sleep"`` matches ``"Doorbell.sleep"``, and a function defined
+    inside it, ``"SharedArea.write_actions.<locals>.<lambda>"``), and, if ``line_contains`` is
+    set, the source line it was running contains that text.
     """
 
-    category: str
-    """One of :data:`CATEGORIES`."""
+    category: str | None
+    """One of :data:`CATEGORIES`, or None for a helper that is *neutral*: its frame takes the
+    category of whoever called it (as frames no rule matches do)."""
 
     why: str
     """What the matching code does, and so why it belongs to ``category``."""
 
     files: tuple[str, ...] = ()
-    """Module path prefixes, e.g. ``"gymnasium/envs/"`` or ``"vecenvs/worker.py"``."""
+    """Module path prefixes, e.g. ``"gymnasium/envs/"`` or ``"vecenvs/workers.py"``."""
 
     functions: tuple[str, ...] = ()
-    """Function names, e.g. ``"dumps"`` or ``"_Watcher.wait"``."""
+    """Function names, e.g. ``"dumps"`` or ``"Doorbell.sleep"``."""
 
     line_contains: str | None = None
     """Text the frame's source line must contain, e.g. ``"_recv(4)"``."""
@@ -134,7 +135,8 @@ class Rule:
         if self.files and not module.startswith(self.files):
             return False
         if self.functions and not any(
-            frame.name == name or frame.name.endswith("." + name) for name in self.functions
+            frame.name == name or frame.name.endswith("." + name) or f".{name}.<locals>." in f".{frame.name}"
+            for name in self.functions
         ):
             return False
         if self.line_contains is not None:
@@ -148,12 +150,19 @@ _CONNECTION = ("multiprocessing/connection.py", "multiprocess/connection.py")
 #: The rules, in order: for each frame, innermost first, the first rule that matches decides.
 #: The order only matters between rules that can match the same frame.
 RULES: tuple[Rule, ...] = (
+    # ----- neutral: vecenvs' generic helpers work for whoever calls them.
+    Rule(None, "vecenvs' helpers (nested batches, the futex system call) do their caller's work",
+         files=("vecenvs/multi_env.py", "vecenvs/workers.py"), functions=("tree_map", "_futex")),
     # ----- waiting: nothing to do until another process acts.
-    Rule(WAITING, "vecenvs polls the pipes in a loop (a spin) until the other side answers",
-         files=("vecenvs/worker.py",), functions=("spin_until_readable",)),
-    # (Bare method names: Python 3.10 reports `wait`, 3.11+ `_Watcher.wait`; both match.)
-    Rule(WAITING, "vecenvs' parent sleeps in poll() until a worker answers or dies",
-         files=("vecenvs/process_env.py",), functions=("wait",)),
+    Rule(WAITING, "vecenvs spins on a word in shared memory until the other side moves it",
+         files=("vecenvs/workers.py",), functions=("_spin_until",)),
+    # (Bare method names: Python 3.10 reports `sleep`, 3.11+ `Doorbell.sleep`; both match.)
+    Rule(WAITING, "vecenvs sleeps on a doorbell (a futex), or in poll(), until the other side "
+                  "answers, gives a command or dies",
+         files=("vecenvs/workers.py",),
+         functions=("sleep", "_sleep_until_given", "_wait_done", "_message")),
+    Rule(WAITING, "the async pool watches its envs' done words until enough are ready",
+         files=("vecenvs/async_pool.py",), functions=("_wait_for",)),
     Rule(WAITING, "multiprocessing's poll()/wait(): blocked until a pipe has data",
          files=_CONNECTION, functions=("wait", "poll", "_poll")),
     Rule(WAITING, "reading the 4-byte length of the next message blocks until the other "
@@ -168,9 +177,9 @@ RULES: tuple[Rule, ...] = (
                         "bytes and back",
          files=("pickle.py", "_compat_pickle.py", "dill/", "cloudpickle/",
                 "multiprocessing/reduction.py", "multiprocess/reduction.py")),
-    Rule(SERIALIZATION, "vecenvs' worker messages are pickled by worker.dumps and unpickled by "
-                        "worker.loads",
-         files=("vecenvs/worker.py",), functions=("dumps", "loads")),
+    Rule(SERIALIZATION, "vecenvs' worker messages are pickled by workers.dumps and unpickled by "
+                        "workers.loads",
+         files=("vecenvs/workers.py",), functions=("dumps", "loads")),
     Rule(SERIALIZATION, "Connection.recv ends by unpickling what it read (pickle.loads, in C)",
          files=_CONNECTION, functions=("recv",), line_contains="loads("),
     # ----- pipe & shared-memory I/O: moving bytes between processes.
@@ -180,9 +189,14 @@ RULES: tuple[Rule, ...] = (
          functions=("send", "send_bytes", "_send_bytes", "recv", "recv_bytes", "_recv_bytes",
                     "recv_bytes_into")),
     Rule(PIPE_IO, "reading and writing shared memory with gymnasium's and vecenvs' helpers",
-         files=("gymnasium/vector/utils/shared_memory.py", "vecenvs/shared_memory.py")),
-    Rule(PIPE_IO, "the pool's parent writes the actions into shared memory",
-         files=("vecenvs/batching.py",), functions=("tree_assign",)),
+         files=("gymnasium/vector/utils/shared_memory.py",)),
+    Rule(PIPE_IO, "ringing a doorbell wakes the processes asleep on it (a futex system call, "
+                  "as writing to a pipe wakes its reader)",
+         files=("vecenvs/workers.py",), functions=("ring",)),
+    Rule(PIPE_IO, "the pool's workers write their results into shared memory, and the parent "
+                  "reads them",
+         files=("vecenvs/workers.py",),
+         functions=("write_observations", "read_observations", "write_actions", "read_actions")),
     # ----- env compute: the work we want done. Vector wrappers first: they work on the batch.
     Rule(BOOKKEEPING, "gymnasium's vector wrappers work on the whole batch",
          files=("gymnasium/wrappers/vector/",)),
@@ -229,6 +243,8 @@ def _explain(stack: tuple[Frame, ...], rules: tuple[Rule, ...]) -> Verdict:
         module = module_path(frame.file)
         for rule in rules:
             if rule.matches(frame, module, callee):
+                if rule.category is None:
+                    break  # a neutral helper: its caller decides
                 return Verdict(rule.category, rule, frame)
     return Verdict(OTHER, None, None)
 
@@ -246,7 +262,7 @@ def module_path(file: str) -> str:
 
     ``/home/me/.venv/lib/python3.11/site-packages/gymnasium/core.py`` -> ``gymnasium/core.py``;
     ``/usr/lib/python3.11/multiprocessing/connection.py`` -> ``multiprocessing/connection.py``;
-    ``/home/me/vecenvs/vecenvs/worker.py`` (a checkout) -> ``vecenvs/worker.py``. Any other
+    ``/home/me/vecenvs/vecenvs/workers.py`` (a checkout) -> ``vecenvs/workers.py``. Any other
     file keeps its full path, so a script of yours named ``queue.py`` is not taken for the
     standard library's.
     """

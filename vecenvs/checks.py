@@ -1,0 +1,63 @@
+"""Checking constructor arguments: one checker per kind of value, each naming the bad value.
+
+Every backend checks what it is given before it starts a process or makes an env, so a typo
+fails at once with a message that says what was expected, not as a hang or a traceback from
+inside a worker. The checkers accept what Python users pass in practice (``numpy`` integers
+where a whole number is expected) and refuse what is almost surely a mistake (``True`` as a
+number of workers).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["check_env_fns", "check_seconds", "check_whole_number"]
+
+
+def check_whole_number(name: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an int, if it is a whole number (an int or a numpy integer, not a bool) in range.
+
+    Raises:
+        TypeError: not a whole number.
+        ValueError: below ``minimum`` or above ``maximum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} is {value!r} ({type(value).__name__}): expected a whole number >= {minimum}")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise ValueError(f"{name} is {value}: expected a whole number {expected}")
+    return value
+
+
+def check_seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:
+    """``value`` as a float, if it is a number of seconds > 0 (or >= 0 with ``zero_ok``).
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: negative, zero (unless ``zero_ok``), infinite or NaN.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} is {value!r} ({type(value).__name__}): expected a number of seconds")
+    seconds = float(value)
+    if not (seconds >= 0 if zero_ok else seconds > 0) or seconds == float("inf"):
+        raise ValueError(f"{name} is {value!r}: expected a finite number of seconds {'>= 0' if zero_ok else '> 0'}")
+    return seconds
+
+
+def check_env_fns(env_fns: Any) -> list[Callable[[], Any]]:
+    """The env factories as a list, or a TypeError/ValueError saying which one is wrong."""
+    if isinstance(env_fns, (str, bytes)) or not hasattr(env_fns, "__iter__"):
+        raise TypeError(f"env_fns must be a list of functions that each make an env, got {type(env_fns).__name__}")
+    env_fns = list(env_fns)
+    if not env_fns:
+        raise ValueError("env_fns is empty: expected at least one function that makes an env")
+    for index, env_fn in enumerate(env_fns):
+        if not callable(env_fn):
+            raise TypeError(
+                f"env_fns[{index}] is {env_fn!r:.80} ({type(env_fn).__name__}), expected a function that "
+                f"makes an env, e.g. lambda: gymnasium.make('CartPole-v1')"
+            )
+    return env_fns

@@ -1,0 +1,583 @@
+"""``ChunkedVecEnv``: N envs split into chunks, each chunk stepped by a worker.
+
+Every parallel backend of this package is this one class with a different kind of worker
+(:mod:`vecenvs.workers`): :class:`~vecenvs.pool.PoolVecEnv` (worker processes, plus the caller
+stepping a chunk itself), :class:`~vecenvs.subproc.SubprocVecEnv` (one process per env, pipes
+only), :class:`~vecenvs.async_pool.AsyncPoolVecEnv` and :class:`~vecenvs.ray_env.RayVecEnv`
+(Ray actors). Read one step top to bottom:
+
+1. :meth:`~ChunkedVecEnv.step_async` checks the whole batch of actions first (no env sees a
+   bad one). With shared memory, and actions of the space's own dtype, it copies them into
+   shared memory and gives each worker a STEP by bumping two words in that worker's control
+   line (:meth:`ProcessWorker.post_step <vecenvs.workers.ProcessWorker.post_step>`); workers
+   that went to sleep are woken with one ring of their doorbell. Otherwise each worker gets
+   its envs' actions, exactly as given, pickled over its pipe.
+2. Each worker steps its chunk (:class:`~vecenvs.workers.Chunk`, a
+   :class:`~vecenvs.multi_env.MultiEnv`), writes observations, rewards and flags into its rows
+   of shared memory, and flags its *done* word; its infos, if any, follow over its pipe.
+3. :meth:`~ChunkedVecEnv.step_wait` asks every worker for its answer, in chunk order. The
+   caller's own chunk comes first: *that* is when the caller steps it, while the others step
+   theirs. Then it waits for each process worker: a short spin on its done word, then a
+   sleep on the parent's doorbell, with a deadline, watching the process.
+4. It returns the observations (a copy of shared memory, unless ``copy=False``), rewards,
+   flags and the chunks' infos merged into gymnasium's format.
+
+The rules it keeps:
+
+- It behaves like gymnasium's ``AsyncVectorEnv``: ``reset``/``step``/``call`` and their
+  ``*_async``/``*_wait`` halves, the same states and errors for calls out of order
+  (:class:`~gymnasium.error.AlreadyPendingCallError`, :class:`~gymnasium.error.NoAsyncCallError`),
+  and exactly ``SyncVectorEnv``'s results. The deliberate differences are in
+  :mod:`vecenvs.multi_env`.
+- Every wait has a deadline and watches the workers: a hung env ends in
+  :class:`~vecenvs.errors.WorkerTimeoutError`, a dead worker in
+  :class:`~vecenvs.errors.WorkerDiedError`, an env's exception in
+  :class:`~vecenvs.errors.EnvCrashedError` with its index and traceback. After any of these in
+  ``reset`` or ``step`` the vector env closes itself (its envs are out of step); after one in
+  ``call``/``get_attr``/``set_attr`` it stays usable.
+- Workers ignore SIGINT, so Ctrl-C interrupts only the caller. A ``*_wait`` interrupted while
+  waiting can be called again; if the interruption left the caller's chunk half-stepped, the
+  env says it needs ``reset()``.
+- One thread at a time: a second thread calling in while a call is under way gets
+  :class:`~vecenvs.errors.ConcurrentCallError` (one thread may ``step_async`` and another
+  ``step_wait``, one after the other).
+- ``close()`` is idempotent and escalates: collect what is pending, ask each worker to close
+  its envs, join with a deadline, terminate, kill. An env whose ``close()`` raises does not stop
+  the others from closing; the first such error is raised at the end.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from copy import deepcopy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import CustomSpaceError
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.async_vector_env import AsyncState
+from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+
+from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
+from vecenvs.errors import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    ConcurrentCallError,
+    EnvCrashedError,
+    NoAsyncCallError,
+    VecEnvError,
+    WorkerDiedError,
+    WorkerTimeoutError,
+)
+from vecenvs.multi_env import (
+    ActionChecker,
+    batched_spaces,
+    check_indices,
+    expand_seeds,
+    merge_infos,
+    per_env_values,
+    split_reset_mask,
+    tree_map,
+)
+from vecenvs.workers import Command, SharedArea, fence
+
+__all__ = ["ChunkedVecEnv", "split_evenly"]
+
+
+def _one_caller(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Refuses a second thread while another is inside a method of this vector env."""
+
+    @functools.wraps(method)
+    def guarded(self: ChunkedVecEnv, *args: Any, **kwargs: Any) -> Any:
+        if not self._lock.acquire(blocking=False):
+            raise ConcurrentCallError(
+                f"{type(self).__name__}.{method.__name__}() was called while another thread is using this vector env: "
+                "its workers answer one caller at a time. Use one vector env per thread, or a lock around each call."
+            )
+        try:
+            return method(self, *args, **kwargs)
+        except (WorkerDiedError, WorkerTimeoutError):
+            self._close_after_failure()  # its envs are lost, or their answers would come late
+            raise
+        finally:
+            self._lock.release()
+
+    return guarded
+
+
+class ChunkedVecEnv(VectorEnv):
+    """Base class: N envs in K chunks, each stepped by a worker (see the module docstring).
+
+    Subclasses decide the workers, in :meth:`_start_workers`, and whether they share a
+    :class:`~vecenvs.workers.SharedArea` (:attr:`uses_shared_area`).
+
+    Args:
+        env_fns: functions that each make one env.
+        num_workers: K, how many chunks (each at least one env).
+        copy: return copies of the observations (False: a buffer the next step overwrites).
+        observation_mode: as gymnasium's: ``"same"``, ``"different"`` or ``(batched, single)``.
+        autoreset_mode: gymnasium's ``AutoresetMode``.
+        shared_memory: observations, rewards, flags and actions through shared memory.
+        timeout: seconds to wait for any answer from the workers (``*_wait`` take their own).
+        start_timeout: seconds to wait for the workers to make their envs.
+    """
+
+    #: Whether the workers share control words (and, with ``shared_memory``, data) with us.
+    uses_shared_area = False
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        num_workers: int,
+        *,
+        copy: bool = True,
+        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        shared_memory: bool = False,
+        timeout: float = 60.0,
+        start_timeout: float = 120.0,
+    ):
+        self._owner = os.getpid()  # a forked child holding a copy of this object must not close it
+        self._lock = threading.RLock()
+        self.workers: list[Any] = []
+        env_fns = check_env_fns(env_fns)
+        self.num_envs = len(env_fns)
+        self.num_workers = check_whole_number("num_workers", num_workers, 1, self.num_envs)
+        self.timeout = check_seconds("timeout", timeout)
+        start_timeout = check_seconds("start_timeout", start_timeout)
+        self.copy = copy
+        self.observation_mode = observation_mode
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.chunks = split_evenly(self.num_envs, self.num_workers)
+        self._state = AsyncState.DEFAULT
+        self._needs_reset = ""  # why the envs are out of step (an interrupted step), or ""
+        self.area: SharedArea | None = None
+        try:
+            self._start_workers(env_fns)
+            self._greet(start_timeout, shared_memory)
+        except BaseException:
+            self.close(terminate=True)
+            raise
+
+    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        """Starts the workers, one per chunk, into :attr:`workers` in chunk order (each added as
+        soon as it exists, so that a failure half-way still stops those started)."""
+        raise NotImplementedError
+
+    def _greet(self, start_timeout: float, shared_memory: bool) -> None:
+        """Waits for every worker's hello, checks the spaces, sets up shared memory."""
+        deadline = time.perf_counter() + start_timeout
+        hellos = [worker.hello(deadline) for worker in self.workers]
+        observation_spaces = [space for hello in hellos for space in hello[0]]
+        action_spaces = [space for hello in hellos for space in hello[1]]
+        self.single_observation_space, self.observation_space, self.single_action_space, self.action_space = batched_spaces(
+            observation_spaces, action_spaces, self.observation_mode
+        )
+        self.metadata = {**hellos[0][2], "autoreset_mode": self.autoreset_mode}
+        self.render_mode = hellos[0][3]
+        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
+        if self.uses_shared_area:
+            # Raises gymnasium's own TypeError for a space shared memory cannot hold (Graph, Sequence).
+            layout = (self.num_workers, self.num_envs, self.single_observation_space, self.single_action_space, shared_memory)
+            try:
+                self.area = SharedArea(layout)
+            except CustomSpaceError as error:  # a Space of your own, as gymnasium's AsyncVectorEnv says it
+                raise ValueError(
+                    f"shared_memory=True cannot hold observations of {self.single_observation_space} ({error}): "
+                    "pass shared_memory=False to send them pickled over the pipes instead"
+                ) from error
+        for worker in self.workers:
+            worker.setup(self.area)
+        for worker in self.workers:
+            while worker.due:  # (a Ray actor has nothing to set up)
+                worker.receive(deadline, "setup")
+        self.shared_memory = self.area is not None and self.area.has_data
+        if not self.shared_memory:  # the parent batches what the workers send
+            self._env_obs: list[Any] = [None] * self.num_envs
+            self._observations = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
+            self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+            self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
+            self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
+
+    @property
+    def caller_chunk(self) -> range | None:
+        """The envs this process steps itself (None: the workers step them all)."""
+        return next((worker.rows for worker in self.workers if worker.in_caller), None)
+
+    @property
+    def processes(self) -> list[Any]:
+        """The worker processes (``multiprocess.Process``), if the workers are processes."""
+        return [worker.process for worker in self.workers if hasattr(worker, "process")]
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Each env's ``np_random_seed``."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each env's ``np_random`` generator."""
+        return self.get_attr("np_random")
+
+    # ----------------------------------------------------------------- reset
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
+        """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    @_one_caller
+    def reset_async(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Sends the reset to the workers and returns at once; collect it with :meth:`reset_wait`."""
+        self._check_idle("reset_async")
+        seeds = expand_seeds(seed, self.num_envs)
+        options, mask = split_reset_mask(options, self.num_envs)
+        for worker, chunk in zip(self.workers, self.chunks):
+            chunk_options = options
+            if mask is not None:
+                if not mask[chunk.start : chunk.stop].any():
+                    continue  # none of its envs: not asked
+                chunk_options = {**(options or {}), "reset_mask": mask[chunk.start : chunk.stop]}
+            worker.post(Command.RESET, (seeds[chunk.start : chunk.stop], chunk_options))
+        self._state = AsyncState.WAITING_RESET
+
+    @_one_caller
+    def reset_wait(self, timeout: float | None = None):
+        """Waits for the reset sent by :meth:`reset_async`; returns observations and infos."""
+        timeout = self._check_waiting(AsyncState.WAITING_RESET, "reset_wait", "reset_async", timeout)
+        answers = self._gather("reset", timeout, close_on_crash=True)
+        self._state, self._needs_reset = AsyncState.DEFAULT, ""
+        observations, _, _, _, infos = self._results(answers)
+        return observations, infos
+
+    # ----------------------------------------------------------------- step
+
+    def step(self, actions: Any):
+        """Steps every env; returns observations, rewards, terminations, truncations, infos."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    @_one_caller
+    def step_async(self, actions: Any) -> None:
+        """Sends the actions to the workers and returns at once; collect with :meth:`step_wait`."""
+        self._check_idle("step_async")
+        if self._needs_reset:
+            raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
+        self.check_actions(actions)
+        if self._in_action_dtypes(actions):
+            # The fast path: the actions go into shared memory, each worker is told by two words.
+            self.area.write_actions(actions)
+            for worker in self.workers:
+                worker.post_step()
+            fence()  # (see fence(): the workers' "I am asleep" must not be missed)
+            if any(worker.asleep() for worker in self.workers):
+                self.area.worker_bell.ring()  # one system call wakes every sleeping worker
+        else:
+            env_actions = list(iterate(self.action_space, actions))  # each env's action, as given
+            for worker, chunk in zip(self.workers, self.chunks):
+                worker.post(Command.STEP, env_actions[chunk.start : chunk.stop])
+        self._state = AsyncState.WAITING_STEP
+
+    @_one_caller
+    def step_wait(self, timeout: float | None = None):
+        """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
+
+        With a chunk of its own, this is where the calling process steps it.
+
+        Args:
+            timeout: seconds to wait for the workers; by default the constructor's ``timeout``.
+        """
+        timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
+        answers = self._gather("step", timeout, close_on_crash=True)
+        self._state = AsyncState.DEFAULT
+        return self._results(answers)
+
+    def _in_action_dtypes(self, actions: Any) -> bool:
+        """Whether the actions can go through shared memory unchanged: arrays of its dtypes."""
+        if not self.shared_memory or self.area.actions is None:
+            return False
+
+        def fits(target: np.ndarray, given: Any) -> bool:
+            return isinstance(given, np.ndarray) and given.dtype == target.dtype and given.shape[1:] == target.shape[1:]
+
+        try:
+            return all(_flatten(tree_map(fits, self.area.actions, actions)))
+        except (KeyError, TypeError, IndexError, ValueError):
+            return False
+
+    # ----------------------------------------------------------------- call and attributes
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls method ``name`` of every env (or reads the attribute if it is not callable)."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    @_one_caller
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Starts :meth:`call` in every worker and returns at once; collect with :meth:`call_wait`."""
+        self._check_idle("call_async")
+        self._post_per_env(Command.CALL, range(self.num_envs), lambda local, _: (local, name, args, kwargs))
+        self._call_doing = f"call({name!r})"
+        self._state = AsyncState.WAITING_CALL
+
+    @_one_caller
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """Waits for the call sent by :meth:`call_async`; returns each env's result."""
+        timeout = self._check_waiting(AsyncState.WAITING_CALL, "call_wait", "call_async", timeout)
+        try:
+            return self._per_env_results(self._gather(self._call_doing, timeout))
+        finally:
+            self._state = AsyncState.DEFAULT
+
+    @_one_caller
+    def call_at(self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Like :meth:`call`, in the envs ``indices`` only (in that order)."""
+        return self._per_env(Command.CALL, indices, lambda local, _: (local, name, args, kwargs), f"call({name!r})")
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every env."""
+        return self.get_attr_at(range(self.num_envs), name)
+
+    @_one_caller
+    def get_attr_at(self, indices: Sequence[int], name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of the envs ``indices``."""
+        return self._per_env(Command.GET_ATTR, indices, lambda local, _: (local, name), f"get_attr({name!r})")
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
+        self.set_attr_at(range(self.num_envs), name, values)
+
+    @_one_caller
+    def set_attr_at(self, indices: Sequence[int], name: str, values: Any) -> None:
+        """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
+        indices = check_indices(indices, self.num_envs)
+        value_of = dict(zip(indices, per_env_values(values, len(indices))))
+        self._per_env(Command.SET_ATTR, indices, lambda local, envs: (local, name, [value_of[i] for i in envs]), f"set_attr({name!r})")
+
+    def render(self) -> tuple[Any, ...]:
+        """The frames rendered by every env."""
+        return self.call("render")
+
+    def _per_env(self, command: Command, indices: Sequence[int], payload_for: Callable[[list[int], list[int]], Any], doing: str) -> tuple[Any, ...]:
+        self._check_idle(doing)
+        indices = check_indices(indices, self.num_envs)
+        self._post_per_env(command, indices, payload_for)
+        results = self._per_env_results(self._gather(doing, self.timeout))
+        if command is Command.SET_ATTR:
+            return None
+        order = sorted(range(len(indices)), key=lambda position: indices[position])  # results come in env order
+        ordered = [None] * len(indices)
+        for result, position in zip(results, order):
+            ordered[position] = result
+        return tuple(ordered)
+
+    def _post_per_env(self, command: Command, indices: Sequence[int], payload_for: Callable[[list[int], list[int]], Any]) -> None:
+        """Gives each worker whose chunk holds some of ``indices`` ``payload_for(its envs' indices
+        within the chunk, the same in the whole vector env)``, in env order."""
+        for worker, chunk in zip(self.workers, self.chunks):
+            mine = sorted(index for index in indices if chunk.start <= index < chunk.stop)
+            if mine:
+                worker.post(command, payload_for([index - chunk.start for index in mine], mine))
+
+    @staticmethod
+    def _per_env_results(answers: dict[int, Any]) -> tuple[Any, ...]:
+        return tuple(result for worker_index in sorted(answers) for result in (answers[worker_index] or ()))
+
+    # ----------------------------------------------------------------- waiting for workers
+
+    def _gather(self, doing: str, timeout: float, close_on_crash: bool = False) -> dict[int, Any]:
+        """Every answer still due, ``{worker index: payload}``, in chunk order.
+
+        Raises:
+            EnvCrashedError: an env raised (the one with the lowest index, if several did); with
+                ``close_on_crash`` (reset, step: the envs are now out of step) the env closes first.
+            WorkerDiedError, WorkerTimeoutError: the vector env is closed first.
+        """
+        deadline = time.perf_counter() + timeout
+        answers: dict[int, Any] = {}
+        crashes: list[EnvCrashedError] = []
+        for worker in self.workers:
+            while worker.due:
+                in_caller = worker.in_caller
+                try:
+                    answers[worker.index] = worker.receive(deadline, doing)
+                except EnvCrashedError as crash:
+                    crashes.append(crash)
+                except WorkerTimeoutError:
+                    stuck = [other.index for other in self.workers if other.due and not other.in_caller]
+                    self._close_after_failure()
+                    raise WorkerTimeoutError(stuck, [i for w in stuck for i in self.chunks[w]], timeout, doing) from None
+                except WorkerDiedError:
+                    self._close_after_failure()
+                    raise
+                except BaseException:  # Ctrl-C. Waiting for a worker: step_wait() may be called again.
+                    if in_caller and doing in ("reset", "step"):  # but our own chunk is half done
+                        self._needs_reset = f"a {doing} was interrupted half-way (Ctrl-C?), so some envs stepped and others did not"
+                        self._state = AsyncState.DEFAULT
+                    raise
+        if crashes:
+            crash = min(crashes, key=lambda error: error.env_index)
+            if close_on_crash:
+                self._close_after_failure()
+                crash.args = (crash.args[0] + "\n\nThe vector env has been closed (its envs are out of step): make a new one.",)
+            raise crash
+        return answers
+
+    def _results(self, answers: dict[int, Any]) -> tuple[Any, ...]:
+        """The batched 5-tuple from the workers' answers to RESET or STEP."""
+        chunk_infos = []
+        if self.shared_memory:  # the data is in shared memory already: only infos came
+            area = self.area
+            for worker_index, infos in answers.items():
+                if infos:
+                    chunk_infos.append((self.chunks[worker_index].start, infos))
+            observations = area.read_observations()
+            rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
+        else:
+            for worker_index, (env_obs, rewards, terminations, truncations, infos) in answers.items():
+                chunk = self.chunks[worker_index]
+                self._env_obs[chunk.start : chunk.stop] = env_obs
+                self._rewards[chunk.start : chunk.stop] = rewards
+                self._terminations[chunk.start : chunk.stop] = terminations
+                self._truncations[chunk.start : chunk.stop] = truncations
+                if infos:
+                    chunk_infos.append((chunk.start, infos))
+            self._observations = observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+            rewards, terminations, truncations = self._rewards, self._terminations, self._truncations
+        infos = merge_infos(chunk_infos, self.num_envs)
+        if self.copy:
+            observations = deepcopy(observations)
+        return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
+
+    # ----------------------------------------------------------------- states
+
+    def _check_idle(self, doing: str) -> None:
+        self._check_open()
+        if self._state is not AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `{doing}` while waiting for a pending call to `{self._state.value}` to complete: "
+                f"call {self._state.value}_wait() first",
+                str(self._state.value),
+            )
+        if any(worker.due for worker in self.workers):  # answers to a call interrupted by Ctrl-C
+            try:
+                self._drain(time.perf_counter() + self.timeout)
+            except VecEnvError:
+                self._close_after_failure()
+                raise
+
+    def _check_waiting(self, state: AsyncState, doing: str, needed: str, timeout: float | None) -> float:
+        self._check_open()
+        timeout = self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
+        if self._state is not state:
+            raise NoAsyncCallError(f"Calling `{doing}` without any prior call to `{needed}`.", state.value)
+        return timeout
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"{type(self).__name__} is closed: make a new one to step again")
+
+    # ----------------------------------------------------------------- closing
+
+    def __enter__(self) -> ChunkedVecEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Garbage collection must not leave processes behind either; but a forked child holding
+        # a copy of this object must leave the parent's workers alone.
+        if not getattr(self, "closed", True) and getattr(self, "_owner", None) == os.getpid():
+            self._state = AsyncState.DEFAULT
+            self.close(terminate=True)
+
+    @_one_caller
+    def close(self, **kwargs: Any) -> None:
+        """Closes the envs and stops the workers (see the module docstring); idempotent."""
+        if self.closed or getattr(self, "_owner", None) != os.getpid():
+            return
+        try:
+            self.close_extras(**kwargs)
+        finally:
+            self.closed = True
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
+        """Stops the workers: politely (finish what is pending, CLOSE, join), then by force.
+
+        Args:
+            timeout: seconds for the polite part (default: the constructor's, at most 10).
+            terminate: skip the polite part and end the workers at once.
+        """
+        self.closed = True  # from here on, errors must not start another close
+        grace = min(getattr(self, "timeout", 10.0), 10.0) if timeout is None else timeout
+        deadline = time.perf_counter() + grace
+        first_close_error = None
+        if self._state is not AsyncState.DEFAULT:
+            warnings.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.", stacklevel=3)
+        if not terminate and self.workers:
+            try:
+                self._drain(deadline)
+                for worker in self.workers:
+                    worker.post(Command.CLOSE, None)
+                for worker in self.workers:
+                    try:
+                        worker.receive(deadline, "close")
+                    except EnvCrashedError as error:  # an env's close() raised: close the others anyway
+                        first_close_error = first_close_error or error
+            except (VecEnvError, OSError):
+                terminate = True  # a dead or stuck worker: the force below deals with it
+        for worker in self.workers:
+            try:
+                worker.stop(deadline, terminate)
+            except EnvCrashedError as error:
+                first_close_error = first_close_error or error
+        self._state = AsyncState.DEFAULT
+        if first_close_error is not None:
+            raise first_close_error
+
+    def _drain(self, deadline: float) -> None:
+        """Collects (and drops) every answer still due, so that none is read as a later one's."""
+        for worker in self.workers:
+            while worker.due:
+                try:
+                    worker.receive(deadline, "close (finishing what was pending)")
+                except EnvCrashedError:
+                    pass  # that command failed; the worker itself is fine
+
+    def _close_after_failure(self) -> None:
+        if not self.closed:
+            self._state = AsyncState.DEFAULT  # nothing to warn about: the failure is being raised
+            self.close(terminate=True)
+
+
+def split_evenly(num_envs: int, num_workers: int) -> list[range]:
+    """Splits env indices into ``num_workers`` contiguous chunks whose sizes differ by at most one.
+
+    The first chunks are the smaller ones: the first is the caller's own in a pool, and the
+    caller also does the serial part of every step (checking actions, batching results).
+
+    >>> split_evenly(10, 3)
+    [range(0, 3), range(3, 6), range(6, 10)]
+    """
+    base, extra = divmod(num_envs, num_workers)
+    chunks, start = [], 0
+    for worker_index in range(num_workers):
+        size = base + (1 if worker_index >= num_workers - extra else 0)
+        chunks.append(range(start, start + size))
+        start += size
+    return chunks
+
+
+def _flatten(tree: Any) -> list[Any]:
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _flatten(value)]
+    if isinstance(tree, tuple):
+        return [leaf for value in tree for leaf in _flatten(value)]
+    return [tree]
