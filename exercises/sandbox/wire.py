@@ -29,10 +29,9 @@ import math
 import select
 import socket
 import struct
+import sys
 import time
 from typing import Any
-
-import numpy as np
 
 #: The largest message either side accepts, in bytes (a student's answer is small).
 MAX_MESSAGE = 32 * 1024 * 1024
@@ -127,14 +126,17 @@ def encode(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, Expr):
         return {"$": "expr", "root": value.root, "steps": [_encode_step(step, depth) for step in value.steps]}
+    # No numpy object can exist where numpy was never imported (question 1's code, say): then
+    # there is no need to pay for importing it.
+    np = sys.modules.get("numpy")
     try:
         # Subclasses and numpy scalars become the plain value they stand for: whatever their own
         # __eq__ says, the checks compare that value.
-        if isinstance(value, (bool, np.bool_)):
+        if isinstance(value, bool) or (np and isinstance(value, np.bool_)):
             return bool(value)
-        if isinstance(value, (int, np.integer)):
+        if isinstance(value, int) or (np and isinstance(value, np.integer)):
             return int(value)
-        if isinstance(value, (float, np.floating)):
+        if isinstance(value, float) or (np and isinstance(value, np.floating)):
             number = float(value)
             return number if math.isfinite(number) else {"$": "float", "text": repr(number)}
         if isinstance(value, str):
@@ -147,7 +149,7 @@ def encode(value: Any, depth: int = 0) -> Any:
         if isinstance(value, dict):
             return {"$": "dict", "items": [[encode(key, depth + 1), encode(item, depth + 1)]
                                            for key, item in value.items()]}
-        if isinstance(value, np.ndarray) and value.dtype.kind in ARRAY_KINDS and value.dtype.fields is None:
+        if np and isinstance(value, np.ndarray) and value.dtype.kind in ARRAY_KINDS and value.dtype.fields is None:
             array = np.ascontiguousarray(value)
             return {"$": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape),
                     "data": base64.b64encode(array.tobytes()).decode("ascii")}
@@ -235,7 +237,9 @@ def _field(data: dict, name: str, kind: type) -> Any:
     return value
 
 
-def _decode_array(data: dict) -> np.ndarray:
+def _decode_array(data: dict) -> Any:
+    import numpy as np  # here, not at the top: see encode()
+
     try:
         dtype = np.dtype(_field(data, "dtype", str))
     except TypeError as error:
