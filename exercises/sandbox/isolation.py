@@ -283,6 +283,9 @@ def _probe(kind: str):
         return ok, error
     if shutil.which("bwrap") is None:
         return False, "the bwrap command is not installed (Debian: apt-get install bubblewrap)"
+    shown = [Path("/usr"), *python_folders()]
+    if any(EXERCISES.is_relative_to(folder) for folder in shown):
+        return False, f"{EXERCISES} lies inside a folder the sandbox shows whole ({', '.join(map(str, shown))})"
     error = ""
     for flags in _BWRAP_VARIANTS:
         ok, error = _runs([*_bwrap_prefix(flags), "true"])
