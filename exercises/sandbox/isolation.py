@@ -224,8 +224,9 @@ def python_folders() -> tuple[Path, ...]:
                   *site.getsitepackages(), *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib",
                                                                                   "purelib", "platlib"))}
     folders = set()
-    for candidate in candidates:
-        path = Path(candidate).resolve()
+    # Each as given and resolved: a virtual environment reached through a link (.venv -> ...) is
+    # run by the linked path, and its files live at the resolved one.
+    for path in {Path(os.path.abspath(c)) for c in candidates} | {Path(c).resolve() for c in candidates}:
         if not path.is_dir() or path == Path("/") or path.is_relative_to("/usr"):
             continue  # /usr is shown whole already
         if EXERCISES.is_relative_to(path):
