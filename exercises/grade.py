@@ -39,6 +39,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from exercises.sandbox import isolation, processes
+from exercises.sandbox.client import SandboxFailed, StudentProcess
 
 EXERCISES = Path(__file__).resolve().parent
 CHECKS = EXERCISES / "checks"
@@ -244,6 +245,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: {sandbox.warning}", file=sys.stderr)
     # Orphans of the judges and of student code come here, to be killed after each student.
     processes.become_subreaper()
+    # A sandbox that cannot start Python would fail every check of every student: say so now.
+    with tempfile.TemporaryDirectory(prefix="grade-") as empty:
+        probe = StudentProcess(Path(empty), sandbox)
+        try:
+            probe.start()
+        except SandboxFailed as error:
+            raise SystemExit(f"ERROR: {error}") from None
+        finally:
+            probe.stop()
 
     checks = collect_checks()
     watched = (EXERCISES, isolation.vecenvs_folder())

@@ -578,3 +578,18 @@ def test_the_grader_notices_when_the_checks_change(tmp_path):
     with open(checks / "conftest.py", "a") as file:
         file.write("def pytest_runtest_makereport(item, call): ...\n")
     assert fingerprint(checks, leave_out=submissions) != before
+
+
+def test_a_sandbox_that_cannot_start_is_not_blamed_on_the_student(tmp_path, monkeypatch):
+    """Python hidden from the sandbox: the checks say the sandbox failed, before any student
+    code ran, instead of telling every student that their code crashed."""
+    bwrap_or_skip()
+    from exercises.sandbox import client, isolation
+
+    monkeypatch.setattr(isolation, "python_folders", lambda: ())
+    student = client.StudentProcess(EXERCISES / "solutions", isolation.choose("bwrap"))
+    try:
+        with pytest.raises(client.SandboxFailed, match="bwrap sandbox could not start Python"):
+            student.module("q1_chunks.py").get("split_envs")
+    finally:
+        student.stop()

@@ -108,6 +108,10 @@ class BadAnswer(StudentCodeFailed):
     """What came back is not an answer in the wire format."""
 
 
+class SandboxFailed(RuntimeError):
+    """The sandbox did not start (before any of the student's code ran): not the student's fault."""
+
+
 # ---------------------------------------------------------------------------------- the process
 
 
@@ -134,6 +138,15 @@ class StudentProcess:
         self._workspace: Path | None = None
         self._fresh = False
         self._next_id = 0
+
+    def start(self) -> None:
+        """Starts the student's process now, if it is not running (requests do it when needed).
+
+        Raises:
+            SandboxFailed: the sandbox could not start Python; its own error went to stderr.
+        """
+        if self._process is None:
+            self._start()
 
     def module(self, filename: str) -> RemoteModule:
         """The student's file ``filename`` (imported over there when first used)."""
@@ -217,11 +230,19 @@ class StudentProcess:
         self.generation += 1
         self._imported = set()
         self._fresh = True
+        try:
+            hello = wire.receive(self._channel, time.perf_counter() + STARTUP_SECONDS)
+            if "hello" not in hello:
+                raise wire.WireError("no hello")
+        except (TimeoutError, EOFError, OSError, wire.WireError) as error:
+            how = self._ending() if not isinstance(error, TimeoutError) else "it did not start in time"
+            self.stop()
+            raise SandboxFailed(f"the {self.sandbox.kind} sandbox could not start Python ({how}); its own "
+                                "error is above. (--sandbox none runs student code without one.)") from None
 
     def _exchange(self, message: dict, doing: str, seconds: float) -> dict:
         """Sends ``message`` and waits for its reply; on any trouble, stops the process."""
-        if self._process is None:
-            self._start()
+        self.start()
         self._next_id += 1
         message["id"] = self._next_id
         deadline = time.perf_counter() + seconds + (STARTUP_SECONDS if self._fresh else 0.0)

@@ -3,8 +3,9 @@
     python -m exercises.sandbox.runner FD SUBMISSION_FOLDER
 
 :mod:`exercises.sandbox.client` starts this in the sandbox, with ``FD`` its end of a socket to
-the checks' process. It then answers one request at a time (each a :mod:`wire` message, each
-naming its target with a :class:`wire.Expr`):
+the checks' process. It says ``{"hello": pid}`` before importing anything of the student's,
+then answers one request at a time (each a :mod:`wire` message, each naming its target with a
+:class:`wire.Expr`):
 
     {"op": "get", "target": ...}                 -> {"value": data} or {"callable": {...}}
     {"op": "call", "target": ..., "keep": bool}  -> {"value": data} or {"handle": n, "type": name}
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import itertools
+import os
 import resource
 import socket
 import sys
@@ -198,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     channel = socket.socket(fileno=int(argv[0]))
     contain_this_process()
     runner = Runner(Path(argv[1]))
+    # Before any of the student's code runs: tells the checks that the sandbox itself works.
+    wire.send(channel, {"hello": os.getpid()})
     while True:
         try:
             request = wire.receive(channel)
