@@ -3,11 +3,20 @@
     python -m exercises.grade submissions/                 # one subfolder per student
     python -m exercises.grade submissions/ --csv scores.csv
 
-Each student's checks run in a pytest process of their own, in a new process group, under two
-deadlines: pytest-timeout stops any single check after ``--test-timeout`` seconds, and the
-whole run is killed (its process group: pytest and every process the student's code started)
-after ``--student-timeout`` seconds. So a student's hung or crashing code costs at most that
-long and leaves nothing running; the student gets 0 for what did not finish.
+Every submission is treated as hostile. For each student, the grader copies the student's files
+(regular files only) to a private folder and runs the checks on the copy in a pytest process of
+its own, the *judge*, which never imports a student's file. The judge runs each question's code
+in a separate sandboxed process (``exercises/sandbox``: bubblewrap where it is installed) that
+sees a copy of that student's files and nothing of the checks, the solutions, the other students
+or the reports; it calls the student's functions there and judges the plain data that comes back.
+So a crash costs one question, and nothing a submission does reaches the grader or its scores:
+the judge writes its JUnit report where no student process can see it, and the grader counts
+each known check at most once.
+
+Deadlines: a check is stopped after ``--test-timeout`` seconds, a student's whole run after
+``--student-timeout``; then everything that student's code started is killed (the sandbox's PID
+namespace ends; the grader and the judge are subreapers, which catches whatever escaped its
+process group), the student gets 0 for what did not finish, and the grader moves on.
 
 A check is one point. The table shows, per student, the checks passed out of the checks of
 each question, and the total; below it, the first line of each failure's hint.
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import os
 import re
 import signal
@@ -27,6 +37,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
+
+from exercises.sandbox import isolation, processes
+from exercises.sandbox.client import SandboxFailed, StudentProcess
 
 EXERCISES = Path(__file__).resolve().parent
 CHECKS = EXERCISES / "checks"
@@ -42,18 +55,19 @@ class StudentResult:
 
     student: str
     passed: dict[str, int] = field(default_factory=dict)
-    """question -> checks passed."""
+    """question -> checks passed (each check counted once)."""
     hints: list[str] = field(default_factory=list)
     """``"q3 test_name: first line of the failure message"``, one per failed check."""
     status: str = "ok"
-    """``"ok"``, ``"timed out"`` (killed at the deadline) or ``"crashed"`` (pytest gave no report)."""
+    """``"ok"``, ``"timed out"`` (killed at the deadline), ``"crashed"`` (the judge gave no
+    report), ``"tampered"`` (the checks changed while it was graded) or ``"not graded"``."""
     output: str = ""
-    """pytest's own output, for when the report is missing."""
+    """The judge's own output, for when the report is missing."""
 
 
 def collect_checks() -> dict[str, list[str]]:
     """question -> the names of its checks, by asking pytest what it would run."""
-    command = [sys.executable, "-m", "pytest", str(CHECKS), "--collect-only", "-q"]
+    command = [sys.executable, "-m", "pytest", str(CHECKS), "--collect-only", "-q", "-p", "no:cacheprovider"]
     listing = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120,
                              check=False)
     checks = defaultdict(list)
@@ -66,63 +80,108 @@ def collect_checks() -> dict[str, list[str]]:
     return dict(sorted(checks.items()))
 
 
-def grade_student(folder: Path, test_timeout: float, student_timeout: float) -> StudentResult:
-    """Runs every check on one folder, within the deadlines."""
+def grade_student(folder: Path, checks: dict[str, list[str]], sandbox: isolation.Sandbox,
+                  test_timeout: float, student_timeout: float) -> StudentResult:
+    """Runs every check on a copy of one folder, within the deadlines."""
     result = StudentResult(folder.name)
+    # Private to the grader: the student's processes never see this folder (with bwrap), and
+    # the judge only ever reads the copy, never the instructor's original.
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
-        report = Path(scratch) / "report.xml"
-        command = [sys.executable, "-m", "pytest", str(CHECKS), "--submission", str(folder),
-                   "-q", "-p", "no:cacheprovider", f"--timeout={test_timeout:g}",
+        copy, report, output = Path(scratch) / "submission", Path(scratch) / "report.xml", Path(scratch) / "output.txt"
+        for note in isolation.copy_submission(folder, copy):
+            result.hints.append(f"files: {note}")
+        command = [sys.executable, "-m", "pytest", str(CHECKS), "--submission", str(copy),
+                   "--sandbox", sandbox.kind, "-q", "-p", "no:cacheprovider", f"--timeout={test_timeout:g}",
                    f"--junitxml={report}", "-o", "junit_family=xunit1"]
-        # A session of its own: the process group that the deadline kills, grandchildren included.
-        process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace",
-                                   start_new_session=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-        try:
-            result.output, _ = process.communicate(timeout=student_timeout)
-        except subprocess.TimeoutExpired:
-            result.status = "timed out"
-        finally:
-            # Also after a normal exit: processes the student's code left behind go too.
+        with open(output, "w+", encoding="utf-8", errors="replace") as log:
+            # A session of its own: the process group that the deadline kills.
+            judge = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
             try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if result.status == "timed out":
-                result.output, _ = process.communicate()
+                judge.wait(timeout=student_timeout)
+            except subprocess.TimeoutExpired:
+                result.status = "timed out"
+            finally:
+                # Also after a normal exit: anything left behind goes too, wherever it went
+                # (this process is a subreaper: orphans that left the group come here).
+                try:
+                    os.killpg(judge.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                judge.wait()
+                processes.kill_descendants()
+            log.seek(0)
+            result.output = log.read()[-20_000:]
         if result.status == "timed out":
             result.hints.append(f"all: the checks did not finish within {student_timeout:g} s and "
                                 "were stopped; does your code hang somewhere no check can interrupt?")
             return result
         if not report.exists():
             result.status = "crashed"
-            result.hints.append("all: pytest did not run the checks:\n" + result.output[-2000:])
+            result.hints.append("all: the checks did not run:\n" + result.output[-2000:])
             return result
-        _read_report(report, result)
+        read_report(report, checks, result)
     return result
 
 
-def _read_report(report: Path, result: StudentResult) -> None:
-    for case in ElementTree.parse(report).iter("testcase"):
+def read_report(report: Path, checks: dict[str, list[str]], result: StudentResult) -> None:
+    """Fills ``result`` from a JUnit report: a point per known check that passed, each counted
+    once, so no question can score more than its number of checks whatever the report says."""
+    passed: dict[str, set[str]] = {question: set() for question in checks}
+    try:
+        cases = list(ElementTree.parse(report).iter("testcase"))
+    except ElementTree.ParseError as error:
+        result.status = "crashed"
+        result.hints.append(f"all: the checks' report could not be read ({error})")
+        cases = []
+    for case in cases:
         match = QUESTION.search(case.get("file", "") + " " + case.get("classname", ""))
-        if not match:
-            continue
+        name = case.get("name", "")
+        if not match or name not in checks.get(match.group(1), ()):
+            continue  # not one of the checks we collected
         question = match.group(1)
-        result.passed.setdefault(question, 0)
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")
         if problem is None and case.find("skipped") is None:
-            result.passed[question] += 1
+            passed[question].add(name)
         elif problem is not None:
-            message = (problem.get("message") or problem.text or "").strip()
-            message = re.sub(r'^failed on setup with "?', "", message)
-            lines = [line.strip() for line in message.splitlines() if line.strip()] or ["failed"]
-            # Keep the check's own message, not pytest's rewrite of the assert statement below it.
-            cut = next((i for i, line in enumerate(lines) if i and line.startswith("assert ")), len(lines))
-            lines = lines[:cut]
-            hint = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
-            result.hints.append(f"{question} {case.get('name')}: {hint[:300]}")
+            result.hints.append(f"{question} {name}: {_hint(problem)}")
+    result.passed = {question: len(names) for question, names in passed.items()}
+
+
+def _hint(problem: ElementTree.Element) -> str:
+    """The first line of a failure's message (and its last, when it has several)."""
+    message = (problem.get("message") or problem.text or "").strip()
+    if re.search(r"\[\+\d+ more lines?; full report in element text\]$", message):
+        # pytest keeps only the first line in the attribute; the text has all of it: a message
+        # of ours whole, or a traceback whose error lines start with "E ".
+        text = problem.text or message
+        errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+        message = "\n".join(errors) if errors else text.strip()
+    setup = re.match(r'^failed on (setup|teardown) with "(.*)"$', message, re.DOTALL)
+    message = setup.group(2) if setup else message
+    message = re.sub(r"^(Failed|AssertionError): ", "", message)  # pytest's prefixes
+    lines = [line.strip() for line in message.splitlines() if line.strip()] or ["failed"]
+    # Keep the check's own message, not pytest's rewrite of the assert statement below it.
+    cut = next((i for i, line in enumerate(lines) if i and line.startswith("assert ")), len(lines))
+    lines = lines[:cut]
+    hint = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return hint[:300]
+
+
+def fingerprint(*folders: Path, leave_out: Path | None = None) -> str:
+    """A hash of every file under ``folders`` (not caches): the checks and what they import."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if "__pycache__" in path.parts or not path.is_file():
+                continue
+            if leave_out is not None and path.is_relative_to(leave_out):
+                continue
+            digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def format_table(results: list[StudentResult], checks: dict[str, list[str]]) -> str:
@@ -143,14 +202,18 @@ def format_table(results: list[StudentResult], checks: dict[str, list[str]]) -> 
 
 
 def write_csv(path: Path, results: list[StudentResult], checks: dict[str, list[str]]) -> None:
-    """One row per student: passed per question, total, out of, status."""
-    with open(path, "w", newline="", encoding="utf-8") as file:
+    """One row per student: passed per question, total, out of, status (written whole, then
+    renamed into place, so no one ever reads half a file)."""
+    path = path.resolve()
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(["student", *checks, "total", "out_of", "status"])
         total = sum(len(names) for names in checks.values())
         for result in results:
             writer.writerow([result.student, *(result.passed.get(q, 0) for q in checks),
                              sum(result.passed.values()), total, result.status])
+    os.replace(partial, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds one check may take (default 30)")
     parser.add_argument("--student-timeout", type=float, default=300.0,
                         help="seconds all of one student's checks may take (default 300)")
+    parser.add_argument("--sandbox", default="auto", choices=("auto", *isolation.KINDS),
+                        help="where student code runs: the best this machine has (default), or "
+                             "one kind, refusing to grade without it")
     parser.add_argument("--no-hints", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
 
@@ -170,11 +236,42 @@ def main(argv: list[str] | None = None) -> int:
                      if path.is_dir() and not path.name.startswith((".", "_")))
     if not folders:
         parser.error(f"{args.submissions} has no student subfolders")
+    try:
+        sandbox = isolation.choose(args.sandbox)
+    except RuntimeError as error:
+        parser.error(str(error))
+    print(f"student code runs in: {sandbox.kind}", file=sys.stderr)
+    if sandbox.warning:
+        print(f"WARNING: {sandbox.warning}", file=sys.stderr)
+    # Orphans of the judges and of student code come here, to be killed after each student.
+    processes.become_subreaper()
+    # A sandbox that cannot start Python would fail every check of every student: say so now.
+    with tempfile.TemporaryDirectory(prefix="grade-") as empty:
+        probe = StudentProcess(Path(empty), sandbox)
+        try:
+            probe.start()
+        except SandboxFailed as error:
+            raise SystemExit(f"ERROR: {error}") from None
+        finally:
+            probe.stop()
+
     checks = collect_checks()
-    results = []
+    watched = (EXERCISES, isolation.vecenvs_folder())
+    submissions = args.submissions.resolve()
+    before = fingerprint(*watched, leave_out=submissions)
+    results: list[StudentResult] = []
     for folder in folders:
+        if results and results[-1].status == "tampered":
+            results.append(StudentResult(folder.name, status="not graded"))
+            continue
         print(f"grading {folder.name} ...", file=sys.stderr, flush=True)
-        results.append(grade_student(folder.resolve(), args.test_timeout, args.student_timeout))
+        results.append(grade_student(folder.resolve(), checks, sandbox, args.test_timeout, args.student_timeout))
+        # Only possible without bubblewrap: a student's code changed the checks (or what they
+        # import), and every later score would be decided by its version of them.
+        if fingerprint(*watched, leave_out=submissions) != before:
+            results[-1] = StudentResult(folder.name, status="tampered", hints=[
+                "all: the checks or the files they import changed while this student was graded; "
+                "grading stopped. Restore them (git checkout exercises vecenvs) and grade in a sandbox."])
 
     print(format_table(results, checks))
     if not args.no_hints:
@@ -186,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         write_csv(args.csv, results, checks)
         print(f"\nscores written to {args.csv}")
-    return 0
+    return 2 if any(result.status == "tampered" for result in results) else 0
 
 
 if __name__ == "__main__":

@@ -124,3 +124,10 @@ def test_the_dashboard_listens_on_localhost_unless_told_otherwise():
 def test_ci_installs_the_browser_the_dashboard_test_drives():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "apt-get install" in ci and "chromium" in ci
+
+
+def test_ci_installs_the_sandbox_the_grader_uses():
+    # Without bubblewrap the grader falls back to weaker sandboxes, and the hostile-class test
+    # fails in CI rather than skip.
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "bubblewrap" in ci and "apt-get install" in ci and "bwrap --version" in ci

@@ -1,34 +1,73 @@
-"""What every check shares: which submission to check, loading its files, hints, clean-up.
+"""What every check shares: the student's process, calling into it, readable failures, clean-up.
 
 ``pytest exercises/checks`` checks ``exercises/student``; ``--submission DIR`` checks another
 folder holding the same ``q*.py`` files (a student's, or ``exercises/solutions``).
+
+The checks never import a student's file. Each check file (one question) gets a process of its
+own that runs the student's code in a sandbox (``exercises/sandbox``, which says how), and the
+checks call the student's functions through it: ``call(split_envs, 10, 3)`` runs
+``split_envs(10, 3)`` over there and returns its answer here, as plain data. A crash, a hang or
+a trick in one question's code costs that question's checks, nothing else.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib.util
 import sys
-import threading
-import traceback
-from collections.abc import Callable
+import warnings
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import psutil
 import pytest
 
 EXERCISES = Path(__file__).resolve().parent.parent
-# The exercise files import ``exercises.pipe_env``: the folder above ``exercises`` must be importable.
+# The checks import ``exercises.*``: the folder above ``exercises`` must be importable.
 if str(EXERCISES.parent) not in sys.path:
     sys.path.insert(0, str(EXERCISES.parent))
+
+from exercises.sandbox import isolation, processes  # noqa: E402
+from exercises.sandbox.client import (  # noqa: E402, F401  (re-exported for the checks)
+    RemoteFunction,
+    RemoteModule,
+    RemoteObject,
+    StudentCodeFailed,
+    StudentError,
+    StudentProcess,
+    toolkit,
+)
+from exercises.sandbox.wire import type_name  # noqa: E402, F401  (re-exported for the checks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--submission", default=str(EXERCISES / "student"),
                      help="folder with the q*.py files to check (default: exercises/student)")
+    parser.addoption("--sandbox", default="auto", choices=("auto", *isolation.KINDS),
+                     help="where the student's code runs (default: the best this machine has)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Orphans of the student's processes come to this process, so that they can be killed.
+    processes.become_subreaper()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    processes.kill_descendants()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    try:
+        sandbox = isolation.choose(config.getoption("--sandbox"))
+    except RuntimeError as error:
+        return f"student code sandbox: {error}"
+    return f"student code sandbox: {sandbox.kind}"
+
+
+@pytest.fixture(scope="session")
+def sandbox(request: pytest.FixtureRequest) -> isolation.Sandbox:
+    """Where the student's code runs (the best kind this machine has, unless ``--sandbox``)."""
+    chosen = isolation.choose(request.config.getoption("--sandbox"))
+    if chosen.warning:
+        warnings.warn(chosen.warning, stacklevel=1)
+    return chosen
 
 
 @pytest.fixture(scope="session")
@@ -40,74 +79,51 @@ def submission(request: pytest.FixtureRequest) -> Path:
     return folder
 
 
-def load(folder: Path, filename: str) -> ModuleType:
-    """Imports ``folder/filename`` under a name of its own; a missing or broken file fails the
-    check with a message saying so (never an error inside pytest)."""
-    path = folder / filename
-    if not path.is_file():
-        pytest.fail(f"{filename} not found in {folder}: copy exercises/student/{filename} there "
-                    "and fill it in", pytrace=False)
-    name = f"submission_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - whatever a student's file raises, report it as a failed check
-        pytest.fail(f"importing {filename} failed; fix this first:\n{traceback.format_exc(limit=-3)}",
-                    pytrace=False)
-    sys.modules[name] = module
-    return module
-
-
-def attribute(module: ModuleType, name: str) -> Any:
-    """``module.name``, or a failed check saying it is missing."""
-    if not hasattr(module, name):
-        pytest.fail(f"{Path(module.__file__).name} has no {name!r}: did you rename or delete it?",
-                    pytrace=False)
-    return getattr(module, name)
-
-
-def call(function: Callable, *args: Any, seconds: float = 10.0, **kwargs: Any) -> Any:
-    """Calls a student's function with a deadline; "not done yet" and hangs become clear failures.
-
-    The call runs in a helper thread, so a hang costs ``seconds``, not the whole check's timeout.
-    Other exceptions propagate: checks that expect one catch it, and an unexpected one shows its
-    traceback, which is what the student needs to see.
-    """
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = function(*args, **kwargs)
-        except BaseException as error:  # noqa: BLE001 - handed to the main thread below
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, name=f"check-{function.__name__}", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"{function.__name__}() did not return within {seconds:g} s: is something "
-                    "waiting forever (a recv() without a deadline, a loop that never ends)?",
-                    pytrace=False)
-    error = outcome.get("error")
-    if isinstance(error, NotImplementedError):
-        pytest.fail(f"not done yet: {error}", pytrace=False)
-    if error is not None:
-        raise error
-    return outcome["value"]
+@pytest.fixture(scope="module")
+def student(submission: Path, sandbox: isolation.Sandbox):
+    """The student's code, in a process of its own for this question's checks."""
+    process = StudentProcess(submission, sandbox)
+    yield process
+    process.stop()
 
 
 @pytest.fixture(autouse=True)
-def no_processes_left_behind():
-    """Whatever a check started (a student's worker that never exits...) is killed after it, so
-    one hung exercise cannot slow down the next."""
-    me = psutil.Process()
-    before = {child.pid for child in me.children(recursive=True)}
+def no_processes_left_behind(student: StudentProcess):
+    """Whatever a check made the student's code start (a worker that never exits...) is killed
+    after it, so one hung exercise cannot slow down the next."""
     yield
-    leftovers = [child for child in me.children(recursive=True) if child.pid not in before]
-    for child in leftovers:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(leftovers, timeout=3)
+    student.clean_up()
+
+
+def load(student: StudentProcess, filename: str) -> RemoteModule:
+    """The student's file ``filename`` (imported in the student's process on first use)."""
+    return student.module(filename)
+
+
+def attribute(module: RemoteModule, name: str) -> Any:
+    """``module.name``: its value as data, or a function to call with :func:`call`. A missing file
+    or name, or a file that fails to import, fails the check with a message saying so."""
+    return module.get(name)
+
+
+def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: Any) -> Any:
+    """Calls a student's function in the student's process, with a deadline; returns its answer.
+
+    "Not done yet" (``NotImplementedError``), a hang, a crash or an answer that is not plain data
+    fail the check with a message saying so. Other exceptions arrive as :class:`StudentError`,
+    which checks that expect one catch (``error.is_a("ValueError")``); an unexpected one fails
+    the check with the student's traceback, which is what the student needs to see.
+    """
+    if not isinstance(function, RemoteFunction):
+        pytest.fail(f"expected a function, found {type_name(function)} {function!r:.60}", pytrace=False)
+    return function.call_within(seconds, *args, **kwargs)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """When the student's code failed to answer, the report shows only the message written for
+    the student (with their traceback), not the checks' own stack."""
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(StudentCodeFailed):
+        report.longrepr = str(call.excinfo.value)
+    return report

@@ -1,22 +1,26 @@
 """Exercise 1: split N envs over K workers (``q1_chunks.py``)."""
 
 import pytest
-from conftest import attribute, call, load
+from conftest import StudentError, attribute, call, load, type_name
 
 #: (num_envs, num_workers) pairs every check tries.
 CASES = [(1, 1), (8, 2), (10, 3), (7, 7), (128, 2), (5, 4)]
 
 
 @pytest.fixture
-def split_envs(submission):
-    return attribute(load(submission, "q1_chunks.py"), "split_envs")
+def split_envs(student):
+    return attribute(load(student, "q1_chunks.py"), "split_envs")
 
 
 def chunks_of(split_envs, num_envs, num_workers):
     chunks = call(split_envs, num_envs, num_workers)
     assert isinstance(chunks, (list, tuple)), (
-        f"split_envs({num_envs}, {num_workers}) returned {type(chunks).__name__}: "
+        f"split_envs({num_envs}, {num_workers}) returned {type_name(chunks)}: "
         "expected a list of ranges")
+    for chunk in chunks:
+        assert isinstance(chunk, (range, list, tuple)) and all(type(index) is int for index in chunk), (
+            f"split_envs({num_envs}, {num_workers}) has a chunk {chunk!r:.60}: each chunk should be a "
+            "range of env indices")
     return [list(chunk) for chunk in chunks]
 
 
@@ -44,14 +48,17 @@ def test_chunk_sizes_differ_by_at_most_one_larger_first(split_envs):
 
 
 def test_impossible_splits_raise_value_error(split_envs):
+    # Refusing is only half of it: a function that raises ValueError for everything earns nothing.
+    chunks = chunks_of(split_envs, 4, 2)
+    assert chunks == [[0, 1], [2, 3]], (
+        f"split_envs(4, 2) = {chunks}: before refusing the impossible splits, make the possible "
+        "ones (expected [range(0, 2), range(2, 4)])")
     for num_envs, num_workers in [(4, 0), (4, -1), (3, 4)]:
         hint = f"split_envs({num_envs}, {num_workers}): expected ValueError (check 1 <= num_workers <= num_envs first)"
         try:
             call(split_envs, num_envs, num_workers)
-        except ValueError:
-            continue
-        except pytest.fail.Exception:
-            raise
-        except Exception as error:  # noqa: BLE001 - any other error is the student's to see
-            pytest.fail(f"{hint}, got {type(error).__name__}: {error}", pytrace=False)
+        except StudentError as error:
+            if error.is_a("ValueError"):
+                continue
+            pytest.fail(f"{hint}, got {error.type_name}: {error.message}", pytrace=False)
         pytest.fail(f"{hint}; it returned without an error", pytrace=False)

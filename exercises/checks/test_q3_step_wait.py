@@ -1,66 +1,101 @@
-"""Exercise 3: ``step_wait`` of the pipe-based vector env (``q3_step_wait.py``)."""
+"""Exercise 3: ``step_wait`` of the pipe-based vector env (``q3_step_wait.py``).
 
+The student's vector env lives in the student's process, with its workers; these checks step it
+from here and compare every answer with the same envs stepped here, one after the other.
+"""
+
+import contextlib
 import time
-import traceback
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import attribute, call, load
+from conftest import RemoteObject, StudentCodeFailed, StudentError, attribute, call, load, toolkit, type_name
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
-from exercises.pipe_env import Command, WorkerError, WorkerTimeout
 from vecenvs.envs import faulty_env_fns
 
 NUM_ENVS = 3
 OBS_SIZE = 5
+COSTLY = "vecenvs/Costly-v0"
 
 
-def costly(**kwargs):
-    """A factory for the teaching env; short episodes, so that envs reset during the checks."""
-    return lambda: gym.make("vecenvs/Costly-v0", obs_size=OBS_SIZE, episode_steps=7, **kwargs)
+def costly_kwargs(**kwargs):
+    """The teaching env, with short episodes so that envs reset during the checks."""
+    return {"obs_size": OBS_SIZE, "episode_steps": 7, **kwargs}
 
 
-def answering_worker(pipe, env_fn):
-    """A worker that sends env errors back as ``(False, traceback)`` (exercise 4 writes one)."""
-    env = env_fn()
-    try:
-        while True:
-            command, data = pipe.recv()
-            if command is Command.CLOSE:
-                pipe.send((True, None))
-                return
-            try:
-                if command is Command.RESET:
-                    reply = env.reset(seed=data)
-                else:
-                    observation, reward, terminated, truncated, info = env.step(data)
-                    if terminated or truncated:
-                        observation, _ = env.reset()
-                    reply = observation, reward, terminated, truncated, info
-                pipe.send((True, reply))
-            except Exception:  # noqa: BLE001 - every env error goes back to the parent
-                pipe.send((False, traceback.format_exc()))
-    except EOFError:
-        pass
-    finally:
-        env.close()
+def costly_fns(num_envs, **kwargs):
+    """Factories for the student's vector env (built in the student's process)."""
+    return toolkit.env_fns(COSTLY, num_envs, **costly_kwargs(**kwargs))
+
+
+class ByHand:
+    """The same envs, here, stepped one after the other as the workers do (with their autoreset)."""
+
+    def __init__(self, envs, seed):
+        self.envs = envs
+        for index, env in enumerate(envs):
+            env.reset(seed=seed + index)  # the vector env gives env i the seed seed + i
+
+    def step(self, actions):
+        """One step of every env: a list of ``(observation, reward, terminated, truncated)``."""
+        results = []
+        for env, action in zip(self.envs, actions):
+            observation, reward, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                observation, _ = env.reset()
+            results.append((observation, reward, terminated, truncated))
+        return results
+
+    def close(self):
+        for env in self.envs:
+            env.close()
 
 
 @pytest.fixture
-def make_envs(submission):
-    """Builds the student's vector env; every one built is closed after the check."""
-    env_class = attribute(load(submission, "q3_step_wait.py"), "MyPipeVecEnv")
+def by_hand():
+    """Builds :class:`ByHand` envs; every one built is closed after the check."""
     built = []
 
-    def build(env_fns, **kwargs):
-        envs = env_class(env_fns, **kwargs)
-        built.append(envs)
-        return envs
+    def build(envs, seed=0):
+        built.append(ByHand(envs, seed))
+        return built[-1]
 
     yield build
     for envs in built:
         envs.close()
+
+
+def costly_by_hand(num_envs, **kwargs):
+    return [gym.make(COSTLY, **costly_kwargs(**kwargs)) for _ in range(num_envs)]
+
+
+def faulty_by_hand(num_envs, **kwargs):
+    return [env_fn() for env_fn in faulty_env_fns(num_envs, **kwargs)]
+
+
+@pytest.fixture
+def make_envs(student):
+    """Builds the student's vector env (in the student's process); every one built is closed
+    after the check."""
+    env_class = attribute(load(student, "q3_step_wait.py"), "MyPipeVecEnv")
+    built = []
+
+    def build(env_fns, **kwargs):
+        envs = call(env_class, env_fns, **kwargs)
+        if not isinstance(envs, RemoteObject):
+            pytest.fail(f"MyPipeVecEnv(...) gave {type_name(envs)}: expected a vector env; is "
+                        "MyPipeVecEnv still a class, subclassing PipeVecEnv?", pytrace=False)
+        built.append(envs)
+        return envs
+
+    yield build
+    # Workers first (a hung one would make close() wait for it), then what the env holds.
+    student.clean_up()
+    for envs in built:
+        with contextlib.suppress(StudentCodeFailed):  # its process may be gone already
+            envs.close()
 
 
 def step(envs, actions, seconds=10.0, **kwargs):
@@ -68,8 +103,26 @@ def step(envs, actions, seconds=10.0, **kwargs):
     return call(envs.step_wait, seconds=seconds, **kwargs)
 
 
-def test_returns_batched_arrays(make_envs):
-    envs = make_envs([costly(step_seconds=0)] * NUM_ENVS)
+def same_as_by_hand(result, expected, when):
+    """Fails unless ``result`` (what step_wait returned) holds the by-hand results, in env order."""
+    assert isinstance(result, tuple) and len(result) == 5, (
+        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)")
+    observations, rewards, terminations, truncations, _ = result
+    for index, (observation, reward, terminated, truncated) in enumerate(expected):
+        try:
+            same = (np.array_equal(np.asarray(observations[index]), observation)
+                    and rewards[index] == reward and terminations[index] == terminated
+                    and truncations[index] == truncated)
+        except (TypeError, IndexError, ValueError, KeyError):
+            same = False
+        assert same, (
+            f"{when}, env {index}: your results differ from stepping env {index} by hand. Are the "
+            "answers in env order (the order of self.parent_pipes), whatever order they arrived in?")
+
+
+def test_returns_batched_arrays(make_envs, by_hand):
+    envs = make_envs(costly_fns(NUM_ENVS, step_seconds=0))
+    reference = by_hand(costly_by_hand(NUM_ENVS, step_seconds=0))
     envs.reset(seed=0)
     result = step(envs, [0, 1, 0])
     assert isinstance(result, tuple) and len(result) == 5, (
@@ -81,59 +134,42 @@ def test_returns_batched_arrays(make_envs):
                 ("truncations", truncations, (NUM_ENVS,), np.bool_)]
     for name, value, shape, dtype in expected:
         assert isinstance(value, np.ndarray), (
-            f"{name} is a {type(value).__name__}: expected a numpy array (np.stack / np.array)")
+            f"{name} is a {type_name(value)}: expected a numpy array (np.stack / np.array)")
         assert value.shape == shape, (
             f"{name} has shape {value.shape}: expected {shape}, one row per env in env order "
             "(stack the envs' results along a new first axis)")
         assert value.dtype == dtype, f"{name} has dtype {value.dtype}: expected {np.dtype(dtype)}"
     assert isinstance(infos, (list, tuple)) and len(infos) == NUM_ENVS, (
-        f"infos should be a list of {NUM_ENVS} dicts, one per env; got {type(infos).__name__}")
+        f"infos should be a list of {NUM_ENVS} dicts, one per env; got {type_name(infos)}")
+    # The right shapes filled with the wrong numbers are not a step.
+    same_as_by_hand(result, reference.step([0, 1, 0]), "step 1")
 
 
-def test_same_results_as_stepping_the_envs_by_hand(make_envs):
-    envs = make_envs([costly(step_seconds=0)] * NUM_ENVS)
-    reference = [costly(step_seconds=0)() for _ in range(NUM_ENVS)]
+def test_same_results_as_stepping_the_envs_by_hand(make_envs, by_hand):
+    envs = make_envs(costly_fns(NUM_ENVS, step_seconds=0))
+    reference = by_hand(costly_by_hand(NUM_ENVS, step_seconds=0), seed=7)
     envs.reset(seed=7)
-    for index, env in enumerate(reference):
-        env.reset(seed=7 + index)
     rng = np.random.default_rng(0)
     for step_number in range(20):  # three episode ends, so the workers' autoreset is in there
         actions = rng.integers(0, 2, NUM_ENVS).tolist()
-        observations, rewards, terminations, _, _ = step(envs, actions)
-        for index, (env, action) in enumerate(zip(reference, actions)):
-            observation, reward, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                observation, _ = env.reset()
-            assert np.array_equal(observations[index], observation) and rewards[index] == reward, (
-                f"step {step_number + 1}, env {index}: your results differ from stepping env {index} "
-                "by hand. Are the answers in env order (the order of self.parent_pipes), whatever "
-                "order they arrived in?")
-            assert terminations[index] == terminated
-    for env in reference:
-        env.close()
+        same_as_by_hand(step(envs, actions), reference.step(actions), f"step {step_number + 1}")
 
 
-def test_steps_the_envs_in_parallel(make_envs):
+def test_steps_the_envs_in_parallel(make_envs, by_hand):
     """Sleeping envs: stepping them in parallel pays off on any number of cores."""
     num_envs, steps, seconds = 4, 4, 0.05
-    env_fn = costly(step_seconds=seconds, cost_kind="sleep")
-    by_hand = [env_fn() for _ in range(num_envs)]
-    for env in by_hand:
-        env.reset(seed=0)
+    reference = by_hand(costly_by_hand(num_envs, step_seconds=seconds, cost_kind="sleep"))
     start = time.perf_counter()
-    for _ in range(steps):
-        for env in by_hand:
-            env.step(0)
+    expected = [reference.step([0] * num_envs) for _ in range(steps)]
     sequential = time.perf_counter() - start
-    for env in by_hand:
-        env.close()
 
-    envs = make_envs([env_fn] * num_envs)
+    envs = make_envs(costly_fns(num_envs, step_seconds=seconds, cost_kind="sleep"))
     envs.reset(seed=0)
     start = time.perf_counter()
-    for _ in range(steps):
-        step(envs, [0] * num_envs)
+    results = [step(envs, [0] * num_envs) for _ in range(steps)]
     parallel = time.perf_counter() - start
+    for step_number, (result, want) in enumerate(zip(results, expected)):
+        same_as_by_hand(result, want, f"step {step_number + 1}")  # fast and right, not just fast
     assert parallel < 0.6 * sequential, (
         f"{num_envs} envs that each sleep {seconds} s per step took {parallel:.2f} s for {steps} steps, "
         f"stepping them one after the other here took {sequential:.2f} s: in parallel it should take "
@@ -141,44 +177,51 @@ def test_steps_the_envs_in_parallel(make_envs):
         "or send anything to the workers? (step_async already sent the actions)")
 
 
-def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs):
-    envs = make_envs(faulty_env_fns(NUM_ENVS, bad_index=1, fail_on="step", at=2), worker=answering_worker)
+def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
+    faulty = {"bad_index": 1, "fail_on": "step", "at": 2}
+    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), worker=toolkit.answering_worker)
+    reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
     envs.reset(seed=0)
-    step(envs, [0] * NUM_ENVS)
+    same_as_by_hand(step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 1 fails)")
     envs.step_async([0] * NUM_ENVS)
     try:
         call(envs.step_wait, seconds=10.0)
-    except WorkerError as error:
-        assert error.env_index == 1, (
-            f"WorkerError names env {error.env_index}: the env that failed is env 1 (the index of its pipe)")
-        assert "deliberate failure in step" in str(error), (
+    except StudentError as error:
+        if not error.is_a("WorkerError"):
+            pytest.fail(f"env 1 failed, and step_wait raised {error.type_name}: {error.message}. Expected "
+                        "WorkerError(env_index, payload) for a (False, payload) reply", pytrace=False)
+        assert error.attributes.get("env_index") == 1, (
+            f"WorkerError names env {error.attributes.get('env_index')!r}: the env that failed is env 1 "
+            "(the index of its pipe)")
+        assert "deliberate failure in step" in error.message, (
             "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)")
-    except pytest.fail.Exception:
-        raise
-    except Exception as error:  # noqa: BLE001 - the wrong error: say which
-        pytest.fail(f"env 1 failed, and step_wait raised {type(error).__name__}: {error}. Expected "
-                    "WorkerError(env_index, payload) for a (False, payload) reply", pytrace=False)
     else:
         pytest.fail("env 1 replied (False, traceback) but step_wait returned normally: check ok "
                     "in each (ok, payload) reply and raise WorkerError", pytrace=False)
-    assert not envs.waiting, "after step_wait (even one that raised), self.waiting must be False again"
+    assert envs.waiting is False, "after step_wait (even one that raised), self.waiting must be False again"
 
 
-def test_hung_worker_ends_in_worker_timeout(make_envs):
-    envs = make_envs(faulty_env_fns(NUM_ENVS, bad_index=2, fail_on="step", at=1, how="hang"))
+def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
+    faulty = {"bad_index": 2, "fail_on": "step", "at": 2, "how": "hang"}
+    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty))
+    reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
     envs.reset(seed=0)
+    same_as_by_hand(step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 2 hangs)")
     envs.step_async([0] * NUM_ENVS)
     start = time.perf_counter()
     try:
         call(envs.step_wait, timeout=0.5, seconds=8.0)
-    except WorkerTimeout as error:
-        assert list(error.env_indices) == [2], (
-            f"WorkerTimeout names envs {list(error.env_indices)}: only env 2 hung, the others answered")
-        assert time.perf_counter() - start < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
-    except pytest.fail.Exception:
-        raise
-    except Exception as error:  # noqa: BLE001 - the wrong error: say which
-        pytest.fail(f"env 2 hung and step_wait raised {type(error).__name__}: {error}. Expected "
-                    "WorkerTimeout([2], timeout)", pytrace=False)
+    except StudentError as error:
+        waited = time.perf_counter() - start
+        if not error.is_a("WorkerTimeout"):
+            pytest.fail(f"env 2 hung and step_wait raised {error.type_name}: {error.message}. Expected "
+                        "WorkerTimeout([2], timeout)", pytrace=False)
+        indices = error.attributes.get("env_indices")
+        assert isinstance(indices, list) and indices == [2], (
+            f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered")
+        assert waited >= 0.5, (
+            f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
+            "silent workers until the deadline")
+        assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
     else:
         pytest.fail("env 2 never answered, but step_wait returned", pytrace=False)

@@ -1,153 +1,191 @@
 """Exercise 4: a worker that reports its env's errors (``q4_worker_errors.py``).
 
-These checks talk to the worker directly over a pipe, as its parent would.
+The student's worker runs in a process forked in the student's process; these checks talk to it
+over a pipe, as its parent would, through ``toolkit.WorkerUnderTest`` (which runs over there),
+and compare its answers with the same env stepped here.
 """
 
-from pathlib import Path
+import secrets
 
 import gymnasium as gym
-import multiprocess
+import numpy as np
 import pytest
-from conftest import attribute, load
+from conftest import StudentCodeFailed, attribute, call, load, toolkit
 
-import vecenvs  # noqa: F401  (registers vecenvs/Faulty-v0)
-from exercises.pipe_env import Command, _run_worker
+from exercises.pipe_env import Command
 
 ANSWER_SECONDS = 5.0
 
 
 class Worker:
-    """The student's worker in a forked process, and the parent's end of its pipe."""
+    """The student's worker, in a forked process over there, and what it answers."""
 
-    def __init__(self, worker_function, env_fn):
-        context = multiprocess.get_context("fork")
-        self.pipe, worker_pipe = context.Pipe()
-        self.process = context.Process(target=_run_worker, daemon=True,
-                                       args=(worker_function, worker_pipe, env_fn, [self.pipe]))
-        self.process.start()
-        worker_pipe.close()
+    def __init__(self, student, worker_function, env_fn):
+        self.remote = student.build(toolkit.WorkerUnderTest(worker_function, env_fn))
 
     def ask(self, command, data=None):
         """Sends one command; returns the ``(ok, payload)`` reply, or fails the check with why not."""
-        try:
-            self.pipe.send((command, data))
-        except (BrokenPipeError, OSError):
-            self._fail_dead(f"sending {command.name}")
-        if not self.pipe.poll(ANSWER_SECONDS):
-            if not self.process.is_alive():
-                self._fail_dead(f"answering {command.name}")
+        outcome = call(self.remote.ask, command.name, data, ANSWER_SECONDS, seconds=ANSWER_SECONDS + 10)
+        if not isinstance(outcome, dict) or not ({"reply", "dead", "silent"} & set(outcome)):
+            pytest.fail(f"the harness could not tell what the worker did ({outcome!r:.80})", pytrace=False)
+        if "dead" in outcome:
+            pytest.fail(f"the worker process died while {outcome.get('doing')} (exit code {outcome['dead']}), "
+                        "without sending (False, traceback). Catch the exception around each command "
+                        "and send (False, traceback.format_exc()). (Exit code 1 at the first command "
+                        "often means careful_worker still raises NotImplementedError.)", pytrace=False)
+        if "silent" in outcome:
             pytest.fail(f"the worker did not answer {command.name} within {ANSWER_SECONDS:g} s: is "
                         "it stuck, or did it skip pipe.send for this command?", pytrace=False)
-        try:
-            reply = self.pipe.recv()
-        except (EOFError, OSError):  # closed or reset: the worker is gone
-            self._fail_dead(f"answering {command.name}")
+        reply = outcome["reply"]
         assert isinstance(reply, tuple) and len(reply) == 2 and isinstance(reply[0], bool), (
             f"the worker answered {command.name} with {reply!r:.80}: every reply must be (ok, payload)")
         return reply
 
-    def _fail_dead(self, doing):
-        self.process.join(1.0)
-        pytest.fail(f"the worker process died while {doing} (exit code {self.process.exitcode}), "
-                    "without sending (False, traceback). Catch the exception around each command "
-                    "and send (False, traceback.format_exc()). (Exit code 1 at the first command "
-                    "often means careful_worker still raises NotImplementedError.)", pytrace=False)
+    def end_pipe(self):
+        """Closes the parent's end of the pipe: the worker's ``recv()`` now raises ``EOFError``."""
+        self.remote.close_pipe()
 
-    def close(self):
-        self.pipe.close()
-        self.process.join(2.0)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(2.0)
+    def join(self, seconds):
+        """Waits for the worker process to end; returns ``(alive, exit code)``."""
+        state = call(self.remote.join, seconds, seconds=seconds + 10)
+        return state.get("alive"), state.get("exitcode")
+
+    def env_was_closed(self):
+        return self.remote.env_was_closed() is True
 
 
 @pytest.fixture
-def start_worker(submission):
-    worker_function = attribute(load(submission, "q4_worker_errors.py"), "careful_worker")
+def start_worker(student):
+    worker_function = attribute(load(student, "q4_worker_errors.py"), "careful_worker")
     started = []
 
     def start(env_fn):
-        worker = Worker(worker_function, env_fn)
+        worker = Worker(student, worker_function, env_fn)
         started.append(worker)
         return worker
 
     yield start
     for worker in started:
-        worker.close()
+        try:
+            worker.remote.close()
+        except StudentCodeFailed:
+            pass  # its process is gone already
 
 
-def faulty(**kwargs):
-    return lambda: gym.make("vecenvs/Faulty-v0", **kwargs)
+def cartpole():
+    """A CartPole factory for the worker (built over there)."""
+    return toolkit.env_fn("CartPole-v1")
 
 
-class CloseRecorder(gym.Wrapper):
-    """Writes a file when closed, so the parent can tell whether the worker closed its env."""
-
-    def __init__(self, env, marker):
-        super().__init__(env)
-        self.marker = marker
-
-    def close(self):
-        Path(self.marker).write_text("closed")
-        super().close()
+def failing(fail_on, at):
+    """A CartPole that raises at the ``at``-th ``fail_on``, with a message ending in a fresh
+    token: only a real traceback carries it, no canned text can."""
+    token = secrets.token_hex(4)
+    return toolkit.failing_env_fn(fail_on, at, token), f"deliberate failure in {fail_on} #{at} ({token})"
 
 
-def test_serves_reset_step_and_close(start_worker):
-    worker = start_worker(lambda: gym.make("CartPole-v1"))
-    ok, payload = worker.ask(Command.RESET, 0)
-    assert ok, f"RESET failed:\n{payload}"
-    assert len(payload) == 2, "RESET's payload must be (observation, info)"
-    ok, payload = worker.ask(Command.STEP, 1)
-    assert ok, f"STEP failed:\n{payload}"
-    assert len(payload) == 5, "STEP's payload must be (observation, reward, terminated, truncated, info)"
-    assert worker.ask(Command.CLOSE) == (True, None), "CLOSE must be answered with (True, None)"
-    worker.process.join(ANSWER_SECONDS)
-    assert not worker.process.is_alive(), "after answering CLOSE the worker must return (end its loop)"
+class CartPoleByHand:
+    """CartPole here, to compare the worker's answers with."""
+
+    def __init__(self):
+        self.env = gym.make("CartPole-v1")
+
+    def reset(self, seed):
+        return self.env.reset(seed=seed)
+
+    def step(self, action):
+        return self.env.step(action)
 
 
-def test_env_error_in_step_comes_back_as_traceback(start_worker):
-    worker = start_worker(faulty(fail_on="step", at=2))
-    assert worker.ask(Command.RESET, 0)[0]
-    assert worker.ask(Command.STEP, 0)[0], "the first step should work: only step #2 fails"
-    ok, payload = worker.ask(Command.STEP, 0)
-    assert not ok, "the env raised in step #2, but the reply says ok=True"
+def same_observation(payload, expected, command):
+    """Fails unless ``payload`` (a RESET or STEP answer) starts with the expected observation."""
+    try:
+        same = np.array_equal(np.asarray(payload[0]), expected)
+    except (TypeError, IndexError, ValueError, KeyError):
+        same = False
+    assert same, (f"{command}'s payload {payload!r:.100} does not start with the env's observation: "
+                  "send what env.reset() / env.step() returned")
+
+
+def assert_traceback(payload, message, command):
     assert isinstance(payload, str) and "Traceback (most recent call last)" in payload, (
-        f"the payload should be the traceback text from traceback.format_exc(), got {payload!r:.120}")
-    assert "deliberate failure in step #2" in payload, (
+        f"after the env raised in {command}, the payload should be the traceback text from "
+        f"traceback.format_exc(), got {payload!r:.120}")
+    assert message in payload, (
         "the traceback should end with the env's own error message (format_exc inside the except block)")
 
 
-def test_env_error_in_reset_comes_back_as_traceback(start_worker):
-    worker = start_worker(faulty(fail_on="reset", at=1))
+def test_serves_reset_step_and_close(start_worker):
+    worker = start_worker(cartpole())
+    by_hand = CartPoleByHand()
     ok, payload = worker.ask(Command.RESET, 0)
-    assert not ok and "deliberate failure in reset #1" in str(payload), (
-        "the env raised in reset: expected (False, traceback naming the error)")
+    assert ok, f"RESET failed:\n{payload}"
+    assert isinstance(payload, tuple) and len(payload) == 2, "RESET's payload must be (observation, info)"
+    same_observation(payload, by_hand.reset(0)[0], "RESET")
+    ok, payload = worker.ask(Command.STEP, 1)
+    assert ok, f"STEP failed:\n{payload}"
+    assert isinstance(payload, tuple) and len(payload) == 5, (
+        "STEP's payload must be (observation, reward, terminated, truncated, info)")
+    observation, reward, terminated, truncated, _ = by_hand.step(1)
+    same_observation(payload, observation, "STEP")
+    assert payload[1:4] == (reward, terminated, truncated), (
+        f"STEP's reward, terminated, truncated are {payload[1:4]!r:.80}: expected {(reward, terminated, truncated)}")
+    assert worker.ask(Command.CLOSE) == (True, None), "CLOSE must be answered with (True, None)"
+    alive, _ = worker.join(ANSWER_SECONDS)
+    assert alive is False, "after answering CLOSE the worker must return (end its loop)"
+
+
+def test_env_error_in_step_comes_back_as_traceback(start_worker):
+    env_fn, message = failing("step", 2)
+    worker = start_worker(env_fn)
+    by_hand = CartPoleByHand()
+    ok, payload = worker.ask(Command.RESET, 0)
+    assert ok, f"RESET failed:\n{payload}"
+    by_hand.reset(0)
+    ok, payload = worker.ask(Command.STEP, 0)
+    assert ok, "the first step should work: only step #2 fails"
+    same_observation(payload, by_hand.step(0)[0], "STEP")
+    ok, payload = worker.ask(Command.STEP, 0)
+    assert not ok, "the env raised in step #2, but the reply says ok=True"
+    assert_traceback(payload, message, "step")
+
+
+def test_env_error_in_reset_comes_back_as_traceback(start_worker):
+    env_fn, message = failing("reset", 1)
+    worker = start_worker(env_fn)
+    ok, payload = worker.ask(Command.RESET, 0)
+    assert not ok, "the env raised in reset: expected (False, traceback naming the error)"
+    assert_traceback(payload, message, "reset")
 
 
 def test_keeps_serving_after_an_error(start_worker):
-    worker = start_worker(faulty(fail_on="step", at=1))
-    worker.ask(Command.RESET, 0)
-    assert not worker.ask(Command.STEP, 0)[0]
+    env_fn, message = failing("step", 1)
+    worker = start_worker(env_fn)
+    assert worker.ask(Command.RESET, 0)[0], "RESET failed, before any error"
+    ok, payload = worker.ask(Command.STEP, 0)
+    assert not ok, "the env raised in step #1, but the reply says ok=True"
+    assert_traceback(payload, message, "step")
     ok, payload = worker.ask(Command.RESET, 1)
     assert ok, (f"after reporting an error the worker should go on serving commands; RESET then "
                 f"failed:\n{payload}")
+    same_observation(payload, CartPoleByHand().reset(1)[0], "RESET")
 
 
-def test_closes_its_env_on_close_and_when_the_parent_goes_away(start_worker, tmp_path):
+def test_closes_its_env_on_close_and_when_the_parent_goes_away(start_worker):
     for how in ("CLOSE", "the parent closing its pipe"):
-        marker = tmp_path / f"closed-{how[:5]}"
-        worker = start_worker(lambda marker=marker: CloseRecorder(gym.make("CartPole-v1"), marker))
-        worker.ask(Command.RESET, 0)
+        worker = start_worker(cartpole())
+        ok, payload = worker.ask(Command.RESET, 0)
+        assert ok, f"RESET failed:\n{payload}"
+        same_observation(payload, CartPoleByHand().reset(0)[0], "RESET")
         if how == "CLOSE":
             worker.ask(Command.CLOSE)
         else:
-            worker.pipe.close()  # the worker's recv() now raises EOFError
-        worker.process.join(ANSWER_SECONDS)
-        assert not worker.process.is_alive(), (
+            worker.end_pipe()  # the worker's recv() now raises EOFError
+        alive, exitcode = worker.join(ANSWER_SECONDS)
+        assert alive is False, (
             f"after {how} the worker process is still running: leave the loop (on EOFError too)")
-        assert marker.exists(), (
+        assert worker.env_was_closed(), (
             f"after {how} the env was not closed: call env.close() in a finally block around the loop")
         if how != "CLOSE":
-            assert worker.process.exitcode == 0, (
-                f"after {how} the worker ended with exit code {worker.process.exitcode}: catch "
-                "EOFError and return quietly")
+            assert exitcode == 0, (
+                f"after {how} the worker ended with exit code {exitcode}: catch EOFError and return quietly")

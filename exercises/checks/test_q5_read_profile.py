@@ -2,11 +2,12 @@
 
 import json
 import math
+import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import attribute, call, load
+from conftest import attribute, call, load, type_name
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "profiles.json"
 PROFILES = json.loads(DATA.read_text())["profiles"]
@@ -29,15 +30,36 @@ def busiest(rows, process):
     return max(shares, key=shares.get)
 
 
+def made_up_profile():
+    """A profile of three processes with random sample counts, different each run, in which
+    every process (and the workers pooled) has one clear busiest category: only a function that
+    reads the rows gets it right."""
+    rng = random.Random()
+    while True:
+        rows = [{"process": process, "category": category, "samples": rng.randint(1, 400)}
+                for process in ("parent", "worker 0", "worker 1") for category in CATEGORIES]
+        rng.shuffle(rows)
+        if all(_one_busiest(rows, process) for process in ("parent", "worker 0", "worker 1", "workers")):
+            return rows
+
+
+def _one_busiest(rows, process):
+    counts = sorted(true_shares(rows, process).values(), reverse=True)
+    return counts[0] > counts[1] + 1e-9
+
+
 @pytest.fixture
-def q5(submission):
-    return load(submission, "q5_read_profile.py")
+def q5(student):
+    return load(student, "q5_read_profile.py")
 
 
 def check_shares(shares, profile, process):
-    got = call(shares, PROFILES[profile], process)
-    expected = true_shares(PROFILES[profile], process)
-    assert isinstance(got, dict), f"shares(...) returned {type(got).__name__}: expected a dict category -> share"
+    rows = PROFILES[profile] if isinstance(profile, str) else profile
+    profile = profile if isinstance(profile, str) else "a made-up profile"
+    got = call(shares, rows, process)
+    expected = true_shares(rows, process)
+    assert isinstance(got, dict) and all(type(share) in (int, float) for share in got.values()), (
+        f"shares(...) returned {type_name(got)} {got!r:.80}: expected a dict category -> share (a number)")
     assert math.isclose(sum(got.values()), 1.0, abs_tol=1e-6), (
         f"shares(rows, {process!r}) sums to {sum(got.values()):.3f}: divide each category's samples "
         "by the process's total samples")
@@ -52,19 +74,25 @@ def test_shares_of_one_process(q5):
     shares = attribute(q5, "shares")
     check_shares(shares, SUBPROC, "parent")
     check_shares(shares, SUBPROC, "worker 3")
+    check_shares(shares, made_up_profile(), "worker 1")
 
 
 def test_shares_of_the_workers_pooled(q5):
     shares = attribute(q5, "shares")
     check_shares(shares, SUBPROC, "workers")
     check_shares(shares, POOL, "workers")
+    check_shares(shares, made_up_profile(), "workers")
 
 
 def test_busiest(q5):
     busiest_of = attribute(q5, "busiest")
-    for profile, process in [(SUBPROC, "parent"), (POOL, "parent"), (POOL, "workers")]:
-        got = call(busiest_of, PROFILES[profile], process)
-        assert got == busiest(PROFILES[profile], process), (
+    made_up = made_up_profile()
+    cases = [(SUBPROC, PROFILES[SUBPROC], "parent"), (POOL, PROFILES[POOL], "parent"),
+             (POOL, PROFILES[POOL], "workers"), *(("a made-up profile", made_up, process)
+                                                  for process in ("parent", "worker 0", "workers"))]
+    for profile, rows, process in cases:
+        got = call(busiest_of, rows, process)
+        assert got == busiest(rows, process), (
             f"busiest(rows of {profile!r}, {process!r}) = {got!r}: that is not the category with "
             "the largest share")
 

@@ -1,0 +1,305 @@
+"""Where a student's code runs: in a sandbox made by bubblewrap, or by unshare, or in none.
+
+Three kinds, best first; :func:`choose` takes the best one that works on this machine:
+
+``bwrap``
+    `bubblewrap <https://github.com/containers/bubblewrap>`_ (Debian package ``bubblewrap``),
+    the sandbox of Flatpak. The student's process gets a file system of its own, built from
+    read-only views of what it needs (the system's ``/usr``, Python and its packages,
+    ``vecenvs``, and the parts of ``exercises`` that the student files import) plus one writable
+    folder: a temporary copy of that student's files. The checks, the solutions, the other
+    students, the grader's reports and CSV are not in it at all. It also gets its own PID
+    namespace (it sees only its own processes, and when the sandbox ends the kernel kills every
+    one of them), no network, no capabilities, no new user namespaces, and a session of its own.
+``unshare``
+    util-linux's ``unshare``: its own PID namespace and network, so every process still ends
+    with the sandbox and no other process can be signalled; but the whole file system is
+    visible, solutions included. A fallback, with a warning.
+``none``
+    An ordinary child process in a session of its own; the checks' process is a subreaper, so
+    its descendants are still found and killed. Enough for a student checking their own work;
+    for grading, a warning says what is not protected.
+
+The student's process always starts in a *workspace*, a temporary folder holding::
+
+    lab/exercises/...     the parts of the exercises package student files import (a copy)
+    packages/vecenvs      the vecenvs package the checks use
+    submission/           a copy of the student's files (regular files only, within limits)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+EXERCISES = Path(__file__).resolve().parent.parent
+#: What a student's process sees of ``exercises/``: the scaffolding their files import, question
+#: 5's data and this package. Never the checks or the solutions.
+SHARED_WITH_STUDENTS = ("__init__.py", "pipe_env.py", "data", "sandbox")
+#: Where things are inside the bwrap sandbox.
+INSIDE_LAB, INSIDE_PACKAGES, INSIDE_SUBMISSION = "/lab", "/packages", "/submission"
+#: Limits on what is copied from a student's folder.
+MAX_FILES, MAX_BYTES = 500, 50 * 1024 * 1024
+#: Best first.
+KINDS = ("bwrap", "unshare", "none")
+
+# Namespaces for bwrap, most isolated first: a user namespace of its own lets us forbid nested
+# ones (--disable-userns, bubblewrap >= 0.8); the second works for root with an older bwrap.
+_BWRAP_VARIANTS = (
+    ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+     "--unshare-uts", "--unshare-cgroup-try"),
+    ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"),
+)
+# Always: no capabilities, a session of its own (no terminal tricks), and the whole sandbox
+# killed by the kernel if the process that started it dies.
+_BWRAP_ALWAYS = ("--cap-drop", "ALL", "--new-session", "--die-with-parent")
+# Read only from the host's /etc: what the dynamic linker and a Python process may look at.
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
+              "nsswitch.conf", "hosts")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A way of running a student's process, and what it leaves unprotected."""
+
+    kind: str
+    """``"bwrap"``, ``"unshare"`` or ``"none"``."""
+    bwrap_flags: tuple[str, ...] = ()
+    """The namespace flags that worked here (bwrap only)."""
+    why_not_better: str = ""
+    """Why a better kind could not be used ("" for bwrap)."""
+
+    @property
+    def warning(self) -> str:
+        """What an instructor should know about this kind ("" when nothing)."""
+        if self.kind == "bwrap":
+            return ""
+        install = "Install bubblewrap (apt-get install bubblewrap) to grade in a sandbox."
+        if self.kind == "unshare":
+            return (f"bubblewrap is not usable here ({self.why_not_better}). Student code runs in "
+                    "a PID namespace of its own (unshare), so nothing it starts survives it, but it "
+                    f"can read and change every file this user can, solutions included. {install}")
+        return (f"no sandbox could be made here ({self.why_not_better}). Student code runs as an "
+                "ordinary process: it can read and change every file this user can and signal "
+                f"its processes; only what it starts is still killed afterwards. {install}")
+
+    def command(self, workspace: Path, program: list[str]) -> tuple[list[str], dict[str, str], Path]:
+        """The command line, environment and working folder that run ``program`` in here.
+
+        ``program`` names paths as the student's process sees them (see :func:`paths`).
+        """
+        inside = paths(self, workspace)
+        environment = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": inside["tmp"], "TMPDIR": inside["tmp"], "LANG": "C.UTF-8",
+            "PYTHONPATH": f"{inside['lab']}:{inside['packages']}",
+            # No bytecode written next to the copies, no user site-packages, and the working
+            # folder (the student's) not put before our packages on sys.path.
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1",
+            "VECENVS_SANDBOX": self.kind,
+        }
+        if self.kind == "none":
+            return program, environment, workspace / "submission"
+        if self.kind == "unshare":
+            user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
+            return [*_unshare_prefix(), *user, *program], environment, workspace / "submission"
+        return [*_bwrap_prefix(self.bwrap_flags), *_bwrap_binds(workspace), *program], environment, Path("/")
+
+
+def paths(sandbox: Sandbox, workspace: Path) -> dict[str, str]:
+    """Where the workspace's parts are, as the student's process sees them."""
+    if sandbox.kind == "bwrap":
+        return {"lab": INSIDE_LAB, "packages": INSIDE_PACKAGES, "submission": INSIDE_SUBMISSION,
+                "tmp": "/tmp"}
+    return {name: str(workspace / name) for name in ("lab", "packages", "submission", "tmp")}
+
+
+# ---------------------------------------------------------------------------------- the workspace
+
+
+def prepare_workspace(submission: Path, workspace: Path) -> list[str]:
+    """Fills ``workspace`` (an empty folder) for one student process; returns notes on files
+    of the submission that were left out."""
+    lab = workspace / "lab" / "exercises"
+    lab.mkdir(parents=True)
+    for name in SHARED_WITH_STUDENTS:
+        source = EXERCISES / name
+        if source.is_dir():
+            shutil.copytree(source, lab / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, lab / name)
+    (workspace / "packages").mkdir()
+    (workspace / "tmp").mkdir()
+    (workspace / "packages" / "vecenvs").symlink_to(vecenvs_folder(), target_is_directory=True)
+    return copy_submission(submission, workspace / "submission")
+
+
+def copy_submission(folder: Path, into: Path) -> list[str]:
+    """Copies the regular files under ``folder`` into ``into``.
+
+    Symbolic links are left out (a link to ``exercises/solutions`` would copy the solutions),
+    and so are devices, pipes, hidden folders, ``__pycache__`` and whatever exceeds
+    :data:`MAX_FILES` or :data:`MAX_BYTES`. Returns a note per thing left out.
+    """
+    into.mkdir()
+    notes: list[str] = []
+    files = total = 0
+    for root, folders, names in os.walk(folder, followlinks=False):
+        folders[:] = sorted(name for name in folders if not name.startswith(".") and name != "__pycache__")
+        relative = Path(root).relative_to(folder)
+        for name in sorted(names):
+            source = Path(root) / name
+            if source.is_symlink() or not source.is_file():
+                notes.append(f"{relative / name}: not a regular file, left out")
+                continue
+            size = source.stat().st_size
+            if files + 1 > MAX_FILES or total + size > MAX_BYTES:
+                notes.append(f"{relative / name}: over the limit of {MAX_FILES} files or "
+                             f"{MAX_BYTES // 2**20} MiB, left out")
+                continue
+            (into / relative).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, into / relative / name, follow_symlinks=False)
+            files, total = files + 1, total + size
+    return notes
+
+
+@functools.cache
+def vecenvs_folder() -> Path:
+    """The ``vecenvs`` package the checks themselves import (found without importing it)."""
+    spec = importlib.util.find_spec("vecenvs")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the vecenvs package is not importable: install it (make install)")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+# ---------------------------------------------------------------------------------- bubblewrap
+
+
+def _bwrap_prefix(flags: tuple[str, ...]) -> list[str]:
+    return ["bwrap", *flags, *_BWRAP_ALWAYS, *_system_binds(),
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--hostname", "sandbox"]
+
+
+def _system_binds() -> list[str]:
+    """Read-only ``/usr`` and friends, as they are here (merged-/usr systems link /lib -> usr/lib)."""
+    args = []
+    for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in _ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def _bwrap_binds(workspace: Path) -> list[str]:
+    args = []
+    for path in python_folders():
+        args += ["--ro-bind", str(path), str(path)]
+    return [*args,
+            "--ro-bind", str(workspace / "lab"), INSIDE_LAB,
+            "--ro-bind", str(vecenvs_folder()), f"{INSIDE_PACKAGES}/vecenvs",
+            "--bind", str(workspace / "submission"), INSIDE_SUBMISSION,
+            "--chdir", INSIDE_SUBMISSION]
+
+
+@functools.cache
+def python_folders() -> tuple[Path, ...]:
+    """The folders this Python needs, shown read-only at the same paths inside the sandbox.
+
+    Its installation and virtual environment, and its site-packages. Never a folder that holds
+    the exercises (a checkout with the solutions, added to ``sys.path`` by an editable install).
+    """
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                  *site.getsitepackages(), *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib",
+                                                                                  "purelib", "platlib"))}
+    folders = set()
+    # Each as given and resolved: a virtual environment reached through a link (.venv -> ...) is
+    # run by the linked path, and its files live at the resolved one.
+    for path in {Path(os.path.abspath(c)) for c in candidates} | {Path(c).resolve() for c in candidates}:
+        if not path.is_dir() or path == Path("/") or path.is_relative_to("/usr"):
+            continue  # /usr is shown whole already
+        if EXERCISES.is_relative_to(path):
+            continue  # would show the checks and the solutions
+        folders.add(path)
+    # A folder inside another one is shown with it.
+    return tuple(sorted(path for path in folders
+                        if not any(path != other and path.is_relative_to(other) for other in folders)))
+
+
+# ---------------------------------------------------------------------------------- unshare
+
+
+def _unshare_prefix() -> list[str]:
+    # --kill-child: if unshare dies, its child (the namespace's first process) gets SIGKILL,
+    # and with it every process of the namespace.
+    return ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts"]
+
+
+# ---------------------------------------------------------------------------------- choosing
+
+
+def choose(requested: str = "auto") -> Sandbox:
+    """The sandbox to use: ``requested`` if it works here, or with ``"auto"`` the best that does.
+
+    Raises:
+        RuntimeError: the requested kind does not work here (the message says why).
+    """
+    if requested not in ("auto", *KINDS):
+        raise ValueError(f"sandbox must be 'auto' or one of {KINDS}, got {requested!r}")
+    reasons = []
+    for kind in KINDS:
+        if requested not in ("auto", kind):
+            continue
+        works, detail = _probe(kind)
+        if works:
+            return Sandbox(kind, bwrap_flags=detail if kind == "bwrap" else (),
+                           why_not_better="; ".join(reasons))
+        if requested == kind:
+            raise RuntimeError(f"the {kind} sandbox does not work here: {detail}")
+        reasons.append(f"{kind}: {detail}")
+    raise AssertionError("'none' always works")
+
+
+@functools.cache
+def _probe(kind: str):
+    """(works, flags or why not) for one kind, by running ``true`` in it."""
+    if kind == "none":
+        return True, ()
+    if kind == "unshare":
+        if shutil.which("unshare") is None:
+            return False, "the unshare command is not installed (Debian: util-linux)"
+        user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
+        ok, error = _runs([*_unshare_prefix(), *user, "true"])
+        return ok, error
+    if shutil.which("bwrap") is None:
+        return False, "the bwrap command is not installed (Debian: apt-get install bubblewrap)"
+    shown = [Path("/usr"), *python_folders()]
+    if any(EXERCISES.is_relative_to(folder) for folder in shown):
+        return False, f"{EXERCISES} lies inside a folder the sandbox shows whole ({', '.join(map(str, shown))})"
+    error = ""
+    for flags in _BWRAP_VARIANTS:
+        ok, error = _runs([*_bwrap_prefix(flags), "true"])
+        if ok:
+            return True, flags
+    return False, error
+
+
+def _runs(command: list[str]) -> tuple[bool, str]:
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return False, str(error)
+    last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    return done.returncode == 0, last

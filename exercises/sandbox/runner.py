@@ -1,0 +1,223 @@
+"""The student's side: imports a student's exercise files and does what the checks ask.
+
+    python -m exercises.sandbox.runner FD SUBMISSION_FOLDER
+
+:mod:`exercises.sandbox.client` starts this in the sandbox, with ``FD`` its end of a socket to
+the checks' process. It says ``{"hello": pid}`` before importing anything of the student's,
+then answers one request at a time (each a :mod:`wire` message, each naming its target with a
+:class:`wire.Expr`):
+
+    {"op": "get", "target": ...}                 -> {"value": data} or {"callable": {...}}
+    {"op": "call", "target": ..., "keep": bool}  -> {"value": data} or {"handle": n, "type": name}
+    {"op": "clean"}                              -> kills every process the student's code started
+
+or ``{"error": ...}`` when the student's file is missing, does not import, lacks the name, or
+its code raised. ``keep`` keeps the result here, as object ``n``, for later requests (a vector
+env the checks step).
+
+Nothing this process says is trusted: the student's code runs in it and could change any of
+it. The checks judge its answers as data; the sandbox keeps it away from everything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import os
+import resource
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from exercises.sandbox import processes, wire
+
+#: Frames from these files are the runner's own: left out of tracebacks shown to the student.
+OWN_FOLDER = str(Path(__file__).resolve().parent)
+#: The largest file the student's processes may write (a runaway print loop stops there).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+class Refusal(Exception):
+    """Ends a request early with this reply (an ``{"error": ...}``)."""
+
+    def __init__(self, reply: dict):
+        super().__init__(reply.get("error"))
+        self.reply = reply
+
+
+class Runner:
+    """Holds the student's imported files and the objects kept for the checks."""
+
+    def __init__(self, submission: Path):
+        self.submission = submission
+        self.modules: dict[str, ModuleType | Refusal] = {}
+        self.kept: dict[int, Any] = {}
+        self.numbers = itertools.count(1)
+        self.handlers: dict[str, Callable[[dict], dict]] = {
+            "get": self.get, "call": self.call, "clean": self.clean}
+
+    def handle(self, request: dict) -> dict:
+        """The reply to one request."""
+        handler = self.handlers.get(request.get("op"))
+        if handler is None:
+            return {"error": "bad_request", "detail": f"unknown op {request.get('op')!r:.40}"}
+        try:
+            return handler(request)
+        except Refusal as refusal:
+            return refusal.reply
+        except wire.WireError as error:
+            return {"error": "bad_request", "detail": str(error)}
+
+    def get(self, request: dict) -> dict:
+        value = self.target(request)
+        if callable(value):
+            return {"callable": {"name": getattr(value, "__qualname__", type(value).__name__)[:200],
+                                 "is_class": isinstance(value, type)}}
+        return {"value": wire.encode(value)}
+
+    def call(self, request: dict) -> dict:
+        result = self.target(request)
+        if request.get("keep"):
+            number = next(self.numbers)
+            self.kept[number] = result
+            return {"handle": number, "type": type(result).__qualname__[:200]}
+        return {"value": wire.encode(result)}
+
+    def clean(self, request: dict) -> dict:
+        """Kills what the student's code started and left running (between two checks)."""
+        return {"value": processes.kill_descendants()}
+
+    def target(self, request: dict) -> Any:
+        """Evaluates the request's target; what the student's code does wrong becomes a Refusal."""
+        return wire.decode(request.get("target"), evaluate=self.evaluate)
+
+    # ------------------------------------------------------------------ evaluating names
+
+    def evaluate(self, expr: wire.Expr) -> Any:
+        """The object ``expr`` names: its root, then each attribute and call in turn."""
+        root = expr.root
+        if "file" in root:
+            value = self.load(str(root["file"]))
+        elif "handle" in root:
+            if root["handle"] not in self.kept:
+                raise Refusal({"error": "bad_request", "detail": f"no object {root['handle']!r:.20}"})
+            value = self.kept[root["handle"]]
+        else:
+            from exercises.sandbox import toolkit  # imported on first use: it imports gymnasium
+            value = toolkit
+        for step in expr.steps:
+            if step[0] == "attr":
+                value = self.attribute(value, step[1])
+            else:
+                value = self.run(value, step[1], step[2])
+        return value
+
+    def load(self, filename: str) -> ModuleType:
+        """Imports a student's file once; a failure is remembered and reported every time."""
+        if filename not in self.modules:
+            self.modules[filename] = self._import(filename)
+        module = self.modules[filename]
+        if isinstance(module, Refusal):
+            raise module
+        return module
+
+    def _import(self, filename: str) -> ModuleType | Refusal:
+        path = self.submission / filename
+        if "/" in filename or filename.startswith(".") or not path.is_file():
+            return Refusal({"error": "no_file", "file": filename})
+        spec = importlib.util.spec_from_file_location(f"submission_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as error:  # noqa: BLE001 - SystemExit at import too: report it
+            del sys.modules[spec.name]
+            return Refusal({"error": "import_failed", "file": filename, "traceback": student_traceback(error)})
+        return module
+
+    def attribute(self, value: Any, name: str) -> Any:
+        try:
+            return getattr(value, name)
+        except AttributeError:
+            raise Refusal({"error": "missing", "name": name}) from None
+        except BaseException as error:  # noqa: BLE001 - a property of the student's that raised
+            raise Refusal({"error": "raised", "exception": describe(error)}) from None
+
+    def run(self, function: Any, args: list, kwargs: dict) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - whatever the student's code raises is an answer
+            raise Refusal({"error": "raised", "exception": describe(error)}) from None
+
+
+def describe(error: BaseException) -> dict:
+    """An exception as data: its classes (most derived first), message, traceback, attributes."""
+    types = [f"{kind.__module__}.{kind.__qualname__}" for kind in type(error).__mro__
+             if issubclass(kind, BaseException)]
+    try:
+        message = str(error)
+    except Exception:  # noqa: BLE001 - a broken __str__
+        message = "(its message could not be read)"
+    attributes = {}
+    with contextlib.suppress(Exception):
+        attributes = {key: value for key, value in vars(error).items()
+                      if isinstance(key, str) and not key.startswith("_")}
+    return {"types": types, "message": message[:4000], "traceback": student_traceback(error),
+            "attributes": wire.encode(attributes)}
+
+
+def student_traceback(error: BaseException) -> str:
+    """The traceback the student needs: without the runner's own frames, at most 4000 characters."""
+    try:
+        summary = traceback.TracebackException.from_exception(error)
+        summary.stack = traceback.StackSummary.from_list(
+            [frame for frame in summary.stack if not frame.filename.startswith(OWN_FOLDER)])
+        text = "".join(summary.format())
+    except Exception:  # noqa: BLE001 - an exception that cannot even be formatted
+        text = f"{type(error).__name__} (its traceback could not be formatted)"
+    return text[-4000:]
+
+
+def contain_this_process() -> None:
+    """Limits that the student's code inherits, set before any of it runs."""
+    # A runaway print loop or file writer stops at MAX_FILE_BYTES per file (SIGXFSZ).
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+    # If the machine runs out of memory, the kernel kills the student's processes first.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as file:
+        file.write("1000")
+    # Orphans of the student's processes come to us, so that "clean" finds them.
+    processes.become_subreaper()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    channel = socket.socket(fileno=int(argv[0]))
+    contain_this_process()
+    runner = Runner(Path(argv[1]))
+    # Before any of the student's code runs: tells the checks that the sandbox itself works.
+    wire.send(channel, {"hello": os.getpid()})
+    while True:
+        try:
+            request = wire.receive(channel)
+        except (EOFError, ConnectionError):
+            return 0  # the checks are done with us
+        except wire.WireError as error:
+            request = {"op": None, "detail": str(error)}
+        reply = runner.handle(request)
+        reply["id"] = request.get("id")
+        try:
+            wire.send(channel, reply)
+        except wire.WireError as error:  # an answer too large to send
+            wire.send(channel, {"id": request.get("id"), "error": "bad_reply", "detail": str(error)})
+        except (BrokenPipeError, ConnectionError):
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""What the checks build inside the student's process: env factories, a worker that answers
+properly, and a harness that drives a student's worker over a real pipe.
+
+A check names these from its own process as ``toolkit.NAME(...)`` (an
+:class:`exercises.sandbox.wire.Expr`); the runner builds them here, next to the student's code,
+because env factories and pipes cannot cross a process boundary as data. Nothing here decides a
+score: the checks judge what comes back (a student's code could change anything in this process).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import multiprocess
+
+import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
+from exercises.pipe_env import Command, _run_worker
+from vecenvs.envs import faulty_env_fns  # noqa: F401  (checks ask for it by name)
+
+
+def env_fn(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
+    """A factory for ``gymnasium.make(env_id, **kwargs)``."""
+    return functools.partial(gym.make, env_id, **kwargs)
+
+
+def env_fns(env_id: str, num_envs: int, **kwargs: Any) -> list[Callable[[], gym.Env]]:
+    """``num_envs`` factories for the same env."""
+    return [env_fn(env_id, **kwargs)] * num_envs
+
+
+class FailingEnv(gym.Wrapper):
+    """CartPole that raises ``RuntimeError`` at the ``at``-th reset or step, once.
+
+    The message ends with ``token``, which the check chose at random: a worker can only send
+    it back by sending the real traceback, not a canned one.
+    """
+
+    def __init__(self, fail_on: str, at: int, token: str):
+        super().__init__(gym.make("CartPole-v1"))
+        self.fail_on, self.at, self.token = fail_on, at, token
+        self.counts = {"reset": 0, "step": 0}
+
+    def _count(self, phase: str) -> None:
+        self.counts[phase] += 1
+        if phase == self.fail_on and self.counts[phase] == self.at:
+            raise RuntimeError(f"deliberate failure in {phase} #{self.at} ({self.token})")
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._count("reset")
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        self._count("step")
+        return self.env.step(action)
+
+
+def failing_env_fn(fail_on: str, at: int, token: str) -> Callable[[], gym.Env]:
+    """A factory for :class:`FailingEnv`."""
+    return functools.partial(FailingEnv, fail_on, at, token)
+
+
+def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
+    """A worker that sends env errors back as ``(False, traceback)`` (exercise 4 writes one).
+
+    Question 3's checks give it to the student's vector env, so that question 3 does not
+    depend on question 4.
+    """
+    env = env_fn()
+    try:
+        while True:
+            command, data = pipe.recv()
+            if command is Command.CLOSE:
+                pipe.send((True, None))
+                return
+            try:
+                if command is Command.RESET:
+                    reply = env.reset(seed=data)
+                else:
+                    observation, reward, terminated, truncated, info = env.step(data)
+                    if terminated or truncated:
+                        observation, _ = env.reset()
+                    reply = observation, reward, terminated, truncated, info
+                pipe.send((True, reply))
+            except Exception:  # noqa: BLE001 - every env error goes back to the parent
+                pipe.send((False, traceback.format_exc()))
+    except EOFError:
+        pass
+    finally:
+        env.close()
+
+
+class _CloseRecorder(gym.Wrapper):
+    """Writes a file when closed, so the harness can tell whether the worker closed its env."""
+
+    def __init__(self, env: gym.Env, marker: str):
+        super().__init__(env)
+        self.marker = marker
+
+    def close(self) -> None:
+        Path(self.marker).write_text("closed")
+        super().close()
+
+
+class WorkerUnderTest:
+    """A student's worker function in a forked process, and the parent's end of its pipe.
+
+    Question 4's checks call these methods from their own process; each returns plain data
+    saying what happened, which the check judges.
+    """
+
+    def __init__(self, worker_function: Callable, env_fn: Callable[[], gym.Env]):
+        self.marker = os.path.join(tempfile.mkdtemp(prefix="closed-"), "env-closed")
+        context = multiprocess.get_context("fork")
+        self.pipe, worker_pipe = context.Pipe()
+        recorded = functools.partial(_recorded, env_fn, self.marker)
+        self.process = context.Process(target=_run_worker, daemon=True,
+                                       args=(worker_function, worker_pipe, recorded, [self.pipe]))
+        self.process.start()
+        worker_pipe.close()
+
+    def ask(self, command: str, data: Any = None, seconds: float = 5.0) -> dict:
+        """Sends ``(Command[command], data)``; returns ``{"reply": ...}``, ``{"silent": True}``
+        (no answer within ``seconds``) or ``{"dead": exit code}`` (the worker process ended)."""
+        try:
+            self.pipe.send((Command[command], data))
+        except (BrokenPipeError, OSError):
+            return self._dead(f"sending {command}")
+        if not self.pipe.poll(seconds):
+            if not self.process.is_alive():
+                return self._dead(f"answering {command}")
+            return {"silent": True}
+        try:
+            return {"reply": self.pipe.recv()}
+        except (EOFError, OSError):  # closed or reset: the worker is gone
+            return self._dead(f"answering {command}")
+
+    def _dead(self, doing: str) -> dict:
+        self.process.join(1.0)
+        return {"dead": self.process.exitcode, "doing": doing}
+
+    def close_pipe(self) -> None:
+        """Closes the parent's end: the worker's ``recv()`` now raises ``EOFError``."""
+        self.pipe.close()
+
+    def join(self, seconds: float) -> dict:
+        """Waits up to ``seconds`` for the worker to end; ``{"alive": ..., "exitcode": ...}``."""
+        self.process.join(seconds)
+        return {"alive": self.process.is_alive(), "exitcode": self.process.exitcode}
+
+    def env_was_closed(self) -> bool:
+        """Whether the worker called ``close()`` on its env."""
+        return os.path.exists(self.marker)
+
+    def close(self) -> None:
+        """Ends the worker, politely first."""
+        self.pipe.close()
+        self.process.join(2.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(2.0)
+
+
+def _recorded(env_fn: Callable[[], gym.Env], marker: str) -> gym.Env:
+    return _CloseRecorder(env_fn(), marker)
