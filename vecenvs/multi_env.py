@@ -560,14 +560,15 @@ def split_reset_mask(options: dict[str, Any] | None, num_envs: int) -> tuple[dic
 
 
 def check_indices(indices: Iterable[int], num_envs: int) -> list[int]:
-    """Env indices for ``call_at`` & co., as ints, each from 0 to ``num_envs - 1``."""
+    """Env indices for ``call_at`` & co., as ints from 0 to ``num_envs - 1`` (negative ones count
+    from the end, as in a list: -1 is the last env)."""
     if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start and indices.stop <= num_envs:
         return list(indices)
     checked = []
     for index in np.asarray(list(indices)).reshape(-1).tolist():
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num_envs:
-            raise ValueError(f"env index {index!r}: expected a whole number from 0 to {num_envs - 1}")
-        checked.append(index)
+        if isinstance(index, bool) or not isinstance(index, int) or not -num_envs <= index < num_envs:
+            raise ValueError(f"env index {index!r}: expected a whole number from {-num_envs} to {num_envs - 1}")
+        checked.append(index % num_envs)
     return checked
 
 

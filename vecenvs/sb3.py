@@ -25,8 +25,10 @@ What changes between the two APIs, and how it is translated:
 - **Spaces.** SB3's ``observation_space`` and ``action_space`` are one env's: gymnasium's
   ``single_observation_space`` and ``single_action_space``.
 - **reset()** returns only the observations. SB3 hands over seeds and options *before* the
-  reset (``venv.seed(s)``: env i gets ``s + i``, as in gymnasium; ``venv.set_options(o)``),
-  and keeps each env's reset info in ``venv.reset_infos``.
+  reset (``venv.seed(s)``: env i gets ``s + i``, as in gymnasium; ``venv.set_options(o)``, one
+  dict per env: envs given different options are reset in groups, one masked reset each), and
+  keeps each env's reset info in ``venv.reset_infos``. Nested Dict/Tuple observation spaces are
+  refused, as SB3's own vec envs refuse them.
 - **step** returns ``(observations, rewards, dones, infos)`` with ``dones = terminated or
   truncated`` and ``infos`` a *list* of one dict per env (gymnasium: one dict of arrays with
   ``_key`` masks). Two keys tell SB3 what the flag alone no longer does:
@@ -51,8 +53,12 @@ What changes between the two APIs, and how it is translated:
   they are batched with gymnasium's ``concatenate``. Every other action reaches the vector env
   as given (a float for an integer Box passes, as SB3's own vec envs pass it).
 
-Not translated: SB3 keeps ``rewards`` as they come (float64 here; DummyVecEnv's are float32),
-and info values batched by gymnasium come back as numpy scalars (``np.int64(3)``, not ``3``).
+- **Rewards** are float32, as SB3's own vec envs give them (gymnasium's are float64).
+- ``envs``: the env objects, when they live in this process (``MultiEnv``, ``SyncVectorEnv``),
+  as ``DummyVecEnv.envs``; the process backends' envs live elsewhere and have none.
+
+Not translated: info values batched by gymnasium come back as numpy scalars (``np.int64(3)``,
+not ``3``).
 Episode statistics (``info["episode"]``) come from a ``Monitor`` wrapper on each env or SB3's
 ``VecMonitor`` around this adapter, as with any SB3 vec env.
 
@@ -77,6 +83,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 try:
+    from stable_baselines3.common.preprocessing import check_for_nested_spaces
     from stable_baselines3.common.vec_env import VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import (
         VecEnvIndices,
@@ -117,6 +124,7 @@ class VectorEnvAsSB3(VecEnv):
     """
 
     def __init__(self, vector_env: VectorEnv):
+        check_for_nested_spaces(vector_env.single_observation_space)  # as SB3's own vec envs refuse them
         self.vector_env = vector_env
         self.autoreset_mode = AutoresetMode(vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
@@ -136,10 +144,31 @@ class VectorEnvAsSB3(VecEnv):
     # ----------------------------------------------------------------- reset and step
 
     def reset(self) -> Any:
-        """Resets every env with the seeds and options set beforehand; returns the observations."""
+        """Resets every env with the seeds and options set beforehand; returns the observations.
+
+        gymnasium's ``reset`` takes one options dict for every env; SB3 keeps one per env. Envs
+        given different options are reset in groups, one masked reset per distinct options.
+        """
         seeds = self._seeds if any(seed is not None for seed in self._seeds) else None
-        observations, infos = self.vector_env.reset(seed=seeds, options=self._shared_options())
-        self.reset_infos = unbatch_infos(infos, self.num_envs)
+        groups: list[tuple[dict[str, Any], list[int]]] = []
+        for index, options in enumerate(self._options):
+            for group_options, members in groups:
+                if group_options == options:
+                    members.append(index)
+                    break
+            else:
+                groups.append((options, [index]))
+        if len(groups) == 1:
+            observations, infos = self.vector_env.reset(seed=seeds, options=groups[0][0] or None)
+            self.reset_infos = unbatch_infos(infos, self.num_envs)
+        else:
+            self.reset_infos = [{} for _ in range(self.num_envs)]
+            for options, members in groups:
+                mask = np.isin(np.arange(self.num_envs), members)
+                observations, infos = self.vector_env.reset(seed=seeds, options={**options, "reset_mask": mask})
+                for index, info in enumerate(unbatch_infos(infos, self.num_envs)):
+                    if mask[index]:
+                        self.reset_infos[index] = info
         # As in SB3's own vec envs, seeds and options are used once.
         self._reset_seeds()
         self._reset_options()
@@ -184,7 +213,7 @@ class VectorEnvAsSB3(VecEnv):
             info["TimeLimit.truncated"] = bool(truncations[index] and not terminations[index])
         if self._copy_observations:
             observations = deepcopy(observations)
-        return observations, rewards, dones, env_infos
+        return observations, rewards.astype(np.float32), dones, env_infos
 
     def _episodes_ended_and_reset(
         self, dones: np.ndarray, env_infos: list[dict[str, Any]], final_observations: Any, final_infos: list[dict[str, Any]]
@@ -197,7 +226,9 @@ class VectorEnvAsSB3(VecEnv):
         for index in np.flatnonzero(dones):
             self.reset_infos[index] = env_infos[index]
             env_infos[index] = final_infos[index]
-            env_infos[index]["terminal_observation"] = final_observations[index]
+            # A copy: SB3's wrappers change it in place (VecFrameStack stacks into a dict
+            # observation), and an env in this process may have returned its own object.
+            env_infos[index]["terminal_observation"] = deepcopy(final_observations[index])
 
     def _reset_ended_envs(self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any) -> Any:
         """NEXT_STEP or DISABLED: reset the ended envs now; return the observations with theirs replaced."""
@@ -210,6 +241,17 @@ class VectorEnvAsSB3(VecEnv):
         return _tree_where(dones, reset_observations, observations)
 
     # ----------------------------------------------------------------- the envs' attributes and methods
+
+    @property
+    def envs(self) -> list[gym.Env]:
+        """The env objects, like ``DummyVecEnv.envs``: only where they live in this process."""
+        envs = getattr(self.vector_env, "envs", None)
+        if envs is None:
+            raise AttributeError(
+                f"{type(self.vector_env).__name__}'s envs live in other processes: there is no list of env objects "
+                "here. Use get_attr / set_attr / env_method, which reach them."
+            )
+        return envs
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
         """Calls ``method_name`` of the envs in ``indices`` (default: all); returns their results.
@@ -288,16 +330,6 @@ class VectorEnvAsSB3(VecEnv):
         self.close()
 
     # ----------------------------------------------------------------- helpers
-
-    def _shared_options(self) -> dict[str, Any] | None:
-        """SB3 keeps options per env; gymnasium's reset takes one dict for all envs."""
-        first = self._options[0]
-        if any(options != first for options in self._options):
-            raise ValueError(
-                "set_options() gave the envs different options, but a gymnasium vector env's reset() takes one "
-                "options dict for every env: give them all the same options"
-            )
-        return first or None
 
 
 def _call(env: gym.Env, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:

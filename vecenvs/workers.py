@@ -105,7 +105,9 @@ def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env
     import multiprocess
 
     if start_method is not None and start_method not in START_METHODS:
-        raise ValueError(f"start_method is {start_method!r}: expected one of {START_METHODS} or None")
+        raise ValueError(  # (with multiprocessing's words too: code written for it matches on them)
+            f"start_method is {start_method!r}: cannot find context for {start_method!r}; expected one of {START_METHODS} or None"
+        )
     context = multiprocess.get_context(start_method)
     if context.get_start_method() != "fork":
         for index, env_fn in enumerate(env_fns):

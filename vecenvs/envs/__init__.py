@@ -1,12 +1,14 @@
 """Teaching environments, registered with gymnasium under the ``vecenvs/`` namespace.
 
-Importing this package (``import vecenvs`` does it) makes three ids available to
+Importing this package (``import vecenvs`` does it) makes four ids available to
 ``gymnasium.make``:
 
 * ``"vecenvs/Costly-v0"``: :class:`CostlyEnv`, a toy env whose step cost is a knob;
 * ``"vecenvs/DictObs-v0"``: :class:`DictObsEnv`, a ``Dict`` observation and a float action,
   with a 25-step time limit;
-* ``"vecenvs/Faulty-v0"``: :class:`FaultyEnv`, which fails on purpose, for testing failures.
+* ``"vecenvs/Faulty-v0"``: :class:`FaultyEnv`, which fails on purpose, for testing failures;
+* ``"vecenvs/Spaces-v0"``: :class:`SpacesEnv`, observations and actions of any gymnasium space
+  type, for checking that a vector env batches them exactly as gymnasium does.
 
 Example:
     >>> import gymnasium as gym
@@ -23,8 +25,9 @@ import gymnasium
 from vecenvs.envs.costly import CostlyEnv
 from vecenvs.envs.dict_obs import DictObsEnv
 from vecenvs.envs.faulty import FaultyEnv, faulty_env_fns
+from vecenvs.envs.spaces import SPACES, SpacesEnv
 
-__all__ = ["ENV_IDS", "CostlyEnv", "DictObsEnv", "FaultyEnv", "faulty_env_fns"]
+__all__ = ["ENV_IDS", "SPACES", "CostlyEnv", "DictObsEnv", "FaultyEnv", "SpacesEnv", "faulty_env_fns"]
 
 #: Registered id -> keyword arguments of ``gymnasium.register``. Entry points are strings, so
 #: gymnasium imports the module only when the env is first made.
@@ -35,6 +38,8 @@ _REGISTRATIONS: dict[str, dict[str, Any]] = {
         "max_episode_steps": 25,
     },
     "vecenvs/Faulty-v0": {"entry_point": "vecenvs.envs.faulty:FaultyEnv"},
+    # Its spaces include ones gymnasium's env checker cannot sample-check (Graph, a custom Space).
+    "vecenvs/Spaces-v0": {"entry_point": "vecenvs.envs.spaces:SpacesEnv", "disable_env_checker": True},
 }
 
 #: The ids this package registers.

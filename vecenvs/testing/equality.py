@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,6 +212,9 @@ def check_matches_sync(
     steps: int = 300,
     seed: int = 123,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    transform_actions: Callable[[Any], Any] | None = None,
 ) -> list[str]:
     """Check the backend returns exactly what gymnasium's ``SyncVectorEnv`` returns.
 
@@ -229,6 +232,13 @@ def check_matches_sync(
         steps: how many steps; enough for at least two episode ends (see Raises).
         seed: seeds the reset and the actions.
         autoreset_mode: the autoreset mode of both vector envs.
+        env_kwargs: passed to ``gymnasium.make`` (e.g. the spaces of ``"vecenvs/Spaces-v0"``).
+        transform_actions: applied to each sampled batch before both vector envs get it (e.g.
+            to give float64 actions for a float32 space, or Python lists).
+
+    If the envs keep the actions they received (``actions_seen``, as
+    :class:`~vecenvs.envs.spaces.SpacesEnv` does), those must be identical too, types included:
+    every env must receive its action exactly as given.
 
     Returns:
         Notes (none at present; kept for symmetry with the other checks).
@@ -240,15 +250,18 @@ def check_matches_sync(
             ``steps`` is too small for this env.
     """
     mode = AutoresetMode(autoreset_mode)
-    run = CheckRun(f"check_matches_sync[{env_id}, {mode.value}]")
-    env_fns = env_fns_for(env_id, num_envs)
+    label = env_id if not env_kwargs else f"{env_id} {env_kwargs}"
+    run = CheckRun(f"check_matches_sync[{label}, {mode.value}]")
+    env_fns = env_fns_for(env_id, num_envs, **(env_kwargs or {}))
     reference = SyncVectorEnv(env_fns, autoreset_mode=mode)
     venv = None
     episode_ends = 0
     try:
         with run.running():
             venv = build(run, make_vector_env, env_fns, mode)
-            episode_ends = _compare_runs(run, reference, venv, num_envs, steps, seed, mode)
+            episode_ends = _compare_runs(run, reference, venv, num_envs, steps, seed, mode, transform_actions)
+            if hasattr(reference.envs[0].unwrapped, "actions_seen"):
+                _compare_actions_seen(run, reference, venv)
     finally:
         close_quietly(venv)
         reference.close()
@@ -267,6 +280,23 @@ def check_matches_sync(
     return notes
 
 
+def _compare_actions_seen(run: CheckRun, reference: SyncVectorEnv, venv: VectorEnv) -> None:
+    """Every env received exactly the actions SyncVectorEnv's did: same types, dtypes, values."""
+    expected = reference.get_attr("actions_seen")
+    got = run.attempt("get_attr('actions_seen')", lambda: venv.get_attr("actions_seen"), "each env's actions",
+                      "get_attr must return each env's attribute, in env order")
+    difference = _find_difference(tuple(expected), tuple(got) if isinstance(got, (tuple, list)) else got, "actions_seen")
+    if difference is not None:
+        run.stop(
+            f"the actions each env received are not what SyncVectorEnv's envs received ({difference.problem})",
+            show(difference.expected),
+            show(difference.got),
+            "pass each env its action exactly as given: the same object type and dtype, no cast into the "
+            "space's dtype (a float64 action for a float32 Box stays float64), no view the next step changes",
+            where=[("field", difference.path)],
+        )
+
+
 def _compare_runs(
     run: CheckRun,
     reference: SyncVectorEnv,
@@ -275,6 +305,7 @@ def _compare_runs(
     steps: int,
     seed: int,
     mode: AutoresetMode,
+    transform_actions: Callable[[Any], Any] | None = None,
 ) -> int:
     """Drive both vector envs in lockstep; stop at the first difference. Returns episode ends."""
     no_ends = np.zeros(num_envs, dtype=bool)
@@ -322,6 +353,8 @@ def _compare_runs(
     episode_ends = 0
     for step in range(1, steps + 1):
         actions = action_space.sample()
+        if transform_actions is not None:
+            actions = transform_actions(actions)
         when = f"step {step} after reset(seed={seed})"
         # Each side gets its own copy: a backend that writes into the actions must not change
         # what the reference is given.

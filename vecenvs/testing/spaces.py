@@ -1,0 +1,107 @@
+"""check_spaces: every gymnasium space type, as observation and as action, against SyncVectorEnv.
+
+A vector env must batch observations of every space exactly as gymnasium's ``SyncVectorEnv``
+does (Graph and Sequence observations as tuples, Text as a tuple of strings, a Dict as a dict of
+arrays...), and hand each env its action exactly as given. :func:`check_spaces` runs
+:func:`~vecenvs.testing.check_matches_sync` on ``"vecenvs/Spaces-v0"``
+(:class:`~vecenvs.envs.spaces.SpacesEnv`) for one observation space and one action space of
+:data:`~vecenvs.envs.spaces.SPACES`, comparing observations, rewards, flags, infos and the
+actions each env received.
+
+Shared memory cannot hold every space: gymnasium's ``AsyncVectorEnv(shared_memory=True)``
+refuses Graph and Sequence observations (a ``TypeError``) and spaces of one's own (a
+``ValueError``) when it is built. A backend with shared memory may refuse them the same way,
+at construction; it may not accept them and then return something else.
+
+Example:
+    >>> import gymnasium as gym
+    >>> from vecenvs.testing.spaces import check_spaces
+    >>> check_spaces(gym.vector.SyncVectorEnv, "graph", "text")
+    []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from vecenvs.envs.spaces import SPACES
+from vecenvs.factory import env_fns_for
+from vecenvs.testing.equality import check_matches_sync
+from vecenvs.testing.running import MakeVectorEnv, close_quietly
+
+__all__ = ["SHARED_MEMORY_CANNOT_HOLD", "check_spaces", "shared_memory_can_hold"]
+
+#: The spaces of :data:`SPACES` that shared memory cannot hold (their size changes from sample to sample, or gymnasium does not know their layout).
+SHARED_MEMORY_CANNOT_HOLD = ("sequence", "sequence-stacked", "graph", "graph-no-edges", "custom")
+
+
+def shared_memory_can_hold(name: str) -> bool:
+    """Whether gymnasium can lay out observations of the space ``name`` in shared memory."""
+    space = SPACES[name]()
+    return not _contains(space, (spaces.Graph, spaces.Sequence)) and _only_gymnasium_spaces(space)
+
+
+def check_spaces(
+    make_vector_env: MakeVectorEnv,
+    observation: str,
+    action: str = "discrete",
+    num_envs: int = 3,
+    steps: int = 40,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    *,
+    may_refuse: bool = False,
+    transform_actions: Callable[[Any], Any] | None = None,
+) -> list[str]:
+    """Check the backend against ``SyncVectorEnv`` on ``SpacesEnv(observation, action)``.
+
+    Args:
+        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
+        observation, action: keys of :data:`~vecenvs.envs.spaces.SPACES`.
+        num_envs, steps, autoreset_mode: as for :func:`~vecenvs.testing.check_matches_sync`.
+        may_refuse: the backend uses shared memory: it may refuse, when it is built, an
+            observation space shared memory cannot hold, with gymnasium's error.
+        transform_actions: applied to each sampled batch of actions before both get it.
+
+    Returns:
+        Notes: ``["refused ..."]`` when the backend refused the space as allowed.
+
+    Raises:
+        ConformanceError: a difference, or a refusal that was not allowed.
+    """
+    env_kwargs = {"observation": observation, "action": action}
+    if may_refuse and not shared_memory_can_hold(observation):
+        try:
+            venv = make_vector_env(env_fns_for("vecenvs/Spaces-v0", num_envs, **env_kwargs), autoreset_mode=AutoresetMode(autoreset_mode))
+        except (TypeError, ValueError) as error:
+            text = str(error)
+            if "shared memory" not in text and "shared_memory" not in text:
+                raise
+            return [f"refused {observation!r} observations, as gymnasium does with shared memory: "
+                    f"{type(error).__name__}: {text.splitlines()[0][:160]}"]
+        close_quietly(venv)  # it took them: then what it returns must be right
+    return check_matches_sync(make_vector_env, "vecenvs/Spaces-v0", num_envs, steps, autoreset_mode=autoreset_mode,
+                              env_kwargs=env_kwargs, transform_actions=transform_actions)
+
+
+def _contains(space: Any, kinds: tuple[type, ...]) -> bool:
+    if isinstance(space, kinds):
+        return True
+    if isinstance(space, spaces.Dict):
+        return any(_contains(sub, kinds) for sub in space.spaces.values())
+    if isinstance(space, (spaces.Tuple, spaces.OneOf)):
+        return any(_contains(sub, kinds) for sub in space.spaces)
+    return False
+
+
+def _only_gymnasium_spaces(space: Any) -> bool:
+    known = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Text)
+    if isinstance(space, spaces.Dict):
+        return all(_only_gymnasium_spaces(sub) for sub in space.spaces.values())
+    if isinstance(space, (spaces.Tuple, spaces.OneOf)):
+        return all(_only_gymnasium_spaces(sub) for sub in space.spaces)
+    return isinstance(space, known)
+
