@@ -22,7 +22,7 @@ import psutil
 import pytest
 from gymnasium.vector import SyncVectorEnv, VectorEnv
 
-from vecenvs import MultiEnv, PoolVecEnv, SubprocVecEnv
+from vecenvs import AsyncPoolVecEnv, MultiEnv, PoolVecEnv, SubprocVecEnv
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +61,10 @@ BACKENDS: dict[str, Callable[..., VectorEnv]] = {
     ),
     "pool-pipes": lambda env_fns, start_method=None, **kw: PoolVecEnv(
         env_fns, **{"num_workers": 2, "shared_memory": False, "step_in_caller": False, **kw}, start_method=start_method
+    ),
+    # The async pool through the synchronous API (its own API: tests/test_async_pool.py).
+    "async-pool": lambda env_fns, start_method=None, **kw: AsyncPoolVecEnv(
+        env_fns, **{"num_workers": 2, **kw}, start_method=start_method
     ),
 }
 PROCESS_BACKENDS = ("subproc", "pool", "pool-caller", "pool-pipes")

@@ -714,3 +714,191 @@ def _read_line(process: subprocess.Popen, timeout: float) -> str:
         _, stderr = process.communicate(timeout=10)
         pytest.fail(f"the orphan script printed no pids; stderr:\n{stderr}")
     return result[0]
+
+
+# ================================================================================================
+# Fault paths found by fault injection (each a regression test)
+# ================================================================================================
+
+FORKSERVER_ORPHAN_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import vecenvs
+
+    if __name__ == "__main__":
+        envs = vecenvs.make_vec(
+            "vecenvs/Costly-v0", 4, backend="pool", num_workers=2, step_in_caller=False, start_method="forkserver",
+            env_kwargs={"cost_kind": "sleep", "step_seconds": 60},
+        )
+        envs.reset(seed=0)
+        envs.step_async(np.zeros(4, dtype=np.int64))  # the workers hang in their envs
+        print("ready", flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def test_forkserver_parent_killed_leaves_no_worker_fork_server_or_tracker(tmp_path):
+    # The orphan watch used to look at getppid(), which under forkserver is the fork server:
+    # the hung workers lived on, and held the fork server's and resource tracker's pipes open.
+    script = tmp_path / "forkserver_parent.py"
+    script.write_text(FORKSERVER_ORPHAN_SCRIPT)
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    descendants: list[psutil.Process] = []
+    try:
+        assert _read_line(parent, timeout=60.0).strip() == "ready"
+        time.sleep(0.3)
+        descendants = psutil.Process(parent.pid).children(recursive=True)
+        commands = " ".join(" ".join(p.cmdline()) for p in descendants)
+        assert "forkserver" in commands and len(descendants) >= 3  # the fork server, the tracker, 2 workers
+        parent.kill()
+        parent.wait(10)
+        left = wait_gone(descendants, 8.0)
+        assert not left, f"still running 8 s after their parent was killed:\n{describe(left)}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        kill_all([p for p in descendants if is_alive(p)])
+    if os.path.isdir("/dev/shm"):
+        assert set(os.listdir("/dev/shm")) - shm_before == set(), "files left behind in /dev/shm"
+
+
+def _make_and_log_pid(path, env_id="CartPole-v1"):
+    import gymnasium as gym
+
+    with open(path, "a") as log:
+        log.write(f"{os.getpid()}\n")
+    return gym.make(env_id)
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_without_step_in_caller_no_env_is_made_in_the_caller(tmp_path, shared_memory):
+    # It promises every env is under the deadline: env 0 was made in the caller to read the
+    # spaces when shared memory was on. Now the workers say which spaces they have.
+    log = tmp_path / "makers.txt"
+    env_fns = [lambda: _make_and_log_pid(log) for _ in range(4)]
+    with PoolVecEnv(env_fns, num_workers=2, step_in_caller=False, shared_memory=shared_memory) as envs:
+        envs.reset(seed=0)
+        workers = {process.pid for process in envs.processes}
+    makers = [int(line) for line in log.read_text().split()]
+    assert len(makers) == 4 and set(makers) == workers and os.getpid() not in makers
+
+
+def test_a_hung_make_of_env_0_times_out_without_step_in_caller(children_before):
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeoutError) as info:
+        PoolVecEnv(faulty_env_fns(4, 0, fail_on="make", how="hang"), num_workers=2, step_in_caller=False, start_timeout=1.5)
+    assert time.monotonic() - start < REPORTED_WITHIN
+    assert info.value.worker_indices == [0] and 0 in info.value.env_indices
+    assert_no_new_children(children_before, when="after the failed start ")
+
+
+@pytest.mark.parametrize("bad_index", [0, 3])  # 0: in the caller's own chunk, where there is one
+@pytest.mark.parametrize("backend", [*FORK_BACKENDS, pytest.param(Backend("async-pool"), id="async-pool")])
+def test_an_observation_of_the_wrong_shape_blames_its_env(backend, bad_index):
+    envs = backend(faulty_env_fns(4, bad_index, fail_on="step", at=2, how="bad-observation"))
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, dtype=np.int64))
+    with pytest.raises(EnvCrashedError) as info:
+        envs.step(np.zeros(4, dtype=np.int64))
+    error = info.value
+    assert error.env_index == bad_index and isinstance(error, ValueError)  # also the ValueError numpy raised
+    assert "batching its observation" in str(error)
+    if backend.in_processes:  # not a raw ValueError half-way through the caller's chunk: closed
+        assert envs.closed
+    envs.close()
+
+
+@pytest.mark.parametrize("bad_index", [0, 3])
+@pytest.mark.parametrize("backend", [*FORK_BACKENDS, pytest.param(Backend("async-pool"), id="async-pool")])
+def test_an_env_whose_close_raises_does_not_stop_the_others_closing(backend, bad_index, tmp_path):
+    log = tmp_path / "closed.txt"
+
+    def make(index):
+        from vecenvs.envs.faulty import FaultyEnv
+
+        class Logged(FaultyEnv):
+            def close(self):
+                with open(log, "a") as out:
+                    out.write(f"{index}\n")
+                super().close()
+
+        return lambda: Logged(fail_on="close" if index == bad_index else None)
+
+    envs = backend([make(index) for index in range(4)])
+    processes = [psutil.Process(process.pid) for process in getattr(envs, "processes", [])]
+    envs.reset(seed=0)
+    with pytest.raises(EnvCrashedError) as info:
+        envs.close()
+    assert info.value.env_index == bad_index and info.value.command == "close"
+    assert isinstance(info.value, RuntimeError) and "deliberate failure in close" in str(info.value)
+    assert sorted(int(line) for line in log.read_text().split()) == [0, 1, 2, 3]  # every env closed
+    assert envs.closed
+    envs.close()  # idempotent: nothing more to report
+    assert not wait_gone(processes, 5.0)
+
+
+DROP_SCRIPT = textwrap.dedent(
+    """
+    import gc, os
+    import numpy as np
+    import vecenvs
+    from vecenvs.factory import env_fns_for
+
+    fds = len(os.listdir("/proc/self/fd"))
+    for cycle in range(30):
+        envs = vecenvs.PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2)
+        envs.reset(seed=cycle)
+        envs.step(np.zeros(4, dtype=np.int64))
+        if cycle % 3 == 0:  # forked while the dropped pool still exists
+            other = vecenvs.SubprocVecEnv(env_fns_for("CartPole-v1", 2))
+            del other
+        del envs  # never closed
+    gc.collect()
+    print(fds, len(os.listdir("/proc/self/fd")), flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts file descriptors through /proc")
+def test_vector_envs_dropped_without_close_leave_no_trace(tmp_path):
+    # Garbage collection closes a dropped vector env; it used to close it again inside the
+    # workers that later pools forked (an 'Exception ignored' traceback each time), and the
+    # shared memory's file descriptor was never closed.
+    script = tmp_path / "drop.py"
+    script.write_text(DROP_SCRIPT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    before, after = map(int, result.stdout.split())
+    assert after == before, f"{after - before} file descriptors leaked over 30 vector envs"
+
+
+@pytest.mark.parametrize("backend", FORK_PROCESS_BACKENDS)
+def test_a_second_thread_is_refused_while_the_first_is_stepping(backend):
+    envs = backend(_slow_env_fns([SLEEP] * 4))
+    reference = SyncVectorEnv(_slow_env_fns([0.0] * 4))
+    assert_same(envs.reset(seed=0), reference.reset(seed=0))
+    actions = np.array([0, 1, 1, 0])
+    results: dict[str, object] = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", envs.step(actions)))
+    first.start()
+    time.sleep(SLEEP / 3)  # the first thread is inside step()
+    with pytest.raises(vecenvs.ConcurrentCallError, match="another thread is using this vector env"):
+        envs.step(actions)
+    with pytest.raises(vecenvs.ConcurrentCallError):
+        envs.get_attr("step_seconds")
+    first.join(10)
+    assert_same(results["first"], reference.step(actions))  # the first caller's step is intact
+    # One thread after the other is fine: step_async here, step_wait in another thread.
+    envs.step_async(actions)
+    waiter = threading.Thread(target=lambda: results.setdefault("second", envs.step_wait()))
+    waiter.start()
+    waiter.join(10)
+    assert_same(results["second"], reference.step(actions))
+    envs.close()
+    reference.close()

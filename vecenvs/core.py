@@ -197,6 +197,8 @@ class ChunkedVecEnv(VectorEnv):
         for worker in self.workers:
             while worker.due:  # (a Ray actor has nothing to set up)
                 worker.receive(deadline, "setup")
+        if self.area is not None:
+            self.area.release_file()  # every worker has its own copy of it now
         self.shared_memory = self.area is not None and self.area.has_data
         if not self.shared_memory:  # the parent batches what the workers send
             self._env_obs: list[Any] = [None] * self.num_envs
@@ -539,6 +541,8 @@ class ChunkedVecEnv(VectorEnv):
             except EnvCrashedError as error:
                 first_close_error = first_close_error or error
         self._state = AsyncState.DEFAULT
+        if self.area is not None:
+            self.area.release_file()  # (already done, unless starting failed half-way)
         if first_close_error is not None:
             raise first_close_error
 

@@ -25,6 +25,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from vecenvs.checks import check_whole_number
+
 __all__ = [
     "BACKENDS",
     "BACKEND_INFO",
@@ -326,12 +328,12 @@ def make_vec(
     Raises:
         ValueError: unknown backend, a backend whose library is not installed, an autoreset
             mode it can't do, or ``num_envs`` < 1.
+        TypeError: ``num_envs`` is not a whole number (numpy integers are).
         gymnasium.error.UnregisteredEnv: unknown env id.
     """
     check_backend_available(backend)
     info = BACKEND_INFO[backend]
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
+    num_envs = check_whole_number("num_envs", num_envs)
     if autoreset_mode is None:
         mode = info.autoreset_mode or AutoresetMode.NEXT_STEP
     else:

@@ -252,6 +252,14 @@ class SharedArea:
         self.fd = _anonymous_file(size) if fd is None else fd
         self.memory = mmap.mmap(self.fd, size)
         self._allocate(_Allocator(self.memory))
+        if fd is not None:
+            self.release_file()  # a worker's copy: the mapping is all it needs
+
+    def release_file(self) -> None:
+        """Closes the file descriptor (the mapping stays): once every worker has its copy."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     def _allocate(self, allocator: _Allocator) -> None:
         self.control = allocator.words("q", LINE * (1 + self.num_workers))

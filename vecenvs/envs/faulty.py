@@ -12,14 +12,17 @@ The phases it can fail in (``fail_on``) and what counts:
 * ``"reset"``: the ``at``-th call of ``reset``, counting from 1;
 * ``"step"``: the ``at``-th call of ``step``, counting from 1 across episodes;
 * ``"call"``: the ``at``-th call of ``ping(value)``, a method that otherwise returns ``value``
-  (for testing ``VectorEnv.call``).
+  (for testing ``VectorEnv.call``);
+* ``"close"``: ``close()`` (there is one close, so ``at`` is ignored).
 
 How it fails (``how``):
 
 * ``"raise"``: raises ``RuntimeError("FaultyEnv: deliberate failure in <phase> #<n>")``;
 * ``"hang"``: never returns (it sleeps in a loop, so the process can still be killed);
 * ``"exit"``: ends the process at once with ``os._exit(3)``, skipping all clean-up;
-* ``"kill"``: the process sends itself ``SIGKILL``, as the out-of-memory killer would.
+* ``"kill"``: the process sends itself ``SIGKILL``, as the out-of-memory killer would;
+* ``"bad-observation"``: the ``reset`` or ``step`` returns, instead of its observation, one of
+  the wrong shape (a vector env cannot batch it, and must say which env it came from).
 
 Only the one call fails; with ``"raise"``, later calls work again.
 
@@ -38,13 +41,14 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 __all__ = ["FAIL_HOWS", "FAIL_PHASES", "FaultyEnv", "faulty_env_fns"]
 
 #: Values accepted for ``fail_on`` (``None`` means the env never fails).
-FAIL_PHASES = (None, "make", "reset", "step", "call")
+FAIL_PHASES = (None, "make", "reset", "step", "call", "close")
 #: Values accepted for ``how``.
-FAIL_HOWS = ("raise", "hang", "exit", "kill")
+FAIL_HOWS = ("raise", "hang", "exit", "kill", "bad-observation")
 
 
 def _fail(phase: str, n: int, how: str) -> None:
@@ -93,12 +97,14 @@ class FaultyEnv(gym.Env):
             raise ValueError(f"at must be an integer >= 1, got {at!r}")
         if how not in FAIL_HOWS:
             raise ValueError(f"how must be one of {FAIL_HOWS}, got {how!r}")
+        if how == "bad-observation" and fail_on not in ("reset", "step"):
+            raise ValueError(f"how='bad-observation' needs fail_on='reset' or 'step', got {fail_on!r}")
         self.fail_on = fail_on
         self.at = at
         self.how = how
         self.inner_id = inner_id
         # How many times each phase has been entered so far.
-        self.counts = {"reset": 0, "step": 0, "call": 0}
+        self.counts = {"reset": 0, "step": 0, "call": 0, "close": 0}
 
         if fail_on == "make":
             _fail("make", 1, how)  # before making the inner env, so nothing is left open
@@ -106,11 +112,17 @@ class FaultyEnv(gym.Env):
         self.observation_space = self.inner.observation_space
         self.action_space = self.inner.action_space
 
-    def _count(self, phase: str) -> None:
-        """Count one more call of ``phase`` and fail if it is the chosen one."""
+    def _count(self, phase: str) -> bool:
+        """Count one more call of ``phase`` and fail if it is the chosen one.
+
+        Returns True when this call must return a bad observation instead of failing here.
+        """
         self.counts[phase] += 1
-        if self.fail_on == phase and self.counts[phase] == self.at:
+        if self.fail_on == phase and (self.counts[phase] == self.at or phase == "close"):
+            if self.how == "bad-observation":
+                return True
             _fail(phase, self.at, self.how)
+        return False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -124,11 +136,12 @@ class FaultyEnv(gym.Env):
         Returns:
             The inner env's ``(observation, info)``.
         """
-        self._count("reset")
+        bad = self._count("reset")
         # Our own generator is unused, but gymnasium's env checker expects a seeded reset to
         # seed it, as every env's reset should.
         super().reset(seed=seed)
-        return self.inner.reset(seed=seed, options=options)
+        observation, info = self.inner.reset(seed=seed, options=options)
+        return (np.zeros(7, dtype=np.float32) if bad else observation), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Step the inner env (or fail, on the chosen step).
@@ -139,8 +152,9 @@ class FaultyEnv(gym.Env):
         Returns:
             The inner env's ``(observation, reward, terminated, truncated, info)``.
         """
-        self._count("step")
-        return self.inner.step(action)
+        bad = self._count("step")
+        observation, *rest = self.inner.step(action)
+        return (np.zeros(7, dtype=np.float32) if bad else observation), *rest
 
     def ping(self, value: Any = None) -> Any:
         """Return ``value`` unchanged (or fail, on the chosen call): a target for ``call``.
@@ -155,11 +169,13 @@ class FaultyEnv(gym.Env):
         return value
 
     def close(self) -> None:
-        """Close the inner env; safe to call more than once."""
+        """Close the inner env (or fail, if closing is the chosen failure); safe to call twice."""
         inner = getattr(self, "inner", None)  # absent if __init__ failed
         if inner is not None:
             inner.close()
         super().close()
+        if getattr(self, "counts", None) is not None:
+            self._count("close")
 
 
 def faulty_env_fns(
