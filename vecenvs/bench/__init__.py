@@ -3,6 +3,7 @@ dashboard give the same answer to the same question.
 
 - :mod:`vecenvs.bench.engine`: measure one backend (:func:`measure`) or several, interleaved,
   on one env and N (:func:`compare`).
+- :mod:`vecenvs.bench.ceiling`: the ``ceiling`` row, the machine's limit measured beside them.
 - :mod:`vecenvs.bench.sweep`: a grid of envs x N x backends, with live progress, cancelling and
   saving as it goes (:func:`run_sweep`).
 - :mod:`vecenvs.bench.model`: the overhead model fitted to measurements (t_env, t_os, the
@@ -20,6 +21,7 @@ Example:
 
 from vecenvs.bench.engine import (
     ACTION_RING_SIZE,
+    CEILING,
     DEFAULT_REFERENCE,
     QUICK,
     BenchConfig,
@@ -44,6 +46,7 @@ from vecenvs.bench.sweep import (
 
 __all__ = [
     "ACTION_RING_SIZE",
+    "CEILING",
     "DEFAULT_REFERENCE",
     "QUICK",
     "Backend",
