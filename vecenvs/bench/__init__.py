@@ -8,6 +8,8 @@ dashboard give the same answer to the same question.
   saving as it goes (:func:`run_sweep`).
 - :mod:`vecenvs.bench.model`: the overhead model fitted to measurements (t_env, t_os, the
   machine's limit) (:func:`fit_overhead_model`).
+- :mod:`vecenvs.bench.verdict`: what to use at each N, or "too close to call", and the model's
+  fit quality in words.
 - :mod:`vecenvs.bench.figures`: plotly charts of all of that (the seeds' figure, throughput,
   speed-up, efficiency).
 - :mod:`vecenvs.bench.store`: the SQLite results store (:class:`ResultsStore`).
