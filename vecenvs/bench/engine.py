@@ -337,6 +337,7 @@ def compare(
     interleave: bool = True,
     on_window: Callable[[], None] | None = None,
     cancel: Callable[[], bool] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> list[Measurement]:
     """Measure several backends in one run and give each its speed relative to ``reference``.
 
@@ -371,6 +372,9 @@ def compare(
         seed: see :class:`BenchConfig`; the same for every backend, so they see the same episodes.
         interleave: round-robin the timed windows across backends (True) or not (False).
         on_window: called after every timed window (e.g. to move a progress bar).
+        on_stage: told what is happening between windows, e.g. ``"starting subproc (2 of
+            4)"``: starting 128 processes takes a while, and a progress bar that does not
+            move should say why.
         cancel: checked between windows; when it returns True, every env is closed and
             :class:`MeasurementCancelled` is raised.
 
@@ -424,7 +428,7 @@ def compare(
     for config in configs:
         validate_config(config)
 
-    timer = _Timer(on_window, cancel)
+    timer = _Timer(on_window, cancel, on_stage)
     if interleave:
         results = _measure_interleaved(configs, timer)
     else:
@@ -456,9 +460,17 @@ class MeasurementCancelled(Exception):
 class _Timer:
     """Runs timed windows for compare(): reports each one, and stops when asked to."""
 
-    def __init__(self, on_window: Callable[[], None] | None, cancel: Callable[[], bool] | None):
+    def __init__(self, on_window: Callable[[], None] | None, cancel: Callable[[], bool] | None,
+                 on_stage: Callable[[str], None] | None = None):
         self.on_window = on_window
         self.cancel = cancel
+        self.on_stage = on_stage
+
+    def stage(self, message: str) -> None:
+        """Say what comes next (building, warming up), and stop here if cancelled."""
+        self.check()
+        if self.on_stage is not None:
+            self.on_stage(message)
 
     def check(self) -> None:
         """Raise MeasurementCancelled if cancel() says so."""
@@ -477,12 +489,14 @@ def _measure_interleaved(configs: list[BenchConfig], timer: _Timer) -> list[Meas
     """Build every backend, warm each up, then time their windows round-robin."""
     with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
         runs = []
-        for config in configs:
-            timer.check()  # building 128 processes takes a while: stop between backends
+        for index, config in enumerate(configs, start=1):
+            # Building 128 processes takes a while: say so, and stop between backends.
+            timer.stage(f"starting {config.backend_label} ({index} of {len(configs)})")
             runs.append(stack.enter_context(_Run(config)))
         for run in runs:
-            timer.check()
+            timer.stage(f"warming up {run.config.backend_label}")
             run.warm_up()
+        timer.stage("timing")
         for round_index in range(configs[0].repeats):
             start = round_index % len(runs)
             for run in runs[start:] + runs[:start]:
@@ -492,9 +506,11 @@ def _measure_interleaved(configs: list[BenchConfig], timer: _Timer) -> list[Meas
 
 def _measure_one(config: BenchConfig, timer: _Timer) -> Measurement:
     """:func:`measure`, reporting each window and stopping when the timer says so."""
-    timer.check()
+    timer.stage(f"starting {config.backend_label}")
     with _Run(config) as run:
+        timer.stage(f"warming up {config.backend_label}")
         run.warm_up()
+        timer.stage("timing")
         for _ in range(config.repeats):
             timer.window(run)
         return run.result()
