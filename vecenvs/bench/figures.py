@@ -462,7 +462,7 @@ def runs_figure(
         group = f"run {index}"
         figure.add_trace(go.Scatter(  # the run's legend entry: its colour
             x=[None], y=[None], mode="lines", line={"color": color, "width": 3},
-            name=_shorten(run_name, 48), legendgroup=group, legendgrouptitle_text="runs",
+            name=_text(_shorten(run, 48)), legendgroup=group, legendgrouptitle_text="runs",
             legendrank=index, hoverinfo="skip"))
         run_data = _Data.of([m for m in measurements if id(m) in drawn], reference,
                             ceiling_as_backend=True)
