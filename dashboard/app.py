@@ -29,7 +29,9 @@ if str(HERE) not in sys.path:
 
 import common  # noqa: E402 - needs the path above
 
-st.set_page_config(page_title="vecenvs", page_icon=":material/speed:", layout="wide")
+# The icon is a file of ours, served by this server: a Material icon as the tab's icon would be
+# fetched from fonts.gstatic.com, and these pages fetch nothing from anywhere else.
+st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), layout="wide")
 # No "Deploy" or developer menu: this app is a lab on your machine, not a site to publish.
 st.set_option("client.toolbarMode", "viewer")
 common.refuse_unless_loopback()

@@ -69,20 +69,30 @@ _LARGEST_ID = 2**63 - 1
 #: escaped, addresses are not turned into links either.
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 
+#: Where GitHub-flavoured Markdown starts a bare link: ``http://`` (its ``:`` escaped by
+#: then), ``www`` and ``@``.
+_BARE_LINK = re.compile(r"\\?:/|www|@", re.IGNORECASE)
+
 
 # --- showing text that is not ours ------------------------------------------------------------
 
 
 def plain(text: object) -> str:
     """``text`` escaped for Streamlit's Markdown, so that it shows as typed and nothing in it
-    is read as a link, an image, a colour, an icon or LaTeX."""
-    return _MARKDOWN.sub(r"\\\1", str(text)).replace("\n", "  \n")
+    is read as a link, an image, a colour, an icon or LaTeX.
+
+    Backslashes stop Markdown's own syntax, but not GitHub's bare links (``http://...``,
+    ``www.``, ``a@b.c``), which are found in the text after it is parsed: an invisible word
+    joiner inside each (after ``://``, ``www`` or ``@``) keeps them text.
+    """
+    escaped = _MARKDOWN.sub(r"\\\1", str(text)).replace("\n", "  \n")
+    return _BARE_LINK.sub(lambda match: match.group(0) + "\u2060", escaped)
 
 
 def table(rows: Iterable[Mapping[str, Any]]) -> None:
     """A table of ``rows``. ``st.dataframe`` shows cells as text (``st.table`` reads Markdown
     in them), so labels and ids from the store can be shown as they are."""
-    st.dataframe(list(rows), hide_index=True, width="stretch")
+    st.dataframe(list(rows), hide_index=True, width="stretch", height="content")
 
 
 def format_rate(value: float | None) -> str:
