@@ -47,8 +47,8 @@ def test_too_close_to_call_when_a_round_disagrees():
 
     assert verdict.close
     text = verdict.sentence("CartPole")
-    assert text.startswith("CartPole, N=8: too close to call between pool (1.06x gym-sync) and "
-                           "gym-sync (the loop) (1.00x)")
+    assert text.startswith("CartPole, N=8: too close to call between pool at 1.06x gym-sync and "
+                           "gym-sync (the loop) at 1.00x")
     assert "0.97-1.08x the other" in text
 
 

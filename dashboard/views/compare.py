@@ -242,15 +242,17 @@ def results(job: Job) -> None:
 def show_verdict(measurements: list[Measurement], model, env_names: dict[str, str]) -> None:
     """What to use at each N, and how far to trust the model: every word from the numbers."""
     st.subheader("Verdict")
+    lines = []
     for verdict in verdicts(measurements):
-        sentence = common.plain(verdict.sentence(env_names[verdict.env_label]))
-        (st.info if verdict.close else st.success)(sentence)
+        icon = ":material/balance:" if verdict.close else ":material/check_circle:"
+        lines.append(f"- {icon} {common.plain(verdict.sentence(env_names[verdict.env_label]))}")
+    st.markdown("\n".join(lines))
     if model is None:
         return
     qualities = model_qualities(model)
-    for quality in qualities:
-        if quality.poor:
-            st.warning("Overhead model: " + common.plain(quality.sentence))
+    poor = [quality.sentence for quality in qualities if quality.poor]
+    if poor:
+        st.warning("Overhead model:\n" + "\n".join(f"- {common.plain(text)}" for text in poor))
     fine = [quality.sentence for quality in qualities if not quality.poor]
     if fine:
         st.caption("Overhead model: " + common.plain(" ".join(fine)))

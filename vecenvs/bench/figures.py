@@ -462,7 +462,8 @@ def runs_figure(
         group = f"run {index}"
         figure.add_trace(go.Scatter(  # the run's legend entry: its colour
             x=[None], y=[None], mode="lines", line={"color": color, "width": 3},
-            name=_text(_shorten(run, 48)), legendgroup=group, legendgrouptitle_text="runs",
+            name=_text(_shorten(run, 48)), legendgroup=group,
+            legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
             legendrank=index, hoverinfo="skip"))
         run_data = _Data.of([m for m in measurements if id(m) in drawn], reference,
                             ceiling_as_backend=True)
@@ -842,8 +843,11 @@ def _tidy_log_axes(figure: go.Figure) -> go.Figure:
         if trace.y is None:
             continue
         axis = "yaxis" + (trace.yaxis or "y")[1:]
-        values.setdefault(axis, []).extend(
-            y for y in trace.y if isinstance(y, (int, float)) and math.isfinite(y) and y > 0)
+        ys = [y if isinstance(y, (int, float)) else math.nan for y in trace.y]
+        errors = trace.error_y.array if trace.error_y is not None else None
+        if errors is not None:  # the error bars' ends are drawn too: label them
+            ys += [y + e for y, e in zip(ys, errors)] + [y - e for y, e in zip(ys, errors)]
+        values.setdefault(axis, []).extend(y for y in ys if math.isfinite(y) and y > 0)
     for axis, ys in values.items():
         if ys and figure.layout[axis].type == "log":
             ticks = _log_ticks(min(ys), max(ys))

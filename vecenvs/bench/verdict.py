@@ -103,9 +103,9 @@ class Verdict:
                    f"window by window it was {self.margin_low:.2f}-{self.margin_high:.2f}x the "
                    "other, so not faster in every round")
             return (f"{where}: too close to call between {_name(self.best, self.reference)} "
-                    f"({self.speedup:.2f}x {self.reference}) and "
+                    f"at {self.speedup:.2f}x {self.reference} and "
                     f"{_name(self.runner_up, self.reference)} "
-                    f"({self.runner_up_speedup:.2f}x): {why}.")
+                    f"at {self.runner_up_speedup:.2f}x: {why}.")
         return (f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
                 f"{self.reference}{spread}, {self.margin:.2f}x "
                 f"{_name(self.runner_up, self.reference)}, the runner-up, and faster in every "
