@@ -327,7 +327,8 @@ def _write_html(path: str, result, model) -> None:
 
     charts = [*figures.seeds_figures(result.measurements, cpus=result.cpus).values(),
               figures.throughput_figure(result.measurements, model),
-              figures.speedup_figure(result.measurements, model)]
+              figures.speedup_figure(result.measurements, model),
+              figures.efficiency_figure(result.measurements, model)]
     with open(path, "w", encoding="utf-8") as file:
         file.write("<html><head><meta charset='utf-8'><title>vecenvs bench</title></head><body>")
         for index, chart in enumerate(charts):
