@@ -75,8 +75,8 @@ def test_the_ceiling_is_the_limit_never_the_answer_and_each_n_gets_its_verdict()
     assert found[CHEAP, 64].best == "pool"
 
 
-def fit(error: float, r2: float, per_env: OverheadFit | None = None) -> BackendFit:
-    return BackendFit("subproc", 7, None, OverheadFit(600 * US, 0.0, r2, error), per_env)
+def fit(error: float, r2: float, per_env: OverheadFit | None = None, workers=None) -> BackendFit:
+    return BackendFit("subproc", 7, workers, OverheadFit(600 * US, 0.0, r2, error), per_env)
 
 
 @pytest.mark.parametrize("error, r2, word", [
@@ -113,3 +113,12 @@ def test_fit_quality_of_a_real_model():
     assert words == {"pool": GOOD, "subproc": POOR}
     assert "an overhead growing with N fits it good" in fit_quality(
         model.backends["subproc"]).sentence
+
+
+def test_a_loop_is_judged_on_its_error_alone():
+    # multi's speed-up hardly changes with N: an R^2 of 0.28 says nothing about a 3% error.
+    quality = fit_quality(fit(0.03, 0.28, workers=1))
+
+    assert quality.word == GOOD
+    assert "median error 3%, R² 0.28; a loop's speed-up hardly changes with N" in quality.sentence
+    assert fit_quality(fit(0.40, 0.28, workers=1)).word == POOR

@@ -19,7 +19,9 @@ it sits beside:
 Fit quality (:func:`fit_quality`): the model's median relative error on the speed-up and its
 R^2 on log speed-up (see :mod:`vecenvs.bench.model`), in one word: *good* (error <= 10% and
 R^2 >= 0.8), *rough* (error <= 25% and R^2 >= 0.5), else *poor*, with a warning that its curve
-is not to be trusted (and whether the variant whose overhead grows with N fits better).
+is not to be trusted (and whether the variant whose overhead grows with N fits better). A
+sequential loop (one worker) is judged on its error alone: its speed-up hardly changes with N,
+so there is little spread for R^2 to explain, and a low R^2 says nothing about the fit.
 
 Example:
     >>> from vecenvs.bench import QUICK, compare
@@ -164,16 +166,22 @@ class FitQuality:
 
 def fit_quality(fit: BackendFit) -> FitQuality:
     """:class:`FitQuality` of one backend's constant-overhead fit (see the module docstring)."""
-    word = _word(fit.median_relative_error, fit.r2)
+    loop = fit.workers == 1
+    # A loop's R^2 is not evidence either way (see the module docstring): leave it out.
+    r2 = math.nan if loop else fit.r2
+    word = _word(fit.median_relative_error, r2)
     numbers = _numbers(fit.median_relative_error, fit.r2)
-    sentence = f"{fit.label}: the model fits {word} ({numbers})"
+    sentence = f"{fit.label}: the model fits {word} ({numbers}"
+    sentence += "; a loop's speed-up hardly changes with N: R² says little)" if loop else ")"
     if word == POOR:
         sentence += "; do not trust its curve"
         per_env = fit.per_env
-        if per_env is not None and _word(per_env.median_relative_error, per_env.r2) != POOR:
-            sentence += (", though an overhead growing with N fits it "
-                         f"{_word(per_env.median_relative_error, per_env.r2)} "
-                         f"({_numbers(per_env.median_relative_error, per_env.r2)})")
+        if per_env is not None:
+            per_env_word = _word(per_env.median_relative_error,
+                                 math.nan if loop else per_env.r2)
+            if per_env_word != POOR:
+                sentence += (f", though an overhead growing with N fits it {per_env_word} "
+                             f"({_numbers(per_env.median_relative_error, per_env.r2)})")
     elif fit.constant.clamped:
         sentence += "; its overhead came out below zero and was set to 0"
     return FitQuality(fit.label, word, sentence + ".")
