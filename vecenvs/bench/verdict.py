@@ -172,7 +172,7 @@ def fit_quality(fit: BackendFit) -> FitQuality:
     word = _word(fit.median_relative_error, r2)
     numbers = _numbers(fit.median_relative_error, fit.r2)
     sentence = f"{fit.label}: the model fits {word} ({numbers}"
-    sentence += "; a loop's speed-up hardly changes with N: R² says little)" if loop else ")"
+    sentence += "; R² not used for a loop)" if loop else ")"
     if word == POOR:
         sentence += "; do not trust its curve"
         per_env = fit.per_env
