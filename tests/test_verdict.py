@@ -35,9 +35,21 @@ def test_a_clear_winner_is_named_with_its_interval_and_margin():
     assert verdict.best == "pool" and verdict.runner_up == "multi" and not verdict.close
     assert (verdict.low, verdict.speedup, verdict.high) == pytest.approx((2.0, 2.1, 2.2))
     assert verdict.sentence() == (
-        "CartPole-v1, N=8: use pool: 2.10x gym-sync (2.00-2.20x over 3 paired windows), 2.08x "
-        "multi, the runner-up, and faster in every round (1.98-2.16x); 74% of the machine's "
-        "ceiling.")
+        "CartPole-v1, N=8: use pool: 2.10x gym-sync (2.00-2.20x over 3 paired windows), faster "
+        "than every other backend in every round, 1.98-2.16x its closest rival, multi; 74% of "
+        "the machine's ceiling.")
+
+
+def test_a_backend_that_won_one_round_makes_it_too_close_even_if_third_by_median():
+    # multi is first by median, pool second; but the loop beat multi in the second round.
+    data = [windows("multi", [150, 90, 140], REFERENCE), windows("pool", [120, 80, 110], REFERENCE),
+            windows("gym-sync", REFERENCE, REFERENCE)]
+
+    (verdict,) = verdicts(data)
+
+    assert verdict.best == "multi" and verdict.runner_up == "gym-sync" and verdict.close
+    assert "too close to call between multi at 1.40x gym-sync and gym-sync (the loop)" in \
+        verdict.sentence()
 
 
 def test_too_close_to_call_when_a_round_disagrees():

@@ -10,8 +10,8 @@ it sits beside:
   ceiling row is the machine's limit, not something to use, and is never the answer.
 - **Its interval** is the range of its paired ratios: window i of every backend ran in round i
   of :func:`~vecenvs.bench.compare`, a moment apart, so each ratio saw about the same machine.
-- **Too close to call** when the winner and the runner-up, compared window by window in the
-  same rounds, do not agree in every round (the range of winner / runner-up includes 1), or
+- **Too close to call** when the winner and any other backend, compared window by window in
+  the same rounds, do not agree in every round (the range of winner / rival includes 1), or
   when there was a single window and so no spread to judge by. "Every round agreed" with three
   windows would happen by chance a quarter of the time for two equal backends: more windows
   make the call firmer.
@@ -66,10 +66,11 @@ class Verdict:
     windows: int
     """How many paired windows the numbers come from."""
     runner_up: str | None
-    """The second fastest backend's label; None if only one was measured."""
+    """The closest rival: of the other backends, the one whose best round came nearest to (or
+    beat) the winner's; None if only one was measured."""
     runner_up_speedup: float | None
     margin_low: float | None
-    """The lowest, over the rounds, of best / runner-up (both windows of the same round)."""
+    """The lowest, over the rounds, of best / rival (both windows of the same round)."""
     margin_high: float | None
     """The highest."""
     efficiency: float | None
@@ -109,9 +110,9 @@ class Verdict:
                     f"{_name(self.runner_up, self.reference)} "
                     f"at {self.runner_up_speedup:.2f}x: {why}.")
         return (f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
-                f"{self.reference}{spread}, {self.margin:.2f}x "
-                f"{_name(self.runner_up, self.reference)}, the runner-up, and faster in every "
-                f"round ({self.margin_low:.2f}-{self.margin_high:.2f}x){ceiling}.")
+                f"{self.reference}{spread}, faster than every other backend in every round, "
+                f"{self.margin_low:.2f}-{self.margin_high:.2f}x its closest rival, "
+                f"{_name(self.runner_up, self.reference)}{ceiling}.")
 
 
 def verdicts(measurements: Iterable[Measurement], *,
@@ -133,9 +134,13 @@ def verdicts(measurements: Iterable[Measurement], *,
         ranked = sorted(by_label.values(), key=lambda m: (-m.ratio, -m.median))
         best = ranked[0]
         ratios = best.paired_ratios or [best.ratio]
-        runner = ranked[1] if len(ranked) > 1 else None
-        margins = ([own / theirs for own, theirs in zip(best.throughputs, runner.throughputs)]
-                   if runner is not None else [])
+        # The rival is the one that came closest in its worst round for the winner, not merely
+        # the second by median: a backend third by median may still have won one round.
+        rivals = [(other, [own / theirs for own, theirs in zip(best.throughputs,
+                                                               other.throughputs)])
+                  for other in ranked[1:]]
+        runner, margins = min(rivals, key=lambda rival: min(rival[1], default=math.inf),
+                              default=(None, []))
         found.append(Verdict(
             env_label=env_label, num_envs=num_envs, best=best.config.backend_label,
             speedup=best.ratio, low=min(ratios), high=max(ratios),
