@@ -11,6 +11,10 @@ This file only routes: each page is its own small module in ``views/``.
 
 Benchmarks never run inside this server: pages queue jobs that a separate runner process
 measures one at a time (see ``common.py`` and :mod:`vecenvs.bench.jobs`).
+
+It listens on this machine only, however it is started: ``.streamlit/config.toml`` beside this
+file (Streamlit reads it whatever the working folder) says ``localhost`` and no usage
+statistics, and the pages refuse to run if an address beyond this machine was forced anyway.
 """
 
 import sys
@@ -25,7 +29,12 @@ if str(HERE) not in sys.path:
 
 import common  # noqa: E402 - needs the path above
 
-st.set_page_config(page_title="vecenvs", page_icon=":material/speed:", layout="wide")
+# The icon is a file of ours, served by this server: a Material icon as the tab's icon would be
+# fetched from fonts.gstatic.com, and these pages fetch nothing from anywhere else.
+st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), layout="wide")
+# No "Deploy" or developer menu: this app is a lab on your machine, not a site to publish.
+st.set_option("client.toolbarMode", "viewer")
+common.refuse_unless_loopback()
 
 pages = st.navigation([
     st.Page(HERE / "views" / "compare.py", title="Live comparison", url_path="compare",

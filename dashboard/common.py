@@ -2,27 +2,40 @@
 
 The pages never measure anything themselves. They put a job in the queue
 (:mod:`vecenvs.bench.jobs`), and a runner process measures it and saves each result in the
-results store; the pages read the store and redraw once a second while the job runs. That is
-why two tabs pressing *Run* are queued one behind the other, and why closing the tab loses
+results store; the pages read the store and redraw every two seconds while the job runs. That
+is why two tabs pressing *Run* are queued one behind the other, and why closing the tab loses
 nothing: the job's id is in the page's address (``?job=12``), so reopening it shows the same
 job, still going or finished.
+
+Text that did not come from this code (a run label, an address, an env id or an error read
+from the store, anything typed) is shown as text: escaped where Streamlit reads Markdown
+(:func:`plain`), in tables that never read it (:func:`table`). A label such as
+``![x](http://elsewhere/pixel.png)`` must not make every browser that opens the page fetch it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
+import psutil
 import streamlit as st
 
-from vecenvs.bench import ResultsStore, default_store_path
+from vecenvs.bench import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.jobs import Job, JobQueue
 from vecenvs.workers import available_cpus
 
-#: How often a page showing an unfinished job reads the store again, in seconds.
-REFRESH_SECONDS = 1.0
+#: How often a page showing an unfinished job reads the store again, in seconds. Each redraw
+#: costs the machine being measured a little CPU: not more often than the results can change.
+REFRESH_SECONDS = 2.0
+
+#: How often the sidebar looks at the queue again.
+SIDEBAR_REFRESH_SECONDS = 5.0
 
 #: The gymnasium classics, cheapest first (CartPole ~12 us a step on our VM).
 CLASSIC_ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"]
@@ -40,6 +53,84 @@ N_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 STATUS_ICONS = {"queued": ":material/hourglass_top:", "running": ":material/directions_run:",
                 "done": ":material/check_circle:", "cancelled": ":material/block:",
                 "failed": ":material/error:"}
+
+#: The page that shows each kind of job, and its title.
+PAGES = {"sweep": ("views/compare.py", "Live comparison"), "profile": ("views/profile.py", "Profile"),
+         "autotune": ("views/autotune.py", "Autotune"), "train": ("views/train.py", "Train")}
+
+#: The addresses the server may listen on: this machine only.
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+#: SQLite's largest row id: a ``?job=`` above it is not a job number.
+_LARGEST_ID = 2**63 - 1
+
+#: What Markdown could read as markup (CommonMark lets a backslash escape each), Streamlit's
+#: own ``:`` (``:red[...]``, ``:material/...:``) and ``$`` (LaTeX). With ``:`` and ``.``
+#: escaped, addresses are not turned into links either.
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
+
+#: Where GitHub-flavoured Markdown starts a bare link: ``http://`` (its ``:`` escaped by
+#: then), ``www`` and ``@``.
+_BARE_LINK = re.compile(r"\\?:/|www|@", re.IGNORECASE)
+
+
+# --- showing text that is not ours ------------------------------------------------------------
+
+
+def plain(text: object) -> str:
+    """``text`` escaped for Streamlit's Markdown, so that it shows as typed and nothing in it
+    is read as a link, an image, a colour, an icon or LaTeX.
+
+    Backslashes stop Markdown's own syntax, but not GitHub's bare links (``http://...``,
+    ``www.``, ``a@b.c``), which are found in the text after it is parsed: an invisible word
+    joiner inside each (after ``://``, ``www`` or ``@``) keeps them text.
+    """
+    escaped = _MARKDOWN.sub(r"\\\1", str(text)).replace("\n", "  \n")
+    return _BARE_LINK.sub(lambda match: match.group(0) + "\u2060", escaped)
+
+
+def table(rows: Iterable[Mapping[str, Any]]) -> None:
+    """A table of ``rows``. ``st.dataframe`` shows cells as text (``st.table`` reads Markdown
+    in them), so labels and ids from the store can be shown as they are."""
+    st.dataframe(list(rows), hide_index=True, width="stretch", height="content")
+
+
+def format_rate(value: float | None) -> str:
+    """``12,345`` env steps/s, or an em dash when there is no number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:,.0f}"
+
+
+def parse_step_times(text: str) -> list[float]:
+    """``"10, 100, 1000"`` (microseconds) -> ``[1e-05, 0.0001, 0.001]`` seconds.
+
+    Divided by 1e6 rather than multiplied by 1e-6: 100 * 1e-6 is 9.999999999999999e-05, and
+    that number would then name the env in every table and chart.
+
+    Raises:
+        ValueError: naming the entry that is not a number of microseconds from 0 to 1e6.
+    """
+    values = []
+    for item in text.replace(";", ",").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            micros = float(item)
+        except ValueError:
+            raise ValueError(f"step time {item[:40]!r} is not a number; expected microseconds "
+                             "separated by commas, e.g. 10, 100, 1000") from None
+        if not 0 <= micros <= 1e6:  # also refuses nan
+            raise ValueError(f"step time {item[:40]!r} us is out of range; expected 0 to "
+                             "1000000 us")
+        values.append(micros / 1e6)
+    if not values:
+        raise ValueError("no step time given; expected microseconds, e.g. 10, 100, 1000")
+    return values
+
+
+# --- the store and the queue ------------------------------------------------------------------
 
 
 def env_choices() -> list[str]:
@@ -65,55 +156,126 @@ def cpus() -> int:
     return available_cpus()
 
 
+def refuse_unless_loopback() -> None:
+    """Stop every page when the server listens beyond this machine.
+
+    The dashboard starts processes and runs a profiler: it is not for a network. Its config
+    (``dashboard/.streamlit/config.toml``, read whatever folder it is started from) says
+    ``localhost``; this catches an address given on the command line or in the environment.
+    """
+    address = st.get_option("server.address")
+    if address not in LOOPBACK:
+        st.error(f"This dashboard listens on {plain(address or 'every network interface')}, "
+                 "not only on this machine, and it starts processes and runs a profiler: it "
+                 "will not run like that. Start it with `--server.address=localhost` (the "
+                 "default of `make dashboard` and `streamlit run dashboard/app.py`).")
+        st.stop()
+
+
 def sidebar_status() -> None:
-    """The queue at a glance, in the sidebar of every page."""
-    jobs_queue = queue()
-    unfinished = jobs_queue.jobs(unfinished=True)
-    with st.sidebar:
-        st.caption(f"Results store: `{jobs_queue.store.path}`")
+    """The queue at a glance, in the sidebar of every page, kept up to date while jobs run."""
+
+    def draw() -> None:
+        jobs_queue = queue()
+        unfinished = jobs_queue.jobs(unfinished=True)
+        st.caption(f"Results store: {plain(jobs_queue.store.path)}")
         if not unfinished:
-            st.caption("No benchmark running on this machine's queue.")
+            st.caption("No benchmark queued or running on this machine's queue.")
         for job in reversed(unfinished):
-            st.caption(f"{STATUS_ICONS[job.status]} job {job.id} ({job.kind}): {job.status}")
+            page, _ = PAGES.get(job.kind, (None, None))
+            text = f"{STATUS_ICONS[job.status]} job {job.id} ({job.kind}): {job.status}"
+            if page is None:
+                st.caption(text)
+            else:
+                st.page_link(page, label=text, query_params={"job": job.id})
+
+    with st.sidebar:
+        # A fragment of its own: it refreshes by itself, so it is right during a run started
+        # after the page was drawn (it said "no benchmark running" for the whole run).
+        st.fragment(draw, run_every=SIDEBAR_REFRESH_SECONDS)()
+
+
+# --- the job a page shows ---------------------------------------------------------------------
 
 
 def watched_job(kind: str) -> Job | None:
-    """The job this page shows: ``?job=`` in the address, else this kind's newest job."""
+    """The job this page shows: ``?job=`` in the address, else this kind's newest job.
+
+    A ``?job=`` that is not a job number, names no job, or names a job of another kind gets a
+    message (and a link to the right page), never a traceback and never another job instead.
+    """
     jobs_queue = queue()
     wanted = st.query_params.get("job")
-    if wanted is not None:
-        try:
-            job = jobs_queue.get(int(wanted))
-        except (ValueError, LookupError):
-            st.warning(f"There is no job {wanted!r} in this results store; showing the newest.")
-        else:
-            if job.kind == kind:
-                return job
-    newest = [job for job in jobs_queue.jobs(limit=20) if job.kind == kind]
-    return newest[0] if newest else None
+    if wanted is None:
+        newest = [job for job in jobs_queue.jobs(limit=20) if job.kind == kind]
+        return newest[0] if newest else None
+    text = str(wanted).strip()
+    if not text.isdecimal() or not 0 < int(text) <= _LARGEST_ID:
+        st.warning(f"The address asks for job {plain(repr(text[:60]))}, which is not a job "
+                   "number (a whole number such as ?job=12). Nothing is shown.")
+        return None
+    try:
+        job = jobs_queue.get(int(text))
+    except StoreError:
+        st.warning(f"There is no job {int(text)} in this results store. Nothing is shown.")
+        return None
+    if job.kind != kind:
+        page, title = PAGES.get(job.kind, (None, job.kind))
+        st.warning(f"Job {job.id} is a {plain(job.kind)} job, shown on the {plain(title)} "
+                   "page, not here.")
+        if page is not None:
+            st.page_link(page, label=f"Open job {job.id} on the {title} page",
+                         query_params={"job": job.id})
+        return None
+    return job
 
 
-def queue_job(submit: Callable[[], int], note: str = "") -> None:
-    """Queue a job with ``submit`` (one of :class:`JobQueue`'s ``submit_*``) and watch it; a
-    bad input (``ValueError``) is shown in the page instead, and nothing is queued."""
+def queue_job(submit: Callable[[], int]) -> int | None:
+    """Queue a job with ``submit`` (one of :class:`JobQueue`'s ``submit_*``) and watch it.
+
+    A bad input (``ValueError``) is shown in the page instead, and nothing is queued. A second
+    press of the button while the same job is still unfinished queues nothing more (see
+    :data:`vecenvs.bench.jobs.DUPLICATE_SECONDS`). If other programs keep the machine busy,
+    the page says so: numbers measured then are low and noisy.
+    """
+    jobs_queue = queue()
+    before = {job.id for job in jobs_queue.jobs(unfinished=True)}
+    busy = None if before else other_programs_load()  # our own job would count as "busy"
     try:
         job_id = submit()
     except ValueError as error:
-        st.error(f"Not started: {error}")
-        return
+        st.error(f"Not started: {plain(error)}")
+        return None
     st.query_params["job"] = str(job_id)  # reopening the page's address shows this job
-    st.toast(f"Queued as job {job_id}{note}.")
+    if job_id in before:
+        st.info(f"Already queued as job {job_id}: the same run was asked for a moment ago "
+                "(a double click?), so it is not queued twice.")
+        return job_id
+    if busy is not None:
+        st.session_state[f"busy-{job_id}"] = busy
+    return job_id
 
 
-def show_jobs(kind: str, render: Callable[[Job], None]) -> None:
-    """Below a page's form: the job this page shows (see :func:`watched_job`), if any."""
+def other_programs_load(threshold: float = 50.0) -> float | None:
+    """The share of this machine's CPU time other programs used over the last half second, in
+    percent, when it is above ``threshold``; else None."""
+    percent = psutil.cpu_percent(interval=0.5)
+    return percent if percent >= threshold else None
+
+
+def show_jobs(kind: str, render: Callable[[Job], None],
+              describe: Callable[[Job], list[tuple[str, str]]] | None = None) -> None:
+    """Below a page's form: the job this page shows (see :func:`watched_job`), if any, with its
+    settings (``describe(job)`` gives them as (name, value) pairs; by default
+    :func:`settings_in_words`)."""
     job = watched_job(kind)
     if job is not None:
-        watch(job, render)
+        watch(job, render, describe or settings_in_words)
 
 
-def watch(job: Job, render: Callable[[Job], None]) -> None:
-    """Show ``job``'s status and ``render(job)``; redraw every second until it finishes.
+def watch(job: Job, render: Callable[[Job], None],
+          describe: Callable[[Job], list[tuple[str, str]]] | None = None) -> None:
+    """Show ``job``'s status, settings and ``render(job)``; redraw until it finishes.
 
     Only this part of the page is redrawn (a Streamlit fragment), so the form above keeps
     what the user is typing. When the job finishes, the whole page is redrawn once.
@@ -126,6 +288,8 @@ def watch(job: Job, render: Callable[[Job], None]) -> None:
         if current.status == "queued" and not jobs_queue.runner_alive():
             jobs_queue.ensure_runner()  # its runner was stopped before taking it: start one
         status_line(current)
+        if describe is not None:
+            show_settings(describe(current))
         render(current)
         if current.finished and not job.finished:
             st.rerun()  # stop polling; the page below the fragment may change too
@@ -133,35 +297,72 @@ def watch(job: Job, render: Callable[[Job], None]) -> None:
     st.fragment(draw, run_every=None if job.finished else REFRESH_SECONDS)()
 
 
+def settings_in_words(job: Job) -> list[tuple[str, str]]:
+    """A job's settings as (name, value) pairs, for the kinds whose settings are a flat dict
+    (profile, autotune, train); empty values left out."""
+    pairs = []
+    for name, value in job.settings.items():
+        if value in (None, {}, []) or name == "output_dir":
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{key}={item}" for key, item in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        pairs.append((name.replace("_", " "), str(value)))
+    return pairs
+
+
+def show_settings(settings: list[tuple[str, str]]) -> None:
+    """What the job was asked to do, so that a reopened job describes itself (the form above
+    shows its own defaults, not the job's)."""
+    st.caption("Settings of this run: " + plain(" · ".join(f"{name}: {value}"
+                                                          for name, value in settings)))
+
+
 def status_line(job: Job) -> None:
-    """Where the job is: queued behind whom, how far along, or how it ended; and Cancel."""
+    """Where the job is: queued behind whom, how far along and how long left, or how it
+    ended; and Cancel."""
     jobs_queue = queue()
     title = f"{STATUS_ICONS[job.status]} Job {job.id}"
     if job.run_id is not None:
         title += f" · run {job.run_id}"
     if job.label:
-        title += f" · {job.label}"
+        title += f" · {plain(job.label)}"
     st.markdown(f"**{title}**: {job.status}")
     message = job.progress.get("message", "")
     if job.status == "queued":
         ahead = jobs_queue.position(job.id)
         st.info(f"Queued: {ahead} job(s) ahead of this one on this machine. It starts as soon "
                 "as they finish; measuring two things at once would spoil both."
-                + (f" ({message})" if message else ""))
+                + (f" ({plain(message)})" if message else ""))
     elif job.status == "running":
-        st.progress(job.fraction_done, text=message or "starting")
+        elapsed = _seconds_since(job.run.started_at) if job.run is not None else 0.0
+        text = f"{message or 'starting'} · {elapsed:.0f} s so far"
+        st.progress(job.fraction_done, text=plain(text))
     elif job.status == "failed":
         error = job.run.error if job.run is not None else None
-        st.error(f"The run failed: {error or 'see the runner log'}\n\n"
-                 f"Runner log: `{jobs_queue.runner_log_path}`")
+        st.error(f"The run failed: {plain(error or 'see the runner log')}\n\n"
+                 f"Runner log: {plain(jobs_queue.runner_log_path)}")
     elif job.status == "cancelled":
         st.warning("Cancelled. What was measured before that is kept below.")
+    busy = st.session_state.get(f"busy-{job.id}")
+    if busy is not None:
+        st.warning(f"The machine was busy when this job was queued: {busy:.0f}% of its CPU "
+                   "time went to other programs. Numbers measured beside them are lower and "
+                   "noisier than on a quiet machine; close them, or measure again later.")
     if not job.finished:
         if st.button("Cancel", key=f"cancel-{job.id}", help="Stop this job (at its next timed "
                      "window); the measurements so far are kept."):
             outcome = jobs_queue.cancel(job.id)
             st.toast({"dropped": "Removed from the queue.", "requested": "Stopping…",
                       "finished": "It had already finished."}[outcome])
+
+
+def _seconds_since(iso_time: str) -> float:
+    return (datetime.now(timezone.utc) - datetime.fromisoformat(iso_time)).total_seconds()
+
+
+# --- charts and code --------------------------------------------------------------------------
 
 
 def show_code(code: str, caption: str = "The same numbers from a script") -> None:
@@ -185,15 +386,28 @@ def chart_and_code(figure, key: str, code: str, *, wide: bool = False) -> None:
         show_code(code)
 
 
-def format_rate(value: float | None) -> str:
-    """``12,345`` env steps/s, or an em dash when there is no number."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return f"{value:,.0f}"
+# --- files the project wrote ------------------------------------------------------------------
 
 
-def read_text(path: str | None) -> str | None:
-    """A file's text, or None if it is gone (profiles live in the store's directory)."""
-    if not path or not Path(path).is_file():
+def project_file(path: str | None, folder: Path) -> Path | None:
+    """``path`` if it is a file under ``folder`` (symbolic links resolved), else None.
+
+    Paths come from the results store, which anyone may edit: the Profile page offers only
+    files the project wrote, in its own folder, never ``/etc/passwd`` because a run says so.
+    """
+    if not path:
         return None
-    return Path(path).read_text(encoding="utf-8")
+    try:
+        resolved = Path(path).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not resolved.is_file() or not resolved.is_relative_to(folder.resolve()):
+        return None
+    return resolved
+
+
+def read_project_text(path: str | None, folder: Path) -> str | None:
+    """The text of :func:`project_file`, or None if it is gone or not the project's."""
+    found = project_file(path, folder)
+    return None if found is None else found.read_text(encoding="utf-8", errors="replace")
+

@@ -59,21 +59,28 @@ def synthetic(
     cpus: int = CPUS,
     noise: float = 0.0,
     seed: int = 0,
+    ceiling: float | None = None,
 ) -> list[Measurement]:
     """The reference plus one measurement per env x N x backend, made from the model.
 
     ``overheads`` maps a backend to (a, b): its overhead is t_os(N) = a + b N. ``"pool"`` has 2
     workers; anything else one process per env. ``noise`` multiplies each speed-up by a random
-    factor exp(gauss(0, noise)).
+    factor exp(gauss(0, noise)). ``ceiling``: the machine's efficiency per process; when given,
+    the ceiling row is measured too (min(cpus, N) processes at that efficiency) and caps how
+    many envs step at once.
     """
     rng = random.Random(seed)
     results = []
     for env_id, t_env in envs.items():
         for n in num_envs:
             results.append(measurement(env_id, n, "gym-sync", 1 / t_env, ratio=1.0))
+            capacity = min(n, cpus) * (ceiling or 1.0)
+            if ceiling is not None:
+                results.append(measurement(env_id, n, "ceiling", capacity / t_env,
+                                           workers=min(n, cpus), ratio=capacity))
             for backend, (fixed, per_env) in overheads.items():
                 workers = min(2, n) if backend == "pool" else n
-                c = min(workers, n, cpus)
+                c = max(1, min(workers, n, capacity))
                 speedup = model_speedup(n, t_env, c, fixed + per_env * n)
                 speedup *= math.exp(rng.gauss(0, noise)) if noise else 1.0
                 results.append(

@@ -301,3 +301,73 @@ def test_compare_accepts_arguments_for_the_reference_backend():
     assert results[0].config.backend_kwargs == {"num_workers": 2, "shared_memory": False}
     assert results[0].paired_ratios == [a / b for a, b in zip(results[0].throughputs,
                                                               reference.throughputs)]
+
+
+# --- the ceiling ---------------------------------------------------------------------------
+
+
+def test_the_ceiling_is_measured_side_by_side_and_gives_every_row_its_efficiency():
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+
+    results = compare("CartPole-v1", 4, ["multi", ("ceiling", {"num_workers": 8})], **QUICK)
+
+    multi, ceiling, reference = results
+    assert ceiling.config.backend_label == "ceiling (num_workers=8)"
+    # min(K, N) processes, each stepping its share; the caller only starts and stops them.
+    assert ceiling.workers == ceiling.child_processes == 4
+    assert ceiling.mean > 0 and len(ceiling.throughputs) == QUICK["repeats"]
+    assert ceiling.efficiency == 1.0
+    for result in (multi, reference):
+        pairs = [own / top for own, top in zip(result.throughputs, ceiling.throughputs)]
+        assert result.efficiency == pytest.approx(statistics.median(pairs))
+    assert psutil.wait_procs([p for p in psutil.Process().children(recursive=True)
+                              if p.pid not in before], timeout=5)[1] == []
+
+
+def test_without_a_ceiling_there_is_no_efficiency():
+    results = compare("CartPole-v1", 2, ["multi"], **QUICK)
+    assert [result.efficiency for result in results] == [None, None]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_workers": 0}, "num_workers must be a whole number >= 1"),
+    ({"shared_memory": True}, "the ceiling takes only num_workers, start_method, timeout"),
+])
+def test_bad_ceiling_arguments_are_refused_before_anything_starts(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        measure(quick_config(backend="ceiling", backend_kwargs=kwargs))
+
+
+def test_a_crash_in_a_ceiling_process_arrives_with_its_traceback_and_leaves_nothing():
+    config = quick_config(env_id="vecenvs/Faulty-v0", num_envs=2, backend="ceiling",
+                          env_kwargs={"fail_on": "step", "at": 5})
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+
+    with pytest.raises(RuntimeError, match="ceiling process 0 failed while stepping") as error:
+        measure(config)
+
+    assert "deliberate failure in step" in str(error.value)
+    assert psutil.wait_procs([p for p in psutil.Process().children(recursive=True)
+                              if p.pid not in before], timeout=5)[1] == []
+
+
+def test_cli_bench_measures_the_ceiling_prints_the_verdict_and_stores_efficiency(tmp_path,
+                                                                                  capsys):
+    store = tmp_path / "r.sqlite"
+
+    code = cli.main(["bench", "--quick", "--num-envs", "2", "--backend", "multi",
+                     "--backend", "ceiling", "--store", str(store)])
+
+    out = capsys.readouterr().out
+    assert code == 0
+    table = out.split("How to read")[0]
+    assert "of ceiling" in table
+    rows = {line.split()[0]: line for line in table.splitlines()
+            if line.split() and line.split()[0] in ("multi", "ceiling", "gym-sync")}
+    assert set(rows) == {"multi", "ceiling", "gym-sync"}
+    assert " 100% " in rows["ceiling"]
+    assert re.search(r"Verdict \(from the paired windows\):\n  CartPole-v1, N=2: ", out)
+    assert "ceiling (steps/s)" in out and "~" not in out.split("ceiling (steps/s)")[1][:200]
+    code = cli.main(["results", "show", "1", "--store", str(store)])
+    shown = capsys.readouterr().out
+    assert code == 0 and "of ceiling" in shown and "100%" in shown

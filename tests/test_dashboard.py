@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+import psutil
 
 import plotly.io as pio
 import pytest
 
-from vecenvs.bench import ResultsStore, SweepConfig, default_store_path
+from vecenvs.bench import EnvSpec, ResultsStore, SweepConfig, default_store_path
 from vecenvs.bench.jobs import JobQueue
 from vecenvs.bench.snippets import history_code, machine_code, profile_code, sweep_code
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402 - after the skip
+from streamlit import config as streamlit_config  # noqa: E402 - after the skip
+from streamlit.testing.v1 import AppTest  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
@@ -42,7 +47,9 @@ def queue():
     jobs.store.close()
 
 
-def app(page: str | None = None, **query: str) -> AppTest:
+def app(page: str | None = None, *, address: str = "localhost", **query: str) -> AppTest:
+    # What dashboard/.streamlit/config.toml says; AppTest serves nothing and reads no config.
+    streamlit_config.set_option("server.address", address)
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params.update(query)
     at.run()
@@ -50,6 +57,12 @@ def app(page: str | None = None, **query: str) -> AppTest:
         at.switch_page(f"views/{page}.py").run()
     assert not at.exception, at.exception
     return at
+
+
+def shown(markdown: str) -> str:
+    """What the browser shows for Markdown source: the pages escape text that is not theirs
+    (backslashes, and an invisible word joiner inside bare links)."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
 
 
 def widget(elements, label: str):
@@ -72,7 +85,7 @@ def rerun_until_finished(at: AppTest, timeout: float = 120) -> str:
 
 def status_line(at: AppTest) -> str | None:
     lines = [m.value for m in at.markdown if re.search(r"\*\*.*Job \d+", m.value)]
-    return re.sub(r":material/\w+: ", "", lines[0]).replace("**", "") if lines else None
+    return shown(re.sub(r":material/\w+: ", "", lines[0]).replace("**", "")) if lines else None
 
 
 def charts(at: AppTest) -> list[dict]:
@@ -122,23 +135,32 @@ def test_bad_form_input_is_refused_with_a_message_and_nothing_is_queued(queue, c
     at = app()
     change(at)
     press(at, "Run")
-    assert any(message in error.value for error in at.error), [e.value for e in at.error]
+    assert any(message in shown(error.value) for error in at.error), [e.value for e in at.error]
     assert queue.jobs() == []
 
 
-def test_a_comparison_runs_and_its_charts_table_and_code_appear(queue):
+def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
     at = app()
-    tiny_form(at)
+    tiny_form(at, backends=("multi", "pool", "ceiling"))
+    widget(at.slider, "Timed windows per backend").set_value(2)
     widget(at.text_input, "Label (optional)").set_value("apptest")
     press(at, "Run")
     assert at.query_params["job"] in ("1", ["1"]), "the address names the job, to come back"
     assert rerun_until_finished(at).endswith("apptest: done")
 
+    # Results first: a verdict per N, each computed from the numbers below it.
+    (verdict,) = [m.value for m in at.markdown if "CartPole" in m.value and "N=2" in m.value]
+    sentences = [re.sub(r"^- :material/\w+: ", "", line) for line in shown(verdict).splitlines()]
+    for n in (2, 4):
+        (sentence,) = [text for text in sentences if text.startswith(f"CartPole-v1, N={n}: ")]
+        assert sentence.startswith((f"CartPole-v1, N={n}: use ", f"CartPole-v1, N={n}: too "
+                                    "close to call between "))
+        assert "ceiling (" not in sentence.split(":")[1], "the ceiling is never the answer"
     specs = charts(at)
     assert len(specs) == 3
     titles = [spec["layout"]["title"]["text"] for spec in specs]
     assert titles[0].startswith("Throughput") and titles[1].startswith("Speed-up")
-    assert titles[2].startswith("Efficiency")
+    assert titles[2] == "Efficiency: throughput as a share of the ceiling"
     for spec in specs:
         layout = spec["layout"]
         assert "number of envs N" in layout["xaxis"]["title"]["text"]
@@ -146,13 +168,16 @@ def test_a_comparison_runs_and_its_charts_table_and_code_appear(queue):
             "every y axis names its unit"
         names = {trace.get("name") for trace in spec["data"]}
         assert {"multi", "pool"} <= names, names
-    table = at.table[0].value
-    assert len(table) == 6  # 2 N x (multi, pool, gym-sync)
-    assert set(table["backend"]) == {"multi", "pool", "gym-sync"}
+        assert any(name.startswith("ceiling (measured)") for name in names), names
+    table = at.dataframe[0].value
+    assert len(table) == 8  # 2 N x (multi, pool, ceiling, gym-sync)
+    assert set(table["backend"]) == {"multi", "pool", "ceiling", "gym-sync"}
     assert all(float(rate.replace(",", "")) > 0 for rate in table["env steps/s"])
+    assert set(table[table["backend"] == "ceiling"]["of ceiling"]) == {"100%"}
+    assert all(re.fullmatch(r"\d+%", share) for share in table["of ceiling"])
     code = [block.value for block in at.code if "run_sweep" in block.value]
     assert len(code) == 4, "the code beside each chart and the model table"
-    assert "num_envs=[2, 4]" in code[0] and "backends=['multi', 'pool']" in code[0]
+    assert "num_envs=[2, 4]" in code[0] and "backends=['multi', 'pool', 'ceiling']" in code[0]
     assert any("Overhead model on" in block.value for block in at.code)
 
 
@@ -203,40 +228,67 @@ def test_a_profile_shows_its_breakdown_flame_graph_and_downloads(queue):
     (spec,) = charts(at)
     assert spec["layout"]["xaxis"]["title"]["text"].startswith("share of samples, %")
     assert {trace["name"] for trace in spec["data"]} >= {"env compute", "waiting"}
-    processes = at.table[0].value["process"].tolist()
+    processes = at.dataframe[0].value["process"].tolist()
     assert processes[0] == "parent" and "worker 0" in processes and "worker 1" in processes
-    flame = at.get("iframe")
-    assert flame and "<svg" in flame[0].proto.srcdoc
+    (flame,) = at.get("html")  # st.html: in the page, sanitised; components.html is deprecated
+    assert "<svg" in flame.proto.body and 'width="100%"' in flame.proto.body
     labels = [button.label for button in at.download_button]
     assert any(label.endswith(".svg") for label in labels)
     assert any("speedscope" in label for label in labels)
     assert any("ProfileConfig(" in block.value for block in at.code)
 
+    # An edited store names files outside the profiles folder: they are neither read nor
+    # offered, whatever the run says (a link inside the folder that leads out counts as out).
+    job = queue.jobs()[0]
+    link = queue.profiles_dir / "passwd-link.txt"
+    link.symlink_to("/etc/passwd")
+    summary = {**job.run.summary, "files": {"svg": "/etc/passwd", "speedscope": str(link),
+                                            "collapsed": "/etc/hostname"}}
+    with queue.store.transaction(write=True) as connection:
+        connection.execute("UPDATE runs SET summary = ? WHERE id = ?",
+                           (json.dumps(summary), job.run_id))
+    at = app("profile", job=str(job.id))
+    assert at.download_button.len == 0 and not at.get("html")
+    assert any("is not one this dashboard wrote" in shown(box.value) for box in at.warning)
+    assert "root:" not in json.dumps([element.proto.__str__() for element in at.get("html")])
+
 
 # --- History ------------------------------------------------------------------------------
+
+
+HOSTILE_LABEL = "<b>bold</b> ![pixel](http://127.0.0.1:9/pixel.png) :red[red] $x^2$ **strong**"
 
 
 def test_history_overlays_runs_filters_them_and_exports_csv(queue):
     config = SweepConfig(["CartPole-v1"], [2, 4], ["multi"], warmup_seconds=0.0,
                          measure_seconds=0.05, repeats=1)
-    for label in ("monday", "tuesday"):
+    for label in ("monday", "tuesday", HOSTILE_LABEL):
         queue.wait(queue.submit_sweep(config, label=label), 60)
+    queue.wait(queue.submit_training("CartPole-v1", 2, ["sb3-dummy"], timesteps=512, repeats=1,
+                                     torch_threads=1, label="ppo"), 120)
     at = app("history")
-    assert len(at.table[0].value) == 2
+    table = at.dataframe[0].value
+    assert len(table) == 4
+    assert HOSTILE_LABEL in table["label"].tolist(), "a label is shown as typed"
     picked = widget(at.multiselect, "Runs to overlay (two or more to compare)")
     picked.set_value(list(picked.options)).run()
     assert not at.exception, at.exception
-    (spec,) = charts(at)
-    names = {trace["name"] for trace in spec["data"]}
-    assert any("monday" in name for name in names) and any("tuesday" in name for name in names)
-    assert "env steps/s" in spec["layout"]["yaxis"]["title"]["text"]
+    # Training throughput is another quantity: a chart of its own, never the same axis.
+    stepping, training = charts(at)
+    assert stepping["layout"]["yaxis"]["title"]["text"].startswith("throughput (env steps/s")
+    assert training["layout"]["yaxis"]["title"]["text"].startswith("training throughput")
+    legend = [trace["name"] for trace in stepping["data"] if trace.get("showlegend") is not False]
+    assert len(legend) == 3 + 2, "a colour per run and a line style per backend"
+    assert any("monday" in name for name in legend) and any("tuesday" in name for name in legend)
+    assert any("&lt;b&gt;bold&lt;/b&gt;" in name for name in legend), "escaped for plotly"
+    assert stepping["layout"]["legend"]["orientation"] == "h", "below the plot, not beside it"
     widget(at.radio, "Show").set_value("speedup").run()
     assert "speed-up" in charts(at)[0]["layout"]["yaxis"]["title"]["text"]
     (download,) = at.download_button
-    assert download.label == "Export these 8 measurements as CSV"
+    assert download.label == "Export these 13 measurements as CSV"
     assert any("export_csv" in block.value for block in at.code)
     widget(at.text_input, "Label or host contains").set_value("tues").run()
-    assert at.table[0].value["label"].tolist() == ["tuesday"]
+    assert at.dataframe[0].value["label"].tolist() == ["tuesday"]
 
 
 # --- Machine ------------------------------------------------------------------------------
@@ -249,9 +301,9 @@ def test_machine_page_shows_cpus_versions_backends_and_py_spy():
     assert metrics["Memory"].endswith("GiB")
     assert any("can attach" in success.value for success in at.success), \
         [e.value for e in at.error]  # we run as root here; elsewhere the error says what to do
-    backends = at.table[0].value
-    assert "pool" in backends["backend"].tolist()
-    packages = at.table[1].value
+    backends = at.dataframe[0].value
+    assert {"pool", "ceiling"} <= set(backends["backend"].tolist())
+    packages = at.dataframe[1].value
     assert "gymnasium" in packages["package"].tolist()
 
 
@@ -290,16 +342,17 @@ def test_autotune_picks_a_winner_and_shows_its_table_and_code(queue):
     widget(at.selectbox, "Environment").set_value("vecenvs/Costly-v0")
     widget(at.select_slider, "Number of envs N").set_value(4)
     widget(at.slider, "Time budget, seconds").set_value(5)
-    widget(at.number_input, "Step time, microseconds").set_value(2000.0)
+    widget(at.text_input, "Step time, microseconds").set_value("2000")
     widget(at.radio, "The step's time is spent").set_value("sleep")
     press(at, "Autotune")
     assert rerun_until_finished(at).endswith("done")
     (spec,) = charts(at)
     assert spec["layout"]["xaxis"]["title"]["text"].startswith("throughput (env steps/s")
-    table = at.table[0].value
+    table = at.dataframe[0].value
     assert table["candidate"].tolist()[0] != "multi", "four sleeping envs: parallel must win"
     assert "multi" in table["candidate"].tolist()
-    assert any("Best for 4 x vecenvs/Costly-v0" in s.value for s in at.success)
+    assert any("Best for 4 x vecenvs/Costly-v0" in shown(s.value) for s in at.success)
+    assert "x multi" in table.columns, "speed-ups over multi, named so: 'the loop' is gym-sync"
     assert any("autotune(" in block.value for block in at.code)
 
 
@@ -321,8 +374,153 @@ def test_training_throughput_is_measured_per_vector_env_with_the_env_share(queue
     assert spec["layout"]["yaxis"]["title"]["text"] == "training throughput (env steps/s)"
     assert {trace["name"] for trace in spec["data"]} == {"stepping the envs",
                                                           "policy and updates"}
-    table = at.table[0].value
+    table = at.dataframe[0].value
     assert table["vector env"].tolist() == ["sb3-dummy", "multi"]
     for share in table["share stepping envs"]:
         assert 0 < int(share.rstrip("%")) < 100, "both the env and the learner take time"
     assert any("compare_training(" in block.value for block in at.code)
+
+
+# --- Hostile input: a message, never a traceback, never markup ------------------------------
+
+
+@pytest.mark.parametrize("page", ["compare", "profile", "autotune", "train"])
+@pytest.mark.parametrize("wanted", ["99999999999999999999999", "abc", "-3", "<img src=x>"])
+def test_a_bad_job_in_the_address_gets_a_message_not_a_traceback(queue, page, wanted):
+    at = app(page if page != "compare" else None, job=wanted)
+
+    assert not at.exception
+    assert any("which is not a job number" in shown(box.value) for box in at.warning), \
+        [box.value for box in at.warning]
+    assert status_line(at) is None, "nothing else is shown instead"
+
+
+def test_a_job_of_another_kind_or_none_is_named_not_swapped(queue):
+    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
+                         measure_seconds=0.05, repeats=1)
+    sweep = queue.wait(queue.submit_sweep(config, label="a sweep"), 60).id
+    queue.submit_autotune("CartPole-v1", 2, 5.0, start_runner=False)  # a newest job of its own
+
+    at = app("autotune", job=str(sweep))
+    assert any(f"Job {sweep} is a sweep job, shown on the Live comparison page" in shown(w.value)
+               for w in at.warning)
+    assert status_line(at) is None, "not swapped for the autotune job"
+    (link,) = [element for element in at.get("page_link")
+               if element.proto.label.startswith(f"Open job {sweep}")]
+    assert link.proto.label.endswith("on the Live comparison page")
+    assert link.proto.query_string == f"job={sweep}" and link.proto.page_script_hash
+    at = app(job="424242")
+    assert any("There is no job 424242" in shown(w.value) for w in at.warning)
+    assert status_line(at) is None
+
+
+def test_labels_and_errors_are_shown_as_text_not_markdown(queue):
+    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
+                         measure_seconds=0.05, repeats=1)
+    job = queue.wait(queue.submit_sweep(config, label=HOSTILE_LABEL), 60).id
+
+    at = app(job=str(job))
+    (line,) = [m.value for m in at.markdown if re.search(r"\*\*.*Job \d+", m.value)]
+    label = line.split("run 1 · ")[1].rsplit("**", 1)[0]
+    unescaped = re.sub(r"\\.", "", label)  # what is left once every escaped character is out
+    assert not set(unescaped) & set("![]()$<>*:`_"), unescaped
+    assert status_line(at) == f"Job {job} · run 1 · {HOSTILE_LABEL}: done"
+    widget(at.multiselect, "Environments").set_value(["vecenvs/Costly-v0"])
+    widget(at.text_input, "Step time, microseconds (several, comma-separated, make a grid)"
+           ).set_value("![x](http://127.0.0.1:9/y.png)")
+    press(at, "Run")
+    (error,) = at.error
+    assert "![" not in error.value and "](" not in error.value
+    assert "step time '![x](http://127.0.0.1:9/y.png)' is not a number" in shown(error.value)
+
+
+def test_the_pages_refuse_to_run_on_an_address_beyond_this_machine():
+    at = app(address="0.0.0.0")
+
+    assert not at.title, "no page is drawn"
+    assert any("not only on this machine" in shown(error.value) for error in at.error)
+
+
+# --- A job that describes itself, and no surprises ------------------------------------------
+
+
+def test_a_reopened_job_shows_its_own_settings_not_the_forms(queue):
+    config = SweepConfig(["CartPole-v1", EnvSpec("vecenvs/Costly-v0", {"step_seconds": 1e-4})],
+                         [2, 8], ["multi", "ceiling"], warmup_seconds=0.0,
+                         measure_seconds=0.05, repeats=2)
+    job = queue.submit_sweep(config, start_runner=False)
+
+    at = app(job=str(job))
+    (caption,) = [shown(c.value) for c in at.caption if "Settings of this run" in c.value]
+    for part in ("envs: CartPole-v1, vecenvs/Costly-v0", "N: 2, 8",
+                 "backends: multi, ceiling, gym-sync",
+                 "2 window(s) of 0.05 s per backend after 0 s of warm-up", "estimate: about"):
+        assert part in caption, caption
+    at = app("autotune")
+    queue.submit_autotune("CartPole-v1", 4, 7.0, start_runner=False)
+    at.run()
+    assert any("num envs: 4" in shown(c.value) and "budget seconds: 7.0" in shown(c.value)
+               for c in at.caption)
+
+
+def test_a_double_click_on_run_queues_one_job(queue):
+    blocker = queue.submit_sweep(SweepConfig(["CartPole-v1"], [2], ["multi"],
+                                             warmup_seconds=0.0, measure_seconds=0.1,
+                                             repeats=100))
+    at = app()
+    tiny_form(at)
+    press(at, "Run")
+    press(at, "Run")
+
+    assert len(queue.jobs()) == 2, "the blocker and one job, not two"
+    assert any("Already queued as job 2" in shown(box.value) for box in at.info)
+    queue.cancel(blocker)
+
+
+def test_many_processes_need_a_tick_and_a_busy_machine_is_named(queue):
+    blocker = queue.submit_sweep(SweepConfig(["CartPole-v1"], [2], ["multi"],
+                                             warmup_seconds=0.0, measure_seconds=0.1,
+                                             repeats=100))
+    at = app()
+    tiny_form(at, num_envs=(512,), backends=("subproc",))
+    press(at, "Run")
+    assert any("this would run 512 worker processes at once" in shown(e.value) for e in at.error)
+    assert len(queue.jobs()) == 1
+    widget(at.checkbox, "Allow more than 128 processes at once").check()
+    press(at, "Run")
+    (big,) = [job for job in queue.jobs() if job.id != blocker]
+    assert big.status == "queued"  # behind the blocker: cancelled before it starts
+    queue.cancel(big.id)
+    queue.cancel(blocker)
+
+
+def test_a_busy_machine_is_named_when_a_job_is_queued(queue):
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(psutil.cpu_count())]
+    try:
+        time.sleep(0.5)
+        at = app()
+        tiny_form(at)
+        press(at, "Run")
+        assert any("The machine was busy when this job was queued" in shown(box.value)
+                   for box in at.warning)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def test_autotune_refuses_a_step_time_that_is_not_a_number(queue):
+    at = app("autotune")
+    widget(at.selectbox, "Environment").set_value("vecenvs/Costly-v0")
+    widget(at.text_input, "Step time, microseconds").set_value("abc")
+    press(at, "Autotune")
+
+    assert any("step time 'abc' is not a number" in shown(e.value) for e in at.error)
+    assert queue.jobs() == []
+
+
+def test_training_gives_torch_one_thread_on_a_small_machine():
+    at = app("train")
+    expected = 1 if psutil.cpu_count() <= 4 else "default"
+    assert widget(at.radio, "Threads for torch").value == expected

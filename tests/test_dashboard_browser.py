@@ -1,14 +1,25 @@
 """The dashboard end to end: the real Streamlit server, driven in headless Chromium.
 
 Debian's ``chromium`` package provides the browser (``.ci/run`` installs it) and Playwright's
-Python package drives it (no browser download). The test fills the live-comparison form in
-two tabs, presses *Run* in both, and checks what a user would see: the second tab's run is
-queued behind the first, the charts and the table of numbers appear, and a screenshot is
-saved (``test-artifacts/dashboard-compare.png``, or under ``$VECENVS_SCREENSHOT_DIR``).
+Python package drives it (no browser download). The server is started the way a user might,
+``streamlit run app.py`` from the dashboard's own folder with no address given: it must still
+listen on loopback only, send no usage statistics and show no Deploy button.
+
+- Two tabs: a two-env comparison with the ceiling in the first, a shorter one in the second
+  (double-clicked: queued once), queued behind it; the verdict comes first, the panels' titles
+  do not run into each other, the legends sit below the plots.
+- History: three runs overlaid, one of them labelled with Markdown and HTML that would fetch
+  images; nothing is fetched from anywhere but the server, and the legend leaves the plot its
+  width.
+
+Each saves a screenshot (``test-artifacts/dashboard-*.png``, or under
+``$VECENVS_SCREENSHOT_DIR``).
 """
 
 from __future__ import annotations
 
+import http.server
+import itertools
 import os
 import re
 import shutil
@@ -16,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -51,17 +63,18 @@ def free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path):
-    """``streamlit run dashboard/app.py`` on localhost, with its own store and machine lock."""
+    """``streamlit run app.py`` from the dashboard's folder, given no address and no usage
+    statistics setting, with its own store and machine lock. Yields its address."""
     port = free_port()
     env = {**os.environ, "VECENVS_STORE": str(tmp_path / "results.sqlite"),
            "VECENVS_MACHINE_LOCK": str(tmp_path / "machine.lock")}
+    env.pop("STREAMLIT_SERVER_ADDRESS", None)
     log = open(tmp_path / "server.log", "w+", encoding="utf-8")
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
-         "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
-         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+         f"--server.port={port}", "--server.fileWatcherType=none"],
+        cwd=ROOT / "dashboard", env=env, stdin=subprocess.DEVNULL, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -79,6 +92,10 @@ def server(tmp_path):
             if time.monotonic() > deadline:
                 pytest.fail(f"streamlit did not answer within {SERVER_START_SECONDS} s")
             time.sleep(0.3)
+        listening = {c.laddr.ip for c in psutil.Process(process.pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN}
+        assert listening and listening <= {"127.0.0.1", "::1"}, \
+            f"started from its folder with no address, it listens on {listening}"
         yield url
     finally:
         # Stop the server and the job runner it started (same session), like Ctrl-C would.
@@ -113,12 +130,52 @@ def screenshot_path(name: str) -> Path:
     return folder / name
 
 
-def open_compare(browser, url: str):
+def new_page(browser, server: str):
+    """A tab that records every address it fetches, in ``page.fetched``."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.set_default_timeout(60_000)
+    page.fetched = []
+    page.on("request", lambda request: page.fetched.append(request.url))
+    return page
+
+
+def open_compare(browser, url: str):
+    page = new_page(browser, url)
     page.goto(url)
     page.get_by_role("button", name="Run").wait_for()
     return page
+
+
+def only_from(page, server: str) -> None:
+    """Nothing fetched from anywhere but the dashboard itself (no usage statistics, no image a
+    label points to)."""
+    elsewhere = [url for url in page.fetched
+                 if not url.startswith((server, "data:", "blob:", "about:"))]
+    assert not elsewhere, f"the page fetched {elsewhere}"
+
+
+def boxes(locator) -> list[dict]:
+    return [element.bounding_box() for element in locator.all()]
+
+
+def overlap(a: dict, b: dict) -> bool:
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def check_reads_at_a_glance(chart) -> None:
+    """A plotly chart whose panel titles do not overlap, whose legend sits below its plots
+    (not beside them, taking their width), and whose log axes are labelled at round values."""
+    chart.locator(".main-svg").first.wait_for()
+    titles = boxes(chart.locator(".infolayer .annotation"))
+    for a, b in itertools.combinations(titles, 2):
+        assert not overlap(a, b), "two panel titles overlap"
+    plots = boxes(chart.locator(".cartesianlayer .subplot .gridlayer"))
+    legend = chart.locator(".legend").first.bounding_box()
+    whole = chart.bounding_box()
+    assert legend["y"] >= max(p["y"] + p["height"] for p in plots) - 1, "legend beside a plot"
+    width = max(p["x"] + p["width"] for p in plots) - min(p["x"] for p in plots)
+    assert width > 0.75 * whole["width"], "the plots keep the chart's width"
 
 
 def fill_form(page, *, remove: list[str], shortest: bool, label: str) -> None:
@@ -151,49 +208,61 @@ def status_text(page) -> str:
     return page.locator('[data-testid="stMarkdownContainer"]', has_text="Job ").first.inner_text()
 
 
-def test_two_tabs_queue_and_the_charts_and_table_fill_in(server, browser):
+def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, browser, tmp_path):
+    from vecenvs.bench import ResultsStore
+    from vecenvs.bench.jobs import JobQueue
+
     first = open_compare(browser, server)
-    # The first tab: CartPole, N = 1, 4, 16 with multi, subproc and the pool (~15 s).
+    # The first tab: CartPole and Acrobot, N = 1, 4, 16, with multi, subproc, the pool and the
+    # ceiling (~40 s).
+    first.get_by_role("combobox", name="Environments").click()
+    first.get_by_role("option", name="Acrobot-v1").click()
+    first.keyboard.press("Escape")
     fill_form(first, remove=["Remove 64"], shortest=False, label="first tab")
     second = open_compare(browser, server)
-    # The second: N = 1 and 4 with multi and the pool, the shortest timing (~3 s).
+    # The second: N = 1 and 4 with multi, the pool and the ceiling, the shortest timing.
     fill_form(second, remove=["Remove 16", "Remove 64", "Remove subproc"], shortest=True,
               label="second tab")
+    assert "No benchmark queued or running" in second.locator(
+        '[data-testid="stSidebar"]').inner_text()
 
     first.get_by_role("button", name="Run").click()
     expect_text(first, re.compile(r"Job 1 .*: running"))
-    second.get_by_role("button", name="Run").click()
+    # The second tab's sidebar, untouched since it was drawn, sees the first tab's job.
+    expect_text(second, re.compile(r"job 1 \(sweep\): (queued|running)"), 20_000)
+    second.get_by_role("button", name="Run").dblclick()
     # The second tab's job waits for the first: one benchmark at a time on a machine.
     expect_text(second, re.compile(r"Job 2 .*: queued"))
     expect_text(second, "1 job(s) ahead of this one")
     assert "running" in status_text(first)
+    queue = JobQueue(ResultsStore(tmp_path / "results.sqlite"))
+    assert [job.id for job in queue.jobs()] == [2, 1], "a double click queues one job"
+    queue.store.close()
 
-    expect_text(first, re.compile(r"Job 1 .*: done"), 180_000)
+    expect_text(first, re.compile(r"Job 1 .*: done"), 240_000)
     expect_text(second, re.compile(r"Job 2 .*: done"), 120_000)
 
-    for page, backends in ((first, ("multi", "subproc", "pool")), (second, ("multi", "pool"))):
+    for page, envs in ((first, ("CartPole-v1", "Acrobot-v1")), (second, ("CartPole-v1",))):
         charts = page.locator('[data-testid="stPlotlyChart"]')
         charts.nth(2).locator(".main-svg").first.wait_for()
         assert charts.count() == 3, "throughput, speed-up and efficiency charts"
         text = " ".join(charts.nth(i).inner_text() for i in range(3))
         for words in ("number of envs N", "env steps/s", "speed-up over gym-sync",
-                      "share of the machine limit", *backends):
+                      "share of the ceiling", "ceiling (measured)", "multi", "pool", *envs):
             assert words in text, f"{words!r} missing from the charts"
-        table = page.locator('[data-testid="stTable"]').first
-        rows = table.locator("tbody tr")
-        assert rows.count() == (3 if page is first else 2) * (len(backends) + 1)
-        headers = table.locator("thead th").all_inner_texts()
-        for row in rows.all():
-            cells = dict(zip(headers, row.locator("th, td").all_inner_texts()))
-            assert cells["env"] == "CartPole-v1", cells
-            assert float(cells["env steps/s"].replace(",", "")) > 0, cells
-            assert re.fullmatch(r"\d+\.\d\dx", cells["speed-up over gym-sync"]), cells
+        for i in range(3):
+            check_reads_at_a_glance(charts.nth(i))
+        # Results first: a verdict per env and N, above the charts.
+        verdict = page.get_by_text(re.compile(r"CartPole-v1, N=4: (use|too close to call)"))
+        assert verdict.first.bounding_box()["y"] < charts.nth(0).bounding_box()["y"]
         expect_text(page, "Overhead model")
+        assert page.get_by_role("button", name="Deploy").count() == 0
+        only_from(page, server)
 
     # Streamlit scrolls inside its own container, so a "full page" screenshot is only the
     # window: make the window as tall as the page instead.
     for page in (first, second):
-        page.set_viewport_size({"width": 1500, "height": 4200})
+        page.set_viewport_size({"width": 1500, "height": 4800})
         page.wait_for_timeout(1500)  # let plotly redraw at the new size
     path = screenshot_path("dashboard-compare.png")
     first.screenshot(path=str(path), full_page=True)
@@ -201,8 +270,83 @@ def test_two_tabs_queue_and_the_charts_and_table_fill_in(server, browser):
     second.screenshot(path=str(screenshot_path("dashboard-compare-queued-tab.png")),
                       full_page=True)
 
-    # Reopening the page from its address shows the same finished run.
-    reopened = browser.new_page(viewport={"width": 1500, "height": 1100})
+    # Reopening the page from its address shows the same finished run, and its settings.
+    reopened = new_page(browser, server)
     reopened.goto(f"{server}/?job=1")
     expect_text(reopened, re.compile(r"Job 1 · run 1 · first tab.*: done"))
+    expect_text(reopened, re.compile(r"Settings of this run: envs: CartPole-v1, Acrobot-v1"))
     reopened.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for(timeout=60_000)
+
+
+class _Pixels(http.server.BaseHTTPRequestHandler):
+    """Counts every request: an image a label points to must never be fetched."""
+
+    requests: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - the name http.server calls
+        self.requests.append(self.path)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+def test_history_overlays_three_runs_and_hostile_labels_fetch_nothing(server, browser,
+                                                                      tmp_path):
+    from vecenvs.bench import ResultsStore, SweepConfig, run_sweep
+    from vecenvs.bench.jobs import JobQueue
+
+    pixels = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pixels)
+    threading.Thread(target=pixels.serve_forever, daemon=True).start()
+    elsewhere = f"http://127.0.0.1:{pixels.server_address[1]}"
+    labels = [f"![pixel]({elsewhere}/markdown.png) :red[red] $x^2$",
+              f'<b>bold</b> <img src="{elsewhere}/html.png">',
+              "monday, quiet machine"]
+    store = ResultsStore(tmp_path / "results.sqlite")
+    queue = JobQueue(store)
+    try:
+        config = SweepConfig(["CartPole-v1"], [2, 8], ["multi", "pool", "ceiling"],
+                             warmup_seconds=0.0, measure_seconds=0.05, repeats=2)
+        for label in labels[1:]:
+            run_sweep(config, store=store, label=label)
+        # The first as a job of the queue: its label shows in the status line too.
+        job = queue.wait(queue.submit_sweep(config, label=labels[0]), 120)
+
+        page = new_page(browser, server)
+        page.goto(f"{server}/history")
+        expect_text(page, "Runs to overlay")
+        page.get_by_role("combobox", name="Runs to overlay").click()
+        for name in ("#2 sweep", "#1 sweep"):
+            page.get_by_role("option", name=re.compile(re.escape(name))).click()
+        page.keyboard.press("Escape")
+        chart = page.locator('[data-testid="stPlotlyChart"]').first
+        chart.locator(".legend").first.wait_for()
+        page.wait_for_timeout(1500)
+        legend = " ".join(chart.locator(".legend text").all_text_contents())
+        for text in ("runs", "backends", "<b>bold</b>", "monday", "multi", "pool"):
+            assert text in legend, f"{text!r} missing from the legend: {legend}"
+        check_reads_at_a_glance(chart)
+        page.set_viewport_size({"width": 1500, "height": 2200})
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(screenshot_path("dashboard-history.png")), full_page=True)
+
+        # The hostile label, as text wherever it is shown.
+        hostile = new_page(browser, server)
+        hostile.goto(f"{server}/?job={job.id}")
+        expect_text(hostile, re.compile(rf"Job {job.id} · run {job.run_id} · !\[pixel\]\("))
+        assert hostile.locator("img").count() == 0
+        assert hostile.locator(f'a[href^="{elsewhere}"]').count() == 0, "a label made a link"
+        hostile.goto(f"{server}/profile?job=99999999999999999999999")
+        expect_text(hostile, "which is not a job number")
+        hostile.goto(f"{server}/?job={job.id}")
+        expect_text(hostile, re.compile(rf"Job {job.id} · run {job.run_id} · "))
+        hostile.set_viewport_size({"width": 1500, "height": 1400})
+        hostile.wait_for_timeout(1000)
+        hostile.screenshot(path=str(screenshot_path("dashboard-hostile-label.png")))
+        for tab in (page, hostile):
+            only_from(tab, server)
+        assert _Pixels.requests == [], "an image named in a label was fetched"
+    finally:
+        pixels.shutdown()
+        store.close()

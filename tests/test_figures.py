@@ -14,6 +14,8 @@ from plotly import graph_objects as go
 from synthetic_measurements import CHEAP, COSTLY, ENV_STEP, US, measurement, synthetic
 
 from vecenvs.bench.figures import (
+    autotune_figure,
+    runs_figure,
     BACKEND_COLORS,
     backend_colors,
     display_label,
@@ -141,15 +143,16 @@ def test_throughput_figure_without_model(data, tmp_path):
     figure = throughput_figure(data, cpus=CPUS)
 
     points = [trace for trace in figure.data if trace.mode == "lines+markers"]
-    limits = [trace for trace in figure.data if trace.name.startswith("machine limit")]
+    limits = [trace for trace in figure.data if trace.name.startswith("limit estimate")]
     assert len(points) == 2 * 3  # per env, per backend
     assert len(limits) == 2
-    # The machine limit: CPUs x the single-env rate, one legend entry for both panels.
+    # No ceiling measured: the estimate min(N, CPUs) x the single-env rate, one legend entry.
     cheap_limit = next(trace for trace in limits if trace.xaxis == "x")
-    assert cheap_limit.y[0] == pytest.approx(CPUS / ENV_STEP[CHEAP])
-    assert f"{CPUS} CPU(s)" in cheap_limit.text[-1]
+    assert list(cheap_limit.y) == pytest.approx([min(n, CPUS) / ENV_STEP[CHEAP]
+                                                 for n in NUM_ENVS])
+    assert "no ceiling measured" in cheap_limit.name
     names = legend_names(figure)
-    assert len(names) == len(set(names)) == 4  # three backends + the machine limit
+    assert len(names) == len(set(names)) == 4  # three backends + the limit
     assert subplot_titles(figure) == [CHEAP, COSTLY]
     assert all("number of envs N" in axis.title.text for axis in axes(figure, "x"))
     assert all(axis.type == "log" for axis in axes(figure, "x"))
@@ -187,9 +190,10 @@ def test_speedup_figure(data, model, tmp_path):
     pool = next(trace for trace in points if trace.name == "pool" and trace.xaxis == "x")
     expected = [m.ratio for m in data if m.config.backend == "pool" and m.config.env_id == CHEAP]
     assert list(pool.y) == pytest.approx(expected)
-    levels = {trace.name: trace.y[0] for trace in figure.data if trace.name.startswith(
-        ("gym-sync", "machine limit"))}
-    assert levels == {"gym-sync (the reference): 1x": 1.0, "machine limit: CPUs x": CPUS}
+    levels = {trace.name: trace.y[-1] for trace in figure.data if trace.name.startswith(
+        ("gym-sync", "limit estimate"))}
+    assert levels == {"gym-sync (the loop, the reference): 1x": 1.0,
+                      "limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)": CPUS}
     assert "speed-up over gym-sync (x" in axes(figure, "y")[0].title.text
     assert_serializes(figure, tmp_path)
 
@@ -215,11 +219,13 @@ def test_efficiency_figure(data, model, tmp_path):
 
     pool = next(t for t in figure.data if t.name == "pool" and t.mode == "markers"
                 and t.xaxis == "x")
-    limit = model.envs[CHEAP].machine_limit
-    expected = [100 * m.mean / limit for m in data
+    limit = model.envs[CHEAP].limit
+    expected = [100 * m.mean / limit(m.config.num_envs) for m in data
                 if m.config.backend == "pool" and m.config.env_id == CHEAP]
     assert list(pool.y) == pytest.approx(expected)
-    assert any(trace.name == "machine limit: 100%" for trace in figure.data)
+    assert any(trace.name.startswith("limit estimate") and list(trace.y) == [100.0] * 4
+               for trace in figure.data)
+    assert "estimated as CPUs x one env" in figure.layout.title.text
     assert any(trace.name.endswith("(model)") for trace in figure.data)
     assert "%" in axes(figure, "y")[0].title.text
     assert_serializes(figure, tmp_path)
@@ -284,3 +290,139 @@ def test_a_later_measurement_of_the_same_configuration_replaces_the_earlier(data
     first_cell_pool = next(t for t in figure.data if t.xaxis == "x" and t.name == "pool")
     assert first_cell_pool.y[0] == pytest.approx(12_345)
     assert len(figure.data) == 2 * len(NUM_ENVS) * 3  # replaced, not added
+
+
+# --- the measured ceiling ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def with_ceiling():
+    # Two busy cores give 1.6x one env's rate: the ceiling row says so.
+    return synthetic(OVERHEADS, num_envs=NUM_ENVS, cpus=CPUS, ceiling=0.8)
+
+
+def test_the_measured_ceiling_is_the_limit_line_not_a_backend(with_ceiling):
+    model = fit_overhead_model(with_ceiling, cpus=CPUS)
+    ceiling = {m.config.num_envs: m for m in with_ceiling
+               if m.config.backend == "ceiling" and m.config.env_id == CHEAP}
+
+    throughput = throughput_figure(with_ceiling, model)
+    (line,) = [t for t in throughput.data if t.name.startswith("ceiling (measured)")
+               and t.xaxis == "x"]
+    assert list(line.y) == pytest.approx([ceiling[n].mean for n in NUM_ENVS])
+    assert not any(t.name == "ceiling" for t in throughput.data), "drawn as the limit only"
+    assert not any(t.name.startswith("limit estimate") for t in throughput.data)
+
+    speedup = speedup_figure(with_ceiling, model)
+    (line,) = [t for t in speedup.data if t.name.startswith("ceiling (measured)")
+               and t.xaxis == "x"]
+    assert list(line.y) == pytest.approx([0.8, 1.6, 1.6, 1.6])
+
+
+def test_efficiency_is_the_share_of_the_ceiling_window_by_window(with_ceiling):
+    paired = measurement(CHEAP, 4, "multi", 40_000, ratio=0.8)
+    paired.efficiency = 0.5  # compare() measured it against the ceiling's windows
+    data = [*with_ceiling, paired]
+
+    figure = efficiency_figure(data)  # no model needed once the ceiling is measured
+
+    assert figure.layout.title.text == "Efficiency: throughput as a share of the ceiling"
+    multi = next(t for t in figure.data if t.name == "multi" and t.xaxis == "x")
+    assert list(multi.y) == [50.0]
+    pool = next(t for t in figure.data if t.name == "pool" and t.xaxis == "x")
+    ceiling = {m.config.num_envs: m.mean for m in with_ceiling
+               if m.config.backend == "ceiling" and m.config.env_id == CHEAP}
+    expected = [100 * m.mean / ceiling[m.config.num_envs] for m in with_ceiling
+                if m.config.backend == "pool" and m.config.env_id == CHEAP]
+    assert list(pool.y) == pytest.approx(expected)
+
+
+# --- read at a glance -------------------------------------------------------------------------
+
+
+def costly(step_seconds: float, backend: str = "pool", **kwargs) -> object:
+    rate = 1 / step_seconds if backend == "gym-sync" else 1e4
+    result = measurement("vecenvs/Costly-v0", 4, backend, rate, workers=2, ratio=1.5, **kwargs)
+    result.config.env_kwargs = {"step_seconds": step_seconds, "cost_kind": "busy",
+                                "step_spread": 0.0}
+    return result
+
+
+def test_panels_have_short_titles_that_fit_and_wrap_after_three():
+    steps = [1e-05, 9.999999999999999e-05, 0.001, 0.01]
+    data = [costly(step) for step in steps] + [costly(step, "gym-sync") for step in steps]
+
+    figure = throughput_figure(data, cpus=CPUS)
+
+    titles = subplot_titles(figure)
+    # Cheapest first; only the argument that differs; 9.999999999999999e-05 is 0.0001.
+    assert titles == ["vecenvs/Costly-v0 step_seconds=1e-05",
+                      "vecenvs/Costly-v0 step_seconds=0.0001",
+                      "vecenvs/Costly-v0 step_seconds=0.001",
+                      "vecenvs/Costly-v0 step_seconds=0.01"]
+    # Three panels a row at most: the fourth starts a second row.
+    domains = sorted({tuple(axis.domain) for axis in axes(figure, "x")})
+    assert len(domains) == 3
+    assert len({tuple(axis.domain) for axis in axes(figure, "y")}) == 2
+    assert figure.layout.legend.orientation == "h", "the legend sits below, not beside"
+
+
+def test_log_axes_are_labelled_at_a_few_round_values(data, model):
+    for figure in (throughput_figure(data, model), speedup_figure(data, model)):
+        for axis in axes(figure, "y"):
+            assert axis.tickvals, "plotly would label every minor tick"
+            assert 2 <= len(axis.tickvals) <= 12
+            for tick in axis.tickvals:
+                mantissa = float(f"{tick:e}".split("e")[0])
+                assert mantissa in (1.0, 2.0, 5.0), axis.tickvals
+            assert all(text[-1] in "0123456789kMG" for text in axis.ticktext)
+
+
+def test_history_overlay_has_a_colour_per_run_a_dash_per_backend_and_a_short_legend():
+    runs = {f"#{index} run with a rather long label number {index}":
+            synthetic(OVERHEADS, num_envs=NUM_ENVS, cpus=CPUS) for index in range(1, 4)}
+
+    figure = runs_figure(runs)
+
+    lines = [t for t in figure.data if t.x[0] is not None]
+    assert len({t.line.color for t in lines}) == 3, "one colour per run"
+    assert len({t.line.dash for t in lines}) == 3, "one line style per backend"
+    names = legend_names(figure)
+    assert len(names) == 3 + 3, "runs + backends, not runs x backends"
+    assert figure.layout.legend.orientation == "h"
+    titles = [t.legendgrouptitle.text for t in figure.data if t.showlegend is not False]
+    assert [title for title in titles if title] == ["runs", "backends", "backends", "backends"]
+    training = runs_figure(runs, what="training")
+    assert axes(training, "y")[0].title.text.startswith("training throughput")
+
+
+def test_names_from_the_data_are_shown_as_text_never_as_markup(tmp_path):
+    hostile = '<img src="http://127.0.0.1:9/x.png"> %{x} <a href="http://example.com">a</a>'
+    data = [costly(1e-3), costly(1e-3, "gym-sync")]
+    data[0].config.backend_kwargs = {"label": hostile}
+    data[0].config.env_kwargs["step_seconds"] = hostile
+    data[1].config.env_kwargs["step_seconds"] = 1e-3
+
+    for figure in (throughput_figure(data, cpus=CPUS), seeds_figure(data, cpus=CPUS),
+                   runs_figure({hostile: data})):
+        shown = [trace.name or "" for trace in figure.data]
+        shown += [trace.hovertemplate or "" for trace in figure.data]
+        shown += [annotation.text for annotation in figure.layout.annotations]
+        for text in shown:
+            assert "<img" not in text and "<a href" not in text and "%{x} " not in text, text
+        assert any("&lt;img" in text for text in shown)
+
+
+def test_autotune_legend_matches_its_colours_and_labels_clear_the_error_bars():
+    table = [{"label": label, "steps_per_second": rate, "std": rate / 10, "vs_loop": rate / 1e5}
+             for label, rate in (("pool (K=2)", 2e5), ("multi", 1e5), ("pool (K=1)", 9e4),
+                                 ("subproc", 3e4))]
+
+    figure = autotune_figure(table)
+
+    assert [trace.name for trace in figure.data] == ["pool", "multi", "subproc"]
+    for trace in figure.data:
+        assert trace.marker.color == BACKEND_COLORS[trace.name]
+        assert trace.textposition == "inside" and trace.insidetextanchor == "start"
+        assert all(text.endswith("x multi") for text in trace.text)
+    assert figure.layout.yaxis.categoryarray[-1] == "★ pool (K=2)"

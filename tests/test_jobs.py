@@ -272,3 +272,15 @@ def test_the_bench_command_waits_for_the_machine_lock_and_says_so(machine_lock_i
             bench.wait()
             raise
     assert bench.wait(60) == 0, bench.stderr.read()
+
+
+def test_the_same_job_submitted_twice_in_a_moment_is_queued_once(queue):
+    first = queue.submit_sweep(slow_sweep(20), label="double-click", start_runner=False)
+
+    assert queue.submit_sweep(slow_sweep(20), label="double-click", start_runner=False) == first
+    # Other settings, or another label, are another job.
+    assert queue.submit_sweep(slow_sweep(21), label="double-click", start_runner=False) != first
+    assert queue.submit_sweep(slow_sweep(20), label="again", start_runner=False) != first
+    assert len(queue.jobs()) == 3
+    queue.cancel(first)  # once it has finished, the same job may be queued again
+    assert queue.submit_sweep(slow_sweep(20), label="double-click", start_runner=False) != first

@@ -226,6 +226,33 @@ def test_machine_limit_is_cpus_times_single_env_rate():
     assert env.cpus == 4
 
 
+def test_a_measured_ceiling_is_the_limit_and_caps_how_many_envs_step_at_once():
+    # Two busy cores give 1.6x one env, not 2x: the fit must use that, not the CPU count.
+    data = synthetic({"pool": (300 * US, 0.0), "subproc": (150 * US, 0.0)}, ceiling=0.8)
+    model = fit_overhead_model(data, cpus=CPUS)
+    env = model.envs[COSTLY]
+
+    assert env.ceiling_measured
+    assert env.capacity(1) == pytest.approx(0.8) and env.capacity(64) == pytest.approx(1.6)
+    assert env.limit(64) == pytest.approx(1.6 / ENV_STEP[COSTLY])
+    assert env.machine_limit == pytest.approx(1.6 / ENV_STEP[COSTLY])
+    assert "ceiling" not in model.backends, "the ceiling is the limit, not a backend to fit"
+    # With c capped by the ceiling, the fit finds the overheads the data were made with.
+    assert model.backends["pool"].t_os_seconds == pytest.approx(300 * US, rel=1e-6)
+    assert model.backends["subproc"].t_os_seconds == pytest.approx(150 * US, rel=1e-6)
+    assert model.predict_speedup(COSTLY, "pool", 10_000) < 1.6
+    assert "~" not in model.format_table().split("backend ")[0]
+
+
+def test_without_a_ceiling_the_limit_is_the_cpu_estimate():
+    model = fit_overhead_model(synthetic({"pool": (300 * US, 0.0)}), cpus=CPUS)
+    env = model.envs[CHEAP]
+
+    assert not env.ceiling_measured
+    assert env.capacity(1) == 1 and env.capacity(64) == CPUS
+    assert [row["ceiling_measured"] for row in model.env_table()] == [False, False]
+
+
 def test_workers_come_from_the_measurements():
     data = synthetic({"pool": (300 * US, 0.0), "subproc": (150 * US, 0.0)})
     data += [measurement(CHEAP, n, "multi", 50_000, workers=1, ratio=1.0) for n in (1, 8)]
@@ -320,8 +347,8 @@ def test_format_table_shows_every_backend_and_env():
 
     text = fit_overhead_model(data, cpus=CPUS).format_table()
 
-    for expected in ("gym-sync", "pool", CHEAP, COSTLY, "300.0", "t_os", "machine limit",
-                     "envpool: native backend"):
+    for expected in ("gym-sync", "pool", CHEAP, COSTLY, "300.0", "t_os", "ceiling (steps/s)",
+                     "no ceiling measured: estimated as CPUs x 1 env", "envpool: native backend"):
         assert expected in text, f"{expected!r} missing from:\n{text}"
 
 

@@ -454,18 +454,28 @@ def test_flamegraph_svg_has_a_rect_per_frame_node_a_legend_and_tooltips():
     cartpole = next(title for title in titles if title.startswith("CartPoleEnv.step"))
     assert "gymnasium/envs/classic_control/cartpole.py:" in cartpole
     assert re.search(r"\d+ samples, [\d.]+% of all", cartpole)
-    # The bottom row is the processes, and a subproc worker is mostly waiting (grey).
-    bottom = max(float(group.find(f"{SVG}rect").get("y")) for group in boxes)
+    # Each process has a band of the whole width, the parent on top: none squeezed, none cut
+    # off (the parent of 9 processes got 1/9 of the width, and a narrow window cut worker 7).
+    names = {"parent", *(f"worker {k}" for k in range(8))}
     processes = {group.find(f"{SVG}title").text.splitlines()[0]: group.find(f"{SVG}rect")
-                 for group in boxes if float(group.find(f"{SVG}rect").get("y")) == bottom}
-    assert set(processes) == {"parent", *(f"worker {k}" for k in range(8))}
-    assert processes["worker 0"].get("fill") == CATEGORY_COLORS[WAITING]
+                 for group in boxes
+                 if group.find(f"{SVG}title").text.splitlines()[0] in names}
+    assert set(processes) == names
+    width = float(root.get("viewBox").split()[2])
+    assert root.get("width") == "100%", "it scales to the page instead of being cut"
+    for rect in processes.values():
+        assert float(rect.get("x")) == 10 and float(rect.get("width")) == pytest.approx(width - 20)
+    tops = [float(processes[name].get("y")) for name in ("parent", "worker 0", "worker 7")]
+    assert tops == sorted(tops), "one band under the other, the parent first"
+    assert all(float(rect.get("x")) + float(rect.get("width")) <= width + 1e-6
+               for rect in (group.find(f"{SVG}rect") for group in boxes))
+    assert processes["worker 0"].get("fill") == CATEGORY_COLORS[WAITING]  # a worker mostly waits
 
 
 def test_flamegraph_leaves_out_boxes_too_thin_to_see():
     samples = [s for s in load("subproc-cartpole-n8") if is_counted(s)]
     everything = flamegraph_svg(samples, min_width=0).count("<title>")
-    visible = flamegraph_svg(samples, min_width=1.0).count("<title>")
+    visible = flamegraph_svg(samples, min_width=20.0).count("<title>")
     assert 0 < visible < everything
 
 

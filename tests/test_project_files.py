@@ -112,8 +112,12 @@ def test_the_dashboard_listens_on_localhost_unless_told_otherwise():
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         pytest.skip("needs tomllib (Python 3.11+)")
-    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    # Beside app.py, where Streamlit reads it whatever the working folder.
+    config = tomllib.loads((ROOT / "dashboard" / ".streamlit" / "config.toml").read_text(
+        encoding="utf-8"))
     assert config["server"]["address"] == "localhost"
+    assert config["browser"]["gatherUsageStats"] is False
+    assert config["client"]["toolbarMode"] == "viewer"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     recipe = makefile.split("\ndashboard:", 1)[1].split("\n\n", 1)[0]
     assert "streamlit run dashboard/app.py" in recipe and "--server.address=localhost" in recipe

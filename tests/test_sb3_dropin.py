@@ -218,3 +218,21 @@ def test_ppo_trains_on_the_pool():
     finally:
         envs.close()
     assert pool_envs.closed
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_training_throughput_reports_progress_after_every_rollout():
+    from vecenvs.bench.training import N_STEPS, compare_training
+
+    reports = []
+    results = compare_training("CartPole-v1", 2, ["sb3-dummy", "multi"], timesteps=512,
+                               repeats=1, torch_threads=1,
+                               on_progress=lambda message, done: reports.append((message, done)))
+
+    assert [result.measurement.config.backend for result in results] == ["sb3-dummy", "multi"]
+    rollouts = (N_STEPS * 2 + 512) // (N_STEPS * 2)  # warm-up + one timed learn(), per backend
+    assert len(reports) >= 2 * rollouts, "a report per rollout, not per backend"
+    fractions = [done for _, done in reports]
+    assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert reports[1][0].startswith("sb3-dummy: ") and "(1 of 2 vector envs)" in reports[1][0]
+    assert "multi: 640 of 640 env steps (2 of 2 vector envs)" == reports[-1][0]

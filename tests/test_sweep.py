@@ -168,3 +168,27 @@ def test_the_settings_are_recorded_as_plain_data():
     assert settings["envs"][1] == {"env_id": COSTLY, "kwargs": {"step_seconds": 1e-5}}
     assert settings["backends"][-1] == {"name": "gym-sync", "kwargs": {}}
     assert settings["repeats"] == QUICK["repeats"] and settings["interleave"] is True
+
+
+def test_a_sweep_says_what_it_is_doing_between_windows():
+    stages = []
+    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
+                         measure_seconds=0.02, repeats=1)
+
+    run_sweep(config, on_stage=stages.append)
+
+    assert stages == ["CartPole-v1, N=2: starting multi (1 of 2)",
+                      "CartPole-v1, N=2: starting gym-sync (2 of 2)",
+                      "CartPole-v1, N=2: warming up multi", "CartPole-v1, N=2: warming up gym-sync",
+                      "CartPole-v1, N=2: timing"]
+
+
+def test_processes_at_once_counts_what_a_sweep_will_start():
+    config = SweepConfig(["CartPole-v1"], [2, 512],
+                         ["multi", "subproc", "pool", Backend("pool", {"num_workers": 4}),
+                          "ceiling"])
+
+    # At N=512, interleaved: 512 (one per env) + 2 + 4 (pools) + 2 (ceiling) at once.
+    assert config.processes_at_once(cpus=2) == 520
+    config.interleave = False  # one backend at a time: the largest alone
+    assert config.processes_at_once(cpus=2) == 512

@@ -1,9 +1,10 @@
 """Autotune: let the machine say how to step your envs.
 
 Given an env and N, :func:`vecenvs.autotune.autotune` measures a short list of configurations
-(the loop, the pool at several K, with and without shared memory, the async pool, one process
-per env for small N) within a time budget and picks the fastest. It runs through the queue
-like every benchmark.
+(``multi``, every env in this process; the pool at several K, with and without shared memory;
+the async pool; one process per env for small N) within a time budget and picks the fastest.
+It runs through the queue like every benchmark. Its speed-ups are over ``multi``, and the
+page says so: "the loop" is gym-sync everywhere else in the dashboard.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def form() -> None:
             budget = st.slider("Time budget, seconds", 5, 120, 20,
                                help="A deadline: candidates that no longer fit are skipped.")
         with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
-            step_micros = st.number_input("Step time, microseconds", 0.0, 1e6, 1000.0)
+            step_micros = st.text_input("Step time, microseconds", "1000",
+                                        help="One value, from 0 to 1000000.")
             cost_kind = st.radio("The step's time is spent", ["busy", "sleep"], horizontal=True)
             straggler_probability = st.slider("Straggler probability per step",
                                               0.0, 0.2, 0.0, step=0.01)
@@ -40,7 +42,14 @@ def form() -> None:
         return
     env_kwargs = {}
     if env_id == common.TEACHING_ENV:
-        env_kwargs = {"step_seconds": step_micros * 1e-6, "cost_kind": cost_kind,
+        try:
+            step_seconds = common.parse_step_times(step_micros)
+            if len(step_seconds) != 1:
+                raise ValueError(f"autotune takes one step time, got {len(step_seconds)}")
+        except ValueError as error:  # "abc" used to become 1000 us without a word
+            st.error(f"Not started: {common.plain(error)}")
+            return
+        env_kwargs = {"step_seconds": step_seconds[0], "cost_kind": cost_kind,
                       "straggler_probability": straggler_probability,
                       "straggler_factor": straggler_factor}
     common.queue_job(lambda: common.queue().submit_autotune(
@@ -53,31 +62,33 @@ def results(job: Job) -> None:
     if not summary or not summary.get("table"):
         return
     table = summary["table"]
-    st.success(f"Best for {summary['num_envs']} x {summary['env']} on {summary['cpus']} CPU(s): "
-               f"**{summary['best']['label']}** "
+    st.success(f"Best for {summary['num_envs']} x {common.plain(summary['env'])} on "
+               f"{summary['cpus']} CPU(s): **{common.plain(summary['best']['label'])}** "
                f"({table[0]['steps_per_second']:,.0f} env steps/s)")
     common.chart_and_code(figures.autotune_figure(table), f"autotune-{job.id}",
                           autotune_code(job.settings))
-    st.table([{
-        "candidate": row["label"], "mode": row["mode"], "workers K": row["workers"],
-        "envs per worker": row["envs_per_worker"],
+    common.table({
+        "candidate": row["label"], "mode": row["mode"], "workers K": str(row["workers"]),
+        "envs per worker": str(row["envs_per_worker"]),
         "env steps/s": common.format_rate(row["steps_per_second"]),
         "± std": common.format_rate(row["std"]),
-        "x loop": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
-        "x loop, side by side": ("—" if row.get("head_to_head_vs_loop") is None
-                                 else f"{row['head_to_head_vs_loop']:.2f}"),
-    } for row in table])
+        "x multi": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
+        "x multi, side by side": ("—" if row.get("head_to_head_vs_loop") is None
+                                  else f"{row['head_to_head_vs_loop']:.2f}"),
+    } for row in table)
     if summary.get("head_to_head"):
         st.caption("A close call: the two fastest were measured again, their windows "
-                   "interleaved with the loop's, and the winner chosen on those paired "
+                   "interleaved with multi's, and the winner chosen on those paired "
                    "speed-ups (the last column).")
     if summary.get("skipped"):
-        st.caption("Not measured (the budget ran out): " + ", ".join(summary["skipped"]))
+        st.caption("Not measured (the budget ran out): "
+                   + common.plain(", ".join(summary["skipped"])))
 
 
 st.title("Autotune")
 st.caption("Measures the ways of stepping N copies of an env on this machine, within a time "
-           "budget, and picks the fastest: the loop wins for cheap envs on few CPUs, the pool "
-           "for many envs or costly steps, the async pool when stragglers hold the others back.")
+           "budget, and picks the fastest: every env in this process (multi) wins for cheap "
+           "envs on few CPUs, the pool for many envs or costly steps, the async pool when "
+           "stragglers hold the others back. Speed-ups are over multi.")
 form()
 common.show_jobs("autotune", results)

@@ -1,9 +1,11 @@
-"""Live comparison: measure backends side by side on envs you pick, and watch the charts fill in.
+"""Live comparison: measure backends side by side on envs you pick, and get an answer.
 
 Pressing *Run* queues a sweep (``vecenvs.bench.run_sweep``); each point measured lands in the
-results store, and the charts below are redrawn from the store once a second: throughput
-against N with the machine's limit, the speed-up over the sequential loop, the efficiency,
-and the fitted overhead model's curves beside the points.
+results store, and the page redraws from the store while it runs. Results first: the verdict
+(what to use at each N, by how much, or "too close to call", and how far to trust the model),
+then the charts (throughput against N with the machine's ceiling, the speed-up over the loop,
+the efficiency, the fitted overhead model's curves beside the points), then the numbers and
+the code that gives them.
 """
 
 from __future__ import annotations
@@ -12,41 +14,34 @@ import common
 import streamlit as st
 
 from vecenvs.bench import Backend, EnvSpec, SweepConfig, env_grid, figures, fit_overhead_model
-from vecenvs.bench.engine import DEFAULT_REFERENCE, Measurement
+from vecenvs.bench.engine import (
+    CEILING,
+    BenchConfig,
+    DEFAULT_REFERENCE,
+    Measurement,
+    describe,
+    measurable_backends,
+    short_env_labels,
+)
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.snippets import sweep_code
-from vecenvs.factory import available_backends, describe_backend
+from vecenvs.bench.verdict import model_qualities, verdicts
 
 #: What the form starts with: cheap to run (~30 s), and already telling.
 DEFAULT_ENVS = ["CartPole-v1"]
-DEFAULT_BACKENDS = ["multi", "subproc", "pool"]
+DEFAULT_BACKENDS = ["multi", "subproc", "pool", CEILING]
 DEFAULT_N = [1, 4, 16, 64]
 #: The pool's own choice of workers: min(CPUs, N).
 AUTO = "auto"
+#: Rough cost of starting a backend, and of each process it starts (fork, import, make the
+#: env), for the time estimate: measuring starts only once they are all up.
+STARTUP_SECONDS = 0.3
+STARTUP_SECONDS_PER_PROCESS = 0.05
 
 
-def parse_step_times(text: str) -> list[float]:
-    """``"10, 100, 1000"`` (microseconds) -> ``[1e-05, 1e-04, 1e-03]`` seconds.
-
-    Raises:
-        ValueError: naming the entry that is not a number of microseconds >= 0.
-    """
-    values = []
-    for item in text.replace(";", ",").split(","):
-        item = item.strip()
-        if not item:
-            continue
-        try:
-            micros = float(item)
-        except ValueError:
-            raise ValueError(f"step time {item!r} is not a number; expected microseconds "
-                             "separated by commas, e.g. 10, 100, 1000") from None
-        if not 0 <= micros <= 1e6:
-            raise ValueError(f"step time {item!r} us is out of range; expected 0 to 1000000 us")
-        values.append(micros * 1e-6)
-    if not values:
-        raise ValueError("no step time given; expected microseconds, e.g. 10, 100, 1000")
-    return values
+def many_processes(cpus: int) -> int:
+    """More worker processes at once than this needs the user's say-so."""
+    return max(128, 16 * cpus)
 
 
 def build_config(values: dict) -> SweepConfig:
@@ -61,7 +56,7 @@ def build_config(values: dict) -> SweepConfig:
     for env_id in values["envs"]:
         if env_id == common.TEACHING_ENV:
             envs += env_grid(
-                env_id, step_seconds=parse_step_times(values["step_micros"]),
+                env_id, step_seconds=common.parse_step_times(values["step_micros"]),
                 cost_kind=[values["cost_kind"]],
                 step_spread=[values["step_spread"]],
                 straggler_probability=[values["straggler_probability"]],
@@ -85,16 +80,22 @@ def build_config(values: dict) -> SweepConfig:
     )
 
 
-def estimated_seconds(config: SweepConfig) -> float:
-    """Roughly how long the sweep takes: warm-ups and windows (envs' start-up not counted)."""
-    runs = len(config.points()) * len(config.backend_specs())
-    return runs * config.warmup_seconds + config.windows * config.measure_seconds
+def estimated_seconds(config: SweepConfig, cpus: int) -> float:
+    """Roughly how long the sweep takes: starting the backends' processes, warm-ups, windows."""
+    backends = config.backend_specs()
+    startup = 0.0
+    for _, num_envs in config.points():
+        processes = SweepConfig(["CartPole-v1"], [num_envs], backends).processes_at_once(cpus)
+        startup += STARTUP_SECONDS * len(backends) + STARTUP_SECONDS_PER_PROCESS * processes
+    runs = len(config.points()) * len(backends)
+    return startup + runs * config.warmup_seconds + config.windows * config.measure_seconds
 
 
 def form() -> None:
     """The sweep form; on *Run*, queue the sweep and watch it."""
     cpus = common.cpus()
-    backends = [name for name in available_backends() if name != DEFAULT_REFERENCE]
+    backends = [name for name in measurable_backends() if name != DEFAULT_REFERENCE]
+    limit = many_processes(cpus)
     with st.form("sweep"):
         left, middle, right = st.columns(3)
         with left:
@@ -107,9 +108,10 @@ def form() -> None:
         with middle:
             chosen = st.multiselect(
                 "Backends", backends, default=[b for b in DEFAULT_BACKENDS if b in backends],
-                format_func=describe_backend,
-                help=f"Each is compared with {DEFAULT_REFERENCE} (the sequential loop), "
-                "measured in the same run.")
+                format_func=describe,
+                help=f"Each is compared with {DEFAULT_REFERENCE} (the loop), measured in the "
+                "same run. The ceiling is not a backend: it is the machine's limit, measured "
+                "the same way, and every row's efficiency is its share of it.")
             workers = st.multiselect(
                 "Pool workers K", [AUTO, *range(1, max(8, cpus) + 1)], default=[AUTO],
                 help=f"{AUTO}: min(CPUs, N), the pool's default. Several values measure the "
@@ -117,7 +119,9 @@ def form() -> None:
         with right:
             measure_seconds = st.select_slider(
                 "Seconds per timed window", [0.1, 0.2, 0.3, 0.5, 1.0, 2.0], value=0.3)
-            repeats = st.slider("Timed windows per backend", 1, 10, 3)
+            repeats = st.slider("Timed windows per backend", 1, 10, 3,
+                                help="At least 2 to tell a real difference from noise: the "
+                                "verdict compares backends window by window.")
             warmup_seconds = st.select_slider("Warm-up seconds", [0.0, 0.1, 0.2, 0.5, 1.0],
                                               value=0.2)
         with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
@@ -138,6 +142,10 @@ def form() -> None:
                                              1.0, 100.0, 10.0)
         label = st.text_input("Label (optional)", max_chars=80,
                               placeholder="e.g. laptop on battery")
+        allow_many = st.checkbox(
+            f"Allow more than {limit} processes at once",
+            help=f"One process per env at large N starts hundreds of processes on {cpus} "
+            "CPU(s): slow to start, heavy on memory, and the machine is sluggish meanwhile.")
         submitted = st.form_submit_button("Run", type="primary")
     if not submitted:
         return
@@ -150,10 +158,38 @@ def form() -> None:
     try:
         config = build_config(values)
     except ValueError as error:
-        st.error(f"Not started: {error}")
+        st.error(f"Not started: {common.plain(error)}")
         return
-    common.queue_job(lambda: common.queue().submit_sweep(config, label=label.strip() or None),
-                     f" (about {estimated_seconds(config):.0f} s of measuring)")
+    processes = config.processes_at_once(cpus)
+    if processes > limit and not allow_many:
+        st.error(f"Not started: this would run {processes:,} worker processes at once on "
+                 f"{cpus} CPU(s) (one per env for the one-process-per-env backends at the "
+                 f"largest N, all backends of a point open together). Tick \"Allow more than "
+                 f"{limit} processes at once\" to run it anyway, or pick a smaller N.")
+        return
+    common.queue_job(lambda: common.queue().submit_sweep(config, label=label.strip() or None))
+
+
+def settings_of(job: Job) -> list[tuple[str, str]]:
+    """The sweep's settings in words, for a reopened job (see :func:`common.show_settings`)."""
+    config = SweepConfig.from_dict(job.settings)
+    names = short_env_labels(BenchConfig(env.env_id, env_kwargs=dict(env.kwargs))
+                             for env in config.env_specs())
+    envs = [env.label for env in config.env_specs()]
+    shared = {key: value for env in config.env_specs() for key, value in env.kwargs.items()
+              if all(other.kwargs.get(key) == value for other in config.env_specs())}
+    cpus = (job.run.machine.get("usable_cpus") if job.run else None) or common.cpus()
+    settings = [
+        ("envs", ", ".join(names.get(label, label) for label in envs)),
+        ("N", ", ".join(map(str, sorted(set(config.num_envs))))),
+        ("backends", ", ".join(backend.label for backend in config.backend_specs())),
+        ("timing", f"{config.repeats} window(s) of {config.measure_seconds:g} s per backend "
+                   f"after {config.warmup_seconds:g} s of warm-up"),
+        ("estimate", f"about {estimated_seconds(config, cpus):.0f} s"),
+    ]
+    if shared:
+        settings.insert(1, ("every env with", ", ".join(f"{k}={v}" for k, v in shared.items())))
+    return settings
 
 
 def measurements_of(job: Job) -> list[Measurement]:
@@ -165,50 +201,83 @@ def measurements_of(job: Job) -> list[Measurement]:
 
 
 def results(job: Job) -> None:
-    """Charts and table of whatever the job has measured so far, each beside its code."""
+    """The verdict, then the charts, then the table and the model, each beside its code."""
     measurements = measurements_of(job)
     if not measurements:
         if job.status in ("queued", "running"):
-            st.caption("The charts appear as soon as the first point is measured.")
+            st.caption("The verdict and the charts appear as soon as the first point is "
+                       "measured.")
         return
     cpus = (job.run.machine.get("usable_cpus") if job.run else None) or common.cpus()
     try:
         model = fit_overhead_model(measurements, cpus=cpus)
     except ValueError:  # e.g. only the reference measured so far
         model = None
-    charts = [
-        ("throughput", figures.throughput_figure(measurements, model, cpus=cpus)),
-        ("speedup", figures.speedup_figure(measurements, model, cpus=cpus)),
-    ]
-    if model is not None:
-        charts.append(("efficiency", figures.efficiency_figure(measurements, model)))
-    wide = len({m.config.env_label for m in measurements}) > 1  # one panel per env
-    for name, figure in charts:
+    env_names = short_env_labels(m.config for m in measurements)
+    show_verdict(measurements, model, env_names)
+    for name, figure in charts(job, measurements, model, cpus):
         common.chart_and_code(figure, f"{name}-{job.id}", sweep_code(job.settings, name),
-                              wide=wide)
+                              wide=len(env_names) > 1)  # one panel per env: the whole width
     st.subheader("Measurements")
-    st.table([{
-        "env": m.config.env_label,
+    common.table({
+        "env": env_names[m.config.env_label],
         "N": m.config.num_envs,
         "backend": m.config.backend_label,
         "env steps/s": common.format_rate(m.mean),
         "± std": common.format_rate(m.std),
-        f"speed-up over {DEFAULT_REFERENCE}": "—" if m.ratio is None else f"{m.ratio:.2f}x",
-    } for m in measurements])
+        f"x {DEFAULT_REFERENCE}": "—" if m.ratio is None else f"{m.ratio:.2f}x",
+        "of ceiling": "—" if m.efficiency is None else f"{m.efficiency:.0%}",
+    } for m in measurements)
     if model is not None:
         table, code = st.columns([3, 2])  # a text table, not a chart: beside its code
         with table:
             st.subheader("Overhead model")
-            st.caption("One step() of N envs on c CPUs takes N·t_env/c + t_os "
-                       "(vecenvs/bench/model.py explains the fit).")
+            st.caption("One step() of N envs takes N·t_env/c + t_os, c = min(workers, N, "
+                       "the ceiling's speed-up) (vecenvs/bench/model.py explains the fit).")
             st.code(model.format_table(), language=None)
         with code:
             common.show_code(sweep_code(job.settings, "model"))
 
 
+def show_verdict(measurements: list[Measurement], model, env_names: dict[str, str]) -> None:
+    """What to use at each N, and how far to trust the model: every word from the numbers."""
+    st.subheader("Verdict")
+    lines = []
+    for verdict in verdicts(measurements):
+        icon = ":material/balance:" if verdict.close else ":material/check_circle:"
+        lines.append(f"- {icon} {common.plain(verdict.sentence(env_names[verdict.env_label]))}")
+    st.markdown("\n".join(lines))
+    if model is None:
+        return
+    qualities = model_qualities(model)
+    poor = [quality.sentence for quality in qualities if quality.poor]
+    if poor:
+        st.warning("Overhead model:\n" + "\n".join(f"- {common.plain(text)}" for text in poor))
+    fine = [quality.sentence for quality in qualities if not quality.poor]
+    if fine:
+        st.caption("Overhead model: " + common.plain(" ".join(fine)))
+
+
+def charts(job: Job, measurements: list[Measurement], model, cpus: int) -> list:
+    """The three charts, built once per new measurement: the page redraws every two seconds
+    while a job runs, and rebuilding identical figures would only take CPU from it."""
+    key = (job.id, len(measurements), job.status)
+    cached = st.session_state.get("compare-charts")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    drawn = [
+        ("throughput", figures.throughput_figure(measurements, model, cpus=cpus)),
+        ("speedup", figures.speedup_figure(measurements, model, cpus=cpus)),
+        ("efficiency", figures.efficiency_figure(measurements, model, cpus=cpus)),
+    ]
+    st.session_state["compare-charts"] = (key, drawn)
+    return drawn
+
+
 st.title("Live comparison")
 st.caption("Which way of stepping N envs is fastest on this machine, and why. Each backend is "
-           f"timed in windows interleaved with {DEFAULT_REFERENCE} (the plain loop), so every "
-           "speed-up is measured against a loop run a moment before on the same machine.")
+           f"timed in windows interleaved with {DEFAULT_REFERENCE} (the loop) and with the "
+           "ceiling (what no vector env can beat), so every speed-up and efficiency is "
+           "measured against runs a moment before on the same machine.")
 form()
-common.show_jobs("sweep", results)
+common.show_jobs("sweep", results, settings_of)

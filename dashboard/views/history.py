@@ -1,4 +1,9 @@
-"""History: past runs from the results store; filter them, overlay two or more, export CSV."""
+"""History: past runs from the results store; filter them, overlay two or more, export CSV.
+
+Every label, host and env id here was written into the store by someone: they are shown as
+text (a table that reads no Markdown, escaped chart names), never as markup. Training runs
+measure PPO's training throughput, not the vector env alone: they get a chart of their own.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,18 @@ from vecenvs.bench.engine import Measurement
 from vecenvs.bench.snippets import history_code
 from vecenvs.bench.store import RunRecord
 
+#: How much of a label a run's name in the picker and the legend keeps.
+LABEL_CHARACTERS = 32
+
 
 def run_name(run: RunRecord) -> str:
     """``#12 sweep · 2026-11-21 10:04 · laptop``: how a run is listed."""
     name = f"#{run.id} {run.kind} · {run.started_at[:16].replace('T', ' ')}"
-    return name + (f" · {run.label}" if run.label else "")
+    if run.label:
+        label = " ".join(run.label.split())  # no line breaks in a legend
+        name += " · " + (label if len(label) <= LABEL_CHARACTERS
+                         else label[:LABEL_CHARACTERS - 1] + "…")
+    return name
 
 
 def filtered(runs: list[RunRecord]) -> list[RunRecord]:
@@ -42,17 +54,17 @@ store.fail_abandoned_runs()
 runs = store.runs()
 if not runs:
     st.info("No runs yet. Run a comparison, or `python -m vecenvs bench`: every run is saved "
-            f"in {store.path}.")
+            f"in {common.plain(store.path)}.")
     st.stop()
 
 shown = filtered(runs)
-st.table([{
+common.table({
     "run": run.id, "kind": run.kind, "status": run.status,
     "started (UTC)": run.started_at[:19].replace("T", " "), "label": run.label or "",
-    "host": run.machine.get("hostname", ""), "CPUs": run.machine.get("usable_cpus", ""),
+    "host": str(run.machine.get("hostname", "")), "CPUs": str(run.machine.get("usable_cpus", "")),
     "envs": ", ".join(run.env_ids), "N": ", ".join(map(str, run.num_envs)),
     "backends": ", ".join(run.backends), "measurements": run.measurement_count,
-} for run in shown])
+} for run in shown)
 
 with_data = [run for run in shown if run.measurement_count]
 by_name = {run_name(run): run for run in with_data}
@@ -61,13 +73,23 @@ picked = st.multiselect("Runs to overlay (two or more to compare)", list(by_name
 if picked:
     metric = st.radio("Show", ["throughput", "speedup"], horizontal=True,
                       format_func={"throughput": "throughput (env steps/s)",
-                                   "speedup": "speed-up over the loop"}.get)
+                                   "speedup": "speed-up over the loop (gym-sync)"}.get)
     ids = [by_name[name].id for name in picked]
     rows = store.measurements(ids)
     per_run = {name: [Measurement.from_dict(row["data"]) for row in rows
                       if row["run_id"] == by_name[name].id] for name in picked}
-    common.chart_and_code(figures.runs_figure(per_run, metric=metric), "history-overlay",
-                          history_code(str(store.path), ids))
+    # PPO's training throughput and the vector env's stepping throughput are different
+    # quantities: never one axis for both.
+    groups = {"env stepping": [name for name in picked if by_name[name].kind != "train"],
+              "training": [name for name in picked if by_name[name].kind == "train"]}
+    for what, names in groups.items():
+        if names:
+            figure = figures.runs_figure({name: per_run[name] for name in names},
+                                         metric=metric, what=what)
+            common.chart_and_code(figure, f"history-overlay-{what}",
+                                  history_code(str(store.path),
+                                               [by_name[name].id for name in names]),
+                                  wide=True)
     text = io.StringIO()
     count = store.export_csv(text, ids)
     st.download_button(f"Export these {count} measurements as CSV", text.getvalue(),

@@ -8,7 +8,8 @@ import streamlit as st
 
 from vecenvs.bench.machine import machine_info
 from vecenvs.bench.snippets import machine_code
-from vecenvs.factory import BACKENDS, available_backends, describe_backend
+from vecenvs.bench.engine import CEILING, describe
+from vecenvs.factory import BACKENDS, available_backends
 from vecenvs.profile import check_attach
 
 
@@ -28,9 +29,11 @@ with left:
     second.metric("Logical CPUs", info["logical_cpus"] or "?")
     third.metric("Physical cores", info["physical_cores"] or "?")
     fourth.metric("Memory", f"{info['memory_bytes'] / 2**30:.1f} GiB")
-    st.write(f"**CPU:** {info['cpu_model']}  \n**OS:** {info['os']}  \n"
-             f"**Python:** {info['python']} ({info['python_implementation']})  \n"
-             f"**Host:** {info['hostname']}")
+    plain = common.plain
+    st.markdown(f"**CPU:** {plain(info['cpu_model'])}  \n**OS:** {plain(info['os'])}  \n"
+                f"**Python:** {plain(info['python'])} "
+                f"({plain(info['python_implementation'])})  \n"
+                f"**Host:** {plain(info['hostname'])}")
 with code:
     common.show_code(machine_code())
 
@@ -42,10 +45,10 @@ if st.button("Check again"):
     st.rerun()
 
 st.subheader("Backends")
-installed = set(available_backends())
-st.table([{"backend": name, "installed": "yes" if name in installed else "no",
-           "shown as": describe_backend(name)} for name in BACKENDS])
+installed = {*available_backends(), CEILING}
+common.table({"backend": name, "installed": "yes" if name in installed else "no",
+              "shown as": describe(name)} for name in [*BACKENDS, CEILING])
 
 st.subheader("Package versions")
-st.table([{"package": name, "version": version or "not installed"}
-          for name, version in info["packages"].items()])
+common.table({"package": name, "version": version or "not installed"}
+             for name, version in info["packages"].items())

@@ -4,15 +4,17 @@ The profile runs through the same queue as the benchmarks (it is one: the profil
 the CPUs to itself). When it is done, the page shows the per-process breakdown (env compute,
 serialization, pipe & shared-memory I/O, waiting, bookkeeping) and the flame graph coloured by
 those categories; the files py-spy wrote can be downloaded.
+
+The files' paths come from the results store, which anyone can edit: only files under the
+queue's own profiles folder are read or offered, whatever a run says.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import html
 
 import common
 import streamlit as st
-import streamlit.components.v1 as components
 
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.snippets import profile_code
@@ -55,8 +57,8 @@ def results(job: Job) -> None:
         return
     result = Breakdown.from_dict(summary["breakdown"])
     settings = summary["config"]
-    title = (f"{settings['backend']}, N={settings['num_envs']} x {settings['env_id']}: "
-             "where each process spends its time")
+    title = html.escape(f"{settings['backend']}, N={settings['num_envs']} x "  # plotly reads tags
+                        f"{settings['env_id']}: where each process spends its time", quote=False)
     common.chart_and_code(breakdown_figure(result, title=title), f"breakdown-{job.id}",
                           profile_code(settings))
     rate = summary.get("steps_per_second")
@@ -64,27 +66,34 @@ def results(job: Job) -> None:
                "blocked worker is the point). "
                + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else ""))
     st.subheader("Share of each process's time, %")
-    st.table([{"process": process, **{category: f"{100 * share:.1f}"
-                                      for category, share in shares.items()}}
-              for process, shares in result.by_process().items()])
+    common.table({"process": process, **{category: f"{100 * share:.1f}"
+                                         for category, share in shares.items()}}
+                 for process, shares in result.by_process().items())
     st.subheader("Flame graph")
     st.caption("Each box is a function; its width is its share of the samples, its colour its "
                "category. Hover a box for its name and share.")
-    files = summary["files"]
-    svg = common.read_text(files.get("svg"))
+    files = summary.get("files") or {}
+    folder = common.queue().profiles_dir
+    svg = common.read_project_text(files.get("svg"), folder)
     if svg is None:
-        st.warning(f"The flame graph file {files.get('svg')} is gone.")
+        st.warning(f"The flame graph file {common.plain(files.get('svg'))} is gone, or is not "
+                   f"one this dashboard wrote (under {common.plain(folder)}).")
     else:
-        components.html(f'<div style="overflow-x:auto">{svg}</div>', height=620, scrolling=True)
+        # st.html sanitises (no scripts) and puts the SVG in the page itself, at the page's
+        # width: hovering a box shows its <title>.
+        st.html(svg)
     columns = st.columns(3)
     for column, (name, mime) in zip(columns, [("svg", "image/svg+xml"),
                                               ("speedscope", "application/json"),
                                               ("collapsed", "text/plain")]):
-        text = common.read_text(files.get(name))
-        if text is not None:
-            column.download_button(f"Download {Path(files[name]).name}", text,
-                                   file_name=Path(files[name]).name, mime=mime,
+        path = common.project_file(files.get(name), folder)
+        if path is not None:
+            column.download_button(f"Download {path.name}", path.read_bytes(),
+                                   file_name=path.name, mime=mime,
                                    key=f"download-{name}-{job.id}")
+        elif files.get(name):
+            column.caption(f"Not offered: {common.plain(files[name])} is not a file this "
+                           "dashboard wrote.")
 
 
 st.title("Profile")

@@ -9,6 +9,8 @@ throughput (:mod:`vecenvs.bench.training`). Our backends reach SB3 through
 
 from __future__ import annotations
 
+import html
+
 import common
 import plotly.graph_objects as go
 import streamlit as st
@@ -17,6 +19,9 @@ from vecenvs.bench.engine import Measurement
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.snippets import training_code
 from vecenvs.factory import available_backends, describe_backend
+
+#: Up to this many CPUs, torch gets one thread by default (see the form).
+SMALL_MACHINE_CPUS = 4
 
 #: Backends PPO can train on here: lock-step ones (SB3 steps every env at once).
 TRAINABLE = ("sb3-dummy", "sb3-subproc", "multi", "subproc", "pool", "gym-sync", "gym-async",
@@ -45,10 +50,14 @@ def form() -> None:
             timesteps = st.select_slider("Env steps per timed learn()",
                                          [512, 1024, 2048, 4096, 8192, 16384], value=2048)
             repeats = st.slider("Timed learn() calls", 1, 5, 2)
+            # On few cores torch's threads and the workers fight over them: on our 2-core VM
+            # PPO on the pool trained at ~1,900 env steps/s with torch's default, ~4,700 with 1.
             threads = st.radio(
-                "Threads for torch", ["default", 1], horizontal=True,
+                "Threads for torch", [1, "default"], horizontal=True,
+                index=0 if common.cpus() <= SMALL_MACHINE_CPUS else 1,
                 help="torch takes one thread per core by default. On few cores its threads "
-                "and the vector env's worker processes compete for the CPUs: try 1.")
+                f"and the vector env's worker processes compete for the CPUs, so on "
+                f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.")
         label = st.text_input("Label (optional)", max_chars=80)
         submitted = st.form_submit_button("Train", type="primary")
     if not submitted:
@@ -60,7 +69,7 @@ def form() -> None:
 
 def training_figure(rows: list[dict]) -> go.Figure:
     """Training throughput per backend, split into time stepping envs and the rest."""
-    labels = [row["backend"] for row in rows]
+    labels = [html.escape(row["backend"], quote=False) for row in rows]  # plotly reads tags
     figure = go.Figure()
     figure.add_bar(name="stepping the envs", x=labels,
                    y=[row["rate"] * row["env_share"] for row in rows], marker_color="#2ca02c",
@@ -91,9 +100,9 @@ def results(job: Job) -> None:
     if not rows:
         return
     common.chart_and_code(training_figure(rows), f"train-{job.id}", training_code(job.settings))
-    st.table([{"vector env": row["backend"],
-               "training env steps/s": common.format_rate(row["rate"]),
-               "share stepping envs": f"{100 * row['env_share']:.0f}%"} for row in rows])
+    common.table({"vector env": row["backend"],
+                  "training env steps/s": common.format_rate(row["rate"]),
+                  "share stepping envs": f"{100 * row['env_share']:.0f}%"} for row in rows)
 
 
 st.title("Train")

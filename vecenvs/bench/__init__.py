@@ -3,10 +3,13 @@ dashboard give the same answer to the same question.
 
 - :mod:`vecenvs.bench.engine`: measure one backend (:func:`measure`) or several, interleaved,
   on one env and N (:func:`compare`).
+- :mod:`vecenvs.bench.ceiling`: the ``ceiling`` row, the machine's limit measured beside them.
 - :mod:`vecenvs.bench.sweep`: a grid of envs x N x backends, with live progress, cancelling and
   saving as it goes (:func:`run_sweep`).
 - :mod:`vecenvs.bench.model`: the overhead model fitted to measurements (t_env, t_os, the
   machine's limit) (:func:`fit_overhead_model`).
+- :mod:`vecenvs.bench.verdict`: what to use at each N, or "too close to call", and the model's
+  fit quality in words.
 - :mod:`vecenvs.bench.figures`: plotly charts of all of that (the seeds' figure, throughput,
   speed-up, efficiency).
 - :mod:`vecenvs.bench.store`: the SQLite results store (:class:`ResultsStore`).
@@ -20,6 +23,7 @@ Example:
 
 from vecenvs.bench.engine import (
     ACTION_RING_SIZE,
+    CEILING,
     DEFAULT_REFERENCE,
     QUICK,
     BenchConfig,
@@ -44,6 +48,7 @@ from vecenvs.bench.sweep import (
 
 __all__ = [
     "ACTION_RING_SIZE",
+    "CEILING",
     "DEFAULT_REFERENCE",
     "QUICK",
     "Backend",

@@ -53,19 +53,31 @@ import gymnasium as gym
 import numpy as np
 import psutil
 
+from vecenvs.bench import ceiling
+from vecenvs.factory import (
+    BACKENDS,
+    WORKER_BACKENDS,
+    available_backends,
+    check_backend_can_run,
+    describe_backend,
+    make_vec,
+)
 from vecenvs.multi_env import tree_map
-from vecenvs.factory import BACKENDS, WORKER_BACKENDS, check_backend_can_run, make_vec
 
 __all__ = [
     "ACTION_RING_SIZE",
+    "CEILING",
     "DEFAULT_REFERENCE",
     "QUICK",
     "BenchConfig",
     "Measurement",
     "MeasurementCancelled",
     "compare",
+    "describe",
     "describe_kwargs",
+    "measurable_backends",
     "measure",
+    "short_env_labels",
     "validate_config",
 ]
 
@@ -74,7 +86,12 @@ __all__ = [
 ACTION_RING_SIZE = 64
 
 #: The backend every other one is compared with: gymnasium's plain sequential vector env.
+#: Everywhere the lab says "the loop", it means this one.
 DEFAULT_REFERENCE = "gym-sync"
+
+#: The row that is not a vector env but the machine's limit: min(K, N) processes stepping
+#: their share of the envs with no coordination (:mod:`vecenvs.bench.ceiling`).
+CEILING = ceiling.NAME
 
 #: Short warm-up and windows, for tests and for a first look. Use as ``BenchConfig(..., **QUICK)``
 #: or ``compare(..., **QUICK)``. Numbers measured this quickly are rough: don't draw conclusions
@@ -187,6 +204,12 @@ class Measurement:
     """Speed relative to the reference in the same :func:`compare` run: the median of
     ``paired_ratios`` (one disturbed window cannot drag it far); ``None`` outside compare()."""
 
+    efficiency: float | None = None
+    """Share of the machine's ceiling this backend reached: the median, window by window, of
+    its throughput / the ceiling's in the same round of :func:`compare`, when the ceiling
+    (backend ``"ceiling"``) was measured there too; ``None`` otherwise. 1.0 would be every
+    process stepping envs all the time with no coordination at all."""
+
     @property
     def mean(self) -> float:
         """Mean throughput over the windows, in env steps per second."""
@@ -246,9 +269,10 @@ def validate_config(config: BenchConfig) -> None:
     Raises:
         ValueError: naming the bad value and what was expected.
     """
-    if config.backend not in BACKENDS:
+    if config.backend not in BACKENDS and config.backend != CEILING:
         raise ValueError(
-            f"unknown backend {config.backend!r}; expected one of: {', '.join(BACKENDS)}"
+            f"unknown backend {config.backend!r}; expected one of: "
+            f"{', '.join([*BACKENDS, CEILING])}"
         )
     if not isinstance(config.env_id, str):
         raise ValueError(f"env_id must be a string such as 'CartPole-v1', got {config.env_id!r}")
@@ -274,6 +298,9 @@ def validate_config(config: BenchConfig) -> None:
             f"worker needs at least one env; use N >= {workers}, or leave num_workers out "
             "(the pool then takes min(CPUs, N))"
         )
+    if config.backend == CEILING:
+        ceiling.check_kwargs(config.backend_kwargs, config.num_envs)
+        return
     # A peer whose library is missing says what to install; envpool refuses envs it has no C++
     # version of, and env arguments.
     check_backend_can_run(config.backend, config.env_id, config.env_kwargs)
@@ -310,6 +337,7 @@ def compare(
     interleave: bool = True,
     on_window: Callable[[], None] | None = None,
     cancel: Callable[[], bool] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> list[Measurement]:
     """Measure several backends in one run and give each its speed relative to ``reference``.
 
@@ -344,6 +372,9 @@ def compare(
         seed: see :class:`BenchConfig`; the same for every backend, so they see the same episodes.
         interleave: round-robin the timed windows across backends (True) or not (False).
         on_window: called after every timed window (e.g. to move a progress bar).
+        on_stage: told what is happening between windows, e.g. ``"starting subproc (2 of
+            4)"``: starting 128 processes takes a while, and a progress bar that does not
+            move should say why.
         cancel: checked between windows; when it returns True, every env is closed and
             :class:`MeasurementCancelled` is raised.
 
@@ -397,21 +428,29 @@ def compare(
     for config in configs:
         validate_config(config)
 
-    timer = _Timer(on_window, cancel)
+    timer = _Timer(on_window, cancel, on_stage)
     if interleave:
         results = _measure_interleaved(configs, timer)
     else:
         results = [_measure_one(config, timer) for config in configs]
 
     reference_result = results[reference_index]  # results come in the order of configs
+    ceilings = [result for result in results if result.config.backend == CEILING]
+    # Several ceilings (e.g. K=2 and K=16): the highest is what the machine gives.
+    top = max(ceilings, key=lambda result: result.median) if ceilings else None
     for result in results:
         # Window i of every backend ran in round i, close together in time: dividing pair by
         # pair cancels most of the machine's drift, and the median ignores a stalled window.
-        result.paired_ratios = [
-            own / theirs for own, theirs in zip(result.throughputs, reference_result.throughputs)
-        ]
+        result.paired_ratios = _paired(result, reference_result)
         result.ratio = statistics.median(result.paired_ratios)
+        if top is not None:
+            result.efficiency = statistics.median(_paired(result, top))
     return results
+
+
+def _paired(result: Measurement, other: Measurement) -> list[float]:
+    """Window by window, ``result``'s throughput / ``other``'s in the same round."""
+    return [own / theirs for own, theirs in zip(result.throughputs, other.throughputs)]
 
 
 class MeasurementCancelled(Exception):
@@ -421,9 +460,17 @@ class MeasurementCancelled(Exception):
 class _Timer:
     """Runs timed windows for compare(): reports each one, and stops when asked to."""
 
-    def __init__(self, on_window: Callable[[], None] | None, cancel: Callable[[], bool] | None):
+    def __init__(self, on_window: Callable[[], None] | None, cancel: Callable[[], bool] | None,
+                 on_stage: Callable[[str], None] | None = None):
         self.on_window = on_window
         self.cancel = cancel
+        self.on_stage = on_stage
+
+    def stage(self, message: str) -> None:
+        """Say what comes next (building, warming up), and stop here if cancelled."""
+        self.check()
+        if self.on_stage is not None:
+            self.on_stage(message)
 
     def check(self) -> None:
         """Raise MeasurementCancelled if cancel() says so."""
@@ -442,12 +489,14 @@ def _measure_interleaved(configs: list[BenchConfig], timer: _Timer) -> list[Meas
     """Build every backend, warm each up, then time their windows round-robin."""
     with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
         runs = []
-        for config in configs:
-            timer.check()  # building 128 processes takes a while: stop between backends
+        for index, config in enumerate(configs, start=1):
+            # Building 128 processes takes a while: say so, and stop between backends.
+            timer.stage(f"starting {config.backend_label} ({index} of {len(configs)})")
             runs.append(stack.enter_context(_Run(config)))
         for run in runs:
-            timer.check()
+            timer.stage(f"warming up {run.config.backend_label}")
             run.warm_up()
+        timer.stage("timing")
         for round_index in range(configs[0].repeats):
             start = round_index % len(runs)
             for run in runs[start:] + runs[:start]:
@@ -457,9 +506,11 @@ def _measure_interleaved(configs: list[BenchConfig], timer: _Timer) -> list[Meas
 
 def _measure_one(config: BenchConfig, timer: _Timer) -> Measurement:
     """:func:`measure`, reporting each window and stopping when the timer says so."""
-    timer.check()
+    timer.stage(f"starting {config.backend_label}")
     with _Run(config) as run:
+        timer.stage(f"warming up {config.backend_label}")
         run.warm_up()
+        timer.stage("timing")
         for _ in range(config.repeats):
             timer.window(run)
         return run.result()
@@ -497,14 +548,19 @@ class _Run:
         before = {process.pid for process in _descendants()}
         try:
             start = time.perf_counter()
-            self.envs = make_vec(
-                config.env_id,
-                config.num_envs,
-                config.backend,
-                env_kwargs=dict(config.env_kwargs),
-                **config.backend_kwargs,
-            )
-            self.envs.reset(seed=config.seed)
+            if config.backend == CEILING:  # not a vector env: processes that step on their own
+                self.envs = ceiling.Ceiling(config.env_id, config.num_envs,
+                                            env_kwargs=dict(config.env_kwargs), seed=config.seed,
+                                            **config.backend_kwargs)
+            else:
+                self.envs = make_vec(
+                    config.env_id,
+                    config.num_envs,
+                    config.backend,
+                    env_kwargs=dict(config.env_kwargs),
+                    **config.backend_kwargs,
+                )
+                self.envs.reset(seed=config.seed)
             self.startup_seconds = time.perf_counter() - start
 
             self.children = [process for process in _descendants() if process.pid not in before]
@@ -513,6 +569,8 @@ class _Run:
             # The pool (and EnvPool) say how many lanes step at once; otherwise every worker
             # process steps one env's share, and an in-process backend is one lane.
             self.workers = getattr(self.envs, "num_workers", None) or max(1, len(self.children))
+            if config.backend == CEILING:
+                return self  # its processes sampled their own actions
 
             # Seeded, so every backend is sent exactly the same actions.
             self.envs.action_space.seed(config.seed)
@@ -574,6 +632,10 @@ class _Run:
         """Step until ``seconds`` have passed; return (batches, env steps, seconds it really took)."""
         if self.async_batch_size is not None:
             return self._send_recv_for(seconds)
+        if self.config.backend == CEILING:
+            env_steps, elapsed = self.envs.run_for(seconds)
+            # "Batches": rounds of all N envs, for the window_steps column.
+            return env_steps // self.config.num_envs, env_steps, elapsed
         # Local names: attribute look-ups in a loop this tight would show in the numbers for
         # cheap envs like CartPole.
         step = self.envs.step
@@ -637,10 +699,61 @@ class _Run:
 
 
 def describe_kwargs(kwargs: Mapping[str, Any]) -> str:
-    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments."""
+    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments.
+
+    Exact (every digit of a float): labels made with it are keys that tell configurations
+    apart. For display, :func:`short_env_labels` is shorter.
+    """
     if not kwargs:
         return ""
     return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
+
+
+def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
+    """Env label -> a short name for charts and tables: the id, plus only the arguments whose
+    values differ between the configs of that id, numbers to 3 significant digits.
+
+    Example:
+        >>> configs = [BenchConfig("vecenvs/Costly-v0", env_kwargs={"step_seconds": s,
+        ...            "cost_kind": "busy"}) for s in (1e-5, 9.999999999999999e-05)]
+        >>> list(short_env_labels(configs).values())
+        ['vecenvs/Costly-v0 step_seconds=1e-05', 'vecenvs/Costly-v0 step_seconds=0.0001']
+    """
+    by_id: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for config in configs:
+        by_id.setdefault(config.env_id, {})[config.env_label] = config.env_kwargs
+    names = {}
+    for env_id, variants in by_id.items():
+        keys = list(dict.fromkeys(key for kwargs in variants.values() for key in kwargs))
+        differing = [key for key in keys
+                     if len({repr(kwargs.get(key)) for kwargs in variants.values()}) > 1]
+        for label, kwargs in variants.items():
+            shown = [f"{key}={_short_value(kwargs.get(key))}" for key in differing]
+            names[label] = " ".join([env_id, *shown])
+    if len(set(names.values())) < len(names):  # values equal to 3 digits: show them all
+        return {label: label for label in names}
+    return names
+
+
+def _short_value(value: Any) -> str:
+    """A number to 3 significant digits (``9.999999999999999e-05`` -> ``0.0001``), else str."""
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def measurable_backends() -> list[str]:
+    """What the benchmark can measure here: the installed backends and the ceiling."""
+    return [*available_backends(), CEILING]
+
+
+def describe(name: str) -> str:
+    """How tables and the dashboard name a backend of the benchmark (the ceiling included)."""
+    if name == CEILING:
+        return "ceiling (min(K, N) processes, no coordination: the machine's limit)"
+    if name == DEFAULT_REFERENCE:
+        return f"{describe_backend(name)} (the loop: the reference)"
+    return describe_backend(name)
 
 
 def _async_batch_size(envs: gym.vector.VectorEnv) -> int | None:

@@ -8,10 +8,19 @@ the same thing wherever it is seen. Every function takes measurements (from
 - :func:`seeds_figure` / :func:`seeds_figures`: the seed post's figure (``shared/seeds/000``):
   a grid of bar charts, rows = number of envs N, columns = envs from cheap to costly, one bar per
   backend. Split into "N <= CPUs" (every backend can run all its envs at once) and "N > CPUs".
-- :func:`throughput_figure`: env steps/s against N, one panel per env, with the machine's limit
-  (CPUs x single-env rate) and, given a fitted model, its predicted curves.
+- :func:`throughput_figure`: env steps/s against N, one panel per env, with the machine's
+  ceiling (measured by the ``ceiling`` row: min(K, N) processes stepping with no coordination;
+  estimated as min(N, CPUs) x one env's rate where it was not measured) and, given a fitted
+  model, its predicted curves.
 - :func:`speedup_figure`: the same as a speed-up over the sequential reference.
-- :func:`efficiency_figure`: throughput as a share of the machine's limit.
+- :func:`efficiency_figure`: throughput as a share of the ceiling.
+- :func:`runs_figure`: several runs of the results store overlaid (History).
+- :func:`autotune_figure`: autotune's candidates.
+
+Made to be read at a glance: panels are named by the env's id plus only the arguments that
+differ between the envs shown, at most three panels side by side, legends below the panels,
+log axes labelled at a few round values. Every name that comes from data is escaped, so a
+label in a results store is shown as typed, never read as markup.
 
 They are pure functions of the data: call them again with more measurements and they draw the
 new picture (the dashboard redraws this way as results arrive). The order of envs, backends and
@@ -31,7 +40,10 @@ Example:
 
 from __future__ import annotations
 
+import html
+import math
 import re
+import textwrap
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +52,13 @@ from typing import Any
 from plotly import graph_objects as go
 from plotly.subplots import make_subplots
 
-from vecenvs.bench.engine import DEFAULT_REFERENCE, BenchConfig, Measurement
+from vecenvs.bench.engine import (
+    CEILING,
+    DEFAULT_REFERENCE,
+    BenchConfig,
+    Measurement,
+    short_env_labels,
+)
 from vecenvs.bench.model import OverheadModel, env_step_seconds, native_backends
 from vecenvs.workers import available_cpus
 
@@ -151,7 +169,8 @@ def seeds_figure(
         "within": lambda n: n <= cpus,
         "beyond": lambda n: n > cpus,
     }[case]
-    data = _Data.of([m for m in measurements if keep(m.config.num_envs)], reference)
+    data = _Data.of([m for m in measurements if keep(m.config.num_envs)], reference,
+                    ceiling_as_backend=True)
     where = {"all": "", "within": f", N <= {cpus} CPUs", "beyond": f", N > {cpus} CPUs"}[case]
     title = f"Throughput by env cost (columns) and number of envs (rows){where}"
     if not data.latest:
@@ -162,7 +181,8 @@ def seeds_figure(
     figure = make_subplots(
         rows=len(rows),
         cols=len(columns),
-        subplot_titles=[f"{env}, N={n}" for n in rows for env in columns],
+        subplot_titles=[_wrap(f"{data.env_names[env]}, N={n}", 110 // len(columns))
+                        for n in rows for env in columns],
         vertical_spacing=min(0.3, 70 / height) if len(rows) > 1 else 0.1,
         horizontal_spacing=min(0.08, 0.3 / len(columns)),
     )
@@ -184,7 +204,7 @@ def seeds_figure(
                         showlegend=label not in shown,
                         marker_color=data.colors[label],
                         hovertemplate=(
-                            f"{data.names[label]}<br>{env}, N={num_envs}<br>"
+                            f"%{{fullData.name}}<br>{data.env_names[env]}, N={num_envs}<br>"
                             f"{measurement.mean:,.0f} ± {measurement.std:,.0f} env steps/s<br>"
                             f"{_ratio_text(measurement.ratio, reference)}<extra></extra>"
                         ),
@@ -241,17 +261,19 @@ def throughput_figure(
     variant: str = "constant",
     reference: str = DEFAULT_REFERENCE,
 ) -> go.Figure:
-    """Env steps/s against N, one panel per env, with the machine's limit and the model.
+    """Env steps/s against N, one panel per env, with the machine's ceiling and the model.
 
     Points are the mean over the timed windows, error bars their standard deviation. The dotted
-    line is the machine's limit, CPUs x single-env rate: no backend stepping these Python envs
-    can go above it. Given a fitted ``model``, each fitted backend gets a dashed curve of
-    what the model predicts; without one, each backend's points are joined by a thin line.
+    black line is the ceiling: where the ``ceiling`` row was measured, its points (min(K, N)
+    processes stepping with no coordination, what no vector env can beat); otherwise an
+    estimate, min(N, CPUs) x one env's rate, which says so in the legend. Given a fitted
+    ``model``, each fitted backend gets a dashed curve of what the model predicts; without
+    one, each backend's points are joined by a thin line.
 
     Args:
         measurements: any number of envs, N and backends.
         model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for the curves.
-        cpus: for the machine's limit; by default the model's, else this machine's.
+        cpus: for the estimated limit; by default the model's, else this machine's.
         variant: the model's ``"constant"`` or ``"per_env"`` overhead.
         reference: the sequential reference (its throughput gives the single-env rate).
     """
@@ -261,26 +283,29 @@ def throughput_figure(
         return _empty_figure(title, "no measurements yet")
     cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
     figure = _facets(data, title, f"throughput ({_STEPS_PER_SECOND}, log scale)", log_y=True)
-    for column, env in enumerate(data.envs, start=1):
+    for panel, env in enumerate(data.envs, start=1):
         for label in data.backends:
             points = data.series(env, label)
             if points:
                 _add_points(
-                    figure, data, label, points, [m.mean for m in points], column,
+                    figure, data, label, points, [m.mean for m in points], panel,
                     errors=[m.std for m in points], lines=model is None,
                     unit=_STEPS_PER_SECOND,
                 )
-        t_env = _t_env(data, model, env)
-        if t_env is not None:
-            limit = cpus / t_env
-            _add_level(
-                figure, data, column, limit, "machine limit: CPUs x single-env rate",
-                f"limit: {cpus} CPU(s) x {1 / t_env:,.0f}/s", _LIMIT_STYLE,
-            )
+        ceiling = data.ceiling(env)
+        if ceiling:
+            _add_limit(figure, data, panel, [m.config.num_envs for m in ceiling],
+                       [m.mean for m in ceiling], measured=True, unit=_STEPS_PER_SECOND)
+        else:
+            t_env = _t_env(data, model, env)
+            if t_env is not None:
+                ns = data.env_num_envs(env)
+                _add_limit(figure, data, panel, ns, [min(n, cpus) / t_env for n in ns],
+                           measured=False, unit=_STEPS_PER_SECOND)
     if model is not None:
         _add_curves(figure, data, model, variant, lambda env, label, n: model.predict_throughput(
             env, label, n, variant=variant))
-    return figure
+    return _tidy_log_axes(figure)
 
 
 def speedup_figure(
@@ -295,7 +320,8 @@ def speedup_figure(
 
     A point is a measurement's ``ratio``: the median, over the timed windows, of its throughput
     divided by the reference's measured right next to it. The reference itself is the line at
-    1x; the dotted line at CPUs x is the most any backend can gain on these Python envs (EnvPool,
+    1x; the dotted line is the ceiling's speed-up, the most any backend can gain on these Python
+    envs (measured where the ``ceiling`` row was, else estimated as min(N, CPUs); EnvPool,
     stepping native envs, may cross it: it is not like-for-like). Measurements without a ratio
     are not drawn.
 
@@ -310,63 +336,84 @@ def speedup_figure(
     cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
     y_title = f"speed-up over {reference} (x, log scale)"
     figure = _facets(data, title, y_title, log_y=True)
-    for column, env in enumerate(data.envs, start=1):
+    for panel, env in enumerate(data.envs, start=1):
         for label in backends:
             points = data.series(env, label)
             if points:
                 _add_points(
-                    figure, data, label, points, [m.ratio for m in points], column,
+                    figure, data, label, points, [m.ratio for m in points], panel,
                     errors=None, lines=model is None, unit=f"x {reference}",
                 )
-        _add_level(figure, data, column, 1.0, f"{reference} (the reference): 1x", "",
+        ns = data.env_num_envs(env)
+        _add_level(figure, data, panel, ns, 1.0, f"{reference} (the loop, the reference): 1x",
                    _LEVEL_STYLE)
-        _add_level(figure, data, column, float(cpus), "machine limit: CPUs x",
-                   f"limit: {cpus}x", _LIMIT_STYLE)
+        ceiling = data.ceiling(env)
+        if ceiling:
+            _add_limit(figure, data, panel, [m.config.num_envs for m in ceiling],
+                       [m.ratio for m in ceiling], measured=True, unit=f"x {reference}")
+        else:
+            _add_limit(figure, data, panel, ns, [float(min(n, cpus)) for n in ns],
+                       measured=False, unit=f"x {reference}")
     if model is not None:
         _add_curves(figure, data, model, variant, lambda env, label, n: model.predict_speedup(
             env, label, n, variant=variant), skip=(reference,))
-    return figure
+    return _tidy_log_axes(figure)
 
 
 def efficiency_figure(
     measurements: Sequence[Measurement],
-    model: OverheadModel,
+    model: OverheadModel | None = None,
     *,
+    cpus: int | None = None,
     variant: str = "constant",
     reference: str = DEFAULT_REFERENCE,
 ) -> go.Figure:
-    """Throughput as a percentage of the machine's limit (CPUs x single-env rate), per env.
+    """Throughput as a percentage of the ceiling at the same N, per env.
 
-    100% would be every CPU stepping envs all the time with no overhead at all. The model gives
-    the limit (its t_env and CPUs), so envs it was not fitted on are not drawn. EnvPool can go
-    above 100%: its native envs step faster than the Python ones the limit is computed from.
+    100% is the ceiling: min(K, N) processes stepping their envs with no coordination at all.
+    Where the ``ceiling`` row was measured, a point is the measurement's own
+    :attr:`~vecenvs.bench.Measurement.efficiency` (window by window against the ceiling's
+    windows of the same round); elsewhere the limit is the estimate min(N, CPUs) x one env's
+    rate, and the title says so. EnvPool can go above 100%: its native envs step faster than
+    the Python ones the ceiling steps.
 
     Args:
         measurements: any number of envs, N and backends.
-        model: from :func:`~vecenvs.bench.model.fit_overhead_model`.
+        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for its curves (and its
+            t_env for envs without a ceiling); optional.
+        cpus: for the estimated limit; by default the model's, else this machine's.
         variant: the model's ``"constant"`` or ``"per_env"`` overhead, for the curves.
         reference: the sequential reference.
     """
-    title = "Efficiency: throughput as a share of the machine's limit"
-    data = _Data.of([m for m in measurements if m.config.env_label in model.envs], reference)
-    if not data.latest:
-        return _empty_figure(title, "no measurements of an env the model knows yet")
-    y_title = "share of the machine limit (%, CPUs x single-env rate)"
-    figure = _facets(data, title, y_title, log_y=False)
-    for column, env in enumerate(data.envs, start=1):
-        limit = model.envs[env].machine_limit
+    title = "Efficiency: throughput as a share of the ceiling"
+    data = _Data.of(measurements, reference)
+    drawable = [env for env in data.envs if data.ceiling(env) or _t_env(data, model, env)]
+    if not drawable:
+        return _empty_figure(title, "no measurements of the ceiling or the reference yet")
+    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
+    data = _Data.of([m for m in measurements if m.config.env_label in drawable], reference)
+    estimated = [env for env in data.envs if not data.ceiling(env)]
+    if estimated:
+        title += " (estimated as CPUs x one env where no ceiling was measured)"
+    figure = _facets(data, title, "share of the ceiling (%)", log_y=False)
+    for panel, env in enumerate(data.envs, start=1):
+        limit = _limit(data, model, env, cpus)
         for label in data.backends:
             points = data.series(env, label)
             if points:
                 _add_points(
-                    figure, data, label, points, [100 * m.mean / limit for m in points], column,
-                    errors=[100 * m.std / limit for m in points], lines=False, unit="%",
+                    figure, data, label, points, [100 * _efficiency(m, limit) for m in points],
+                    panel, errors=[100 * m.std / limit(m.config.num_envs) for m in points],
+                    lines=False, unit="% of the ceiling",
                 )
-        _add_level(figure, data, column, 100.0, "machine limit: 100%", "", _LIMIT_STYLE)
-    _add_curves(figure, data, model, variant, lambda env, label, n: (
-        100 * model.predict_throughput(env, label, n, variant=variant)
-        / model.envs[env].machine_limit
-    ))
+        _add_limit(figure, data, panel, data.env_num_envs(env),
+                   [100.0] * len(data.env_num_envs(env)), measured=env not in estimated,
+                   unit="%")
+    if model is not None:
+        _add_curves(figure, data, model, variant, lambda env, label, n: (
+            100 * model.predict_throughput(env, label, n, variant=variant)
+            / _limit(data, model, env, cpus)(n)
+        ))
     figure.update_yaxes(rangemode="tozero")
     return figure
 
@@ -376,64 +423,91 @@ def runs_figure(
     *,
     metric: str = "throughput",
     reference: str = DEFAULT_REFERENCE,
+    what: str = "env stepping",
 ) -> go.Figure:
-    """Several runs overlaid: one panel per env, a colour per backend, a line style per run.
+    """Several runs overlaid: one panel per env, one colour per run, one line style per backend.
 
-    For comparing a run today with last week's, or one machine with another.
+    For comparing a run today with last week's, or one machine with another. The legend sits
+    below the plot, grouped by run (click a run to hide all its lines), then the line style of
+    each backend; so 10 runs of 5 backends take 15 entries, not 50, and never the plot's width.
 
     Args:
         runs: run name (e.g. ``"#12 laptop"``) -> that run's measurements.
         metric: ``"throughput"`` (env steps/s) or ``"speedup"`` (over ``reference``).
         reference: the sequential reference of the runs.
+        what: what the throughput is of, for the axis: ``"env stepping"`` (benchmarks) or
+            ``"training"`` (PPO's training throughput, a different quantity: never put both
+            on one axis).
     """
     if metric not in ("throughput", "speedup"):
         raise ValueError(f"metric must be 'throughput' or 'speedup', got {metric!r}")
     speedup = metric == "speedup"
-    title = ("Speed-up" if speedup else "Throughput") + " of the selected runs"
+    training = what == "training"
+    title = (("Speed-up" if speedup else "Training throughput" if training else "Throughput")
+             + " of the selected runs")
     every = [m for measurements in runs.values() for m in measurements
              if not speedup or (m.ratio is not None and m.config.backend != reference)]
-    data = _Data.of(every, reference)
+    data = _Data.of(every, reference, ceiling_as_backend=True)
     if not data.latest:
         return _empty_figure(title, "no measurements in the selected runs")
     y_title = (f"speed-up over {reference} (x, log scale)" if speedup
-               else f"throughput ({_STEPS_PER_SECOND}, log scale)")
+               else f"{'training ' if training else ''}throughput ({_STEPS_PER_SECOND}, log scale)")
     figure = _facets(data, title, y_title, log_y=True)
     unit = f"x {reference}" if speedup else _STEPS_PER_SECOND
-    dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
     drawn = {id(m) for m in every}
+    dash_of = {label: _DASHES[index % len(_DASHES)] for index, label in enumerate(data.backends)}
     for index, (run, measurements) in enumerate(runs.items()):
-        run_data = _Data.of([m for m in measurements if id(m) in drawn], reference)
-        for column, env in enumerate(data.envs, start=1):
+        color = _RUN_COLORS[index % len(_RUN_COLORS)]
+        run_name = _text(run)
+        group = f"run {index}"
+        figure.add_trace(go.Scatter(  # the run's legend entry: its colour
+            x=[None], y=[None], mode="lines", line={"color": color, "width": 3},
+            name=_text(_shorten(run, 48)), legendgroup=group,
+            legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
+            legendrank=index, hoverinfo="skip"))
+        run_data = _Data.of([m for m in measurements if id(m) in drawn], reference,
+                            ceiling_as_backend=True)
+        for panel, env in enumerate(data.envs, start=1):
             for label in run_data.backends:
                 points = run_data.series(env, label)
                 if not points:
                     continue
-                name = f"{data.names[label]} · {run}"
+                row, col = _cell(data, panel)
                 figure.add_trace(
                     go.Scatter(
                         x=[m.config.num_envs for m in points],
                         y=[m.ratio if speedup else m.mean for m in points],
                         mode="lines+markers",
-                        line={"color": data.colors[label], "width": 1.5,
-                              "dash": dashes[index % len(dashes)]},
-                        marker={"color": data.colors[label], "size": 7},
-                        name=name, legendgroup=name,
-                        showlegend=not _in_legend(figure, name),
-                        hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>",
+                        line={"color": color, "width": 1.5, "dash": dash_of[label]},
+                        marker={"color": color, "size": 7},
+                        name=f"{data.names[label]} · {run_name}", legendgroup=group,
+                        showlegend=False,
+                        hovertemplate=("%{fullData.name}<br>N=%{x}<br>%{y:,.3~g} "
+                                       f"{unit}<extra></extra>"),
                     ),
-                    row=1, col=column,
+                    row=row, col=col,
                 )
-    figure.update_layout(legend_title_text="backend · run")
-    return figure
+    for rank, label in enumerate(data.backends):  # the line style of each backend
+        figure.add_trace(go.Scatter(
+            x=[None], y=[None], mode="lines",
+            line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
+            name=data.names[label], legendgroup="backends", legendgrouptitle_text="backends",
+            legendrank=1000 + rank, hoverinfo="skip"))
+    figure.update_layout(legend={"groupclick": "togglegroup"})
+    return _tidy_log_axes(figure)
 
 
 def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
     """Autotune's candidates as horizontal bars of throughput, fastest on top, the winner marked.
 
+    One colour per backend family, as in every other chart, and one legend entry per colour.
+    The speed-up over ``multi`` is written at the base of each bar, where the error bar (at its
+    end) cannot hide it.
+
     Args:
         table: :attr:`vecenvs.autotune.AutotuneResult.table` (or the ``"table"`` of its
             ``to_dict()``, as the results store keeps it): rows with ``label``,
-            ``steps_per_second``, ``std`` and ``vs_loop``.
+            ``steps_per_second``, ``std`` and ``vs_loop`` (the speed-up over ``multi``).
         title: the chart's title.
     """
     title = title or "Autotune: throughput of each candidate"
@@ -441,22 +515,32 @@ def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = N
         return _empty_figure(title, "no candidate measured yet")
     rows = sorted(table, key=lambda row: row["steps_per_second"])  # plotly draws bottom-up
     best = rows[-1]["label"]
-    colors = [_family_color(str(row["label"]).split(" ")[0]) for row in rows]
-    figure = go.Figure(go.Bar(
-        x=[row["steps_per_second"] for row in rows],
-        y=[("★ " if row["label"] == best else "") + row["label"] for row in rows],
-        error_x={"type": "data", "array": [row["std"] or 0 for row in rows], "visible": True},
-        orientation="h",
-        marker_color=colors,
-        text=["" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}x loop" for row in rows],
-        textposition="auto",
-        name="median throughput",
-        hovertemplate="%{y}<br>%{x:,.0f} env steps/s<extra></extra>",
-    ))
+    names = [_text(("★ " if row["label"] == best else "") + str(row["label"])) for row in rows]
+    figure = go.Figure()
+    families = list(dict.fromkeys(str(row["label"]).split(" ")[0] for row in reversed(rows)))
+    for family in families:
+        mine = [(name, row) for name, row in zip(names, rows)
+                if str(row["label"]).split(" ")[0] == family]
+        figure.add_trace(go.Bar(
+            x=[row["steps_per_second"] for _, row in mine],
+            y=[name for name, _ in mine],
+            error_x={"type": "data", "array": [row["std"] or 0 for _, row in mine],
+                     "visible": True},
+            orientation="h",
+            marker_color=_family_color(family),
+            text=["" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}x multi"
+                  for _, row in mine],
+            textposition="inside",
+            insidetextanchor="start",
+            name=_text(family),
+            hovertemplate="%{y}<br>%{x:,.0f} env steps/s<extra></extra>",
+        ))
     figure.update_layout(
-        title_text=title, showlegend=True,
+        title_text=title, showlegend=True, legend_title_text="backend family",
         xaxis_title=f"throughput ({_STEPS_PER_SECOND}, median of the timed windows)",
-        yaxis_title="candidate (★ = chosen)",
+        yaxis={"title": "candidate (★ = chosen)", "categoryorder": "array",
+               "categoryarray": names},
+        barmode="overlay",
         height=max(280, 90 + 45 * len(rows)),
     )
     return figure
@@ -467,18 +551,26 @@ def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = N
 
 @dataclass
 class _Data:
-    """Measurements sorted out for drawing: the last per configuration, in a stable order."""
+    """Measurements sorted out for drawing: the last per configuration, in a stable order.
+
+    Every string that came from the measurements (env ids and arguments, backend labels) is
+    escaped here, once: plotly reads ``<b>``, ``<a href>`` and the like in names and titles,
+    and a name from a results store is not ours to trust.
+    """
 
     latest: dict[tuple[str, int, str], Measurement]
     envs: list[str]
     backends: list[str]
+    """Backend labels drawn as points: every one but the ceiling, which is the limit line."""
     num_envs: list[int]
     names: dict[str, str]
+    env_names: dict[str, str]
     colors: dict[str, str]
     t_env: dict[str, float]
 
     @classmethod
-    def of(cls, measurements: Iterable[Measurement], reference: str) -> _Data:
+    def of(cls, measurements: Iterable[Measurement], reference: str, *,
+           ceiling_as_backend: bool = False) -> _Data:
         measurements = list(measurements)
         latest = {}
         for measurement in measurements:  # a later measurement replaces an earlier one
@@ -490,15 +582,19 @@ class _Data:
             key=lambda env: (env not in t_env, t_env.get(env, 0.0), env),
         )
         families = {m.config.backend_label: m.config.backend for m in latest.values()}
-        backends = sorted(families, key=lambda label: (_family_rank(families[label]),
-                                                       _natural_key(label)))
-        names = {m.config.backend_label: display_label(m.config) for m in latest.values()}
+        backends = sorted((label for label, family in families.items()
+                           if ceiling_as_backend or family != CEILING),
+                          key=lambda label: (_family_rank(families[label]), _natural_key(label)))
+        names = {m.config.backend_label: _text(display_label(m.config)) for m in latest.values()}
+        env_names = {label: _text(short)
+                     for label, short in short_env_labels(m.config for m in latest.values()).items()}
         return cls(
             latest=latest,
             envs=envs,
             backends=backends,
             num_envs=sorted({n for _, n, _ in latest}),
             names=names,
+            env_names=env_names,
             colors=backend_colors(latest.values()),
             t_env=t_env,
         )
@@ -508,6 +604,20 @@ class _Data:
         keys = sorted(key for key in self.latest if key[0] == env and key[2] == label)
         return [self.latest[key] for key in keys]
 
+    def ceiling(self, env: str) -> list[Measurement]:
+        """The ceiling of ``env`` at each N it was measured at, by N; the highest where several
+        (several K) were measured."""
+        best: dict[int, Measurement] = {}
+        for (each_env, num_envs, _), measurement in self.latest.items():
+            if each_env == env and measurement.config.backend == CEILING:
+                if num_envs not in best or measurement.median > best[num_envs].median:
+                    best[num_envs] = measurement
+        return [best[n] for n in sorted(best)]
+
+    def env_num_envs(self, env: str) -> list[int]:
+        """The values of N measured on ``env``, ascending."""
+        return sorted({n for e, n, _ in self.latest if e == env})
+
     def span(self, env: str | None = None) -> tuple[int, int]:
         """The smallest and largest N measured (of ``env``, or of any env)."""
         ns = [n for e, n, _ in self.latest if env is None or e == env]
@@ -516,26 +626,57 @@ class _Data:
 
 # --- drawing helpers --------------------------------------------------------------------------
 
+#: At most this many panels side by side; more envs wrap onto further rows.
+_MAX_COLUMNS = 3
+#: Panel titles wrap at about this many characters for 1, 2 and 3 panels side by side.
+_TITLE_CHARACTERS = {1: 110, 2: 60, 3: 38}
+_PANEL_HEIGHT = 360
+#: Line styles for the backends of the History overlay (its colours are the runs').
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+#: One colour per run in the History overlay: plotly's qualitative "D3" and "Dark24" mixed,
+#: 10 distinct colours before any repeats.
+_RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def _cell(data: _Data, panel: int) -> tuple[int, int]:
+    """(row, column) of the ``panel``-th env's panel (1-based), wrapping after _MAX_COLUMNS."""
+    columns = min(_MAX_COLUMNS, len(data.envs))
+    return (panel - 1) // columns + 1, (panel - 1) % columns + 1
+
 
 def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
-    """One panel per env, N on a log x axis ticked at the measured N."""
-    columns = len(data.envs)
+    """One panel per env, at most three side by side, N on a log x axis ticked at the measured N.
+
+    Panel titles are the short env names (:func:`~vecenvs.bench.engine.short_env_labels`),
+    wrapped to their panel's width, so titles never run into each other; the legend goes
+    below the panels, so it never takes their width.
+    """
+    columns = min(_MAX_COLUMNS, len(data.envs))
+    rows = -(-len(data.envs) // columns)
+    width = _TITLE_CHARACTERS[columns]
+    height = _PANEL_HEIGHT * rows + 220
     figure = make_subplots(
-        rows=1,
+        rows=rows,
         cols=columns,
-        subplot_titles=data.envs,
-        horizontal_spacing=min(0.08, 0.3 / columns),
+        subplot_titles=[_wrap(data.env_names[env], width) for env in data.envs],
+        horizontal_spacing=0.07 if columns > 1 else 0.0,
+        vertical_spacing=min(0.3, 140 / height) if rows > 1 else 0.0,
     )
     ticks = data.num_envs
     figure.update_xaxes(
         type="log", title_text=_N_AXIS, tickvals=ticks, ticktext=[str(n) for n in ticks]
     )
     figure.update_yaxes(type="log" if log_y else "linear")
-    figure.update_yaxes(title_text=y_title, row=1, col=1)
+    for row in range(1, rows + 1):
+        figure.update_yaxes(title_text=y_title, row=row, col=1)
     figure.update_annotations(font_size=13)  # the panel titles
     figure.update_layout(
         title_text=title,
-        height=480,
+        height=height,
+        legend={"orientation": "h", "yref": "container", "y": 0.0, "yanchor": "bottom",
+                "x": 0.0, "xanchor": "left"},
+        margin={"b": 40},
         uirevision=title,  # keeps the user's zoom and legend clicks across redraws
     )
     return figure
@@ -547,14 +688,14 @@ def _add_points(
     label: str,
     points: list[Measurement],
     values: list[float],
-    column: int,
+    panel: int,
     *,
     errors: list[float] | None,
     lines: bool,
     unit: str,
 ) -> None:
     """One backend's measured points in one panel (its legend entry only in the first)."""
-    name = data.names[label]
+    row, col = _cell(data, panel)
     figure.add_trace(
         go.Scatter(
             x=[m.config.num_envs for m in points],
@@ -563,57 +704,68 @@ def _add_points(
             mode="lines+markers" if lines else "markers",
             line={"color": data.colors[label], "width": 1},
             marker={"color": data.colors[label], "size": 8},
-            name=name,
+            name=data.names[label],
             legendgroup=label,
             showlegend=not _in_legend(figure, label),
-            hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>",
+            hovertemplate=f"%{{fullData.name}}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>",
         ),
-        row=1,
-        col=column,
+        row=row,
+        col=col,
     )
 
 
 def _add_level(
-    figure: go.Figure,
-    data: _Data,
-    column: int,
-    level: float,
-    name: str,
-    text: str,
+    figure: go.Figure, data: _Data, panel: int, ns: list[int], level: float, name: str,
     style: dict,
 ) -> None:
-    """A horizontal line across the measured N (one legend entry per kind), labelled at its end.
+    """A horizontal line across ``ns`` (one legend entry per kind).
 
-    A scatter line rather than a plotly shape: it gets a legend entry, and its label sits at
-    the right place on log axes too.
+    A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
+    right place on log axes too.
     """
-    low, high = data.span()
+    _add_line(figure, data, panel, [ns[0], ns[-1]], [level, level], name, style)
+
+
+def _add_limit(figure: go.Figure, data: _Data, panel: int, ns: list[int], values: list[float],
+               *, measured: bool, unit: str) -> None:
+    """The machine's limit in one panel: the measured ceiling, or the estimate (it says which)."""
+    if measured:
+        name = "ceiling (measured): min(K, N) processes, no coordination"
+        style = {**_LIMIT_STYLE, "width": 2}
+    else:
+        name = "limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)"
+        style = _LIMIT_STYLE
+    _add_line(figure, data, panel, ns, values, name, style, markers=measured, unit=unit)
+
+
+def _add_line(figure: go.Figure, data: _Data, panel: int, ns: list[int], values: list[float],
+              name: str, style: dict, *, markers: bool = False, unit: str = "") -> None:
+    row, col = _cell(data, panel)
     group = "level: " + name
     figure.add_trace(
         go.Scatter(
-            x=[low, high],
-            y=[level, level],
-            mode="lines+text" if text else "lines",
-            text=["", text],
-            textposition="top left",
-            textfont={"size": 11},
+            x=ns,
+            y=values,
+            mode="lines+markers" if markers else "lines",
             line=style,
+            marker={"color": style["color"], "size": 6, "symbol": "diamond"},
             name=name,
             legendgroup=group,
             showlegend=not _in_legend(figure, group),
-            hovertemplate=f"{name}: %{{y:,.4~g}}<extra></extra>",
+            hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.4~g}} {unit}<extra></extra>",
         ),
-        row=1,
-        col=column,
+        row=row,
+        col=col,
     )
 
 
 def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict, skip=()):
     """The model's dashed curve for every fitted backend and env, over the measured N."""
     drawn = False
-    for column, env in enumerate(data.envs, start=1):
+    for panel, env in enumerate(data.envs, start=1):
         if env not in model.envs:
             continue
+        row, col = _cell(data, panel)
         grid = _grid(*data.span(env), model.cpus)
         for label in data.backends:
             fitted = label in model.backends or label == model.reference
@@ -633,10 +785,11 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
                     name=f"{name} (model)",
                     legendgroup=label,
                     showlegend=False,
-                    hovertemplate=f"model, {name}<br>N=%{{x:.3~g}}<br>%{{y:,.3~g}}<extra></extra>",
+                    hovertemplate=("model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}"
+                                   "<extra></extra>"),
                 ),
-                row=1,
-                col=column,
+                row=row,
+                col=col,
             )
             drawn = True
     if drawn:
@@ -653,6 +806,92 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
                 hoverinfo="skip",
             )
         )
+
+
+def _limit(data: _Data, model: OverheadModel | None, env: str, cpus: int):
+    """N -> the env's limit in env steps/s: the measured ceiling (the model's interpolation of
+    it between measured N, or the measurements themselves), else min(N, CPUs) / t_env."""
+    if model is not None and env in model.envs:
+        return model.envs[env].limit
+    measured = {m.config.num_envs: m.mean for m in data.ceiling(env)}
+    t_env = _t_env(data, model, env)
+
+    def limit(num_envs: float) -> float:
+        if num_envs in measured:
+            return measured[num_envs]
+        if t_env is None:  # only the ceiling was measured: hold the nearest one
+            nearest = min(measured, key=lambda n: abs(math.log(n / num_envs)))
+            return measured[nearest]
+        return min(num_envs, cpus) / t_env
+
+    return limit
+
+
+def _efficiency(measurement: Measurement, limit) -> float:
+    """The measurement's share of the ceiling: its own paired efficiency if it has one (the
+    ceiling was measured beside it), else its mean over the limit at its N."""
+    if measurement.efficiency is not None:
+        return measurement.efficiency
+    return measurement.mean / limit(measurement.config.num_envs)
+
+
+def _tidy_log_axes(figure: go.Figure) -> go.Figure:
+    """Label each log y axis at a few round values within its data (1, 2, 5 x 10^k; only the
+    powers of ten over many decades), instead of plotly labelling every minor tick."""
+    values: dict[str, list[float]] = {}
+    for trace in figure.data:
+        if trace.y is None:
+            continue
+        axis = "yaxis" + (trace.yaxis or "y")[1:]
+        ys = [y if isinstance(y, (int, float)) else math.nan for y in trace.y]
+        errors = trace.error_y.array if trace.error_y is not None else None
+        if errors is not None:  # the error bars' ends are drawn too: label them
+            ys += [y + e for y, e in zip(ys, errors)] + [y - e for y, e in zip(ys, errors)]
+        values.setdefault(axis, []).extend(y for y in ys if math.isfinite(y) and y > 0)
+    for axis, ys in values.items():
+        if ys and figure.layout[axis].type == "log":
+            ticks = _log_ticks(min(ys), max(ys))
+            figure.layout[axis].update(tickvals=ticks, ticktext=[_round_number(t) for t in ticks])
+    return figure
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    """Round values to label a log axis from ``low`` to ``high``: 1-2-5 steps over a few
+    decades, powers of ten over many, and 1-9 steps when the range is too narrow for two."""
+    low, high = low / 1.25, high * 1.25  # plotly's autorange pads the data a little
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    for mantissas in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        if mantissas == (1,) and last - first <= 4:
+            continue
+        ticks = [m * 10.0**k for k in range(first, last + 1) for m in mantissas]
+        ticks = [float(f"{t:.6g}") for t in ticks if low <= t <= high]
+        if len(ticks) >= 2:
+            return ticks
+    return [float(f"{low:.2g}"), float(f"{high:.2g}")]
+
+
+def _round_number(value: float) -> str:
+    """``20000`` -> ``20k``, ``1500000`` -> ``1.5M``, ``0.05`` -> ``0.05``."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
+def _text(text: str) -> str:
+    """``text`` as plotly should show it, character for character: plotly reads a few HTML
+    tags (``<br>``, ``<b>``, ``<a href>``) and entities in names and titles, and ``%{...}`` in
+    hover templates (a zero-width space after the ``%`` keeps that one from being read)."""
+    return html.escape(str(text), quote=False).replace("%{", "%\u200b{")
+
+
+def _shorten(text: str, length: int) -> str:
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def _wrap(text: str, width: int) -> str:
+    """Break a panel title onto lines of about ``width`` characters, at spaces."""
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False))
 
 
 def _in_legend(figure: go.Figure, group: str) -> bool:

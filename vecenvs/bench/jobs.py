@@ -69,6 +69,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,10 @@ MACHINE_LOCK_ENV_VAR = "VECENVS_MACHINE_LOCK"
 
 #: How often a waiting runner, or :meth:`JobQueue.wait`, looks again.
 POLL_SECONDS = 0.2
+
+#: A job submitted again within this many seconds, with the same kind, settings and label,
+#: while the first is unfinished, is that first job (a double-click on Run), not a second one.
+DUPLICATE_SECONDS = 5.0
 
 #: The runner writes a job's progress at most this often (a write per timed window is too many
 #: for nothing: the page polls once a second).
@@ -240,13 +245,29 @@ class JobQueue:
 
     def _submit(self, kind: str, settings: Mapping[str, Any], label: str | None,
                 start_runner: bool) -> int:
+        """Insert the job, unless the very same one was submitted a moment ago and is still
+        unfinished (see :data:`DUPLICATE_SECONDS`): then that one's id is the answer."""
         if label is not None and not isinstance(label, str):
             raise ValueError(f"label must be a string or None, got {label!r}")
+        settings_json = _to_json(settings)
+        recent = (datetime.now(timezone.utc) - timedelta(seconds=DUPLICATE_SECONDS)).isoformat(
+            timespec="milliseconds")
+        # One write transaction for the look and the insert: two clicks arriving together
+        # cannot both find no duplicate.
         with self.store.transaction(write=True) as connection:
+            same = connection.execute(
+                "SELECT jobs.id FROM jobs LEFT JOIN runs ON runs.id = jobs.run_id "
+                "WHERE jobs.kind = ? AND jobs.settings = ? AND jobs.label IS ? "
+                "AND jobs.submitted_at >= ? AND (jobs.state = 'queued' OR (jobs.state = "
+                "'started' AND (jobs.run_id IS NULL OR runs.status = 'running'))) "
+                "ORDER BY jobs.id DESC LIMIT 1",
+                (kind, settings_json, label or None, recent)).fetchone()
+            if same is not None:
+                return same["id"]
             job_id = connection.execute(
                 "INSERT INTO jobs (kind, settings, label, state, submitted_at) "
                 "VALUES (?, ?, ?, 'queued', ?)",
-                (kind, _to_json(settings), label or None, _now()),
+                (kind, settings_json, label or None, _now()),
             ).lastrowid
         if start_runner:
             self.ensure_runner()
@@ -461,7 +482,7 @@ class JobQueue:
 
         config = SweepConfig.from_dict(job.settings)
         total = config.windows
-        progress.update(0, total, "measuring")
+        progress.update(0, total, "starting")
         done = 0
 
         def on_window() -> None:
@@ -469,8 +490,11 @@ class JobQueue:
             done += 1
             progress.update(done, total, f"timed window {done} of {total}")
 
+        def on_stage(message: str) -> None:
+            progress.update(done, total, message, force=True)
+
         result = run_sweep(config, store=self.store, run_id=job.run_id, on_window=on_window,
-                           cancel=lambda: self._cancel_requested(job.id))
+                           on_stage=on_stage, cancel=lambda: self._cancel_requested(job.id))
         progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
 
     def _execute_profile(self, job: Job, progress: _Progress) -> None:
@@ -522,21 +546,18 @@ class JobQueue:
         from vecenvs.bench.training import compare_training
 
         settings = job.settings
-        total, done = len(settings["backends"]), 0
-        progress.update(0, total, f"training on {settings['backends'][0]}", force=True)
+        steps = 1000  # the bar's resolution: progress is reported after every rollout
+        progress.update(0, steps, f"building {settings['backends'][0]}", force=True)
 
-        def on_result(result: Any) -> None:
-            nonlocal done
-            done += 1
-            following = settings["backends"][done] if done < total else None
-            progress.update(done, total, f"trained on {done} of {total}"
-                            + (f"; now {following}" if following else ""), force=True)
+        def on_progress(message: str, fraction: float) -> None:
+            progress.update(round(fraction * steps), steps, message)
 
         cancelled = lambda: self._cancel_requested(job.id)  # noqa: E731
         compare_training(settings["env_id"], settings["num_envs"], settings["backends"],
                          timesteps=settings["timesteps"], repeats=settings["repeats"],
-                         torch_threads=settings.get("torch_threads"), on_result=on_result, cancel=cancelled, store=self.store,
-                         run_id=job.run_id)
+                         torch_threads=settings.get("torch_threads"), on_progress=on_progress,
+                         cancel=cancelled, store=self.store, run_id=job.run_id)
+        progress.update(steps, steps, "cancelled" if cancelled() else "done", force=True)
         self.store.finish_run(job.run_id, "cancelled" if cancelled() else "done")
 
 

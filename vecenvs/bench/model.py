@@ -19,9 +19,14 @@ One ``step()`` of N envs, on a backend that can step c envs at the same moment, 
 
 - **t_env**: the time of one env step, measured by the sequential reference (gym-sync):
   t_env = 1 / its throughput in env steps per second.
-- **c = min(workers, N, cpus)**: how many envs really step at once. ``workers`` is
+- **c = min(workers, N, capacity(N))**: how many envs really step at once. ``workers`` is
   :attr:`~vecenvs.bench.engine.Measurement.workers` (1 for a loop, N for one process per env, K
-  for the pool); no backend steps more envs at once than there are envs, or than there are CPUs.
+  for the pool); no backend steps more envs at once than there are envs, or than the machine
+  can step. **capacity(N)** is the machine's, measured by the ceiling row
+  (:mod:`vecenvs.bench.ceiling`: min(K, N) processes stepping with no coordination) as its
+  speed-up over the reference: on 2 CPUs often 1.7-1.9, not 2, because busy cores share caches,
+  memory bandwidth and clock headroom. Without a ceiling measurement it is min(N, cpus), an
+  estimate that overstates the machine once every core is busy.
 - **t_os**: the backend's fixed overhead per ``step()`` call, the same whatever N is.
 
 The loop needs N t_env for the same batch, so the speed-up over it is
@@ -36,7 +41,7 @@ This is the seed's formula, with the seed's t_os equal to c times ours: while on
 overhead runs, all c lanes wait, so c t_os of env-stepping time is lost per call. Reading it:
 
 - N t_env much larger than c t_os (costly envs, many of them): S -> c, and the throughput
-  approaches the **machine's limit**, cpus x single-env rate = cpus / t_env env steps/s.
+  approaches the **machine's limit**, the ceiling: capacity(N) / t_env env steps/s.
 - N t_env much smaller than t_os (CartPole, few envs): S ~ N t_env / t_os, far below 1. The
   parallel backend is slower than the loop it was meant to beat.
 
@@ -93,6 +98,9 @@ What is fitted, and what is not
   t_os is how much more than gym-sync they spend per call. A loop leaner than gym-sync would
   need a negative t_os; it is clamped to 0, and its median error shows by how much it beats the
   reference.
+- **The ceiling** is not fitted: it is the limit c is capped by (see capacity above).
+  Between the values of N it was measured at, its efficiency per process (its speed-up / its
+  processes) is interpolated on a log scale of N, and held constant beyond them.
 - **Native backends** (EnvPool) are left out: their envs are C++ code, not the Python envs t_env
   was measured on, so the model's t_env does not describe them. They are a reference point to
   look at, not like-for-like.
@@ -135,7 +143,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vecenvs.bench.engine import DEFAULT_REFERENCE, Measurement
+from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
 from vecenvs.factory import NATIVE_BACKENDS
 from vecenvs.workers import available_cpus
 
@@ -181,10 +189,15 @@ class EnvFit:
     """One env step, in seconds: the median of 1 / the reference's throughput."""
 
     cpus: int
-    """The CPUs the machine limit is computed for."""
+    """The CPUs of the machine that measured."""
 
     points: int
     """How many reference measurements t_env comes from."""
+
+    ceiling: tuple[tuple[int, float], ...] = ()
+    """The measured ceiling as ``(N, efficiency per process)`` pairs, N ascending: the
+    ceiling's speed-up over the reference divided by its processes, min(K, N). Empty when no
+    ceiling was measured on this env: the limit is then an estimate."""
 
     @property
     def single_env_rate(self) -> float:
@@ -192,9 +205,30 @@ class EnvFit:
         return 1.0 / self.t_env_seconds
 
     @property
+    def ceiling_measured(self) -> bool:
+        """True when the limit comes from a measured ceiling, False when it is an estimate."""
+        return bool(self.ceiling)
+
+    def capacity(self, num_envs: float) -> float:
+        """How many envs this machine steps at once, at best, with ``num_envs`` envs: the
+        ceiling's speed-up over the reference (interpolated between the N it was measured
+        at), or min(N, cpus) when no ceiling was measured."""
+        processes = min(num_envs, self.cpus)
+        if not self.ceiling:
+            return processes
+        return processes * _interpolate_log(self.ceiling, num_envs)
+
+    def limit(self, num_envs: float) -> float:
+        """The most env steps per second this machine gives with ``num_envs`` envs: the
+        ceiling, capacity(N) / t_env."""
+        return self.capacity(num_envs) / self.t_env_seconds
+
+    @property
     def machine_limit(self) -> float:
-        """The most env steps per second this machine can give: cpus x single-env rate."""
-        return self.cpus / self.t_env_seconds
+        """The limit once every CPU is busy (N >= cpus): the ceiling measured there, or
+        cpus x single-env rate as an estimate without a ceiling."""
+        largest = max([self.cpus, *(n for n, _ in self.ceiling)])
+        return self.limit(largest)
 
 
 @dataclass(frozen=True)
@@ -304,15 +338,19 @@ class OverheadModel:
     """How many reference measurements there were."""
 
     def concurrency(
-        self, backend_label: str, num_envs: float, workers: float | None = None
+        self, backend_label: str, num_envs: float, workers: float | None = None,
+        env_label: str | None = None,
     ) -> float:
-        """c = min(workers, N, cpus): how many envs step at once (``workers`` from the fit)."""
+        """c = min(workers, N, capacity(N)): how many envs step at once (``workers`` from the
+        fit; capacity from ``env_label``'s ceiling, or the CPUs without one)."""
         if workers is None:
             if backend_label == self.reference:
                 workers = 1
             else:
                 workers = self._backend(backend_label).workers_at(num_envs)
-        return max(1, min(workers, num_envs, self.cpus))
+        capacity = (self.cpus if env_label is None
+                    else self._env(env_label).capacity(num_envs))
+        return max(1, min(workers, num_envs, capacity))
 
     def predict_speedup(
         self,
@@ -343,7 +381,7 @@ class OverheadModel:
         if backend_label == self.reference:
             return 1.0
         overhead = self._backend(backend_label).fit(variant).seconds(num_envs)
-        c = self.concurrency(backend_label, num_envs, workers)
+        c = self.concurrency(backend_label, num_envs, workers, env_label)
         return _speedup(num_envs, t_env, c, overhead)
 
     def predict_throughput(
@@ -416,13 +454,16 @@ class OverheadModel:
 
     def env_table(self) -> list[dict[str, Any]]:
         """One JSON-ready row per env, cheapest first: ``env``, ``t_env_us``,
-        ``single_env_rate`` and ``machine_limit`` (env steps/s), ``points``."""
+        ``single_env_rate`` and ``machine_limit`` (env steps/s, with every CPU busy),
+        ``ceiling_measured`` (False: ``machine_limit`` is the estimate cpus x single-env rate),
+        ``points``."""
         return [
             {
                 "env": env.label,
                 "t_env_us": env.t_env_seconds * 1e6,
                 "single_env_rate": env.single_env_rate,
                 "machine_limit": env.machine_limit,
+                "ceiling_measured": env.ceiling_measured,
                 "points": env.points,
             }
             for env in sorted(self.envs.values(), key=lambda env: env.t_env_seconds)
@@ -442,7 +483,7 @@ class OverheadModel:
         """The envs and the backends as aligned plain-text tables, for a terminal."""
         lines = [
             f"Overhead model on {self.cpus} CPU(s), relative to {self.reference}:",
-            "  speed-up = c N t_env / (N t_env + c t_os), c = min(workers, N, CPUs)",
+            "  speed-up = c N t_env / (N t_env + c t_os), c = min(workers, N, capacity)",
             "",
         ]
         env_rows = [
@@ -450,15 +491,18 @@ class OverheadModel:
                 row["env"],
                 f"{row['t_env_us']:.1f}",
                 f"{row['single_env_rate']:,.0f}",
-                f"{row['machine_limit']:,.0f}",
+                f"{row['machine_limit']:,.0f}" + ("" if row["ceiling_measured"] else "~"),
                 str(row["points"]),
             ]
             for row in self.env_table()
         ]
         lines += _align(
-            ["env", "t_env (us)", "1 env (steps/s)", "machine limit (steps/s)", "points"],
+            ["env", "t_env (us)", "1 env (steps/s)", "ceiling (steps/s)", "points"],
             env_rows,
         )
+        if not all(row["ceiling_measured"] for row in self.env_table()):
+            lines.append("~: no ceiling measured: estimated as CPUs x 1 env (add the backend "
+                         "'ceiling' to measure it)")
         lines.append("")
         backend_rows = []
         for row in self.table():
@@ -583,6 +627,11 @@ def fit_overhead_model(
             point_t[config.env_label, config.num_envs].append(1.0 / rate)
             reference_points[config.env_label] += 1
 
+    ceilings = _ceilings(measurements, env_t, point_t, cpus)
+    envs = {
+        label: EnvFit(label, t_env, cpus, reference_points[label], ceilings.get(label, ()))
+        for label, t_env in env_t.items()
+    }
     natives = native_backends()
     skipped: list[str] = []
     points_by_backend: dict[str, list[_Point]] = defaultdict(list)
@@ -594,6 +643,8 @@ def fit_overhead_model(
             if _reference_rate(measurement, reference) is None:
                 skipped.append(f"{where}: the reference has no positive throughput")
             continue
+        if config.backend == CEILING:
+            continue  # not a backend: the limit that caps c (see _ceilings)
         if config.backend in natives:
             reason = (
                 f"{label}: native backend, its envs are C++ code and not the Python envs "
@@ -615,11 +666,12 @@ def fit_overhead_model(
         same_point = point_t.get((config.env_label, config.num_envs))
         t_env = statistics.median(same_point) if same_point else env_t[config.env_label]
         workers = measurement.workers if measurement.workers and measurement.workers > 0 else 1
+        capacity = envs[config.env_label].capacity(config.num_envs)
         points_by_backend[label].append(
             _Point(
                 num_envs=config.num_envs,
                 t_env=t_env,
-                c=max(1, min(workers, config.num_envs, cpus)),
+                c=max(1, min(workers, config.num_envs, capacity)),
                 speedup=float(ratio),
                 workers=workers,
             )
@@ -636,9 +688,6 @@ def fit_overhead_model(
                 message += f" (and {len(skipped) - _REASONS_SHOWN} more)"
         raise ValueError(message)
 
-    envs = {
-        label: EnvFit(label, t_env, cpus, reference_points[label]) for label, t_env in env_t.items()
-    }
     backends = {label: _fit_backend(label, points) for label, points in points_by_backend.items()}
     return OverheadModel(
         cpus=cpus,
@@ -656,7 +705,7 @@ class _Point:
 
     num_envs: int
     t_env: float
-    c: int
+    c: float
     speedup: float
     workers: int
 
@@ -801,6 +850,46 @@ def _quality(points: list[_Point], fixed: float, per_env: float, *, clamped: boo
     r2 = 1.0 - residual / total if total > 1e-12 * len(logs) else math.nan
     errors = [abs(p - s) / s for p, s in zip(predicted, measured)]
     return OverheadFit(fixed, per_env, r2, statistics.median(errors), clamped)
+
+
+def _ceilings(measurements: Sequence[Measurement], env_t: dict[str, float],
+              point_t: dict[tuple[str, int], list[float]], cpus: int,
+              ) -> dict[str, tuple[tuple[int, float], ...]]:
+    """Env label -> the measured ceiling as (N, efficiency per process), N ascending.
+
+    A ceiling's efficiency per process is its speed-up over the reference (its paired
+    ``ratio``; else its throughput x the reference's t_env) divided by its processes. Where
+    several ceilings were measured at one N (several K, or several runs), the best counts: it
+    is what the machine can give.
+    """
+    best: dict[str, dict[int, float]] = defaultdict(dict)
+    for measurement in measurements:
+        config = measurement.config
+        if config.backend != CEILING or config.env_label not in env_t:
+            continue
+        processes = max(1, min(measurement.workers or 1, config.num_envs))
+        ratio = measurement.ratio
+        if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
+            same_point = point_t.get((config.env_label, config.num_envs))
+            t_env = statistics.median(same_point) if same_point else env_t[config.env_label]
+            ratio = measurement.median * t_env if measurement.throughputs else math.nan
+        if not (math.isfinite(ratio) and ratio > 0):
+            continue
+        per_env = best[config.env_label]
+        per_env[config.num_envs] = max(per_env.get(config.num_envs, 0.0), ratio / processes)
+    return {label: tuple(sorted(values.items())) for label, values in best.items()}
+
+
+def _interpolate_log(points: Sequence[tuple[int, float]], num_envs: float) -> float:
+    """The value at ``num_envs``, linear in log N between ``points`` (N ascending), constant
+    beyond the first and the last."""
+    if num_envs <= points[0][0]:
+        return points[0][1]
+    for (low, low_value), (high, high_value) in zip(points, points[1:]):
+        if num_envs <= high:
+            where = math.log(num_envs / low) / math.log(high / low)
+            return low_value + where * (high_value - low_value)
+    return points[-1][1]
 
 
 def _speedup(num_envs: float, t_env: float, c: float, t_os: float) -> float:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from vecenvs.bench.engine import (
+    CEILING,
     DEFAULT_REFERENCE,
     BenchConfig,
     Measurement,
@@ -138,6 +139,21 @@ class SweepConfig:
     def points(self) -> list[tuple[EnvSpec, int]]:
         """Every (env, N) pair, env by env, N ascending: the order they are measured in."""
         return [(env, n) for env in self.env_specs() for n in sorted(set(self.num_envs))]
+
+    def processes_at_once(self, cpus: int | None = None) -> int:
+        """The most worker processes that exist at the same moment while measuring: at one
+        point, every backend's (all built at once when interleaved, one at a time otherwise).
+
+        For warning before starting 512 processes on 2 CPUs. One process per env for subproc,
+        gym-async(-shm) and sb3-subproc; K (default min(CPUs, N)) for the pool, the async
+        pool, Ray and the ceiling; none for the in-process loops and EnvPool's threads.
+        """
+        cpus = cpus or available_cpus()
+        most = 0
+        for _, num_envs in self.points():
+            counts = [_processes(backend, num_envs, cpus) for backend in self.backend_specs()]
+            most = max(most, sum(counts) if self.interleave else max(counts))
+        return most
 
     @property
     def windows(self) -> int:
@@ -274,6 +290,7 @@ def run_sweep(
     run_id: int | None = None,
     progress: bool = False,
     on_window: Callable[[], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Measure every point of ``config``'s grid; see the module docstring.
 
@@ -290,6 +307,8 @@ def run_sweep(
             default: start a new run.
         progress: show a progress bar (tqdm) on stderr, one tick per timed window.
         on_window: called after each timed window (there are ``config.windows`` of them).
+        on_stage: told what happens between windows, e.g. ``"CartPole-v1, N=64: starting
+            subproc (2 of 4)"`` (see :func:`~vecenvs.bench.compare`).
 
     Returns:
         A :class:`SweepResult`.
@@ -326,6 +345,9 @@ def run_sweep(
                 warmup_seconds=config.warmup_seconds, measure_seconds=config.measure_seconds,
                 repeats=config.repeats, seed=config.seed, interleave=config.interleave,
                 on_window=window_done, cancel=cancel,
+                on_stage=None if on_stage is None else (
+                    lambda message, where=f"{env.label}, N={num_envs}": on_stage(
+                        f"{where}: {message}")),
             )
             measurements.extend(results)
             if store is not None:
@@ -347,6 +369,21 @@ def run_sweep(
             store.finish_run(run_id, status, summary=_summary(measurements, config), error=error)
     return SweepResult(config, measurements, status == "cancelled",
                        time.perf_counter() - started, available_cpus(), run_id)
+
+
+#: Backends that start one process per env.
+_ONE_PROCESS_PER_ENV = frozenset({"subproc", "gym-async", "gym-async-shm", "sb3-subproc"})
+#: Backends that start K processes (K = num_workers, or min(CPUs, N)).
+_K_PROCESSES = frozenset({"pool", "pool-async", "ray", CEILING})
+
+
+def _processes(backend: Backend, num_envs: int, cpus: int) -> int:
+    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once)."""
+    if backend.name in _ONE_PROCESS_PER_ENV:
+        return num_envs
+    if backend.name in _K_PROCESSES:
+        return min(int(backend.kwargs.get("num_workers") or cpus), num_envs)
+    return 0
 
 
 def _summary(measurements: list[Measurement], config: SweepConfig) -> dict[str, Any] | None:

@@ -99,6 +99,7 @@ def measure_training(
     repeats: int = 2,
     seed: int = 0,
     torch_threads: int | None = None,
+    on_progress: Callable[[str, float], None] | None = None,
 ) -> TrainingResult:
     """Train PPO on ``num_envs`` copies of ``env_id`` stepped by ``backend`` and time it.
 
@@ -111,6 +112,9 @@ def measure_training(
             torch's threads and the workers of a process-based vector env compete for the
             same CPUs: on our 2-core VM, PPO on the pool (N=8 CartPole) trained at ~1,900 env
             steps/s with torch's 2 threads and ~4,700 with 1.
+        on_progress: called after each rollout (and once the vector env is built) with a
+            message and the fraction of this measurement's env steps done, from 0 to 1: one
+            ``learn()`` can take a minute, too long to report nothing.
     """
     import torch
     from stable_baselines3 import PPO
@@ -125,28 +129,40 @@ def measure_training(
         torch.set_num_threads(torch_threads)
     try:
         return _measure_training(PPO, env_id, num_envs, backend, backend_kwargs, timesteps,
-                                 repeats, seed)
+                                 repeats, seed, on_progress)
     finally:
         torch.set_num_threads(threads_before)
 
 
 def _measure_training(PPO: Any, env_id: str, num_envs: int, backend: str,  # noqa: N803
                       backend_kwargs: Mapping[str, Any] | None, timesteps: int, repeats: int,
-                      seed: int) -> TrainingResult:
+                      seed: int, on_progress: Callable[[str, float], None] | None = None,
+                      ) -> TrainingResult:
     """The timing of :func:`measure_training`, once everything is checked and set."""
     started = time.perf_counter()
+    warmup_steps = N_STEPS * num_envs
+    all_steps = warmup_steps + repeats * timesteps
     venv = _timed(_sb3_vec_env(env_id, num_envs, backend, dict(backend_kwargs or {}), seed))
+    callback = None
+    if on_progress is not None:
+        on_progress(f"{backend}: built, warming up", 0.0)
+
+        def report(num_timesteps: int) -> None:
+            done = min(num_timesteps, all_steps)
+            on_progress(f"{backend}: {done:,} of {all_steps:,} env steps", done / all_steps)
+
+        callback = _rollout_callback(report)
     try:
         model = PPO("MlpPolicy", venv, n_steps=N_STEPS, batch_size=min(64, N_STEPS * num_envs),
                     n_epochs=4, device="cpu", seed=seed, verbose=0)
         startup = time.perf_counter() - started
-        model.learn(total_timesteps=N_STEPS * num_envs)  # warm-up
+        model.learn(total_timesteps=warmup_steps, callback=callback)  # warm-up
         children = psutil.Process().children(recursive=True)
         throughputs, window_steps, window_seconds = [], [], []
         venv.env_seconds = 0.0
         for _ in range(repeats):
             before, start = model.num_timesteps, time.perf_counter()
-            model.learn(total_timesteps=timesteps, reset_num_timesteps=False)
+            model.learn(total_timesteps=timesteps, reset_num_timesteps=False, callback=callback)
             seconds = time.perf_counter() - start
             steps = model.num_timesteps - before
             throughputs.append(steps / seconds)
@@ -180,6 +196,7 @@ def compare_training(
     cancel: Callable[[], bool] | None = None,
     store: Any = None,
     run_id: int | None = None,
+    on_progress: Callable[[str, float], None] | None = None,
 ) -> list[TrainingResult]:
     """:func:`measure_training` for each backend in turn; save each result in ``store``.
 
@@ -187,6 +204,8 @@ def compare_training(
 
     Args:
         on_result: called after each backend.
+        on_progress: called after each rollout with a message and the fraction of the whole
+            comparison done (see :func:`measure_training`).
         cancel: checked before each backend; True stops and returns what was measured.
         store, run_id: a results store and a run already started in it (kind ``"train"``);
             without ``run_id`` a run is started, and finished at the end.
@@ -201,12 +220,18 @@ def compare_training(
     results: list[TrainingResult] = []
     status = "done"
     try:
-        for backend in backends:
+        for index, backend in enumerate(backends):
             if cancel is not None and cancel():
                 status = "cancelled"
                 break
+            overall = None
+            if on_progress is not None:
+                def overall(message: str, fraction: float, index: int = index) -> None:
+                    on_progress(f"{message} ({index + 1} of {len(backends)} vector envs)",
+                                (index + fraction) / len(backends))
             result = measure_training(env_id, num_envs, backend, timesteps=timesteps,
-                                      repeats=repeats, seed=seed, torch_threads=torch_threads)
+                                      repeats=repeats, seed=seed, torch_threads=torch_threads,
+                                      on_progress=overall)
             results.append(result)
             if store is not None:
                 store.add_measurement(run_id, result.to_dict())
@@ -219,6 +244,20 @@ def compare_training(
         if own_run:
             store.finish_run(run_id, status)
     return results
+
+
+def _rollout_callback(report: Callable[[int], None]) -> Any:
+    """An SB3 callback that calls ``report(num_timesteps)`` at the end of every rollout."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class _Report(BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:
+            report(self.model.num_timesteps)
+
+    return _Report()
 
 
 def _sb3_vec_env(env_id: str, num_envs: int, backend: str, backend_kwargs: dict[str, Any],

@@ -13,7 +13,9 @@ and the fitted overhead model, and saves everything in the results store. Exampl
 
 gymnasium's ``gym-sync`` is always measured as well, in the same run, and every speed is also
 given as a ratio to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only
-on this one.
+on this one. By default the ``ceiling`` row is measured too (min(K, N) processes stepping their
+share of the envs with no coordination: what no vector env can beat, see
+:mod:`vecenvs.bench.ceiling`), and every row gets its share of it, the efficiency.
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
 130 interrupted with Ctrl-C (what was measured by then is kept in the store).
@@ -33,6 +35,7 @@ from typing import Any
 
 import vecenvs
 from vecenvs import bench
+from vecenvs.bench.verdict import format_verdicts
 from vecenvs.bench.sweep import (
     Backend,
     EnvSpec,
@@ -63,7 +66,7 @@ from vecenvs.factory import BACKENDS, WORKER_BACKENDS
 __all__ = ["add_parser", "format_table"]
 
 #: What ``bench`` measures when no ``--backend`` is given (gym-sync is added as the reference).
-DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm")
+DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm", bench.CEILING)
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
 
@@ -72,7 +75,7 @@ DEFAULT_NUM_ENVS = (8, 128)
 SEEDS_PRESET = {
     "envs": ("CartPole-v1", "Acrobot-v1", "HumanoidStandup-v5"),
     "num_envs": (1, 2, 4, 16, 64),
-    "backends": ("multi", "subproc", "pool", "gym-async"),
+    "backends": ("multi", "subproc", "pool", "gym-async", bench.CEILING),
 }
 
 #: Backends that start one worker process per env: worth a warning when N is large.
@@ -102,10 +105,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add("--num-envs", action="append", type=positive_int, metavar="N",
         help="number of envs stepped together; repeat for several "
              f"(default: {' and '.join(map(str, DEFAULT_NUM_ENVS))})")
-    add("--backend", action="append", choices=list(BACKENDS), metavar="NAME",
-        help=f"backend to measure, one of {', '.join(BACKENDS)}; repeat for several "
-             f"(default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is always "
-             "measured too, as the reference)")
+    add("--backend", action="append", choices=[*BACKENDS, bench.CEILING], metavar="NAME",
+        help=f"backend to measure, one of {', '.join([*BACKENDS, bench.CEILING])}; repeat for "
+             f"several (default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is "
+             f"always measured too, as the reference; {bench.CEILING} is the machine's limit: "
+             "min(CPUs, N) processes stepping with no coordination)")
     add("--workers", action="append", type=positive_int, metavar="K",
         help="processes of the pool backends, threads of envpool (default: their own choice); "
              "repeat to measure the pool with each K")
@@ -198,6 +202,8 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     if model is not None:
         print()
         print(model.format_table())
+    print()
+    print(format_verdicts(result.measurements, model, reference=config.reference))
     if args.json:
         _write_json(args.json, result.measurements)
         print(f"\nwrote {len(result.measurements)} measurements to {args.json}")
@@ -228,7 +234,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     for name in names:
         own: dict[str, Any] = {}
         if args.start_method is not None:
-            if name in ("subproc", "pool", "pool-async", "sb3-subproc"):
+            if name in ("subproc", "pool", "pool-async", "sb3-subproc", bench.CEILING):
                 own["start_method"] = args.start_method
             elif name in ("gym-async", "gym-async-shm"):
                 own["context"] = args.start_method  # gymnasium's name for the same thing
@@ -321,7 +327,8 @@ def _write_html(path: str, result, model) -> None:
 
     charts = [*figures.seeds_figures(result.measurements, cpus=result.cpus).values(),
               figures.throughput_figure(result.measurements, model),
-              figures.speedup_figure(result.measurements, model)]
+              figures.speedup_figure(result.measurements, model),
+              figures.efficiency_figure(result.measurements, model)]
     with open(path, "w", encoding="utf-8") as file:
         file.write("<html><head><meta charset='utf-8'><title>vecenvs bench</title></head><body>")
         for index, chart in enumerate(charts):
@@ -351,13 +358,14 @@ def format_table(
         f"windows per backend after {first.warmup_seconds:g} s warm-up, "
         f"{'interleaved' if interleaved else 'one backend after the other'}; {cpus} CPUs"
     )
-    header = ("backend", "steps/s (mean ± std)", f"x {reference}", "startup s", "procs",
-              "RSS MB", "workers USS MB", "CPU s parent", "CPU s children")
+    header = ("backend", "steps/s (mean ± std)", f"x {reference}", "of ceiling", "startup s",
+              "procs", "RSS MB", "workers USS MB", "CPU s parent", "CPU s children")
     rows = [
         (
             r.config.backend_label,
             f"{r.mean:,.0f} ± {r.std:,.0f}",
             "-" if r.ratio is None else f"{r.ratio:.2f}",
+            "-" if r.efficiency is None else f"{r.efficiency:.0%}",
             f"{r.startup_seconds:.2f}",
             str(r.processes),
             f"{r.rss_bytes / 2**20:.0f}",
@@ -391,6 +399,8 @@ How to read the tables:
   steps/s         individual env steps per second (one step() of N envs counts N), mean ± std
                   of the timed windows; a difference smaller than the std is noise.
   x gym-sync      steps/s divided by gym-sync's, measured in the same run on this machine.
+  of ceiling      steps/s as a share of the ceiling's (min(CPUs, N) processes stepping their
+                  share of the envs with no coordination), window by window: the efficiency.
   startup s       time to build the vector env and reset it once.
   procs           processes involved: this one plus the backend's workers.
   RSS MB          memory of those processes; memory they share is counted once per process,

@@ -237,7 +237,8 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
         rows: the rows to show, in order.
         reference: the backend the ratios are relative to, for the column title.
     """
-    header = ("env", "N", "backend", "steps/s (mean ± std)", f"x {reference or 'ref'}")
+    header = ("env", "N", "backend", "steps/s (mean ± std)", f"x {reference or 'ref'}",
+              "of ceiling")
     table_rows = [
         (
             row["env_id"] + _describe_kwargs(row["env_kwargs"]),
@@ -245,10 +246,16 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
             row["backend"] + _describe_kwargs(row["backend_kwargs"]),
             f"{_number(row['mean'])} ± {_number(row['std'])}",
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+            _share((row.get("data") or {}).get("efficiency")),
         )
         for row in rows
     ]
-    return _table(header, table_rows, right_aligned={1, 3, 4})
+    return _table(header, table_rows, right_aligned={1, 3, 4, 5})
+
+
+def _share(value: Any) -> str:
+    """``0.62`` -> ``62%``; ``-`` when there is no efficiency (no ceiling in that run)."""
+    return f"{value:.0%}" if isinstance(value, (int, float)) else "-"
 
 
 # --- export -------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """A flame graph as a plain SVG, coloured by what the time was spent on.
 
-Each rectangle is a function, as wide as the share of samples in which it was on the stack;
-the functions it called sit on top of it. The bottom row splits the samples by process
-(``parent``, ``worker 0``, ...), so the picture shows at a glance which process spends its
-time where. Usual flame graphs pick random warm colours; here a rectangle has the colour of
+Each rectangle is a function, as wide as the share of its process's samples in which it was
+on the stack; the functions it called sit on top of it. Each process (``parent``, ``worker 0``,
+...) has a band of its own, the whole width of the picture, one above the other: a parent with
+a few samples among eight workers' is not squeezed into a sliver, and no process falls off the
+right edge of a narrow window. The picture scales to the width it is shown at. Usual flame graphs pick random warm colours; here a rectangle has the colour of
 the category most of its samples fall in (env compute, serialization, pipe I/O, waiting,
 bookkeeping: see :mod:`vecenvs.profile.classify`), and a legend says which is which. Hover
 over a rectangle for its function, file and lines, samples, and how its samples split
@@ -50,6 +51,7 @@ CHAR_WIDTH = 7.0  # about how wide a character of 12 px Verdana is, to fit names
 ROW_HEIGHT = 17
 HEADER_HEIGHT = 62  # title, subtitle and legend
 MARGIN = 10
+BAND_GAP = 12  # between one process's band and the next
 
 
 @dataclass
@@ -96,22 +98,25 @@ def flamegraph_svg(samples: Iterable[StackSample], *, title: str = "Flame graph"
         samples: the samples to draw (the runner passes those the breakdown counts).
         title: the first line at the top.
         subtitle: a second line, e.g. the configuration and the sampling rate.
-        width: the picture's width in pixels.
+        width: the picture's width in its own units (it scales to the width it is shown at).
         min_width: rectangles narrower than this many pixels are left out (too thin to see,
             and there can be thousands).
         rules: the classification rules that colour the rectangles.
     """
     root = flame_tree(samples, rules)
     total = max(root.samples, 1)
-    scale = (width - 2 * MARGIN) / total
-    depth = _depth(root)
-    height = HEADER_HEIGHT + depth * ROW_HEIGHT + 2 * MARGIN
+    processes = [root.children[key]
+                 for key in sorted(root.children, key=lambda key: process_sort_key(key[0]))]
+    height = (HEADER_HEIGHT + 2 * MARGIN
+              + sum(_depth(process) + 1 for process in processes) * ROW_HEIGHT
+              + BAND_GAP * max(0, len(processes) - 1))
 
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>\n',
-        (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-         f'viewBox="0 0 {width} {height}" font-family="Verdana, sans-serif" '
-         f'font-size="{FONT_SIZE}">\n'),
+        # width 100% with a viewBox: the picture scales to its container instead of being cut.
+        (f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
+         f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" '
+         f'font-family="Verdana, sans-serif" font-size="{FONT_SIZE}">\n'),
         '<rect width="100%" height="100%" fill="#ffffff"/>\n',
         (f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="16">{escape(title)}'
          "</text>\n"),
@@ -119,13 +124,14 @@ def flamegraph_svg(samples: Iterable[StackSample], *, title: str = "Flame graph"
          "</text>\n"),
         *_legend(root, y=HEADER_HEIGHT - 8),
     ]
-    # Flame graphs grow upwards: the processes on the bottom row, callees above their callers.
-    bottom = height - MARGIN - ROW_HEIGHT
-    x = float(MARGIN)
-    for key in sorted(root.children, key=lambda key: process_sort_key(key[0])):
-        child = root.children[key]
-        parts.extend(_draw(child, x, bottom, scale, total, child, min_width))
-        x += child.samples * scale
+    # One band per process, the parent first. Flame graphs grow upwards: the process on the
+    # band's bottom row, callees above their callers.
+    top = HEADER_HEIGHT + MARGIN
+    for process in processes:
+        bottom = top + _depth(process) * ROW_HEIGHT
+        scale = (width - 2 * MARGIN) / max(process.samples, 1)
+        parts.extend(_draw(process, float(MARGIN), bottom, scale, total, process, min_width))
+        top = bottom + ROW_HEIGHT + BAND_GAP
     parts.append("</svg>\n")
     return "".join(parts)
 

@@ -1,0 +1,268 @@
+"""The ceiling: the most env steps per second this machine gives, measured.
+
+No vector env can step N envs faster than K processes that each step their share of the envs
+in a plain loop and never wait for anyone: no actions sent, no results gathered, no barrier.
+That is what this module measures, as one more row of the benchmark (backend ``"ceiling"``),
+side by side with the real backends in the same run. Every other row's **efficiency** is its
+throughput divided by this one (see :attr:`vecenvs.bench.Measurement.efficiency`).
+
+Why measure it rather than compute it as "CPUs x one env's rate": once every core is busy, the
+cores share caches, memory bandwidth and turbo headroom, and a machine with hyperthreads
+counts two "CPUs" per core. On our 2-core VM the ceiling is 1.7-2.0x one env's rate, not 2x;
+on a 16-core Xeon CartPole's ceiling was 1.5M steps/s where 16 x one env's rate says 1.9M.
+A limit line that overstates what the machine gives makes every backend look worse than it is.
+
+How: ``min(K, N)`` processes (K defaults to the CPUs this process may use) each build their
+share of the envs, reset them, and sample a ring of actions, all before any timing. For a timed
+window the parent sends each process "start at t0, stop at t0 + S" (one message per window,
+never per step), where t0 is a few milliseconds ahead so that every process is awake before it;
+each steps its envs round and round until the deadline (``reset`` when an episode ends) and
+answers with how many env steps it made and when its last step ended. The window's throughput
+is all their env steps divided by the time from t0 to the last one's end. Between windows the
+processes block on their pipes and use no CPU, so the other backends' windows are not disturbed.
+``time.perf_counter`` is the system-wide monotonic clock on Linux, so t0 means the same instant
+in every process.
+
+Example:
+    >>> from vecenvs.bench.ceiling import Ceiling
+    >>> with Ceiling("CartPole-v1", num_envs=8, num_workers=2) as ceiling:
+    ...     env_steps, seconds = ceiling.run_for(0.1)
+    >>> env_steps / seconds > 0
+    True
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any
+
+import gymnasium as gym
+import multiprocess
+import multiprocess.connection
+import numpy as np
+
+from vecenvs.factory import env_fns_for
+from vecenvs.workers import available_cpus
+
+__all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
+
+#: The benchmark's name for this row (``--backend ceiling``, ``Backend("ceiling")``).
+NAME = "ceiling"
+
+#: One line for tables and the dashboard.
+DESCRIPTION = ("the ceiling: min(K, N) processes each stepping their share of the envs in a "
+               "plain loop, no coordination (what no vector env can beat)")
+
+#: How many actions each env samples before timing and then cycles through (as the engine does).
+ACTION_RING_SIZE = 64
+
+#: How far ahead of "now" a window starts: time for every process to wake up and be ready.
+START_MARGIN_SECONDS = 0.005
+START_MARGIN_PER_WORKER = 0.0005
+
+#: The keyword arguments the ceiling takes (besides the env's).
+KWARGS = ("num_workers", "start_method", "timeout")
+
+
+class _Command(Enum):
+    """What the parent asks a ceiling process to do."""
+
+    RUN = "run"
+    CLOSE = "close"
+
+
+def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
+    """Raise ``ValueError`` for arguments :class:`Ceiling` would refuse (before building).
+
+    ``num_workers`` above N is allowed: the ceiling then runs N processes (min(K, N)).
+    """
+    unknown = sorted(set(kwargs) - set(KWARGS))
+    if unknown:
+        raise ValueError(f"the ceiling takes only {', '.join(KWARGS)}; got {', '.join(unknown)}")
+    workers = kwargs.get("num_workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ValueError(f"the ceiling's num_workers must be a whole number >= 1, got {workers!r}")
+    method = kwargs.get("start_method")
+    if method is not None and method not in multiprocess.get_all_start_methods():
+        raise ValueError(f"start_method {method!r} is not one of "
+                         f"{', '.join(multiprocess.get_all_start_methods())}")
+    timeout = kwargs.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise ValueError(f"the ceiling's timeout must be a number of seconds > 0, got {timeout!r}")
+
+
+class Ceiling:
+    """``min(K, N)`` processes stepping their share of N envs each, with no coordination.
+
+    Args:
+        env_id: a registered gymnasium id.
+        num_envs: N, split as evenly as possible over the processes.
+        env_kwargs: arguments for ``gym.make``.
+        num_workers: K; by default the CPUs this process may use. min(K, N) processes start.
+        seed: env i is reset with ``seed + i`` and samples its actions from a space seeded so.
+        start_method: how processes start (``multiprocess``'s; default: the platform's).
+        timeout: the longest wait, in seconds, for a process to build its envs or to answer
+            after a window's deadline.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None = None,
+                 num_workers: int | None = None, seed: int = 0, start_method: str | None = None,
+                 timeout: float = 60.0):
+        check_kwargs({"num_workers": num_workers, "start_method": start_method,
+                      "timeout": timeout}, num_envs)
+        env_fns = env_fns_for(env_id, num_envs, **dict(env_kwargs or {}))
+        self.num_envs = num_envs
+        self.num_workers = min(num_workers or available_cpus(), num_envs)
+        self.timeout = timeout
+        self._pipes: list[Any] = []
+        self._processes: list[Any] = []
+        context = multiprocess.get_context(start_method)
+        chunks = np.array_split(np.arange(num_envs), self.num_workers)
+        try:
+            for chunk in chunks:
+                parent_end, child_end = context.Pipe()
+                process = context.Process(
+                    target=_work,
+                    args=([env_fns[i] for i in chunk], seed + int(chunk[0]), child_end),
+                    # daemon: if this process dies without closing, its children die with it.
+                    daemon=True,
+                )
+                process.start()
+                child_end.close()  # the child's end lives in the child only
+                self._pipes.append(parent_end)
+                self._processes.append(process)
+            self._gather(time.perf_counter() + timeout, "building its envs")
+        except BaseException:
+            self.close()
+            raise
+
+    def run_for(self, seconds: float) -> tuple[int, float]:
+        """One timed window: every process steps for ``seconds`` from a common start.
+
+        Returns:
+            (env steps made by all processes, seconds from the common start to the end of the
+            last process's last step).
+        """
+        start_at = (time.perf_counter() + START_MARGIN_SECONDS
+                    + START_MARGIN_PER_WORKER * self.num_workers)
+        for pipe in self._pipes:
+            pipe.send((_Command.RUN, (start_at, seconds)))
+        replies = self._gather(start_at + seconds + self.timeout, "stepping")
+        steps = sum(steps for steps, _ in replies)
+        return steps, max(ended for _, ended in replies) - start_at
+
+    def close(self) -> None:
+        """Ask every process to close its envs, then join, terminate, kill; safe to call twice."""
+        for pipe in self._pipes:
+            try:
+                pipe.send((_Command.CLOSE, None))
+            except (BrokenPipeError, OSError):
+                pass  # already gone: joined or killed below
+        deadline = time.perf_counter() + 5.0
+        for process in self._processes:
+            process.join(max(0.0, deadline - time.perf_counter()))
+        for stop in ("terminate", "kill"):
+            for process in self._processes:
+                if process.is_alive():
+                    getattr(process, stop)()
+                    process.join(1.0)
+        for pipe in self._pipes:
+            pipe.close()
+        self._pipes, self._processes = [], []
+
+    def __enter__(self) -> Ceiling:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _gather(self, deadline: float, doing: str) -> list[Any]:
+        """Every process's ``(ok, payload)`` reply; raise if one failed, died or is too late."""
+        replies: dict[int, Any] = {}
+        waiting = dict(enumerate(self._pipes))
+        sentinels = {process.sentinel: index for index, process in enumerate(self._processes)}
+        while waiting:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise TimeoutError(f"ceiling process {min(waiting)} did not answer within "
+                                   f"{self.timeout:g} s while {doing}")
+            ready = multiprocess.connection.wait(
+                [*waiting.values(), *(s for s, i in sentinels.items() if i in waiting)], left)
+            for item in ready:
+                index = sentinels.get(item)
+                if index is None:
+                    index = next(i for i, pipe in waiting.items() if pipe is item)
+                    try:
+                        ok, payload = item.recv()
+                    except EOFError:
+                        ok, payload = False, "the process closed its pipe"
+                    if not ok:
+                        raise RuntimeError(f"ceiling process {index} failed while {doing}:\n"
+                                           f"{payload}")
+                    replies[index] = payload
+                    del waiting[index]
+                elif index in waiting and not waiting[index].poll():
+                    code = self._processes[index].exitcode
+                    raise RuntimeError(f"ceiling process {index} died while {doing} "
+                                       f"(exit code {code})")
+        return [replies[index] for index in sorted(replies)]
+
+
+def _work(env_fns: list[Callable[[], gym.Env]], seed: int, pipe: Any) -> None:
+    """A ceiling process: build and reset its envs, then step them when told, until closed."""
+    # Ctrl-C is for the parent, which then closes us; dying mid-window would lose the reply.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    envs: list[gym.Env] = []
+    try:
+        envs = [make() for make in env_fns]
+        actions = []
+        for index, env in enumerate(envs):
+            env.reset(seed=seed + index)
+            env.action_space.seed(seed + index)
+            actions.append([env.action_space.sample() for _ in range(ACTION_RING_SIZE)])
+        pipe.send((True, None))
+        while True:
+            command, payload = pipe.recv()
+            match command:
+                case _Command.RUN:
+                    pipe.send((True, _step_until(envs, actions, *payload)))
+                case _Command.CLOSE:
+                    pipe.send((True, None))
+                    return
+    except (EOFError, BrokenPipeError):
+        pass  # the parent is gone: nobody to tell
+    except Exception:  # noqa: BLE001 - the parent re-raises it with this traceback
+        pipe.send((False, traceback.format_exc()))
+    finally:
+        for env in envs:
+            env.close()
+
+
+def _step_until(envs: list[gym.Env], actions: list[list[Any]], start_at: float,
+                seconds: float) -> tuple[int, float]:
+    """Step every env in turn from ``start_at`` for ``seconds``; return (env steps, end time)."""
+    clock = time.perf_counter
+    time.sleep(max(0.0, start_at - clock()))
+    while clock() < start_at:  # sleep() may wake a little early
+        pass
+    deadline = start_at + seconds
+    ring = ACTION_RING_SIZE
+    steps = rounds = 0
+    now = clock()
+    # The plain loop: no message, no shared buffer, no waiting. Like the engine's loop, it reads
+    # the clock once per round over its envs, and the last round may run past the deadline.
+    while now < deadline:
+        for env, env_actions in zip(envs, actions):
+            _, _, terminated, truncated, _ = env.step(env_actions[rounds % ring])
+            if terminated or truncated:
+                env.reset()
+        steps += len(envs)
+        rounds += 1
+        now = clock()
+    return steps, now

@@ -1,0 +1,227 @@
+"""The verdict: what to use at each N, by how much, or "too close to call"; and how far to
+trust the overhead model, in words.
+
+A table of speed-ups leaves the reading to the reader, who will take 1.04x for a win. The
+verdict reads it the way the measurement allows, and every word of it comes from the numbers
+it sits beside:
+
+- **The fastest** backend at each (env, N) is the one with the highest speed-up over the
+  reference (the median of its paired windows, :attr:`~vecenvs.bench.Measurement.ratio`). The
+  ceiling row is the machine's limit, not something to use, and is never the answer.
+- **Its interval** is the range of its paired ratios: window i of every backend ran in round i
+  of :func:`~vecenvs.bench.compare`, a moment apart, so each ratio saw about the same machine.
+- **Too close to call** when the winner and any other backend, compared window by window in
+  the same rounds, do not agree in every round (the range of winner / rival includes 1), or
+  when there was a single window and so no spread to judge by. "Every round agreed" with three
+  windows would happen by chance a quarter of the time for two equal backends: more windows
+  make the call firmer.
+
+Fit quality (:func:`fit_quality`): the model's median relative error on the speed-up and its
+R^2 on log speed-up (see :mod:`vecenvs.bench.model`), in one word: *good* (error <= 10% and
+R^2 >= 0.8), *rough* (error <= 25% and R^2 >= 0.5), else *poor*, with a warning that its curve
+is not to be trusted (and whether the variant whose overhead grows with N fits better). A
+sequential loop (one worker) is judged on its error alone: its speed-up hardly changes with N,
+so there is little spread for R^2 to explain, and a low R^2 says nothing about the fit.
+
+Example:
+    >>> from vecenvs.bench import QUICK, compare
+    >>> from vecenvs.bench.verdict import verdicts
+    >>> results = compare("CartPole-v1", 4, ["multi"], **QUICK)
+    >>> print(verdicts(results)[0].sentence())  # doctest: +SKIP
+    CartPole-v1, N=4: too close to call between multi (1.02x gym-sync) and gym-sync (1.00x) ...
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
+from vecenvs.bench.model import BackendFit, OverheadModel
+
+__all__ = ["GOOD", "POOR", "ROUGH", "FitQuality", "Verdict", "fit_quality", "format_verdicts",
+           "model_qualities", "verdicts"]
+
+GOOD, ROUGH, POOR = "good", "rough", "poor"
+
+#: (word, largest median relative error, smallest R^2) from the best word down.
+_QUALITY_BOUNDS = ((GOOD, 0.10, 0.8), (ROUGH, 0.25, 0.5))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to use for one env and N, as the paired windows allow."""
+
+    env_label: str
+    num_envs: int
+    best: str
+    """The backend label with the highest speed-up."""
+    speedup: float
+    """Its speed-up over the reference: the median of its paired windows."""
+    low: float
+    """The lowest of its paired windows' speed-ups."""
+    high: float
+    """The highest."""
+    windows: int
+    """How many paired windows the numbers come from."""
+    runner_up: str | None
+    """The closest rival: of the other backends, the one whose best round came nearest to (or
+    beat) the winner's; None if only one was measured."""
+    runner_up_speedup: float | None
+    margin_low: float | None
+    """The lowest, over the rounds, of best / rival (both windows of the same round)."""
+    margin_high: float | None
+    """The highest."""
+    efficiency: float | None
+    """The best backend's share of the ceiling, when the ceiling was measured beside it."""
+    reference: str = DEFAULT_REFERENCE
+
+    @property
+    def margin(self) -> float | None:
+        """How much faster the best is than the runner-up, from the two speed-ups."""
+        if self.runner_up_speedup is None:
+            return None
+        return self.speedup / self.runner_up_speedup
+
+    @property
+    def close(self) -> bool:
+        """Too close to call: one window only, or a round in which the runner-up kept up."""
+        if self.runner_up is None:
+            return self.windows < 2
+        return self.windows < 2 or self.margin_low is None or self.margin_low <= 1.0
+
+    def sentence(self, env_name: str | None = None) -> str:
+        """The verdict as one plain-text sentence (``env_name``: how to call the env)."""
+        where = f"{env_name or self.env_label}, N={self.num_envs}"
+        spread = (f" ({self.low:.2f}-{self.high:.2f}x over {self.windows} paired windows)"
+                  if self.windows > 1 else " (one timed window: no spread to judge by)")
+        ceiling = ("" if self.efficiency is None
+                   else f"; {self.efficiency:.0%} of the machine's ceiling")
+        if self.runner_up is None:
+            return (f"{where}: {_name(self.best, self.reference)} is the only backend measured:"
+                    f" {self.speedup:.2f}x {self.reference}{spread}{ceiling}.")
+        if self.close:
+            why = ("a single window cannot tell them apart" if self.windows < 2 else
+                   f"window by window it was {self.margin_low:.2f}-{self.margin_high:.2f}x the "
+                   "other, so not faster in every round")
+            return (f"{where}: too close to call between {_name(self.best, self.reference)} "
+                    f"at {self.speedup:.2f}x {self.reference} and "
+                    f"{_name(self.runner_up, self.reference)} "
+                    f"at {self.runner_up_speedup:.2f}x: {why}.")
+        return (f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
+                f"{self.reference}{spread}, faster than every other backend in every round, "
+                f"{self.margin_low:.2f}-{self.margin_high:.2f}x its closest rival, "
+                f"{_name(self.runner_up, self.reference)}{ceiling}.")
+
+
+def verdicts(measurements: Iterable[Measurement], *,
+             reference: str = DEFAULT_REFERENCE) -> list[Verdict]:
+    """One :class:`Verdict` per (env, N) with measured speed-ups, in the order first measured.
+
+    Measurements without a ratio (not from :func:`~vecenvs.bench.compare`) and the ceiling are
+    not candidates. Where one configuration was measured twice, the later measurement counts.
+    """
+    points: dict[tuple[str, int], dict[str, Measurement]] = {}
+    for measurement in measurements:
+        config = measurement.config
+        if config.backend == CEILING or measurement.ratio is None:
+            continue
+        points.setdefault((config.env_label, config.num_envs), {})[config.backend_label] = \
+            measurement
+    found = []
+    for (env_label, num_envs), by_label in points.items():
+        ranked = sorted(by_label.values(), key=lambda m: (-m.ratio, -m.median))
+        best = ranked[0]
+        ratios = best.paired_ratios or [best.ratio]
+        # The rival is the one that came closest in its worst round for the winner, not merely
+        # the second by median: a backend third by median may still have won one round.
+        rivals = [(other, [own / theirs for own, theirs in zip(best.throughputs,
+                                                               other.throughputs)])
+                  for other in ranked[1:]]
+        runner, margins = min(rivals, key=lambda rival: min(rival[1], default=math.inf),
+                              default=(None, []))
+        found.append(Verdict(
+            env_label=env_label, num_envs=num_envs, best=best.config.backend_label,
+            speedup=best.ratio, low=min(ratios), high=max(ratios),
+            windows=min(len(ratios), len(margins)) if runner is not None else len(ratios),
+            runner_up=None if runner is None else runner.config.backend_label,
+            runner_up_speedup=None if runner is None else runner.ratio,
+            margin_low=min(margins) if margins else None,
+            margin_high=max(margins) if margins else None,
+            efficiency=best.efficiency, reference=reference,
+        ))
+    return found
+
+
+@dataclass(frozen=True)
+class FitQuality:
+    """How well the overhead model describes one backend, in a word and a sentence."""
+
+    backend: str
+    word: str
+    """:data:`GOOD`, :data:`ROUGH` or :data:`POOR`."""
+    sentence: str
+    """The word with the numbers it comes from, and what to make of it."""
+
+    @property
+    def poor(self) -> bool:
+        return self.word == POOR
+
+
+def fit_quality(fit: BackendFit) -> FitQuality:
+    """:class:`FitQuality` of one backend's constant-overhead fit (see the module docstring)."""
+    loop = fit.workers == 1
+    # A loop's R^2 is not evidence either way (see the module docstring): leave it out.
+    r2 = math.nan if loop else fit.r2
+    word = _word(fit.median_relative_error, r2)
+    numbers = _numbers(fit.median_relative_error, fit.r2)
+    sentence = f"{fit.label}: the model fits {word} ({numbers}"
+    sentence += "; R² not used for a loop)" if loop else ")"
+    if word == POOR:
+        sentence += "; do not trust its curve"
+        per_env = fit.per_env
+        if per_env is not None:
+            per_env_word = _word(per_env.median_relative_error,
+                                 math.nan if loop else per_env.r2)
+            if per_env_word != POOR:
+                sentence += (f", though an overhead growing with N fits it {per_env_word} "
+                             f"({_numbers(per_env.median_relative_error, per_env.r2)})")
+    elif fit.constant.clamped:
+        sentence += "; its overhead came out below zero and was set to 0"
+    return FitQuality(fit.label, word, sentence + ".")
+
+
+def model_qualities(model: OverheadModel) -> list[FitQuality]:
+    """:func:`fit_quality` for every fitted backend, in the model's order."""
+    return [fit_quality(fit) for fit in model.backends.values()]
+
+
+def _word(error: float, r2: float) -> str:
+    for word, largest_error, smallest_r2 in _QUALITY_BOUNDS:
+        if error <= largest_error and (math.isnan(r2) or r2 >= smallest_r2):
+            return word
+    return POOR
+
+
+def _numbers(error: float, r2: float) -> str:
+    r2_text = "R² undefined: too little spread" if math.isnan(r2) else f"R² {r2:.2f}"
+    return f"median error {error:.0%}, {r2_text}"
+
+
+def _name(label: str, reference: str) -> str:
+    """The loop is called the loop: ``gym-sync (the loop)``."""
+    return f"{label} (the loop)" if label == reference else label
+
+
+
+def format_verdicts(measurements: Iterable[Measurement], model: OverheadModel | None = None, *,
+                    reference: str = DEFAULT_REFERENCE) -> str:
+    """The verdicts and the model's fit quality as plain text, for a terminal."""
+    lines = ["Verdict (from the paired windows):"]
+    lines += [f"  {verdict.sentence()}" for verdict in verdicts(measurements, reference=reference)]
+    if model is not None:
+        lines.append("Overhead model, how well it fits:")
+        for quality in model_qualities(model):
+            lines.append(f"  {'WARNING: ' if quality.poor else ''}{quality.sentence}")
+    return "\n".join(lines)
