@@ -343,7 +343,8 @@ def test_a_crash_in_a_ceiling_process_arrives_with_its_traceback_and_leaves_noth
                           env_kwargs={"fail_on": "step", "at": 5})
     before = {child.pid for child in psutil.Process().children(recursive=True)}
 
-    with pytest.raises(RuntimeError, match="ceiling process 0 failed while stepping") as error:
+    # Every env fails at its 5th step, so either process may be the first to report.
+    with pytest.raises(RuntimeError, match="ceiling process [01] failed while stepping") as error:
         measure(config)
 
     assert "deliberate failure in step" in str(error.value)

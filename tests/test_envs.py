@@ -23,7 +23,7 @@ from gymnasium.utils.env_checker import check_env
 import vecenvs.envs
 from vecenvs.envs import CostlyEnv, DictObsEnv, FaultyEnv, faulty_env_fns
 
-ALL_IDS = ["vecenvs/Costly-v0", "vecenvs/DictObs-v0", "vecenvs/Faulty-v0"]
+ALL_IDS = ["vecenvs/Costly-v0", "vecenvs/DictObs-v0", "vecenvs/Faulty-v0", "vecenvs/Spaces-v0"]
 
 
 def rollout(env: gym.Env, seed: int, num_steps: int, action_seed: int = 0) -> list:

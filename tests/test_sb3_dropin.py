@@ -101,9 +101,8 @@ def test_steps_exactly_like_sb3s_dummy_vec_env(backend, mode, env_id, steps):
             actions = action_space.sample()
             got, expected = envs.step(actions), reference.step(actions)
             for name, part, expected_part in zip(("observations", "rewards", "dones", "infos"), got, expected):
-                if name == "rewards":  # DummyVecEnv keeps them in a float32 buffer; ours are float64
-                    assert part.dtype == np.float64
-                    part = part.astype(np.float32)
+                if name == "rewards":  # float32, as DummyVecEnv's buffer holds them
+                    assert part.dtype == expected_part.dtype == np.float32
                 assert_same_as_dummy(part, expected_part, f"step {step} {name}")
             assert_same_as_dummy(envs.reset_infos, reference.reset_infos, f"step {step} reset infos")
             ended += int(expected[2].sum())
@@ -167,9 +166,79 @@ def test_attributes_methods_wrappers_and_options():
         assert envs.has_attr("probe") and not envs.has_attr("no_such_attribute")
         envs.set_options({"low": -0.01, "high": 0.01})  # CartPole's reset options
         assert np.all(np.abs(envs.reset()) <= 0.01)
-        envs.set_options([{"low": -0.01}, {}])
-        with pytest.raises(ValueError, match="one options dict for every env"):
-            envs.reset()
+        # One options dict per env, as SB3 keeps them: envs given different ones are reset in
+        # groups (gymnasium's reset takes one dict for all).
+        envs.set_options([{"low": -0.001, "high": 0.001}, {"low": 0.04, "high": 0.05}])
+        observations = envs.reset()
+        assert np.all(np.abs(observations[0]) <= 0.001) and np.all((observations[1] >= 0.04) & (observations[1] <= 0.05))
+
+
+class Counter(gym.Env):
+    """Counts the calls of ``bump``: a method with a side effect, to see which envs were called."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, shape=(1,))
+    action_space = gym.spaces.Box(-1, 1, shape=(1,), dtype=np.int64)  # an integer Box
+
+    def __init__(self):
+        self.bumps = 0
+
+    def bump(self, by=1):
+        self.bumps += by
+        return self.bumps
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.last_action = action
+        return np.zeros(1, dtype=np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("make", [pool, multi], ids=["pool", "multi"])
+def test_indices_reach_only_the_envs_named(make):
+    with adapt(make([Counter for _ in range(3)], SAME_STEP)) as envs:
+        assert envs.env_method("bump", 5, indices=[2, 0]) == [5, 5]  # only envs 2 and 0 are called
+        assert envs.get_attr("bumps") == [5, 0, 5]
+        assert envs.env_method("bump", indices=[-1]) == [6]  # -1: the last env, as in SB3
+        envs.set_attr("new_attribute", 7, indices=[0])  # a new attribute: nothing read first
+        assert envs.get_attr("new_attribute", indices=0) == [7] and not envs.has_attr("new_attribute")
+
+
+@pytest.mark.parametrize("make", [pool, multi], ids=["pool", "multi"])
+def test_float_actions_for_an_integer_box_pass_as_dummy_vec_env_passes_them(make):
+    # PPO's Gaussian policy gives floats for an integer Box: DummyVecEnv hands them to the env.
+    with adapt(make([Counter for _ in range(2)], SAME_STEP)) as envs:
+        envs.reset()
+        envs.step(np.array([[0.25], [-0.5]]))
+        assert [a.dtype for a in envs.get_attr("last_action")] == [np.float64, np.float64]
+
+
+class DictActions(Counter):
+    action_space = gym.spaces.Dict({"move": gym.spaces.Discrete(3), "force": gym.spaces.Box(-1, 1, shape=(2,))})
+
+
+@pytest.mark.parametrize("make", [pool, multi], ids=["pool", "multi"])
+def test_per_env_dict_actions_are_batched(make):
+    reference = DummyVecEnv([DictActions for _ in range(2)])
+    with adapt(make([DictActions for _ in range(2)], SAME_STEP)) as envs:
+        envs.reset()
+        reference.reset()
+        actions = [{"move": 2, "force": np.array([0.5, -0.5], dtype=np.float32)}, {"move": 0, "force": np.zeros(2, dtype=np.float32)}]
+        envs.step(actions)
+        reference.step(actions)
+        got, expected = envs.get_attr("last_action"), reference.get_attr("last_action")
+        for a, b in zip(got, expected):
+            assert a["move"] == b["move"] and np.array_equal(a["force"], b["force"])
+
+
+def test_one_env_given_n_times_is_refused_as_dummy_vec_env_refuses_it():
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ValueError):
+        DummyVecEnv([lambda: env] * 2)
+    with pytest.raises(ValueError, match="returned an env that an earlier factory returned too"):
+        multi([lambda: env] * 2, SAME_STEP)
+    env.close()
 
 
 def test_unbatch_infos_follows_the_masks_into_nested_dicts():

@@ -138,6 +138,7 @@ class StudentProcess:
         self._workspace: Path | None = None
         self._fresh = False
         self._next_id = 0
+        self._spared: set[int] = set()
 
     def start(self) -> None:
         """Starts the student's process now, if it is not running (requests do it when needed).
@@ -202,8 +203,10 @@ class StudentProcess:
                 os.killpg(process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
-        # Whatever left the group (setsid) was handed to us, a subreaper: kill it too.
-        processes.kill_descendants()
+        # Whatever left the group (setsid) was handed to us, a subreaper: kill it too. Only what
+        # appeared after we started it: a process already running here (multiprocessing's fork
+        # server or resource tracker, in a test session) is not the student's.
+        processes.kill_descendants(spare=self._spared)
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -214,6 +217,7 @@ class StudentProcess:
     # ------------------------------------------------------------------ internals
 
     def _start(self) -> None:
+        self._spared = processes.descendants()
         self._workspace = Path(tempfile.mkdtemp(prefix="student-"))
         self.left_out = isolation.prepare_workspace(self.submission, self._workspace)
         ours, theirs = socket.socketpair()

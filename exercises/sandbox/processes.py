@@ -37,17 +37,26 @@ def become_subreaper() -> bool:
         return False
 
 
-def kill_descendants(rounds: int = 20, seconds: float = 5.0) -> int:
+def descendants() -> set[int]:
+    """The pids of this process's descendants now."""
+    try:
+        return {process.pid for process in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def kill_descendants(rounds: int = 20, seconds: float = 5.0, spare: set[int] = frozenset()) -> int:
     """Kills every descendant of this process (SIGKILL: nothing to negotiate) and reaps them.
 
     Repeats while new ones appear (a process may fork while its siblings are being killed), at
-    most ``rounds`` times. Returns how many were killed.
+    most ``rounds`` times. ``spare``: pids to leave alone (processes that were there before).
+    Returns how many were killed.
     """
     me = psutil.Process()
     killed = 0
     for _ in range(rounds):
         try:
-            found = [process for process in me.children(recursive=True) if _running(process)]
+            found = [process for process in me.children(recursive=True) if process.pid not in spare and _running(process)]
         except psutil.Error:
             break
         if not found:
