@@ -19,9 +19,10 @@ EnvPool's names and conventions::
 How one round goes:
 
 1. ``send(actions, env_ids)`` checks everything first (ids, duplicates, envs still busy, the
-   actions), writes the actions into the envs' rows of shared memory, and gives each worker
-   that runs one of these envs a STEP_ENVS command naming its envs (over its pipe, announced
-   by its generation word, as every command of the pool).
+   actions), writes the actions into the envs' rows of shared memory, counts one more step
+   asked of each of these envs (``env_requested``, in shared memory too), and bumps the
+   generation word of each worker that runs one of them: no pipe, no pickle. (Actions that
+   shared memory cannot carry as given travel pickled, in a STEP_ENVS command.)
 2. The worker steps the envs named, one after the other, and flags *each* as soon as it is
    done: its row of results is in shared memory, and three words say it (how many commands
    the env has finished, when, and whether a message with its infos follows on the pipe).
@@ -161,14 +162,23 @@ class AsyncPoolVecEnv(PoolVecEnv):
         env_ids = self._check_env_ids(env_ids)
         checker = self._checker(len(env_ids))
         checker(actions)
+        workers = np.unique(self._worker_of[env_ids])
         if self._in_action_dtypes(actions):
+            # The fast path: actions and the request itself in shared memory, one word per worker.
             self.area.write_actions(actions, env_ids)
-            env_actions = None  # the workers read them from shared memory
-        else:
-            env_actions = list(iterate(batch_space(self.single_action_space, len(env_ids)), actions))  # as given
-        for worker_index in np.unique(self._worker_of[env_ids]):
+            self.area.env_requested[env_ids] += 1
+            self._pending[env_ids] = True
+            self._requested[env_ids] += 1
+            for worker_index in workers:
+                self.workers[worker_index].post_requests()
+            fence()  # (see workers.fence: a worker's "I am asleep" must not be missed)
+            if any(self.workers[w].asleep() for w in workers):
+                self.area.worker_bell.ring()
+            return
+        env_actions = list(iterate(batch_space(self.single_action_space, len(env_ids)), actions))  # as given
+        for worker_index in workers:
             positions = np.flatnonzero(self._worker_of[env_ids] == worker_index)
-            values = None if env_actions is None else [env_actions[p] for p in positions]
+            values = [env_actions[p] for p in positions]
             self._give(self.workers[worker_index], Command.STEP_ENVS, (env_ids[positions].tolist(), values, None), env_ids[positions])
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from copy import deepcopy
 from enum import Enum
@@ -215,13 +216,19 @@ class Chunk:
 # Shared memory: the control words, and the results and actions
 # ---------------------------------------------------------------------------------------------
 
-# The words of a worker's control line, and of the header line (all 64-bit).
-GENERATION, CODE, DONE, REPLY, SLEEPING = range(5)  # a worker's line
-PARENT_SLEEPING = 0  # the header's
+# The words of a worker's control line, and of the header line (all 64-bit integers).
+# Written by the parent:
+#   GENERATION  bumped whenever it gives the worker anything: the word a worker spins on;
+#   MESSAGES    how many commands it has sent over the pipe (the worker reads until it has them all);
+#   STEPS       how many steps it has given whose actions are in shared memory.
+# Written by the worker:
+#   DONE        the last generation it has fully carried out;
+#   REPLY       whether an answer to that waits in the pipe (MESSAGE) or not (NOTHING);
+#   SLEEPING    1 while it sleeps on the workers' doorbell.
+GENERATION, MESSAGES, STEPS, DONE, REPLY, SLEEPING = range(6)
+PARENT_SLEEPING = 0  # the header's one word: 1 while the parent sleeps on its doorbell
 LINE = 8  # words per line: 64 bytes, one cache line, so that no two workers write the same line
-# CODE: what the latest generation asks for. REPLY: what the worker left for the parent.
-STEP_IN_SHARED_MEMORY, MESSAGE = 1, 2  # CODE: the actions are in shared memory / read the pipe
-NOTHING = 0  # REPLY: nothing to read (MESSAGE: an answer waits in the pipe)
+NOTHING, MESSAGE = 0, 1  # REPLY, and an env's reply word in the async pool
 
 
 
@@ -266,8 +273,9 @@ class SharedArea:
         self.header = self.control[:LINE]
         bells_at = allocator.offset
         self.bells = allocator.words("i", 2 * 16)  # two 32-bit words, a cache line apart
-        self.env_done = allocator.words("q", self.num_envs)
+        self.env_done = allocator.words("q", self.num_envs)  # commands each env has carried out
         self.env_reply = allocator.words("q", self.num_envs)
+        self.env_requested = np.frombuffer(allocator.words("q", self.num_envs), dtype=np.int64)  # steps asked in shared memory
         self.env_finished_at = np.frombuffer(allocator.words("d", self.num_envs), dtype=np.float64)
         self.observations = self.observations_memory = self.actions = None
         self.array_observations = _is_array_space(self.observation_space)
@@ -597,7 +605,7 @@ class ProcessWorker:
         self.pipe = parent_pipe
         self.poller = _poller(parent_pipe.fileno(), self.process.sentinel)
         self.area: SharedArea | None = None
-        self.due = 1  # the hello
+        self.awaiting: deque[int] = deque([0])  # the generations whose answer is due: the hello
 
     # ----------------------------------------------------------------- giving commands
 
@@ -617,18 +625,31 @@ class ProcessWorker:
         ``answered=False``: the async pool's per-env commands, answered per env, not per command.
         """
         if self.line is not None:
-            self.line[CODE] = MESSAGE
+            self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
             self._announce()
         self._send((command, payload), command.value)
-        self.due += answered
+        if answered:
+            self.awaiting.append(self.generation)
 
     def post_step(self) -> None:
         """Gives a STEP whose actions are in shared memory: two words, no system call. The
         caller rings the workers' doorbell once for all (see :meth:`asleep`)."""
-        self.line[CODE] = STEP_IN_SHARED_MEMORY
+        line = self.line
+        line[STEPS] += 1
+        self.generation += 1
+        line[GENERATION] = self.generation
+        self.awaiting.append(self.generation)
+
+    def post_requests(self) -> None:
+        """Tells the worker that some of its envs have steps asked in shared memory (the async
+        pool's ``env_requested``): one word. Their results are flagged per env, not answered."""
         self.generation += 1
         self.line[GENERATION] = self.generation
-        self.due += 1
+
+    @property
+    def due(self) -> int:
+        """How many answers are still to be received."""
+        return len(self.awaiting)
 
     def asleep(self) -> bool:
         """Whether the worker sleeps on the doorbell (ring it after giving commands)."""
@@ -661,9 +682,9 @@ class ProcessWorker:
             if ok and self.area is not None and doing == "setup":
                 self.line = self.area.line(self.index)  # from now on, commands go through the words
         else:
-            self._wait_done(self.generation - self.due + 1, deadline, doing)
+            self._wait_done(self.awaiting[0], deadline, doing)
             ok, payload = (True, None) if self.line[REPLY] == NOTHING else self._message(deadline, doing)[1:]
-        self.due -= 1
+        self.awaiting.popleft()
         if not ok:
             raise payload.to_error()
         return payload
@@ -815,8 +836,15 @@ def _serve_over_pipe(chunk: Chunk, pipe: Any, send: Callable[[tuple[Any, ...]], 
 
 
 def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, send: Callable[[tuple[Any, ...]], None], spin_seconds: float) -> None:
-    """The pool's loop: wait for the generation word to move, serve, write the done word."""
-    seen = 0
+    """The pools' loop: wait for the generation word to move; carry out what came; write DONE.
+
+    What can come in one round, in this order: commands over the pipe (``MESSAGES`` says how
+    many), a step whose actions are in shared memory (``STEPS``), and the async pool's steps
+    asked env by env in shared memory (``env_requested``). A lock-step command (reset, step,
+    call...) is given only when the previous one is answered, so a round answers at most one.
+    """
+    seen = messages = steps = 0
+    requests_served = np.zeros(len(chunk.rows), dtype=np.int64)  # our envs' shared-memory steps carried out
     spin = AdaptiveSpin(spin_seconds)
     last_wait = 0.0  # how long the previous command took to come after our answer
     while True:
@@ -826,24 +854,32 @@ def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: 
         if line[GENERATION] == seen and not (last_wait < 4 * spin_seconds and _spin_until(line, GENERATION, seen + 1, spin)):
             _sleep_until_given(line, seen, area.worker_bell)
         last_wait = time.perf_counter() - answered
-        while seen < line[GENERATION]:
-            seen += 1
-            if line[CODE] == STEP_IN_SHARED_MEMORY:
-                command, payload = Command.STEP, None
-            else:
-                command, payload = loads(pipe.recv_bytes())
+        seen = line[GENERATION]
+        reply = command = None
+        while messages < line[MESSAGES]:
+            messages += 1
+            command, payload = loads(pipe.recv_bytes())
             if command in (Command.RESET_ENVS, Command.STEP_ENVS):
                 _serve_each(chunk, area, command, payload, send)
-                ok, result = True, None
             else:
-                ok, result = _serve(chunk, command, payload)
+                reply = _serve(chunk, command, payload)
+        if steps < line[STEPS]:
+            steps += 1
+            reply = _serve(chunk, Command.STEP, None)
+        asked = area.env_requested[chunk.rows.start : chunk.rows.stop]
+        if (asked > requests_served).any():
+            waiting = np.flatnonzero(asked > requests_served)
+            requests_served[waiting] = asked[waiting]
+            _serve_each(chunk, area, Command.STEP_ENVS, ((waiting + chunk.rows.start).tolist(), None, None), send)
+        if reply is not None:
+            ok, result = reply
             line[REPLY] = NOTHING if ok and result is None else MESSAGE
-            line[DONE] = seen
-            _wake_parent(area)
-            if line[REPLY] == MESSAGE:
-                send((None, ok, result))
-            if command is Command.CLOSE:
-                return
+        line[DONE] = seen
+        _wake_parent(area)
+        if reply is not None and line[REPLY] == MESSAGE:
+            send((None, *reply))
+        if command is Command.CLOSE:
+            return
 
 
 def _serve_each(chunk: Chunk, area: SharedArea, command: Command, payload: Any, send: Callable[[tuple[Any, ...]], None]) -> None:
