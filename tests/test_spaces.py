@@ -37,8 +37,14 @@ MATRIX_BACKENDS = {
 MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
 
-@pytest.mark.parametrize("mode", MODES, ids=lambda mode: mode.value)
-@pytest.mark.parametrize("backend", list(MATRIX_BACKENDS))
+#: (backend, mode): every backend in NEXT_STEP mode; SAME_STEP (which adds final_obs and
+#: final_info to the infos) in one backend of each way of moving the results.
+MATRIX = [(backend, AutoresetMode.NEXT_STEP) for backend in MATRIX_BACKENDS] + [
+    (backend, AutoresetMode.SAME_STEP) for backend in ("multi", "subproc", "pool-caller-shm", "async-pool-pipes")
+]
+
+
+@pytest.mark.parametrize(("backend", "mode"), MATRIX, ids=[f"{b}-{m.value}" for b, m in MATRIX])
 @pytest.mark.parametrize("space", list(SPACES))
 def test_every_space_as_observation_and_action(space, backend, mode):
     build, shared = MATRIX_BACKENDS[backend]
@@ -48,7 +54,7 @@ def test_every_space_as_observation_and_action(space, backend, mode):
         # then the space is still checked as the action space, beside a Box observation.
         assert check_spaces(build, space, "discrete", steps=1, may_refuse=True)
         observation = "box"
-    assert check_spaces(build, observation, space, autoreset_mode=mode, may_refuse=shared) == []
+    assert check_spaces(build, observation, space, steps=30, autoreset_mode=mode, may_refuse=shared) == []
 
 
 def _as_float64(actions):
