@@ -184,13 +184,14 @@ class Chunk:
     def serve_each(self, command: Command, payload: Any) -> Iterator[tuple[int, Any]]:
         """The async pool's per-env commands: yields ``(env index, answer)`` as each env is done."""
         indices, values, options = payload  # values: one seed (RESET_ENVS) or action (STEP_ENVS) per env
+        if command is Command.STEP_ENVS and values is None:  # the actions are in shared memory: all at once
+            values = list(iterate(self.envs.action_space, self.area.read_actions(np.asarray(indices))))
         for position, index in enumerate(indices):
             local = index - self.rows.start
             if command is Command.RESET_ENVS:
                 infos = self.envs.reset_env(local, values[position], options)
             else:
-                action = values[position] if values is not None else self.area.read_actions(index)
-                infos = self.envs.step_env(local, action)
+                infos = self.envs.step_env(local, values[position])
             yield index, self._one_result(local, infos)
 
     def _results(self, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray, infos: dict) -> Any:
@@ -882,22 +883,41 @@ def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: 
             return
 
 
+#: How often the async pool's workers flag the envs they have stepped: an env slower than this
+#: is flagged alone, the moment it is done (that is what hides stragglers); quicker ones in
+#: groups (flagging costs about as much as stepping CartPole).
+FLAG_SECONDS = 100e-6
+
+
 def _serve_each(chunk: Chunk, area: SharedArea, command: Command, payload: Any, send: Callable[[tuple[Any, ...]], None]) -> None:
-    """The async pool's per-env commands: each env's result is flagged the moment it is done."""
+    """The async pool's per-env commands: envs are flagged as done as soon as they are, in groups
+    of what was done within :data:`FLAG_SECONDS`."""
+    done: list[tuple[int, bool, Any]] = []  # (env, ok, its message or None), not yet flagged
+    flagged_at = time.perf_counter()
     try:
         for index, result in chunk.serve_each(command, payload):
-            area.env_reply[index] = NOTHING if result is None else MESSAGE
-            area.env_finished_at[index] = time.perf_counter()
-            area.env_done[index] += 1
-            _wake_parent(area)
-            if result is not None:
-                send((index, True, result))
+            done.append((index, True, result))
+            if time.perf_counter() - flagged_at >= FLAG_SECONDS:
+                _flag(area, done, send)
+                done, flagged_at = [], time.perf_counter()
     except EnvCrashedError as crash:
-        index = crash.env_index
-        area.env_reply[index] = MESSAGE
+        done.append((crash.env_index, False, _report_of(crash)))
+    _flag(area, done, send)
+
+
+def _flag(area: SharedArea, done: list[tuple[int, bool, Any]], send: Callable[[tuple[Any, ...]], None]) -> None:
+    """Flags envs as done: their rows of results are written already; messages follow."""
+    if not done:
+        return
+    now = time.perf_counter()
+    for index, ok, message in done:
+        area.env_reply[index] = NOTHING if ok and message is None else MESSAGE
+        area.env_finished_at[index] = now
         area.env_done[index] += 1
-        _wake_parent(area)
-        send((index, False, _report_of(crash)))
+    _wake_parent(area)
+    for index, ok, message in done:
+        if not ok or message is not None:
+            send((index, ok, message))
 
 
 def _serve(chunk: Chunk, command: Command, payload: Any) -> tuple[bool, Any]:
