@@ -125,6 +125,10 @@ class SweepConfig:
     interleave: bool = True
     """Round-robin the windows of the backends at a point (see :func:`compare`)."""
 
+    only: Sequence[tuple[str, int]] | None = None
+    """Measure only these ``(env label, N)`` points of the grid (None: every one): a table
+    whose envs are measured at different N, as the core's targets are."""
+
     def env_specs(self) -> list[EnvSpec]:
         """The envs as :class:`EnvSpec` s."""
         return [EnvSpec(env) if isinstance(env, str) else env for env in self.envs]
@@ -138,7 +142,11 @@ class SweepConfig:
 
     def points(self) -> list[tuple[EnvSpec, int]]:
         """Every (env, N) pair, env by env, N ascending: the order they are measured in."""
-        return [(env, n) for env in self.env_specs() for n in sorted(set(self.num_envs))]
+        points = [(env, n) for env in self.env_specs() for n in sorted(set(self.num_envs))]
+        if self.only is not None:
+            wanted = {(label, n) for label, n in self.only}
+            points = [(env, n) for env, n in points if (env.label, n) in wanted]
+        return points
 
     def processes_at_once(self, cpus: int | None = None) -> int:
         """The most worker processes that exist at the same moment while measuring: at one

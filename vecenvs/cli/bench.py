@@ -78,6 +78,26 @@ SEEDS_PRESET = {
     "backends": ("multi", "subproc", "pool", "gym-async", bench.CEILING),
 }
 
+#: ``--preset core16`` / ``core2``: the table of the core's targets (issue 15 of this project):
+#: each env at the N the targets name, the pool (several K), the async pool (batch of N/2),
+#: gymnasium's AsyncVectorEnv with shared memory and the machine's ceiling, all in one run.
+#: ``python -m vecenvs bench --preset core16 --json core16.json`` on a 16-core machine.
+_COSTLY = ("vecenvs/Costly-v0", (("step_seconds", 1e-4), ("cost_kind", "busy")))
+CORE_PRESETS = {
+    "core16": {
+        "points": {"CartPole-v1": (64, 256, 1024), "Acrobot-v1": (64, 256), "HumanoidStandup-v5": (64,), _COSTLY: (64, 256)},
+        "backends": ("pool", "pool-async", "gym-async-shm", bench.CEILING),
+        "workers": (4, 8, 16),
+        "seconds": 1.0, "repeats": 3,
+    },
+    "core2": {
+        "points": {"CartPole-v1": (32, 128), "Acrobot-v1": (128,), "HumanoidStandup-v5": (32,)},
+        "backends": ("pool", "pool-async", "gym-async-shm", bench.CEILING),
+        "workers": (2,),
+        "seconds": 2.0, "repeats": 5,
+    },
+}
+
 #: Backends that start one worker process per env: worth a warning when N is large.
 ONE_PROCESS_PER_ENV = ("subproc", "gym-async", "gym-async-shm", "sb3-subproc")
 
@@ -120,10 +140,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="argument for gym.make, for every --env; VALUE is a Python literal (1e-3, True, "
              "'text'), anything else is taken as a string; repeat a KEY with other values to "
              "measure each (e.g. the teaching env's step_seconds or obs_size)")
-    add("--preset", choices=["seeds"],
+    add("--preset", choices=["seeds", *CORE_PRESETS],
         help="a ready-made grid: 'seeds' = the seeds' figure (CartPole-v1, Acrobot-v1 and "
-             "HumanoidStandup-v5 with N=1..64, multi/subproc/pool/gym-async); --env, "
-             "--num-envs and --backend still override its parts")
+             "HumanoidStandup-v5 with N=1..64, multi/subproc/pool/gym-async); 'core16' and "
+             "'core2' = the core's targets on 16 and 2 cores (the pool at several K, the async "
+             "pool, gym-async-shm and the ceiling, each env at its own N); --env, --num-envs, "
+             "--backend and --workers still override its parts")
     timing = bench_parser.add_argument_group("timing")
     timing.add_argument(
         "--seconds", type=positive_float, metavar="S",
@@ -218,8 +240,15 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     """The command line as a :class:`SweepConfig` (not yet validated)."""
-    preset = SEEDS_PRESET if args.preset == "seeds" else {}
-    env_ids = unique(args.env or preset.get("envs") or DEFAULT_ENVS)
+    preset = SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
+    only = None
+    if "points" in preset and not (args.env or args.num_envs):
+        specs = [EnvSpec(env[0], dict(env[1])) if isinstance(env, tuple) else EnvSpec(env) for env in preset["points"]]
+        if importlib.util.find_spec("mujoco") is None:
+            specs = [spec for spec in specs if spec.env_id != "HumanoidStandup-v5"]
+        preset = {**preset, "envs": specs, "num_envs": sorted({n for ns in preset["points"].values() for n in ns})}
+        only = [(spec.label, n) for spec, ns in zip(specs, preset["points"].values()) for n in ns]
+    env_ids = unique(args.env or preset.get("envs") or DEFAULT_ENVS) if only is None else preset["envs"]
     if args.preset == "seeds" and not args.env and importlib.util.find_spec("mujoco") is None:
         env_ids = [env for env in env_ids if env != "HumanoidStandup-v5"]
     grid: dict[str, list[Any]] = {}
@@ -227,7 +256,9 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         grid.setdefault(key, [])
         if value not in grid[key]:
             grid[key].append(value)
-    envs: list[EnvSpec] = [spec for env_id in env_ids for spec in env_grid(env_id, **grid)]
+    envs: list[EnvSpec] = [spec for env_id in env_ids
+                           for spec in ([env_id] if isinstance(env_id, EnvSpec) else env_grid(env_id, **grid))]
+    workers = unique(args.workers or preset.get("workers") or [])
 
     names = unique(args.backend or preset.get("backends") or DEFAULT_BACKENDS)
     backends: list[Backend] = []
@@ -238,9 +269,8 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
                 own["start_method"] = args.start_method
             elif name in ("gym-async", "gym-async-shm"):
                 own["context"] = args.start_method  # gymnasium's name for the same thing
-        if (name in WORKER_BACKENDS or name == "envpool") and args.workers:  # envpool: its C++ threads
-            backends.extend(Backend(name, {"num_workers": k, **own})
-                            for k in unique(args.workers))
+        if (name in WORKER_BACKENDS or name == "envpool") and workers:  # envpool: its C++ threads
+            backends.extend(Backend(name, {"num_workers": k, **own}) for k in workers)
         else:
             backends.append(Backend(name, own))
 
@@ -250,13 +280,16 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         "repeats": bench.BenchConfig.repeats,
         **(bench.QUICK if args.quick else {}),
     }
+    for option, key in (("seconds", "measure_seconds"), ("repeats", "repeats")):
+        if option in preset and not args.quick:
+            timing[key] = preset[option]
     for option, key in (("warmup", "warmup_seconds"), ("seconds", "measure_seconds"),
                         ("repeats", "repeats")):
         if getattr(args, option) is not None:
             timing[key] = getattr(args, option)
     return SweepConfig(
         envs=envs, num_envs=unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS),
-        backends=backends, seed=args.seed, interleave=not args.sequential, **timing,
+        backends=backends, seed=args.seed, interleave=not args.sequential, only=only, **timing,
     )
 
 
