@@ -44,6 +44,15 @@ def test_the_labs_charts_are_drawn(draw):
     assert ink(png(figure)) > 0.03
 
 
+def test_numpy_data_is_drawn_as_plotly_sends_it():
+    """plotly's to_dict sends numpy arrays as base64 typed arrays, not lists."""
+    import numpy as np
+
+    figure = go.Figure(go.Scatter(x=np.arange(6), y=np.arange(6.0) ** 2, mode="lines+markers"))
+    assert "bdata" in str(figure.to_dict()["data"][0]["y"])
+    assert ink(png(figure.to_dict())) > ink(png(go.Figure())) + 0.005
+
+
 def test_an_unknown_trace_type_is_named_not_dropped_silently():
     with_pie = png(go.Figure(go.Pie(values=[1, 2])))
     assert ink(with_pie) > 0.0  # the note saying what was not drawn

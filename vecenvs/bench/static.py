@@ -135,7 +135,12 @@ def add_static_fallback() -> bool:
         """plotly's renderer interface: a figure's dict in, a piece of its output out."""
 
         def to_mimebundle(self, fig_dict: dict) -> dict[str, str]:
-            return {"image/png": base64.b64encode(png(fig_dict)).decode("ascii")}
+            try:
+                picture = png(fig_dict)
+            except Exception as error:  # the interactive figure must not fail with its picture
+                warnings.warn(f"no still picture of this figure: {type(error).__name__}: {error}", stacklevel=2)
+                return {}
+            return {"image/png": base64.b64encode(picture).decode("ascii")}
 
     pio.renderers[RENDERER] = _PictureRenderer()
     names = [name for name in (pio.renderers.default or "").split("+") if name]
@@ -238,8 +243,23 @@ def _plain(text: Any) -> str:
 # --- traces -----------------------------------------------------------------------------------
 
 
+def _array(values: Any) -> list[Any]:
+    """A trace's data as a list: plotly's ``to_dict`` sends numpy arrays as typed arrays
+    (``{"dtype": "f8", "bdata": base64}``), lists stay lists."""
+    if isinstance(values, Mapping) and "bdata" in values:
+        import numpy as np
+
+        array = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        if values.get("shape"):
+            array = array.reshape([int(size) for size in str(values["shape"]).split(",")])
+        return array.tolist()
+    if values is None:
+        return []
+    return list(values)
+
+
 def _numbers(values: Any) -> list[float]:
-    return [math.nan if v is None else v for v in (values or [])]
+    return [math.nan if v is None else v for v in _array(values)]
 
 
 def _scatter(ax: Any, trace: Mapping[str, Any], legend: dict[str, Any]) -> None:
@@ -247,7 +267,7 @@ def _scatter(ax: Any, trace: Mapping[str, Any], legend: dict[str, Any]) -> None:
     line, marker = trace.get("line") or {}, trace.get("marker") or {}
     color = line.get("color") or marker.get("color")
     color = color if isinstance(color, str) else None
-    xs, ys = list(trace.get("x") or []), _numbers(trace.get("y"))
+    xs, ys = _array(trace.get("x")), _numbers(trace.get("y"))
     style = {
         "linestyle": _DASHES.get(line.get("dash") or "solid", "-") if "lines" in mode else "none",
         "linewidth": line.get("width") or 1.5,
@@ -269,14 +289,14 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
     """Bar traces sharing one axes pair, placed as plotly would for ``barmode`` ``mode``."""
     horizontal = traces[0].get("orientation") == "h"
     category_key, value_key = ("y", "x") if horizontal else ("x", "y")
-    categories = list(dict.fromkeys(c for t in traces for c in (t.get(category_key) or [])))
+    categories = list(dict.fromkeys(c for t in traces for c in _array(t.get(category_key))))
     numeric = all(isinstance(c, (int, float)) for c in categories)
     position = {c: (c if numeric else index) for index, c in enumerate(categories)}
     slots = len(traces) if mode == "group" else 1
     width = 0.8 / slots
     stacked: dict[Any, float] = {}
     for index, trace in enumerate(traces):
-        cats, values = list(trace.get(category_key) or []), _numbers(trace.get(value_key))
+        cats, values = _array(trace.get(category_key)), _numbers(trace.get(value_key))
         offset = (index - (slots - 1) / 2) * width if mode == "group" else 0.0
         where = [position[c] + offset for c in cats]
         base = [stacked.get(c, 0.0) for c in cats] if mode == "stack" else None
@@ -293,7 +313,7 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
         if mode == "stack":
             for c, v in zip(cats, values):
                 stacked[c] = stacked.get(c, 0.0) + (0.0 if math.isnan(v) else v)
-        for text, spot in zip(trace.get("text") or [], where):  # labels at each bar's base
+        for text, spot in zip(_array(trace.get("text")), where):  # labels at each bar's base
             if text:
                 x, y = (0, spot) if horizontal else (spot, 0)
                 ax.annotate(_plain(text), (x, y), fontsize=7, va="center" if horizontal else "bottom",
