@@ -547,3 +547,51 @@ CHECKS: dict[str, list[Check]] = {
               lambda m, line: _times(m, 5, 3, 1, line)),
     ],
 }
+
+
+def read_back(stem: str, line: str, printed: list[str] | None = None) -> None:
+    """Runs every check that recognises ``line``, as the conclusions test does."""
+    PRINTED[:] = printed or [line]
+    PRINTED_TEXT[:] = ["\n".join(PRINTED) + "\n"]
+    matched = [check for check in CHECKS.get(stem, []) + GENERIC if check.pattern.search(line)]
+    assert matched, f"no check reads {line!r}"
+    for check in matched:
+        check.verify(check.pattern.search(line), line)
+
+
+@pytest.mark.parametrize("stem, honest, contradicting", [
+    ("02-sequential-loop",
+     "→ a straight line explains 0.998 of the variation (R²): the time per step() grows in a straight line with N",
+     "→ a straight line explains 0.700 of the variation (R²): the time per step() grows in a straight line with N"),
+    ("03-one-process-per-env",
+     "→ computing steps, 2 threads: 0.80x the loop (5.78 vs 4.62 ms per step()): no faster",
+     "→ computing steps, 2 threads: 1.80x the loop (5.78 vs 4.62 ms per step()): faster"),
+    ("04-the-pool",
+     "→ K=8 on 2 CPUs ran at 0.92x K=2 (0.94x vs 1.02x gym-sync): more workers than CPUs did not help",
+     "→ K=8 on 2 CPUs ran at 1.32x K=2 (0.94x vs 1.02x gym-sync): more workers than CPUs were faster on this run"),
+    ("05-profiling",
+     "→ pool (K=2), 128 x CartPole: env compute is 24% of parent's time, 44% of worker 0's time: the env is not "
+     "most of every process's time on this run (the least: 24%)",
+     "→ pool (K=2), 128 x CartPole: env compute is 24% of parent's time, 44% of worker 0's time: the env is most of "
+     "every process's time"),
+    ("06-overhead-model",
+     "→ pool (num_workers=2): the model fits poor (median error 65%, R² -1.60); do not trust its curve.",
+     "→ pool (num_workers=2): the model fits good (median error 65%, R² -1.60)."),
+    ("04-the-pool",
+     "→ CartPole-v1, N=128: too close to call between pool (num_workers=2) at 1.02x gym-sync and gym-sync (the loop) "
+     "at 1.00x: window by window it was 0.92-1.10x the other, so not faster in every round.",
+     "→ CartPole-v1, N=128: use pool (num_workers=2): 1.02x gym-sync (0.92-1.10x over 3 paired windows), faster than "
+     "every other backend in every round, 0.92-1.10x its closest rival, gym-sync (the loop)."),
+    ("09-autotune",
+     "→ the winner at N=4 (multi) and at N=128 (pool (num_workers=2)) differ: more work per step() paid",
+     "→ the winner at N=4 (multi) and at N=128 (pool (num_workers=2)) are the same on this run"),
+])
+def test_the_checks_catch_words_that_contradict_their_numbers(stem, honest, contradicting):
+    """The conclusions the issue found beside numbers that said otherwise, and their honest forms."""
+    printed = [honest]
+    if stem == "09-autotune":
+        printed = ["→ CartPole-v1, N=4: autotune chose multi (1.00x the loop, measured one",
+                   "→ CartPole-v1, N=128: autotune chose pool (num_workers=2) (1.30x the loop, measured one"]
+    read_back(stem, honest, [*printed, honest])
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        read_back(stem, contradicting, [*printed, contradicting])
