@@ -180,8 +180,9 @@ def test_every_conclusion_agrees_with_its_numbers(path, tmp_path_factory):
         for check in matched:
             check.verify(check.pattern.search(line), line)
     assert not unrecognised, f"{path.name}: conclusions no check reads: {unrecognised}"
+    skipped = "is not installed: this notebook is skipped" in text  # Ray, Stable-Baselines3
     for check in CHECKS.get(path.stem, []):
-        if check.required:
+        if check.required and not skipped:
             assert any(check.pattern.search(line) for line in lines), (
                 f"{path.name}: no conclusion matching {check.pattern.pattern!r} was printed")
 
@@ -533,7 +534,8 @@ CHECKS: dict[str, list[Check]] = {
               _counted("it is a true trajectory")),
     ],
     "09-autotune": [
-        Check(rf"→ CartPole-v1, N=(\d+): autotune chose (.+?) \({N}x the loop, measured", _autotune_choice),
+        Check(r"→ CartPole-v1, N=(\d+): autotune chose (.+?) \((?:[\d.]+x the loop|the loop not measured), measured",
+              _autotune_choice),
         Check(r"→ the winner at N=4 \((.+?)\) and at N=128 \((.+?)\) (differ|are the same)", _autotune_change),
     ],
     "10-ray": [
