@@ -39,9 +39,13 @@ test: $(STAMP)
 	fi; \
 	exit $$status
 
-# The course: JupyterLab on the notebooks, with this project's Python as the kernel.
+# The course: JupyterLab with this project's Python as the kernel, opened at notebook 1 with
+# the repository as its root, so that exercises/ is a click away (given a folder, Jupyter
+# would make that folder the root and hide everything above it). Jupyter refuses to run as
+# root without --allow-root, and py-spy (notebook 5) needs root to attach.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ALLOW_ROOT) notebooks/01-timing-one-env.ipynb
 
 # Grade every student's folder under SUBMISSIONS (one subfolder per student); writes a CSV too.
 SUBMISSIONS ?= submissions

@@ -134,3 +134,12 @@ def test_a_loop_is_judged_on_its_error_alone():
     assert quality.word == GOOD
     assert "(median error 3%, R² 0.28; R² not used for a loop)" in quality.sentence
     assert fit_quality(fit(0.40, 0.28, workers=1)).word == POOR
+
+
+def test_a_reference_that_is_not_a_loop_is_not_called_the_loop():
+    """The async pool's notebook compares it with the sync pool as the reference."""
+    data = [windows("pool-async", [150, 160, 155], REFERENCE), windows("pool", REFERENCE, REFERENCE)]
+    (verdict,) = verdicts(data, reference="pool")
+    assert "pool (the reference)" in verdict.sentence() and "the loop" not in verdict.sentence()
+    (verdict,) = verdicts([windows("multi", [90, 120, 80], REFERENCE), windows("gym-sync", REFERENCE, REFERENCE)])
+    assert "gym-sync (the loop)" in verdict.sentence()

@@ -35,16 +35,16 @@ def test_one_chunk_per_worker_covering_every_env_once(split_envs):
             f"0, 1, ..., {num_envs - 1}, each index once (look for an off-by-one at the chunk edges)")
 
 
-def test_chunk_sizes_differ_by_at_most_one_larger_first(split_envs):
+def test_chunk_sizes_differ_by_at_most_one_smaller_first(split_envs):
     for num_envs, num_workers in CASES:
         sizes = [len(chunk) for chunk in chunks_of(split_envs, num_envs, num_workers)]
         assert max(sizes) - min(sizes) <= 1, (
             f"split_envs({num_envs}, {num_workers}) has chunk sizes {sizes}: the worker with more "
             "envs than the others is the straggler on every step. Hand out the remainder one env "
             "per worker")
-        assert sizes == sorted(sizes, reverse=True), (
-            f"split_envs({num_envs}, {num_workers}) has chunk sizes {sizes}: put the larger chunks "
-            "first, e.g. split_envs(10, 3) -> sizes [4, 3, 3]")
+        assert sizes == sorted(sizes), (
+            f"split_envs({num_envs}, {num_workers}) has chunk sizes {sizes}: put the smaller chunks "
+            "first (the first is the caller's, which has more to do), e.g. split_envs(10, 3) -> sizes [3, 3, 4]")
 
 
 def test_impossible_splits_raise_value_error(split_envs):

@@ -13,7 +13,10 @@ dashboard give the same answer to the same question.
 - :mod:`vecenvs.bench.figures`: plotly charts of all of that (the seeds' figure, throughput,
   speed-up, efficiency).
 - :mod:`vecenvs.bench.store`: the SQLite results store (:class:`ResultsStore`).
-- :mod:`vecenvs.bench.machine`: what machine the numbers were measured on.
+- :mod:`vecenvs.bench.machine`: what machine the numbers were measured on, and how busy it is
+  now (:func:`machine_load`).
+- :mod:`vecenvs.bench.static`: a still picture of a figure, for where plotly's JavaScript
+  does not run (an exported notebook).
 
 Example:
     >>> from vecenvs.bench import QUICK, SweepConfig, run_sweep
@@ -33,7 +36,7 @@ from vecenvs.bench.engine import (
     measure,
     validate_config,
 )
-from vecenvs.bench.machine import machine_info
+from vecenvs.bench.machine import MachineLoad, machine_info, machine_load
 from vecenvs.bench.model import OverheadModel, fit_overhead_model
 from vecenvs.bench.store import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.sweep import (
@@ -54,6 +57,7 @@ __all__ = [
     "Backend",
     "BenchConfig",
     "EnvSpec",
+    "MachineLoad",
     "Measurement",
     "MeasurementCancelled",
     "OverheadModel",
@@ -67,6 +71,7 @@ __all__ = [
     "env_grid",
     "fit_overhead_model",
     "machine_info",
+    "machine_load",
     "measure",
     "run_sweep",
     "validate_config",

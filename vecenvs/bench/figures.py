@@ -5,7 +5,8 @@ the same thing wherever it is seen. Every function takes measurements (from
 :func:`~vecenvs.bench.compare`, a sweep, or a results store) and returns a
 ``plotly.graph_objects.Figure``:
 
-- :func:`seeds_figure` / :func:`seeds_figures`: the seed post's figure (``shared/seeds/000``):
+- :func:`seeds_figure` / :func:`seeds_figures`: the figure of the seed post (a blog
+  post that proposed a ``PoolVecEnv`` for Stable-Baselines3):
   a grid of bar charts, rows = number of envs N, columns = envs from cheap to costly, one bar per
   backend. Split into "N <= CPUs" (every backend can run all its envs at once) and "N > CPUs".
 - :func:`throughput_figure`: env steps/s against N, one panel per env, with the machine's

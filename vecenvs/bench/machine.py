@@ -13,6 +13,16 @@ Example:
     >>> print(format_machine(info))  # doctest: +SKIP
     Intel(R) Xeon(R) Processor: 2 logical CPUs (2 usable here, 2 physical cores), 7.8 GiB memory;
     Linux-6.1.0-x86_64-with-glibc2.36; CPython 3.11.7; host lab-vm; vecenvs 0.1.0, ...
+
+And whether the machine is quiet enough to measure on right now (:func:`machine_load`): a
+speed measured while other programs hold the cores is low and noisy, and says little.
+
+    >>> load = machine_load(seconds=0.2)
+    >>> 0.0 <= load.others_share <= 1.0
+    True
+    >>> print(load.sentence())  # doctest: +SKIP
+    Load check: other programs used 3% of this machine's 2 CPUs over the last 0.2 s (1-minute
+    load average 0.41). Quiet (busy from 20%): the numbers measured now should repeat.
 """
 
 from __future__ import annotations
@@ -22,12 +32,28 @@ import os
 import platform
 import socket
 import subprocess
+import time
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 import psutil
 
-__all__ = ["PACKAGES", "cpu_model", "format_machine", "machine_info", "package_versions"]
+__all__ = [
+    "BUSY_SHARE",
+    "PACKAGES",
+    "MachineLoad",
+    "cpu_model",
+    "format_machine",
+    "machine_info",
+    "machine_load",
+    "package_versions",
+]
+
+#: From this share of the machine's CPU time used by other programs, a measurement is called
+#: unreliable. On 2 CPUs it is 0.4 of a core: one busy program beside us is well past it, the
+#: odd daemon waking up is not.
+BUSY_SHARE = 0.2
 
 #: The packages whose versions can change a measurement: ours, the env and array libraries, the
 #: process and pickling libraries, the profiler, and the peers measured beside our backends.
@@ -142,6 +168,101 @@ def format_machine(info: dict[str, Any]) -> str:
     if installed:
         parts.append(", ".join(installed))
     return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """How busy other programs kept this machine over a short interval (:func:`machine_load`)."""
+
+    cpus: int
+    """The machine's logical CPUs (all of them: other programs may use any)."""
+
+    others_share: float
+    """The share of all the CPUs' time that processes other than this one and its children
+    used, from 0 (idle) to 1 (every CPU busy all the time)."""
+
+    seconds: float
+    """How long the interval was."""
+
+    load_average: float | None
+    """The 1-minute load average (runnable processes, averaged); None where the OS has none.
+    It also remembers the last minute, which the share does not."""
+
+    threshold: float = BUSY_SHARE
+    """From this ``others_share`` on, the machine counts as busy."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether other programs used at least :attr:`threshold` of the machine."""
+        return self.others_share >= self.threshold
+
+    @property
+    def busy_cores(self) -> float:
+        """The same share as a number of CPUs' worth of work."""
+        return self.others_share * self.cpus
+
+    def sentence(self) -> str:
+        """The check in words, with its numbers and what follows from them."""
+        average = ("" if self.load_average is None
+                   else f" (1-minute load average {self.load_average:.2f})")
+        text = (f"Load check: other programs used {self.others_share:.0%} of this machine's "
+                f"{self.cpus} CPUs over the last {self.seconds:.1f} s{average}. ")
+        if self.busy:
+            return text + (
+                f"BUSY (busy from {self.threshold:.0%}): numbers measured now will be lower and "
+                "noisier than on a quiet machine, close calls can go either way, and conclusions "
+                "drawn from them may not hold on a quiet run. Rerun when the machine is quiet.")
+        return text + (f"Quiet (busy from {self.threshold:.0%}): the numbers measured now should "
+                       "repeat; still, rerun a cell before believing a surprising one.")
+
+
+def machine_load(seconds: float = 1.0, threshold: float = BUSY_SHARE) -> MachineLoad:
+    """Measure how much of this machine other programs use, over ``seconds`` from now.
+
+    The machine's busy CPU time (``psutil.cpu_times``: everything but idle and I/O wait) minus
+    the CPU time of this process and its children, over the CPU time there was. Call it while
+    this process is idle (before measuring), or its own work is subtracted but its pressure on
+    the other programs is not.
+
+    Args:
+        seconds: how long to watch (at least 0.05 s: shorter intervals are all noise).
+        threshold: the :attr:`MachineLoad.threshold` to judge by.
+    """
+    seconds = max(0.05, float(seconds))
+    cpus = psutil.cpu_count() or 1
+    busy_before, own_before, start = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter()
+    time.sleep(seconds)
+    busy_after, own_after = _busy_cpu_seconds(), _own_cpu_seconds()
+    elapsed = time.perf_counter() - start
+    others = (busy_after - busy_before) - (own_after - own_before)
+    share = min(1.0, max(0.0, others / (elapsed * cpus)))
+    try:
+        load_average = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load_average = None
+    return MachineLoad(cpus, share, elapsed, load_average, threshold)
+
+
+def _busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (all CPUs together)."""
+    times = psutil.cpu_times()
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    # Linux counts guest time inside user time already: leave it out of the sum once.
+    guest = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
+    return sum(times) - idle - guest
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds used by this process and its descendants (those alive now)."""
+    own = psutil.Process()
+    total = 0.0
+    for process in [own, *own.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:  # ended in between
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _usable_cpus() -> int | None:

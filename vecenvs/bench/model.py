@@ -3,7 +3,7 @@
 Why is a backend with 8 worker processes not 8 times faster than a plain loop over the envs?
 Because every ``step()`` call pays a price for the parallelism (sending the actions, waking the
 workers, waiting for the slowest one, gathering the results) however cheap the envs are. The
-seed post (``shared/seeds/000``) sums this up as
+seed post (a blog post that proposed a ``PoolVecEnv`` for Stable-Baselines3) sums this up as
 
     fps_parallel / fps_sequential  ~  N t_env / (N t_env + t_os)
 

@@ -209,9 +209,15 @@ def _numbers(error: float, r2: float) -> str:
     return f"median error {error:.0%}, {r2_text}"
 
 
+#: References that are a plain sequential loop, called "the loop" in sentences.
+_LOOPS = frozenset({DEFAULT_REFERENCE, "multi", "sb3-dummy"})
+
+
 def _name(label: str, reference: str) -> str:
-    """The loop is called the loop: ``gym-sync (the loop)``."""
-    return f"{label} (the loop)" if label == reference else label
+    """The reference is named as such: ``gym-sync (the loop)``, ``pool (the reference)``."""
+    if label != reference:
+        return label
+    return f"{label} (the loop)" if reference in _LOOPS else f"{label} (the reference)"
 
 
 

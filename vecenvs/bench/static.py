@@ -1,0 +1,336 @@
+"""A still picture of a plotly figure, for wherever plotly's JavaScript does not run.
+
+The lab's charts are plotly figures: interactive in JupyterLab and the dashboard, but a
+notebook exported to HTML, a notebook viewer or a PDF shows an empty space where the
+JavaScript would have drawn them. :func:`png` draws the same figure with matplotlib, and
+:func:`add_static_fallback` makes every figure a notebook shows carry that picture beside the
+interactive version: JupyterLab picks the interactive one, an exported page the picture.
+
+It draws what the lab's charts use (:mod:`vecenvs.bench.figures`,
+:func:`vecenvs.profile.breakdown_figure`, the notebooks' own): scatter traces (lines, markers,
+dashes, error bars) and bar traces (vertical or horizontal; grouped, stacked or overlaid), in
+subplots, on linear or log axes, with their titles, tick labels, subplot titles and one
+legend. Hover texts, which a picture cannot show, are left out; a trace of another type is
+named in a note on the picture rather than silently dropped.
+
+matplotlib is needed for the picture (the ``notebooks`` extra installs it); without it the
+figures stay interactive only, and :func:`add_static_fallback` says so.
+
+Example:
+    >>> import plotly.graph_objects as go
+    >>> from vecenvs.bench.static import png
+    >>> picture = png(go.Figure(go.Bar(x=["a", "b"], y=[1, 3])))
+    >>> picture[:4] == b"\\x89PNG"
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["RENDERER", "add_static_fallback", "png"]
+
+#: The name :func:`add_static_fallback` registers its plotly renderer under.
+RENDERER = "vecenvs_png"
+
+_DPI = 100
+_DASHES: dict[str, Any] = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-.",
+                           "longdash": (0, (8, 3)), "longdashdot": (0, (8, 3, 2, 3))}
+# The plot area within the picture: room for the axis titles on the left, the title above
+# (pixels) and the legend below (pixels, plus a line per row of the legend).
+_LEFT, _RIGHT = 0.09, 0.98
+_TOP_PIXELS, _BOTTOM_PIXELS, _LEGEND_ROW_PIXELS = 80, 60, 18
+
+
+def png(figure: Any, *, width: int | None = None, height: int | None = None) -> bytes:
+    """The figure as a PNG image, drawn by matplotlib.
+
+    Args:
+        figure: a ``plotly.graph_objects.Figure`` or its dict (``figure.to_dict()``).
+        width, height: in pixels; by default the figure's own, else 900 x 450.
+
+    Raises:
+        ImportError: matplotlib is not installed.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    spec = figure if isinstance(figure, Mapping) else figure.to_dict()
+    layout = spec.get("layout", {})
+    traces = list(spec.get("data", []))
+    width = width or layout.get("width") or 900
+    height = height or layout.get("height") or 450
+    picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)
+    FigureCanvasAgg(picture)
+    names = {_plain(t.get("name")) for t in traces if t.get("name") and t.get("showlegend") is not False}
+    columns = max(1, min(len(names), int(width // 260)))
+    legend_rows = -(-len(names) // columns)
+    # Horizontal bars are labelled on the left with their categories: give them room.
+    labelled = any(t.get("type") == "bar" and t.get("orientation") == "h" for t in traces)
+    area = (0.3 if labelled else _LEFT, _RIGHT, (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height,
+            1 - _TOP_PIXELS / height)
+
+    axes = _axes_for(picture, layout, traces, area)
+    legend: dict[str, Any] = {}
+    skipped: list[str] = []
+    bars: dict[tuple[str, str], list[dict]] = {}
+    for trace in traces:
+        kind = trace.get("type", "scatter")
+        where = (trace.get("xaxis") or "x", trace.get("yaxis") or "y")
+        if kind == "scatter":
+            _scatter(axes[where], trace, legend)
+        elif kind == "bar":
+            bars.setdefault(where, []).append(trace)
+        else:
+            skipped.append(kind)
+    for where, group in bars.items():
+        _bars(axes[where], group, layout.get("barmode") or "group", legend)
+    for (x_name, y_name), ax in axes.items():
+        _style_axis(ax, "x", layout.get(_layout_key(x_name), {}))
+        _style_axis(ax, "y", layout.get(_layout_key(y_name), {}))
+
+    title = _plain((layout.get("title") or {}).get("text"))
+    if title:
+        picture.suptitle(title, fontsize=12, x=_LEFT, y=1 - 20 / height, ha="left", va="top")
+    for note in layout.get("annotations", []):
+        _annotate(picture, note, area)
+    if skipped:
+        picture.text(0.5, 0.5, f"(not drawn here: {', '.join(sorted(set(skipped)))} traces)",
+                     ha="center", va="center", color="#7f7f7f")
+    if legend:
+        picture.legend(list(legend.values()), list(legend), loc="lower left", ncol=columns,
+                       fontsize=8, frameon=False, bbox_to_anchor=(0.01, 0.0))
+    buffer = io.BytesIO()
+    picture.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def add_static_fallback() -> bool:
+    """From now on, every plotly figure shown in this notebook also carries a PNG picture.
+
+    Registers a plotly renderer that adds ``image/png`` (:func:`png`) to each figure's output,
+    beside plotly's own (``plotly_mimetype``): JupyterLab shows the interactive figure, and a
+    notebook exported with ``jupyter nbconvert --to html`` (or shown where no JavaScript runs)
+    shows the picture. Returns False, with a warning, when matplotlib is missing.
+    """
+    import plotly.io as pio
+    from plotly.io._base_renderers import MimetypeRenderer
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        warnings.warn("matplotlib is not installed: figures stay interactive only, and an "
+                      "exported HTML page will not show them (pip install matplotlib)",
+                      stacklevel=2)
+        return False
+
+    class _PictureRenderer(MimetypeRenderer):
+        """plotly's renderer interface: a figure's dict in, a piece of its output out."""
+
+        def to_mimebundle(self, fig_dict: dict) -> dict[str, str]:
+            try:
+                picture = png(fig_dict)
+            except Exception as error:  # the interactive figure must not fail with its picture
+                warnings.warn(f"no still picture of this figure: {type(error).__name__}: {error}", stacklevel=2)
+                return {}
+            return {"image/png": base64.b64encode(picture).decode("ascii")}
+
+    pio.renderers[RENDERER] = _PictureRenderer()
+    names = [name for name in (pio.renderers.default or "").split("+") if name]
+    if "plotly_mimetype" not in names:
+        names.insert(0, "plotly_mimetype")
+    if RENDERER not in names:
+        names.append(RENDERER)
+    pio.renderers.default = "+".join(names)
+    return True
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+
+def _layout_key(axis_name: str) -> str:
+    """A trace's ``"x2"`` is the layout's ``"xaxis2"``."""
+    return axis_name[0] + "axis" + axis_name[1:]
+
+
+def _axes_for(picture: Any, layout: Mapping[str, Any], traces: Sequence[Mapping[str, Any]],
+              area: tuple[float, float, float, float]) -> dict:
+    """One matplotlib axes per (x axis, y axis) pair the traces use, placed by the plotly
+    axes' domains within ``area`` (left, right, bottom, top); an empty figure gets none."""
+    pairs = list(dict.fromkeys((t.get("xaxis") or "x", t.get("yaxis") or "y") for t in traces))
+    axes = {}
+    for x_name, y_name in pairs:
+        x0, x1 = layout.get(_layout_key(x_name), {}).get("domain") or (0.0, 1.0)
+        y0, y1 = layout.get(_layout_key(y_name), {}).get("domain") or (0.0, 1.0)
+        (left, bottom), (right, top) = _place(area, x0, y0), _place(area, x1, y1)
+        axes[x_name, y_name] = picture.add_axes([left, bottom, right - left, top - bottom])
+    return axes
+
+
+def _place(area: tuple[float, float, float, float], x: float, y: float) -> tuple[float, float]:
+    """plotly's paper coordinates (0-1 over the plot area) as the picture's."""
+    left, right, bottom, top = area
+    return left + x * (right - left), bottom + y * (top - bottom)
+
+
+def _style_axis(ax: Any, which: str, axis: Mapping[str, Any]) -> None:
+    set_scale, set_label = getattr(ax, f"set_{which}scale"), getattr(ax, f"set_{which}label")
+    if axis.get("type") == "log":
+        set_scale("log")
+        if axis.get("tickvals") is None:  # 2, 3, 500, not 2 x 10^0
+            getattr(ax, f"{which}axis").set_major_formatter(_plain_numbers())
+            getattr(ax, f"{which}axis").set_minor_formatter(_plain_numbers())
+    title = _plain((axis.get("title") or {}).get("text"))
+    if title:
+        set_label(title, fontsize=8)
+    span = axis.get("range")
+    if span and all(isinstance(v, (int, float)) for v in span):
+        low, high = span
+        if axis.get("type") == "log":  # plotly gives a log axis's range in powers of ten
+            low, high = 10.0 ** low, 10.0 ** high
+        getattr(ax, f"set_{which}lim")(low, high)
+    ticks, texts = axis.get("tickvals"), axis.get("ticktext")
+    if ticks is not None and all(isinstance(v, (int, float)) for v in ticks):
+        getattr(ax, f"set_{which}ticks")(list(ticks))
+        if texts is not None:
+            getattr(ax, f"set_{which}ticklabels")([_plain(str(t)) for t in texts])
+        getattr(ax, f"{which}axis").set_minor_formatter(_no_labels())
+    if axis.get("showticklabels") is False:
+        ax.tick_params(axis=which, labelbottom=False, labelleft=False)
+    ax.tick_params(axis=which, labelsize=8)
+    ax.grid(True, which="major", axis=which, color="#e5e5e5", linewidth=0.8)
+    ax.set_axisbelow(True)
+
+
+def _plain_numbers() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: f"{value:,.4g}")
+
+
+def _no_labels() -> Any:
+    from matplotlib.ticker import NullFormatter
+
+    return NullFormatter()
+
+
+def _annotate(picture: Any, note: Mapping[str, Any], area: tuple[float, float, float, float]) -> None:
+    """A plotly annotation in paper coordinates (subplot titles, "nothing to draw" notes)."""
+    text = _plain(note.get("text"))
+    if not text or note.get("xref", "paper") != "paper" or note.get("yref", "paper") != "paper":
+        return
+    x, y = _place(area, float(note.get("x", 0.5)), float(note.get("y", 0.5)))
+    anchors = {"bottom": "bottom", "top": "top", "middle": "center"}
+    picture.text(x, y, text, fontsize=9, ha={"left": "left", "right": "right"}.get(
+        note.get("xanchor"), "center"), va=anchors.get(note.get("yanchor"), "center"))
+
+
+def _plain(text: Any) -> str:
+    """plotly's bit of HTML (``<br>``, ``<b>``, entities) as plain text."""
+    if not text:
+        return ""
+    text = re.sub(r"<br\s*/?>", "\n", str(text))
+    return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\u200b", "")
+
+
+# --- traces -----------------------------------------------------------------------------------
+
+
+def _array(values: Any) -> list[Any]:
+    """A trace's data as a list: plotly's ``to_dict`` sends numpy arrays as typed arrays
+    (``{"dtype": "f8", "bdata": base64}``), lists stay lists."""
+    if isinstance(values, Mapping) and "bdata" in values:
+        import numpy as np
+
+        array = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        if values.get("shape"):
+            array = array.reshape([int(size) for size in str(values["shape"]).split(",")])
+        return array.tolist()
+    if values is None:
+        return []
+    return list(values)
+
+
+def _numbers(values: Any) -> list[float]:
+    return [math.nan if v is None else v for v in _array(values)]
+
+
+def _scatter(ax: Any, trace: Mapping[str, Any], legend: dict[str, Any]) -> None:
+    mode = trace.get("mode") or "lines+markers"
+    line, marker = trace.get("line") or {}, trace.get("marker") or {}
+    color = line.get("color") or marker.get("color")
+    color = color if isinstance(color, str) else None
+    xs, ys = _array(trace.get("x")), _numbers(trace.get("y"))
+    style = {
+        "linestyle": _DASHES.get(line.get("dash") or "solid", "-") if "lines" in mode else "none",
+        "linewidth": line.get("width") or 1.5,
+        "marker": "o" if "markers" in mode else None,
+        "markersize": (marker.get("size") or 6) * 0.75,
+        "color": color,
+        "alpha": trace.get("opacity") or 1.0,
+    }
+    errors = (trace.get("error_y") or {}).get("array")
+    if errors is not None and xs:
+        container = ax.errorbar(xs, ys, yerr=_numbers(errors), capsize=2, elinewidth=0.8, **style)
+        handle = container.lines[0]
+    else:
+        (handle,) = ax.plot(xs, ys, **style) if xs else ax.plot([], [], **style)
+    _legend_entry(legend, trace, handle)
+
+
+def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> None:
+    """Bar traces sharing one axes pair, placed as plotly would for ``barmode`` ``mode``."""
+    horizontal = traces[0].get("orientation") == "h"
+    category_key, value_key = ("y", "x") if horizontal else ("x", "y")
+    categories = list(dict.fromkeys(c for t in traces for c in _array(t.get(category_key))))
+    numeric = all(isinstance(c, (int, float)) for c in categories)
+    position = {c: (c if numeric else index) for index, c in enumerate(categories)}
+    slots = len(traces) if mode == "group" else 1
+    width = 0.8 / slots
+    stacked: dict[Any, float] = {}
+    for index, trace in enumerate(traces):
+        cats, values = _array(trace.get(category_key)), _numbers(trace.get(value_key))
+        offset = (index - (slots - 1) / 2) * width if mode == "group" else 0.0
+        where = [position[c] + offset for c in cats]
+        base = [stacked.get(c, 0.0) for c in cats] if mode == "stack" else None
+        color = (trace.get("marker") or {}).get("color")
+        color = color if isinstance(color, str) else None
+        errors = (trace.get("error_x" if horizontal else "error_y") or {}).get("array")
+        errors = _numbers(errors) if errors is not None else None
+        draw = ax.barh if horizontal else ax.bar
+        extent = {"height": width} if horizontal else {"width": width}
+        if base is not None:
+            extent["left" if horizontal else "bottom"] = base
+        container = draw(where, values, color=color, alpha=trace.get("opacity") or 1.0,
+                         **extent, **({"xerr" if horizontal else "yerr": errors} if errors else {}))
+        if mode == "stack":
+            for c, v in zip(cats, values):
+                stacked[c] = stacked.get(c, 0.0) + (0.0 if math.isnan(v) else v)
+        for text, spot in zip(_array(trace.get("text")), where):  # labels at each bar's base
+            if text:
+                x, y = (0, spot) if horizontal else (spot, 0)
+                ax.annotate(_plain(text), (x, y), fontsize=7, va="center" if horizontal else "bottom",
+                            ha="left" if horizontal else "center", xytext=(3, 0) if horizontal else (0, 3),
+                            textcoords="offset points")
+        _legend_entry(legend, trace, container)
+    if not numeric:
+        ticks = [position[c] for c in categories]
+        labels = [_plain(str(c)) for c in categories]
+        if horizontal:
+            ax.set_yticks(ticks, labels)
+        else:
+            ax.set_xticks(ticks, labels, rotation=20 if len(categories) > 4 else 0, ha="right"
+                          if len(categories) > 4 else "center")
+
+
+def _legend_entry(legend: dict[str, Any], trace: Mapping[str, Any], handle: Any) -> None:
+    name = _plain(trace.get("name"))
+    if name and trace.get("showlegend") is not False and name not in legend:
+        legend[name] = handle
