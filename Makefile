@@ -3,6 +3,7 @@
 #
 #   make dashboard  run the dashboard on http://localhost:8501 (live comparisons, profiles)
 #   make bench      a quick benchmark of the backends in the terminal
+#   make lint       the gate: ruff (lint, import order, format check) and mypy over the package
 #   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
 #   make lab        open the notebook course in JupyterLab
 #   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
@@ -17,7 +18,7 @@ STAMP   := $(VENV)/.installed
 # Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
 PYTEST_ARGS ?=
 
-.PHONY: dashboard test bench lab grade install clean
+.PHONY: dashboard lint test bench lab grade install clean
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -29,6 +30,13 @@ dashboard: $(STAMP)
 # Run the benchmark CLI in quick mode.
 bench: $(STAMP)
 	$(PYTHON) -m vecenvs bench --quick
+
+# The gate CI runs before the tests: ruff's lint rules and import order, ruff's formatting (check
+# only: `ruff format .` applies it) and mypy over the package (settings in pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # Run the test suite. pytest's exit code 5 means "no tests collected": treat it as a failure
 # with a clear message, because it means the suite (or the PYTEST_ARGS selection) is empty.

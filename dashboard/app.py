@@ -36,19 +36,43 @@ st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), la
 st.set_option("client.toolbarMode", "viewer")
 common.refuse_unless_loopback()
 
-pages = st.navigation([
-    st.Page(HERE / "views" / "compare.py", title="Live comparison", url_path="compare",
-            icon=":material/monitoring:", default=True),
-    st.Page(HERE / "views" / "profile.py", title="Profile", url_path="profile",
-            icon=":material/local_fire_department:"),
-    st.Page(HERE / "views" / "autotune.py", title="Autotune", url_path="autotune",
-            icon=":material/tune:"),
-    st.Page(HERE / "views" / "train.py", title="Train", url_path="train",
-            icon=":material/school:"),
-    st.Page(HERE / "views" / "history.py", title="History", url_path="history",
-            icon=":material/history:"),
-    st.Page(HERE / "views" / "machine.py", title="Machine", url_path="machine",
-            icon=":material/memory:"),
-])
+pages = st.navigation(
+    [
+        st.Page(
+            HERE / "views" / "compare.py",
+            title="Live comparison",
+            url_path="compare",
+            icon=":material/monitoring:",
+            default=True,
+        ),
+        st.Page(
+            HERE / "views" / "profile.py",
+            title="Profile",
+            url_path="profile",
+            icon=":material/local_fire_department:",
+        ),
+        st.Page(
+            HERE / "views" / "autotune.py",
+            title="Autotune",
+            url_path="autotune",
+            icon=":material/tune:",
+        ),
+        st.Page(
+            HERE / "views" / "train.py", title="Train", url_path="train", icon=":material/school:"
+        ),
+        st.Page(
+            HERE / "views" / "history.py",
+            title="History",
+            url_path="history",
+            icon=":material/history:",
+        ),
+        st.Page(
+            HERE / "views" / "machine.py",
+            title="Machine",
+            url_path="machine",
+            icon=":material/memory:",
+        ),
+    ]
+)
 common.sidebar_status()
 pages.run()

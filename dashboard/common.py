@@ -50,13 +50,21 @@ TEACHING_ENV = "vecenvs/Costly-v0"
 N_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
 #: The icon of each job status (Streamlit's Material Symbols: no emoji font needed).
-STATUS_ICONS = {"queued": ":material/hourglass_top:", "running": ":material/directions_run:",
-                "done": ":material/check_circle:", "cancelled": ":material/block:",
-                "failed": ":material/error:"}
+STATUS_ICONS = {
+    "queued": ":material/hourglass_top:",
+    "running": ":material/directions_run:",
+    "done": ":material/check_circle:",
+    "cancelled": ":material/block:",
+    "failed": ":material/error:",
+}
 
 #: The page that shows each kind of job, and its title.
-PAGES = {"sweep": ("views/compare.py", "Live comparison"), "profile": ("views/profile.py", "Profile"),
-         "autotune": ("views/autotune.py", "Autotune"), "train": ("views/train.py", "Train")}
+PAGES = {
+    "sweep": ("views/compare.py", "Live comparison"),
+    "profile": ("views/profile.py", "Profile"),
+    "autotune": ("views/autotune.py", "Autotune"),
+    "train": ("views/train.py", "Train"),
+}
 
 #: The addresses the server may listen on: this machine only.
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -119,11 +127,14 @@ def parse_step_times(text: str) -> list[float]:
         try:
             micros = float(item)
         except ValueError:
-            raise ValueError(f"step time {item[:40]!r} is not a number; expected microseconds "
-                             "separated by commas, e.g. 10, 100, 1000") from None
+            raise ValueError(
+                f"step time {item[:40]!r} is not a number; expected microseconds "
+                "separated by commas, e.g. 10, 100, 1000"
+            ) from None
         if not 0 <= micros <= 1e6:  # also refuses nan
-            raise ValueError(f"step time {item[:40]!r} us is out of range; expected 0 to "
-                             "1000000 us")
+            raise ValueError(
+                f"step time {item[:40]!r} us is out of range; expected 0 to 1000000 us"
+            )
         values.append(micros / 1e6)
     if not values:
         raise ValueError("no step time given; expected microseconds, e.g. 10, 100, 1000")
@@ -165,10 +176,12 @@ def refuse_unless_loopback() -> None:
     """
     address = st.get_option("server.address")
     if address not in LOOPBACK:
-        st.error(f"This dashboard listens on {plain(address or 'every network interface')}, "
-                 "not only on this machine, and it starts processes and runs a profiler: it "
-                 "will not run like that. Start it with `--server.address=localhost` (the "
-                 "default of `make dashboard` and `streamlit run dashboard/app.py`).")
+        st.error(
+            f"This dashboard listens on {plain(address or 'every network interface')}, "
+            "not only on this machine, and it starts processes and runs a profiler: it "
+            "will not run like that. Start it with `--server.address=localhost` (the "
+            "default of `make dashboard` and `streamlit run dashboard/app.py`)."
+        )
         st.stop()
 
 
@@ -211,8 +224,10 @@ def watched_job(kind: str) -> Job | None:
         return newest[0] if newest else None
     text = str(wanted).strip()
     if not text.isdecimal() or not 0 < int(text) <= _LARGEST_ID:
-        st.warning(f"The address asks for job {plain(repr(text[:60]))}, which is not a job "
-                   "number (a whole number such as ?job=12). Nothing is shown.")
+        st.warning(
+            f"The address asks for job {plain(repr(text[:60]))}, which is not a job "
+            "number (a whole number such as ?job=12). Nothing is shown."
+        )
         return None
     try:
         job = jobs_queue.get(int(text))
@@ -221,11 +236,13 @@ def watched_job(kind: str) -> Job | None:
         return None
     if job.kind != kind:
         page, title = PAGES.get(job.kind, (None, job.kind))
-        st.warning(f"Job {job.id} is a {plain(job.kind)} job, shown on the {plain(title)} "
-                   "page, not here.")
+        st.warning(
+            f"Job {job.id} is a {plain(job.kind)} job, shown on the {plain(title)} page, not here."
+        )
         if page is not None:
-            st.page_link(page, label=f"Open job {job.id} on the {title} page",
-                         query_params={"job": job.id})
+            st.page_link(
+                page, label=f"Open job {job.id} on the {title} page", query_params={"job": job.id}
+            )
         return None
     return job
 
@@ -248,8 +265,10 @@ def queue_job(submit: Callable[[], int]) -> int | None:
         return None
     st.query_params["job"] = str(job_id)  # reopening the page's address shows this job
     if job_id in before:
-        st.info(f"Already queued as job {job_id}: the same run was asked for a moment ago "
-                "(a double click?), so it is not queued twice.")
+        st.info(
+            f"Already queued as job {job_id}: the same run was asked for a moment ago "
+            "(a double click?), so it is not queued twice."
+        )
         return job_id
     if busy is not None:
         st.session_state[f"busy-{job_id}"] = busy
@@ -263,8 +282,11 @@ def other_programs_load(threshold: float = 50.0) -> float | None:
     return percent if percent >= threshold else None
 
 
-def show_jobs(kind: str, render: Callable[[Job], None],
-              describe: Callable[[Job], list[tuple[str, str]]] | None = None) -> None:
+def show_jobs(
+    kind: str,
+    render: Callable[[Job], None],
+    describe: Callable[[Job], list[tuple[str, str]]] | None = None,
+) -> None:
     """Below a page's form: the job this page shows (see :func:`watched_job`), if any, with its
     settings (``describe(job)`` gives them as (name, value) pairs; by default
     :func:`settings_in_words`)."""
@@ -273,8 +295,11 @@ def show_jobs(kind: str, render: Callable[[Job], None],
         watch(job, render, describe or settings_in_words)
 
 
-def watch(job: Job, render: Callable[[Job], None],
-          describe: Callable[[Job], list[tuple[str, str]]] | None = None) -> None:
+def watch(
+    job: Job,
+    render: Callable[[Job], None],
+    describe: Callable[[Job], list[tuple[str, str]]] | None = None,
+) -> None:
     """Show ``job``'s status, settings and ``render(job)``; redraw until it finishes.
 
     Only this part of the page is redrawn (a Streamlit fragment), so the form above keeps
@@ -315,8 +340,9 @@ def settings_in_words(job: Job) -> list[tuple[str, str]]:
 def show_settings(settings: list[tuple[str, str]]) -> None:
     """What the job was asked to do, so that a reopened job describes itself (the form above
     shows its own defaults, not the job's)."""
-    st.caption("Settings of this run: " + plain(" · ".join(f"{name}: {value}"
-                                                          for name, value in settings)))
+    st.caption(
+        "Settings of this run: " + plain(" · ".join(f"{name}: {value}" for name, value in settings))
+    )
 
 
 def status_line(job: Job) -> None:
@@ -332,30 +358,43 @@ def status_line(job: Job) -> None:
     message = job.progress.get("message", "")
     if job.status == "queued":
         ahead = jobs_queue.position(job.id)
-        st.info(f"Queued: {ahead} job(s) ahead of this one on this machine. It starts as soon "
-                "as they finish; measuring two things at once would spoil both."
-                + (f" ({plain(message)})" if message else ""))
+        st.info(
+            f"Queued: {ahead} job(s) ahead of this one on this machine. It starts as soon "
+            "as they finish; measuring two things at once would spoil both."
+            + (f" ({plain(message)})" if message else "")
+        )
     elif job.status == "running":
         elapsed = _seconds_since(job.run.started_at) if job.run is not None else 0.0
         text = f"{message or 'starting'} · {elapsed:.0f} s so far"
         st.progress(job.fraction_done, text=plain(text))
     elif job.status == "failed":
         error = job.run.error if job.run is not None else None
-        st.error(f"The run failed: {plain(error or 'see the runner log')}\n\n"
-                 f"Runner log: {plain(jobs_queue.runner_log_path)}")
+        st.error(
+            f"The run failed: {plain(error or 'see the runner log')}\n\n"
+            f"Runner log: {plain(jobs_queue.runner_log_path)}"
+        )
     elif job.status == "cancelled":
         st.warning("Cancelled. What was measured before that is kept below.")
     busy = st.session_state.get(f"busy-{job.id}")
     if busy is not None:
-        st.warning(f"The machine was busy when this job was queued: {busy:.0f}% of its CPU "
-                   "time went to other programs. Numbers measured beside them are lower and "
-                   "noisier than on a quiet machine; close them, or measure again later.")
-    if not job.finished:
-        if st.button("Cancel", key=f"cancel-{job.id}", help="Stop this job (at its next timed "
-                     "window); the measurements so far are kept."):
-            outcome = jobs_queue.cancel(job.id)
-            st.toast({"dropped": "Removed from the queue.", "requested": "Stopping…",
-                      "finished": "It had already finished."}[outcome])
+        st.warning(
+            f"The machine was busy when this job was queued: {busy:.0f}% of its CPU "
+            "time went to other programs. Numbers measured beside them are lower and "
+            "noisier than on a quiet machine; close them, or measure again later."
+        )
+    if not job.finished and st.button(
+        "Cancel",
+        key=f"cancel-{job.id}",
+        help="Stop this job (at its next timed window); the measurements so far are kept.",
+    ):
+        outcome = jobs_queue.cancel(job.id)
+        st.toast(
+            {
+                "dropped": "Removed from the queue.",
+                "requested": "Stopping…",
+                "finished": "It had already finished.",
+            }[outcome]
+        )
 
 
 def _seconds_since(iso_time: str) -> float:
@@ -410,4 +449,3 @@ def read_project_text(path: str | None, folder: Path) -> str | None:
     """The text of :func:`project_file`, or None if it is gone or not the project's."""
     found = project_file(path, folder)
     return None if found is None else found.read_text(encoding="utf-8", errors="replace")
-

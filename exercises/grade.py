@@ -67,9 +67,19 @@ class StudentResult:
 
 def collect_checks() -> dict[str, list[str]]:
     """question -> the names of its checks, by asking pytest what it would run."""
-    command = [sys.executable, "-m", "pytest", str(CHECKS), "--collect-only", "-q", "-p", "no:cacheprovider"]
-    listing = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120,
-                             check=False)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(CHECKS),
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    listing = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
     checks = defaultdict(list)
     for line in listing.stdout.splitlines():
         match = QUESTION.search(line)
@@ -80,24 +90,53 @@ def collect_checks() -> dict[str, list[str]]:
     return dict(sorted(checks.items()))
 
 
-def grade_student(folder: Path, checks: dict[str, list[str]], sandbox: isolation.Sandbox,
-                  test_timeout: float, student_timeout: float) -> StudentResult:
+def grade_student(
+    folder: Path,
+    checks: dict[str, list[str]],
+    sandbox: isolation.Sandbox,
+    test_timeout: float,
+    student_timeout: float,
+) -> StudentResult:
     """Runs every check on a copy of one folder, within the deadlines."""
     result = StudentResult(folder.name)
     # Private to the grader: the student's processes never see this folder (with bwrap), and
     # the judge only ever reads the copy, never the instructor's original.
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
-        copy, report, output = Path(scratch) / "submission", Path(scratch) / "report.xml", Path(scratch) / "output.txt"
+        copy, report, output = (
+            Path(scratch) / "submission",
+            Path(scratch) / "report.xml",
+            Path(scratch) / "output.txt",
+        )
         for note in isolation.copy_submission(folder, copy):
             result.hints.append(f"files: {note}")
-        command = [sys.executable, "-m", "pytest", str(CHECKS), "--submission", str(copy),
-                   "--sandbox", sandbox.kind, "-q", "-p", "no:cacheprovider", f"--timeout={test_timeout:g}",
-                   f"--junitxml={report}", "-o", "junit_family=xunit1"]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(CHECKS),
+            "--submission",
+            str(copy),
+            "--sandbox",
+            sandbox.kind,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--timeout={test_timeout:g}",
+            f"--junitxml={report}",
+            "-o",
+            "junit_family=xunit1",
+        ]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
             # A session of its own: the process group that the deadline kills.
-            judge = subprocess.Popen(command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+            judge = subprocess.Popen(
+                command,
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
             try:
                 judge.wait(timeout=student_timeout)
             except subprocess.TimeoutExpired:
@@ -114,8 +153,10 @@ def grade_student(folder: Path, checks: dict[str, list[str]], sandbox: isolation
             log.seek(0)
             result.output = log.read()[-20_000:]
         if result.status == "timed out":
-            result.hints.append(f"all: the checks did not finish within {student_timeout:g} s and "
-                                "were stopped; does your code hang somewhere no check can interrupt?")
+            result.hints.append(
+                f"all: the checks did not finish within {student_timeout:g} s and "
+                "were stopped; does your code hang somewhere no check can interrupt?"
+            )
             return result
         if not report.exists():
             result.status = "crashed"
@@ -195,8 +236,10 @@ def format_table(results: list[StudentResult], checks: dict[str, list[str]]) -> 
         score = sum(result.passed.values())
         rows.append([result.student, *cells, f"{score}/{total}", result.status])
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in (header, *rows)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in (header, *rows)
+    ]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 
@@ -211,29 +254,50 @@ def write_csv(path: Path, results: list[StudentResult], checks: dict[str, list[s
         writer.writerow(["student", *checks, "total", "out_of", "status"])
         total = sum(len(names) for names in checks.values())
         for result in results:
-            writer.writerow([result.student, *(result.passed.get(q, 0) for q in checks),
-                             sum(result.passed.values()), total, result.status])
+            writer.writerow(
+                [
+                    result.student,
+                    *(result.passed.get(q, 0) for q in checks),
+                    sum(result.passed.values()),
+                    total,
+                    result.status,
+                ]
+            )
     os.replace(partial, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m exercises.grade", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m exercises.grade", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("submissions", type=Path, help="a folder with one subfolder per student")
     parser.add_argument("--csv", type=Path, help="also write the scores to this CSV file")
-    parser.add_argument("--test-timeout", type=float, default=30.0,
-                        help="seconds one check may take (default 30)")
-    parser.add_argument("--student-timeout", type=float, default=300.0,
-                        help="seconds all of one student's checks may take (default 300)")
-    parser.add_argument("--sandbox", default="auto", choices=("auto", *isolation.KINDS),
-                        help="where student code runs: the best this machine has (default), or "
-                             "one kind, refusing to grade without it")
+    parser.add_argument(
+        "--test-timeout", type=float, default=30.0, help="seconds one check may take (default 30)"
+    )
+    parser.add_argument(
+        "--student-timeout",
+        type=float,
+        default=300.0,
+        help="seconds all of one student's checks may take (default 300)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        default="auto",
+        choices=("auto", *isolation.KINDS),
+        help="where student code runs: the best this machine has (default), or "
+        "one kind, refusing to grade without it",
+    )
     parser.add_argument("--no-hints", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
 
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
-    folders = sorted(path for path in args.submissions.iterdir()
-                     if path.is_dir() and not path.name.startswith((".", "_")))
+    folders = sorted(
+        path
+        for path in args.submissions.iterdir()
+        if path.is_dir() and not path.name.startswith((".", "_"))
+    )
     if not folders:
         parser.error(f"{args.submissions} has no student subfolders")
     try:
@@ -265,13 +329,22 @@ def main(argv: list[str] | None = None) -> int:
             results.append(StudentResult(folder.name, status="not graded"))
             continue
         print(f"grading {folder.name} ...", file=sys.stderr, flush=True)
-        results.append(grade_student(folder.resolve(), checks, sandbox, args.test_timeout, args.student_timeout))
+        results.append(
+            grade_student(
+                folder.resolve(), checks, sandbox, args.test_timeout, args.student_timeout
+            )
+        )
         # Only possible without bubblewrap: a student's code changed the checks (or what they
         # import), and every later score would be decided by its version of them.
         if fingerprint(*watched, leave_out=submissions) != before:
-            results[-1] = StudentResult(folder.name, status="tampered", hints=[
-                "all: the checks or the files they import changed while this student was graded; "
-                "grading stopped. Restore them (git checkout exercises vecenvs) and grade in a sandbox."])
+            results[-1] = StudentResult(
+                folder.name,
+                status="tampered",
+                hints=[
+                    "all: the checks or the files they import changed while this student was graded; "
+                    "grading stopped. Restore them (git checkout exercises vecenvs) and grade in a sandbox."
+                ],
+            )
 
     print(format_table(results, checks))
     if not args.no_hints:

@@ -83,7 +83,9 @@ def basic_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     env.close()
 
 
-def _run_worker(worker: Callable, pipe: Any, env_fn: Callable[[], gym.Env], parent_pipes: list) -> None:
+def _run_worker(
+    worker: Callable, pipe: Any, env_fn: Callable[[], gym.Env], parent_pipes: list
+) -> None:
     """Runs ``worker(pipe, env_fn)`` in the child, after closing the parent's pipe ends it
     inherited through fork. Without this, a worker would hold its own parent end open and never
     see EOF when the parent closes it."""
@@ -106,8 +108,12 @@ class PipeVecEnv:
         waiting: True between ``step_async`` and the end of ``step_wait``.
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], worker: Callable = basic_worker,
-                 timeout: float = 10.0):
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        worker: Callable = basic_worker,
+        timeout: float = 10.0,
+    ):
         context = multiprocess.get_context("fork")
         self.num_envs = len(env_fns)
         self.timeout = timeout
@@ -117,8 +123,11 @@ class PipeVecEnv:
         for env_fn in env_fns:
             parent_pipe, worker_pipe = context.Pipe()
             # daemon=True: if the parent dies without closing us, the workers go with it.
-            process = context.Process(target=_run_worker, daemon=True,
-                                      args=(worker, worker_pipe, env_fn, [*self.parent_pipes, parent_pipe]))
+            process = context.Process(
+                target=_run_worker,
+                daemon=True,
+                args=(worker, worker_pipe, env_fn, [*self.parent_pipes, parent_pipe]),
+            )
             process.start()
             worker_pipe.close()  # the worker's end lives in the worker: close our copy of it
             self.parent_pipes.append(parent_pipe)

@@ -52,7 +52,9 @@ START_METHODS = ("fork", "forkserver", "spawn")
 #: Backend name -> builder ``(env_fns, start_method=None, **kwargs) -> VectorEnv``.
 BACKENDS: dict[str, Callable[..., VectorEnv]] = {
     "multi": lambda env_fns, start_method=None, **kw: MultiEnv(env_fns, **kw),
-    "subproc": lambda env_fns, start_method=None, **kw: SubprocVecEnv(env_fns, start_method=start_method, **kw),
+    "subproc": lambda env_fns, start_method=None, **kw: SubprocVecEnv(
+        env_fns, start_method=start_method, **kw
+    ),
     "pool": lambda env_fns, start_method=None, **kw: PoolVecEnv(
         env_fns, **{"num_workers": 2, "step_in_caller": False, **kw}, start_method=start_method
     ),
@@ -60,7 +62,9 @@ BACKENDS: dict[str, Callable[..., VectorEnv]] = {
         env_fns, **{"num_workers": 2, "step_in_caller": True, **kw}, start_method=start_method
     ),
     "pool-pipes": lambda env_fns, start_method=None, **kw: PoolVecEnv(
-        env_fns, **{"num_workers": 2, "shared_memory": False, "step_in_caller": False, **kw}, start_method=start_method
+        env_fns,
+        **{"num_workers": 2, "shared_memory": False, "step_in_caller": False, **kw},
+        start_method=start_method,
     ),
     # The async pool through the synchronous API (its own API: tests/test_async_pool.py).
     "async-pool": lambda env_fns, start_method=None, **kw: AsyncPoolVecEnv(
@@ -93,7 +97,9 @@ class Backend:
         return f"Backend({self.id})"
 
 
-def backend_params(names: Iterable[str] = ALL_BACKENDS, start_methods: Iterable[str] = ("fork",)) -> list[Any]:
+def backend_params(
+    names: Iterable[str] = ALL_BACKENDS, start_methods: Iterable[str] = ("fork",)
+) -> list[Any]:
     """``pytest.param`` for each backend name x start method (``multi`` once, without one)."""
     start_methods = tuple(start_methods)
     params = []
@@ -193,7 +199,9 @@ def assert_no_new_children(before: set[int], timeout: float = 5.0, when: str = "
     if left:
         text = describe(left)
         kill_all(left)
-        pytest.fail(f"{len(left)} child process(es) still running {timeout:g} s {when}(now killed):\n{text}")
+        pytest.fail(
+            f"{len(left)} child process(es) still running {timeout:g} s {when}(now killed):\n{text}"
+        )
 
 
 @pytest.fixture
@@ -219,17 +227,25 @@ def assert_same(got: Any, expected: Any, path: str = "result") -> None:
     """Exactly equal, recursively through dicts/tuples/lists, dtypes and shapes included."""
     if isinstance(expected, dict):
         assert isinstance(got, dict), f"{path}: expected a dict, got {type(got).__name__}"
-        assert set(got) == set(expected), f"{path}: keys {sorted(got)} != expected {sorted(expected)}"
+        assert set(got) == set(expected), (
+            f"{path}: keys {sorted(got)} != expected {sorted(expected)}"
+        )
         for key in expected:
             assert_same(got[key], expected[key], f"{path}[{key!r}]")
     elif isinstance(expected, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(expected), f"{path}: {got!r} != {expected!r}"
+        assert isinstance(got, (tuple, list)) and len(got) == len(expected), (
+            f"{path}: {got!r} != {expected!r}"
+        )
         for index, (a, b) in enumerate(zip(got, expected)):
             assert_same(a, b, f"{path}[{index}]")
     elif isinstance(expected, np.ndarray):
         assert isinstance(got, np.ndarray), f"{path}: expected an array, got {type(got).__name__}"
-        assert got.shape == expected.shape, f"{path}: shape {got.shape} != expected {expected.shape}"
-        assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != expected {expected.dtype}"
+        assert got.shape == expected.shape, (
+            f"{path}: shape {got.shape} != expected {expected.shape}"
+        )
+        assert got.dtype == expected.dtype, (
+            f"{path}: dtype {got.dtype} != expected {expected.dtype}"
+        )
         if expected.dtype == object:
             for index in np.ndindex(expected.shape):
                 assert_same(got[index], expected[index], f"{path}[{index}]")

@@ -76,8 +76,11 @@ def synthetic(
             results.append(measurement(env_id, n, "gym-sync", 1 / t_env, ratio=1.0))
             capacity = min(n, cpus) * (ceiling or 1.0)
             if ceiling is not None:
-                results.append(measurement(env_id, n, "ceiling", capacity / t_env,
-                                           workers=min(n, cpus), ratio=capacity))
+                results.append(
+                    measurement(
+                        env_id, n, "ceiling", capacity / t_env, workers=min(n, cpus), ratio=capacity
+                    )
+                )
             for backend, (fixed, per_env) in overheads.items():
                 workers = min(2, n) if backend == "pool" else n
                 c = max(1, min(workers, n, capacity))

@@ -37,8 +37,14 @@ pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
 #: The teaching env with a random cost per step, so its infos carry "step_cost" (a key the
 #: infos of a recv() must place on the right row), and short episodes, so envs autoreset.
-COSTLY = functools.partial(gym.make, "vecenvs/Costly-v0", step_seconds=2e-4, step_spread=1.0,
-                           cost_kind="sleep", episode_steps=3)
+COSTLY = functools.partial(
+    gym.make,
+    "vecenvs/Costly-v0",
+    step_seconds=2e-4,
+    step_spread=1.0,
+    cost_kind="sleep",
+    episode_steps=3,
+)
 
 
 def action_of(env: int, step: int) -> int:
@@ -48,9 +54,11 @@ def action_of(env: int, step: int) -> int:
 
 def info_row(infos: dict, row: int) -> dict:
     """One env's info out of batched infos (nested dicts too), without the async pool's env_id."""
-    return {key: info_row(value, row) if isinstance(value, dict) else value[row]
-            for key, value in infos.items()
-            if not key.startswith("_") and key != "env_id" and infos[f"_{key}"][row]}
+    return {
+        key: info_row(value, row) if isinstance(value, dict) else value[row]
+        for key, value in infos.items()
+        if not key.startswith("_") and key != "env_id" and infos[f"_{key}"][row]
+    }
 
 
 def sync_trajectories(num_envs: int, steps: int, **kwargs) -> list[list[tuple]]:
@@ -62,31 +70,57 @@ def sync_trajectories(num_envs: int, steps: int, **kwargs) -> list[list[tuple]]:
             actions = np.array([action_of(i, step) for i in range(num_envs)])
             observations, rewards, terminations, truncations, infos = envs.step(actions)
             for i in range(num_envs):
-                trajectories[i].append((observations[i], rewards[i], terminations[i], truncations[i], info_row(infos, i)))
+                trajectories[i].append(
+                    (
+                        observations[i],
+                        rewards[i],
+                        terminations[i],
+                        truncations[i],
+                        info_row(infos, i),
+                    )
+                )
     return trajectories
 
 
 def async_trajectories(num_envs: int, batch_size: int, rounds: int, **kwargs) -> list[list[tuple]]:
     """The same, from send/recv: each env gets its own action sequence whatever order it comes in."""
     trajectories: list[list[tuple]] = [[] for _ in range(num_envs)]
-    with AsyncPoolVecEnv([COSTLY] * num_envs, num_workers=2, batch_size=batch_size, **kwargs) as envs:
+    with AsyncPoolVecEnv(
+        [COSTLY] * num_envs, num_workers=2, batch_size=batch_size, **kwargs
+    ) as envs:
         envs.async_reset(seed=0)
         for _ in range(rounds):
             observations, rewards, terminations, truncations, infos = envs.recv()
             env_ids = infos["env_id"]
-            assert env_ids.dtype == np.int32 and len(env_ids) == batch_size and infos["_env_id"].all()
+            assert (
+                env_ids.dtype == np.int32 and len(env_ids) == batch_size and infos["_env_id"].all()
+            )
             for row, env in enumerate(env_ids):
-                trajectories[env].append((observations[row], rewards[row], terminations[row], truncations[row], info_row(infos, row)))
+                trajectories[env].append(
+                    (
+                        observations[row],
+                        rewards[row],
+                        terminations[row],
+                        truncations[row],
+                        info_row(infos, row),
+                    )
+                )
             steps_done = [len(trajectories[env]) - 1 for env in env_ids]
-            envs.send(np.array([action_of(env, step) for env, step in zip(env_ids, steps_done)]), env_ids)
+            envs.send(
+                np.array([action_of(env, step) for env, step in zip(env_ids, steps_done)]), env_ids
+            )
     return trajectories
 
 
-@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+@pytest.mark.parametrize(
+    "mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value
+)
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "pipes"])
 def test_every_env_gets_exactly_what_the_sync_pool_gives_it(mode, shared_memory):
     num_envs, batch_size, rounds = 6, 2, 24
-    got = async_trajectories(num_envs, batch_size, rounds, autoreset_mode=mode, shared_memory=shared_memory)
+    got = async_trajectories(
+        num_envs, batch_size, rounds, autoreset_mode=mode, shared_memory=shared_memory
+    )
     assert sum(len(steps) for steps in got) == batch_size * rounds
     expected = sync_trajectories(num_envs, max(len(steps) for steps in got), autoreset_mode=mode)
     for env in range(num_envs):
@@ -118,7 +152,9 @@ def test_a_slow_env_delays_only_itself_and_the_envs_queued_behind_it():
             return self.env.step(action)
 
     env_fns = [lambda: Straggler(COSTLY())] + [COSTLY] * 3  # worker 0: envs 0, 1; worker 1: 2, 3
-    with AsyncPoolVecEnv(env_fns, num_workers=2, batch_size=1, start_method="fork", timeout=30) as envs:
+    with AsyncPoolVecEnv(
+        env_fns, num_workers=2, batch_size=1, start_method="fork", timeout=30
+    ) as envs:
         envs.async_reset(seed=0)
         for _ in range(4):
             envs.recv()
@@ -144,7 +180,9 @@ def test_recv_without_a_pending_send_raises_at_once():
         with pytest.raises(NoAsyncCallError, match="no env has a pending send"):
             envs.recv()
         envs.send([0], [3])  # one pending, but a batch is two: waiting could never end
-        with pytest.raises(NoAsyncCallError, match=r"only 1 have a pending send\(\) \(envs \[3\]\)"):
+        with pytest.raises(
+            NoAsyncCallError, match=r"only 1 have a pending send\(\) \(envs \[3\]\)"
+        ):
             envs.recv()
 
 
@@ -175,10 +213,17 @@ def test_bad_input_is_refused_before_any_work(actions, env_ids, error, match):
 
 
 def test_bad_batch_size_is_refused_before_any_process_starts():
-    for batch_size, error in ((0, ValueError), (5, ValueError), (2.0, TypeError), (True, TypeError)):
+    for batch_size, error in (
+        (0, ValueError),
+        (5, ValueError),
+        (2.0, TypeError),
+        (True, TypeError),
+    ):
         with pytest.raises(error, match=f"batch_size is {batch_size!r}"):
             AsyncPoolVecEnv([COSTLY] * 4, num_workers=2, batch_size=batch_size)
-    with AsyncPoolVecEnv([COSTLY] * 4, num_workers=2, batch_size=np.int64(2)) as envs:  # numpy's ints are fine
+    with AsyncPoolVecEnv(
+        [COSTLY] * 4, num_workers=2, batch_size=np.int64(2)
+    ) as envs:  # numpy's ints are fine
         assert envs.batch_size == 2
 
 
@@ -187,7 +232,9 @@ def test_an_env_crash_reaches_the_caller_with_its_index_and_traceback():
     with AsyncPoolVecEnv(env_fns, num_workers=2, batch_size=2) as envs:
         envs.async_reset(seed=0)
         with pytest.raises(EnvCrashedError) as caught:
-            for _ in range(1000):  # which envs come back first is up to the machine: until env 2 steps twice
+            for _ in range(
+                1000
+            ):  # which envs come back first is up to the machine: until env 2 steps twice
                 envs.send([0, 1], envs.recv()[4]["env_id"])
         assert caught.value.env_index == 2 and caught.value.command == "step"
         assert "deliberate failure in step #2" in caught.value.remote_traceback
@@ -254,8 +301,10 @@ def test_the_sync_api_is_the_pools_and_waits_for_pending_envs():
 
 
 def test_without_batch_size_the_sync_api_keeps_the_vector_env_contract():
-    check_vector_env(lambda env_fns, **kwargs: AsyncPoolVecEnv(env_fns, num_workers=2, **kwargs),
-                     env_ids=("CartPole-v1",))
+    check_vector_env(
+        lambda env_fns, **kwargs: AsyncPoolVecEnv(env_fns, num_workers=2, **kwargs),
+        env_ids=("CartPole-v1",),
+    )
 
 
 def test_make_vec_builds_it_with_half_the_envs_per_batch():
@@ -268,10 +317,18 @@ def test_make_vec_builds_it_with_half_the_envs_per_batch():
 def test_the_benchmark_steps_it_with_send_and_recv():
     from vecenvs.bench import BenchConfig, measure
 
-    config = BenchConfig("CartPole-v1", num_envs=5, backend="pool-async",
-                         backend_kwargs={"num_workers": 2, "batch_size": 2},
-                         warmup_seconds=0.05, measure_seconds=0.1, repeats=2)
+    config = BenchConfig(
+        "CartPole-v1",
+        num_envs=5,
+        backend="pool-async",
+        backend_kwargs={"num_workers": 2, "batch_size": 2},
+        warmup_seconds=0.05,
+        measure_seconds=0.1,
+        repeats=2,
+    )
     result = measure(config)
     # Two env steps per recv: the throughput counts env steps, whatever the batch size.
-    for steps, seconds, throughput in zip(result.window_steps, result.window_seconds, result.throughputs):
+    for steps, seconds, throughput in zip(
+        result.window_steps, result.window_seconds, result.throughputs
+    ):
         assert steps > 0 and throughput == pytest.approx(2 * steps / seconds)

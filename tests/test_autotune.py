@@ -24,22 +24,41 @@ FREE = {"step_seconds": 0.0}
 
 
 def test_envs_that_sleep_make_the_pool_win_on_any_number_of_cores():
-    result = autotune("vecenvs/Costly-v0", 8, budget_seconds=4, env_kwargs=SLEEPY,
-                      candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 4})])
+    result = autotune(
+        "vecenvs/Costly-v0",
+        8,
+        budget_seconds=4,
+        env_kwargs=SLEEPY,
+        candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 4})],
+    )
     assert [c.backend for c in result.skipped] == []
     assert result.best == Candidate("pool", {"num_workers": 4}), result.format_table()
 
 
 def test_envs_that_cost_nothing_make_the_loop_win_against_a_process_per_env():
-    result = autotune("vecenvs/Costly-v0", 4, budget_seconds=3, env_kwargs=FREE,
-                      candidates_to_try=[Candidate("subproc"), Candidate("multi")])
+    result = autotune(
+        "vecenvs/Costly-v0",
+        4,
+        budget_seconds=3,
+        env_kwargs=FREE,
+        candidates_to_try=[Candidate("subproc"), Candidate("multi")],
+    )
     assert result.best == Candidate("multi"), result.format_table()
 
 
 def test_the_result_has_a_table_a_text_form_and_plain_data():
     seen = []
-    result = autotune("vecenvs/Costly-v0", 4, budget_seconds=3, env_kwargs=SLEEPY, on_result=seen.append,
-                      candidates_to_try=[Candidate("multi"), Candidate("pool-async", {"num_workers": 2, "batch_size": 2})])
+    result = autotune(
+        "vecenvs/Costly-v0",
+        4,
+        budget_seconds=3,
+        env_kwargs=SLEEPY,
+        on_result=seen.append,
+        candidates_to_try=[
+            Candidate("multi"),
+            Candidate("pool-async", {"num_workers": 2, "batch_size": 2}),
+        ],
+    )
     assert [p.done for p in seen] == [1, 2] and all(p.total == 2 for p in seen)
     rows = result.table
     assert rows[0]["label"] == result.best.label
@@ -61,9 +80,13 @@ def test_the_budget_is_a_deadline_candidates_that_do_not_fit_are_skipped():
 
 def test_cancel_stops_before_the_next_candidate():
     calls = []
-    result = autotune("CartPole-v1", 2, budget_seconds=5,
-                      candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 2})],
-                      cancel=lambda: calls.append(1) or len(calls) > 1)
+    result = autotune(
+        "CartPole-v1",
+        2,
+        budget_seconds=5,
+        candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 2})],
+        cancel=lambda: calls.append(1) or len(calls) > 1,
+    )
     assert result.cancelled and len(result.measurements) == 1
     assert [c.label for c in result.skipped] == ["pool (num_workers=2)"]
     with pytest.raises(ValueError, match="nothing was measured"):
@@ -71,14 +94,22 @@ def test_cancel_stops_before_the_next_candidate():
 
 
 def test_an_env_factory_works_too():
-    result = autotune(lambda: gym.make("CartPole-v1"), 2, budget_seconds=2, candidates_to_try=[Candidate("multi")])
+    result = autotune(
+        lambda: gym.make("CartPole-v1"), 2, budget_seconds=2, candidates_to_try=[Candidate("multi")]
+    )
     assert result.best == Candidate("multi") and "vecenvs-autotune/" in result.env_label
 
 
 def test_runs_are_saved_in_the_results_store(tmp_path):
     with ResultsStore(tmp_path / "results.sqlite") as store:
-        result = autotune("CartPole-v1", 2, budget_seconds=2, candidates_to_try=[Candidate("multi")],
-                          store=store, label="mine")
+        result = autotune(
+            "CartPole-v1",
+            2,
+            budget_seconds=2,
+            candidates_to_try=[Candidate("multi")],
+            store=store,
+            label="mine",
+        )
         run = store.run(result.run_id)
         assert run.kind == "autotune" and run.status == "done" and run.label == "mine"
         assert len(store.measurements([result.run_id])) == 1
@@ -89,14 +120,42 @@ def test_runs_are_saved_in_the_results_store(tmp_path):
     [
         (1, 8, ["multi", "subproc"]),  # one env: nothing to split
         (4, 1, ["multi", "pool-async (num_workers=1, batch_size=2)", "subproc"]),
-        (128, 2, ["multi", "pool (num_workers=2)", "pool-async (num_workers=2, batch_size=64)",
-                  "pool (num_workers=2, shared_memory=False)"]),  # no 128 processes on 2 CPUs
-        (16, 8, ["multi", "pool (num_workers=8)", "pool-async (num_workers=8, batch_size=8)",
-                 "pool (num_workers=4)", "pool (num_workers=2)",
-                 "pool (num_workers=8, shared_memory=False)", "subproc"]),
-        (6, 12, ["multi", "pool (num_workers=6)", "pool-async (num_workers=6, batch_size=3)",
-                 "pool (num_workers=4)", "pool (num_workers=2)",
-                 "pool (num_workers=6, shared_memory=False)", "subproc"]),  # K never above N
+        (
+            128,
+            2,
+            [
+                "multi",
+                "pool (num_workers=2)",
+                "pool-async (num_workers=2, batch_size=64)",
+                "pool (num_workers=2, shared_memory=False)",
+            ],
+        ),  # no 128 processes on 2 CPUs
+        (
+            16,
+            8,
+            [
+                "multi",
+                "pool (num_workers=8)",
+                "pool-async (num_workers=8, batch_size=8)",
+                "pool (num_workers=4)",
+                "pool (num_workers=2)",
+                "pool (num_workers=8, shared_memory=False)",
+                "subproc",
+            ],
+        ),
+        (
+            6,
+            12,
+            [
+                "multi",
+                "pool (num_workers=6)",
+                "pool-async (num_workers=6, batch_size=3)",
+                "pool (num_workers=4)",
+                "pool (num_workers=2)",
+                "pool (num_workers=6, shared_memory=False)",
+                "subproc",
+            ],
+        ),  # K never above N
     ],
 )
 def test_candidates_are_pruned_to_what_can_win(num_envs, cpus, expected):
@@ -123,8 +182,22 @@ def test_bad_input_is_refused_before_anything_is_measured(kwargs, match):
 
 def test_the_command_line(tmp_path, capsys):
     path = tmp_path / "autotune.json"
-    code = main(["autotune", "--env", "vecenvs/Costly-v0", "--env-kwarg", "step_seconds=0", "--num-envs", "2",
-                 "--budget", "2", "--no-store", "--json", str(path)])
+    code = main(
+        [
+            "autotune",
+            "--env",
+            "vecenvs/Costly-v0",
+            "--env-kwarg",
+            "step_seconds=0",
+            "--num-envs",
+            "2",
+            "--budget",
+            "2",
+            "--no-store",
+            "--json",
+            str(path),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "best: " in out
     assert json.loads(path.read_text())["num_envs"] == 2
@@ -147,13 +220,18 @@ def test_the_command_line_refuses_bad_input_in_one_line(argv, named, capsys):
 
 def test_a_close_call_is_measured_again_side_by_side_with_the_loop():
     # Two ways of running the same sleeping envs: the same speed within noise, a close call.
-    twins = [Candidate("pool", {"num_workers": 2}),
-             Candidate("pool", {"num_workers": 2, "shared_memory": False})]
-    result = autotune("vecenvs/Costly-v0", 4, budget_seconds=8, env_kwargs=SLEEPY,
-                      candidates_to_try=twins)
+    twins = [
+        Candidate("pool", {"num_workers": 2}),
+        Candidate("pool", {"num_workers": 2, "shared_memory": False}),
+    ]
+    result = autotune(
+        "vecenvs/Costly-v0", 4, budget_seconds=8, env_kwargs=SLEEPY, candidates_to_try=twins
+    )
     assert len(result.head_to_head) == 3, "both finalists and the loop, interleaved"
-    labels = {Candidate(m.config.backend, dict(m.config.backend_kwargs)).label
-              for m in result.head_to_head}
+    labels = {
+        Candidate(m.config.backend, dict(m.config.backend_kwargs)).label
+        for m in result.head_to_head
+    }
     assert labels == {twin.label for twin in twins} | {"multi"}
     ratios = [m.ratio for m in result.head_to_head if m.config.backend == "pool"]
     assert all(ratio > 1 for ratio in ratios), "sleeping envs: both beat the loop"
@@ -165,7 +243,12 @@ def test_a_close_call_is_measured_again_side_by_side_with_the_loop():
 
 
 def test_a_clear_call_is_not_measured_again():
-    result = autotune("vecenvs/Costly-v0", 8, budget_seconds=6, env_kwargs=SLEEPY,
-                      candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 2})])
+    result = autotune(
+        "vecenvs/Costly-v0",
+        8,
+        budget_seconds=6,
+        env_kwargs=SLEEPY,
+        candidates_to_try=[Candidate("multi"), Candidate("pool", {"num_workers": 2})],
+    )
     assert result.best.backend == "pool"
     assert result.head_to_head == [], "2 workers sleeping in parallel: about 2x, not close"

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from gymnasium.vector import VectorEnv
 
-from vecenvs.multi_env import expand_seeds, merge_infos, split_reset_mask
 from vecenvs.core import split_evenly
+from vecenvs.multi_env import expand_seeds, merge_infos, split_reset_mask
 
 
 class _Batcher(VectorEnv):
@@ -31,7 +31,10 @@ def _assert_infos_equal(got: dict, expected: dict, path: str = "infos") -> None:
         else:
             assert got[key].dtype == expected[key].dtype, f"{path}[{key!r}] dtype"
             assert got[key].shape == expected[key].shape, f"{path}[{key!r}] shape"
-            assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b for a, b in zip(got[key], expected[key])), f"{path}[{key!r}]"
+            assert all(
+                np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+                for a, b in zip(got[key], expected[key])
+            ), f"{path}[{key!r}]"
 
 
 def _env_infos(num_envs: int) -> list[dict]:
@@ -54,7 +57,10 @@ def _env_infos(num_envs: int) -> list[dict]:
 def test_merged_chunk_infos_equal_gymnasiums_env_by_env_infos(num_envs, lanes):
     env_infos = _env_infos(num_envs)
     expected = _Batcher(num_envs).batch(env_infos)
-    parts = [(chunk.start, _Batcher(len(chunk)).batch(env_infos[chunk.start : chunk.stop])) for chunk in split_evenly(num_envs, lanes)]
+    parts = [
+        (chunk.start, _Batcher(len(chunk)).batch(env_infos[chunk.start : chunk.stop]))
+        for chunk in split_evenly(num_envs, lanes)
+    ]
     _assert_infos_equal(merge_infos([part for part in parts if part[1]], num_envs), expected)
 
 

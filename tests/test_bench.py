@@ -121,8 +121,9 @@ def test_compare_adds_the_reference_last_with_ratio_one(interleave):
 
     assert [result.config.backend for result in results] == ["gym-async", "gym-sync"]
     assert results[-1].ratio == 1.0
-    assert results[0].ratio == pytest.approx(statistics.median(
-        a / b for a, b in zip(results[0].throughputs, results[1].throughputs)))
+    assert results[0].ratio == pytest.approx(
+        statistics.median(a / b for a, b in zip(results[0].throughputs, results[1].throughputs))
+    )
     for result in results:
         assert len(result.throughputs) == QUICK["repeats"]
         assert result.ratio > 0 and math.isfinite(result.ratio)
@@ -171,8 +172,10 @@ def no_env_may_be_built(monkeypatch):
         ({"measure_seconds": float("nan")}, "measure_seconds must be a finite number"),
         ({"warmup_seconds": -0.5}, "warmup_seconds must be >= 0 seconds, got -0.5"),
         ({"backend_kwargs": [("num_workers", 2)]}, "backend_kwargs must be a dict"),
-        ({"backend": "pool", "num_envs": 1, "backend_kwargs": {"num_workers": 2}},
-         "pool with num_workers=2 cannot step N=1 env(s)"),
+        (
+            {"backend": "pool", "num_envs": 1, "backend_kwargs": {"num_workers": 2}},
+            "pool with num_workers=2 cannot step N=1 env(s)",
+        ),
     ],
 )
 def test_measure_rejects_bad_configs_before_building_anything(
@@ -210,8 +213,18 @@ def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
     out = tmp_path / "results.json"
 
     done = run_cli(
-        "bench", "--quick", "--env", "CartPole-v1", "--num-envs", "2",
-        "--backend", "gym-async", "--backend", "gym-async-shm", "--json", str(out),
+        "bench",
+        "--quick",
+        "--env",
+        "CartPole-v1",
+        "--num-envs",
+        "2",
+        "--backend",
+        "gym-async",
+        "--backend",
+        "gym-async-shm",
+        "--json",
+        str(out),
     )
 
     assert done.returncode == 0, done.stderr
@@ -261,9 +274,24 @@ def test_cli_bad_input_exits_2_with_a_one_line_message(args, message):
 
 def test_cli_reports_a_failing_backend_without_a_traceback(capsys, tmp_path):
     # The env raises on its 50th step, during the measuring, not while being checked.
-    code = cli.main(["bench", "--quick", "--num-envs", "2", "--backend", "multi",
-                     "--env", "vecenvs/Faulty-v0", "--env-kwarg", "fail_on='step'",
-                     "--env-kwarg", "at=50", "--store", str(tmp_path / "r.sqlite")])
+    code = cli.main(
+        [
+            "bench",
+            "--quick",
+            "--num-envs",
+            "2",
+            "--backend",
+            "multi",
+            "--env",
+            "vecenvs/Faulty-v0",
+            "--env-kwarg",
+            "fail_on='step'",
+            "--env-kwarg",
+            "at=50",
+            "--store",
+            str(tmp_path / "r.sqlite"),
+        ]
+    )
 
     captured = capsys.readouterr()
     assert code == 1
@@ -276,8 +304,9 @@ def test_cli_reports_a_failing_backend_without_a_traceback(capsys, tmp_path):
 
 def test_cli_rejects_an_argument_the_env_does_not_take_before_measuring():
     # CartPole has no `bogus` argument: the env is built once while checking the input.
-    done = run_cli("bench", "--quick", "--num-envs", "2", "--backend", "gym-sync",
-                   "--env-kwarg", "bogus=1")
+    done = run_cli(
+        "bench", "--quick", "--num-envs", "2", "--backend", "gym-sync", "--env-kwarg", "bogus=1"
+    )
 
     assert done.returncode == 2
     assert "cannot make CartPole-v1 (bogus=1)" in done.stderr and "bogus" in done.stderr
@@ -292,15 +321,23 @@ def test_cli_main_returns_instead_of_exiting(capsys):
 
 def test_compare_accepts_arguments_for_the_reference_backend():
     # e.g. the async pool against the sync pool with the same K: the reference has kwargs.
-    results = compare("CartPole-v1", 4, [("pool", {"shared_memory": False})], reference="pool",
-                      backend_kwargs={"pool": {"num_workers": 2}}, warmup_seconds=0.0,
-                      measure_seconds=0.05, repeats=2)
+    results = compare(
+        "CartPole-v1",
+        4,
+        [("pool", {"shared_memory": False})],
+        reference="pool",
+        backend_kwargs={"pool": {"num_workers": 2}},
+        warmup_seconds=0.0,
+        measure_seconds=0.05,
+        repeats=2,
+    )
     reference = results[-1]
     assert reference.config.backend_kwargs == {"num_workers": 2}
     assert reference.ratio == 1.0
     assert results[0].config.backend_kwargs == {"num_workers": 2, "shared_memory": False}
-    assert results[0].paired_ratios == [a / b for a, b in zip(results[0].throughputs,
-                                                              reference.throughputs)]
+    assert results[0].paired_ratios == [
+        a / b for a, b in zip(results[0].throughputs, reference.throughputs)
+    ]
 
 
 # --- the ceiling ---------------------------------------------------------------------------
@@ -320,8 +357,12 @@ def test_the_ceiling_is_measured_side_by_side_and_gives_every_row_its_efficiency
     for result in (multi, reference):
         pairs = [own / top for own, top in zip(result.throughputs, ceiling.throughputs)]
         assert result.efficiency == pytest.approx(statistics.median(pairs))
-    assert psutil.wait_procs([p for p in psutil.Process().children(recursive=True)
-                              if p.pid not in before], timeout=5)[1] == []
+    assert (
+        psutil.wait_procs(
+            [p for p in psutil.Process().children(recursive=True) if p.pid not in before], timeout=5
+        )[1]
+        == []
+    )
 
 
 def test_without_a_ceiling_there_is_no_efficiency():
@@ -329,18 +370,25 @@ def test_without_a_ceiling_there_is_no_efficiency():
     assert [result.efficiency for result in results] == [None, None]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"num_workers": 0}, "num_workers must be a whole number >= 1"),
-    ({"shared_memory": True}, "the ceiling takes only num_workers, start_method, timeout"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_workers": 0}, "num_workers must be a whole number >= 1"),
+        ({"shared_memory": True}, "the ceiling takes only num_workers, start_method, timeout"),
+    ],
+)
 def test_bad_ceiling_arguments_are_refused_before_anything_starts(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         measure(quick_config(backend="ceiling", backend_kwargs=kwargs))
 
 
 def test_a_crash_in_a_ceiling_process_arrives_with_its_traceback_and_leaves_nothing():
-    config = quick_config(env_id="vecenvs/Faulty-v0", num_envs=2, backend="ceiling",
-                          env_kwargs={"fail_on": "step", "at": 5})
+    config = quick_config(
+        env_id="vecenvs/Faulty-v0",
+        num_envs=2,
+        backend="ceiling",
+        env_kwargs={"fail_on": "step", "at": 5},
+    )
     before = {child.pid for child in psutil.Process().children(recursive=True)}
 
     # Every env fails at its 5th step, so either process may be the first to report.
@@ -348,23 +396,41 @@ def test_a_crash_in_a_ceiling_process_arrives_with_its_traceback_and_leaves_noth
         measure(config)
 
     assert "deliberate failure in step" in str(error.value)
-    assert psutil.wait_procs([p for p in psutil.Process().children(recursive=True)
-                              if p.pid not in before], timeout=5)[1] == []
+    assert (
+        psutil.wait_procs(
+            [p for p in psutil.Process().children(recursive=True) if p.pid not in before], timeout=5
+        )[1]
+        == []
+    )
 
 
-def test_cli_bench_measures_the_ceiling_prints_the_verdict_and_stores_efficiency(tmp_path,
-                                                                                  capsys):
+def test_cli_bench_measures_the_ceiling_prints_the_verdict_and_stores_efficiency(tmp_path, capsys):
     store = tmp_path / "r.sqlite"
 
-    code = cli.main(["bench", "--quick", "--num-envs", "2", "--backend", "multi",
-                     "--backend", "ceiling", "--store", str(store)])
+    code = cli.main(
+        [
+            "bench",
+            "--quick",
+            "--num-envs",
+            "2",
+            "--backend",
+            "multi",
+            "--backend",
+            "ceiling",
+            "--store",
+            str(store),
+        ]
+    )
 
     out = capsys.readouterr().out
     assert code == 0
     table = out.split("How to read")[0]
     assert "of ceiling" in table
-    rows = {line.split()[0]: line for line in table.splitlines()
-            if line.split() and line.split()[0] in ("multi", "ceiling", "gym-sync")}
+    rows = {
+        line.split()[0]: line
+        for line in table.splitlines()
+        if line.split() and line.split()[0] in ("multi", "ceiling", "gym-sync")
+    }
     assert set(rows) == {"multi", "ceiling", "gym-sync"}
     assert " 100% " in rows["ceiling"]
     assert re.search(r"Verdict \(from the paired windows\):\n  CartPole-v1, N=2: ", out)

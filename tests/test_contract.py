@@ -14,9 +14,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
-
-import vecenvs
 from conftest import (
     ALL_BACKENDS,
     PROCESS_BACKENDS,
@@ -24,6 +21,9 @@ from conftest import (
     assert_same,
     backend_params,
 )
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import vecenvs
 from vecenvs import PoolVecEnv, SubprocVecEnv
 from vecenvs.envs.faulty import faulty_env_fns
 from vecenvs.factory import env_fns_for
@@ -78,7 +78,12 @@ def test_api(backend, env_id, num_envs):
 @pytest.mark.parametrize("mode", MODES, ids=lambda mode: mode.value)
 @pytest.mark.parametrize(("backend", "env_id", "num_envs"), CONTRACT_CASES)
 def test_matches_sync(backend, env_id, num_envs, mode):
-    assert check_matches_sync(backend, env_id, num_envs=num_envs, steps=STEPS[env_id], autoreset_mode=mode) == []
+    assert (
+        check_matches_sync(
+            backend, env_id, num_envs=num_envs, steps=STEPS[env_id], autoreset_mode=mode
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("backend", EVERY_BACKEND)
@@ -94,7 +99,9 @@ def test_error_propagation(backend, phase):
 
 
 @pytest.mark.parametrize("phase", ["make", "reset", "step", "call"])
-@pytest.mark.parametrize("backend", backend_params(("pool", "pool-caller", "pool-pipes"), ("fork",)))
+@pytest.mark.parametrize(
+    "backend", backend_params(("pool", "pool-caller", "pool-pipes"), ("fork",))
+)
 def test_error_propagation_from_the_last_worker(backend, phase):
     # The last env lives in the last worker's chunk in every pool layout.
     check_error_propagation(backend, phase, num_envs=5, bad_index=4)
@@ -138,7 +145,9 @@ def test_lambdas_and_closures_work_under_spawn(backend):
     env_id, episode_steps, scale = "CartPole-v1", 15, 2.5
 
     def make_scaled():  # a closure over locals, wrapping the env with a lambda of its own
-        return gym.wrappers.TransformReward(gym.make(env_id, max_episode_steps=episode_steps), lambda r: scale * r)
+        return gym.wrappers.TransformReward(
+            gym.make(env_id, max_episode_steps=episode_steps), lambda r: scale * r
+        )
 
     env_fns = [make_scaled, lambda: gym.make(env_id, max_episode_steps=episode_steps), make_scaled]
     reference = SyncVectorEnv(env_fns)
@@ -235,7 +244,8 @@ def test_call_get_attr_set_attr(backend):
 #: envs. tests/test_peers.py checks them (SB3 against SyncVectorEnv in SAME_STEP mode). So is
 #: ray, an optional extra that is slow to start: tests/test_ray.py checks it on one Ray.
 STEPPING_GYMNASIUM_ENVS = [
-    name for name, info in vecenvs.factory.BACKEND_INFO.items()
+    name
+    for name, info in vecenvs.factory.BACKEND_INFO.items()
     if info.family in ("ours", "gymnasium") and info.extra is None
 ]
 
@@ -260,7 +270,11 @@ def test_make_vec_builds_every_backend(name):
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_make_vec_passes_backend_kwargs(start_method):
     with vecenvs.make_vec(
-        "vecenvs/DictObs-v0", 3, backend="pool", num_workers=2, start_method=start_method,
+        "vecenvs/DictObs-v0",
+        3,
+        backend="pool",
+        num_workers=2,
+        start_method=start_method,
         autoreset_mode="SameStep",
     ) as envs:
         assert isinstance(envs, PoolVecEnv) and envs.start_method == start_method
@@ -272,5 +286,9 @@ def test_make_vec_passes_backend_kwargs(start_method):
 
 def test_backend_params_cover_every_backend_and_start_method():
     ids = {param.id for param in EVERY_BACKEND}
-    assert ids == {"multi"} | {f"{name}-{method}" for name in PROCESS_BACKENDS for method in ("fork", "forkserver", "spawn")}
+    assert ids == {"multi"} | {
+        f"{name}-{method}"
+        for name in PROCESS_BACKENDS
+        for method in ("fork", "forkserver", "spawn")
+    }
     assert Backend("pool", "spawn").in_processes and not Backend("multi").in_processes

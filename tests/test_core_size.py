@@ -20,9 +20,20 @@ from vecenvs.factory import env_fns_for
 
 PACKAGE = os.path.dirname(vecenvs.__file__)
 #: The worker process's own loop, which this process does not run: named here.
-WORKER_LOOP = (workers._serve_with_control, workers._spin_until, workers._sleep_until_given, workers._wake_parent,
-               workers.fence, workers._serve, workers.Doorbell.value, workers.Doorbell.sleep, workers.Doorbell.ring,
-               workers._futex, workers.AdaptiveSpin.budget, workers.AdaptiveSpin.record)
+WORKER_LOOP = (
+    workers._serve_with_control,
+    workers._spin_until,
+    workers._sleep_until_given,
+    workers._wake_parent,
+    workers.fence,
+    workers._serve,
+    workers.Doorbell.value,
+    workers.Doorbell.sleep,
+    workers.Doorbell.ring,
+    workers._futex,
+    workers.AdaptiveSpin.budget,
+    workers.AdaptiveSpin.record,
+)
 
 
 def _functions_of_one_step() -> dict[tuple[str, int], object]:
@@ -30,7 +41,11 @@ def _functions_of_one_step() -> dict[tuple[str, int], object]:
 
     def record(frame, event, arg):
         code = frame.f_code
-        if event == "call" and code.co_filename.startswith(PACKAGE) and os.sep + "envs" + os.sep not in code.co_filename:
+        if (
+            event == "call"
+            and code.co_filename.startswith(PACKAGE)
+            and os.sep + "envs" + os.sep not in code.co_filename
+        ):
             seen[(code.co_filename, code.co_firstlineno)] = code
         return None
 
@@ -53,5 +68,9 @@ def test_a_pool_step_runs_through_three_files_and_at_most_600_lines():
     functions = _functions_of_one_step()
     files = {os.path.relpath(file, PACKAGE) for file, _ in functions}
     assert files == {"core.py", "workers.py", "multi_env.py"}, files
-    lines = sum(len(inspect.getsourcelines(code)[0]) for code in functions.values() if code.co_name != "<genexpr>")
+    lines = sum(
+        len(inspect.getsourcelines(code)[0])
+        for code in functions.values()
+        if code.co_name != "<genexpr>"
+    )
     assert lines <= 600, f"one pool step runs through {lines} lines"

@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 import plotly.io as pio
+import psutil
 import pytest
 
 from vecenvs.bench import EnvSpec, ResultsStore, SweepConfig, default_store_path
@@ -25,8 +24,8 @@ from vecenvs.bench.jobs import JobQueue
 from vecenvs.bench.snippets import history_code, machine_code, profile_code, sweep_code
 
 pytest.importorskip("streamlit")
-from streamlit import config as streamlit_config  # noqa: E402 - after the skip
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit import config as streamlit_config
+from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
@@ -112,25 +111,44 @@ def press(at: AppTest, label: str) -> AppTest:
 def test_every_page_renders_with_an_empty_store():
     at = app()
     assert at.title[0].value == "Live comparison"
-    for page, title in [("profile", "Profile"), ("autotune", "Autotune"), ("train", "Train"),
-                        ("history", "History"), ("machine", "Machine")]:
+    for page, title in [
+        ("profile", "Profile"),
+        ("autotune", "Autotune"),
+        ("train", "Train"),
+        ("history", "History"),
+        ("machine", "Machine"),
+    ]:
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, at.exception
         assert at.title[0].value == title
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda at: widget(at.multiselect, "Backends").set_value([]), "pick at least one backend"),
-    (lambda at: widget(at.multiselect, "Numbers of envs N").set_value([]),
-     "pick at least one N"),
-    (lambda at: (widget(at.multiselect, "Environments").set_value(["vecenvs/Costly-v0"]),
-                 widget(at.text_input, "Step time, microseconds (several, comma-separated, "
-                        "make a grid)").set_value("10, fast")),
-     "step time 'fast' is not a number"),
-    (lambda at: (widget(at.multiselect, "Numbers of envs N").set_value([1, 4]),
-                 widget(at.multiselect, "Pool workers K").set_value([2])),
-     "pool with num_workers=2 cannot step N=1 env(s)"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda at: widget(at.multiselect, "Backends").set_value([]), "pick at least one backend"),
+        (
+            lambda at: widget(at.multiselect, "Numbers of envs N").set_value([]),
+            "pick at least one N",
+        ),
+        (
+            lambda at: (
+                widget(at.multiselect, "Environments").set_value(["vecenvs/Costly-v0"]),
+                widget(
+                    at.text_input, "Step time, microseconds (several, comma-separated, make a grid)"
+                ).set_value("10, fast"),
+            ),
+            "step time 'fast' is not a number",
+        ),
+        (
+            lambda at: (
+                widget(at.multiselect, "Numbers of envs N").set_value([1, 4]),
+                widget(at.multiselect, "Pool workers K").set_value([2]),
+            ),
+            "pool with num_workers=2 cannot step N=1 env(s)",
+        ),
+    ],
+)
 def test_bad_form_input_is_refused_with_a_message_and_nothing_is_queued(queue, change, message):
     at = app()
     change(at)
@@ -153,8 +171,9 @@ def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
     sentences = [re.sub(r"^- :material/\w+: ", "", line) for line in shown(verdict).splitlines()]
     for n in (2, 4):
         (sentence,) = [text for text in sentences if text.startswith(f"CartPole-v1, N={n}: ")]
-        assert sentence.startswith((f"CartPole-v1, N={n}: use ", f"CartPole-v1, N={n}: too "
-                                    "close to call between "))
+        assert sentence.startswith(
+            (f"CartPole-v1, N={n}: use ", f"CartPole-v1, N={n}: too close to call between ")
+        )
         assert "ceiling (" not in sentence.split(":")[1], "the ceiling is never the answer"
     specs = charts(at)
     assert len(specs) == 3
@@ -164,8 +183,9 @@ def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
     for spec in specs:
         layout = spec["layout"]
         assert "number of envs N" in layout["xaxis"]["title"]["text"]
-        assert re.search(r"\(.*(steps/s|x|%).*\)", layout["yaxis"]["title"]["text"]), \
+        assert re.search(r"\(.*(steps/s|x|%).*\)", layout["yaxis"]["title"]["text"]), (
             "every y axis names its unit"
+        )
         names = {trace.get("name") for trace in spec["data"]}
         assert {"multi", "pool"} <= names, names
         assert any(name.startswith("ceiling (measured)") for name in names), names
@@ -182,8 +202,9 @@ def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
 
 
 def test_reopening_the_page_shows_the_job_from_its_address(queue):
-    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
-                         measure_seconds=0.05, repeats=1)
+    config = SweepConfig(
+        ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.05, repeats=1
+    )
     first = queue.submit_sweep(config, label="earlier")
     queue.submit_sweep(config, label="later")
     queue.wait(first, 60)
@@ -196,14 +217,19 @@ def test_reopening_the_page_shows_the_job_from_its_address(queue):
 
 
 def test_a_queued_job_shows_its_place_and_can_be_cancelled(queue):
-    blocker = queue.submit_sweep(SweepConfig(["CartPole-v1"], [2], ["multi"],
-                                             warmup_seconds=0.0, measure_seconds=0.1,
-                                             repeats=100))
+    blocker = queue.submit_sweep(
+        SweepConfig(
+            ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.1, repeats=100
+        )
+    )
     at = app()
     tiny_form(at)
     press(at, "Run")
-    job_id = int(at.query_params["job"][0] if isinstance(at.query_params["job"], list)
-                 else at.query_params["job"])
+    job_id = int(
+        at.query_params["job"][0]
+        if isinstance(at.query_params["job"], list)
+        else at.query_params["job"]
+    )
     assert status_line(at).endswith("queued")
     assert any("1 job(s) ahead of this one" in info.value for info in at.info)
     press(at, "Cancel")
@@ -242,11 +268,14 @@ def test_a_profile_shows_its_breakdown_flame_graph_and_downloads(queue):
     job = queue.jobs()[0]
     link = queue.profiles_dir / "passwd-link.txt"
     link.symlink_to("/etc/passwd")
-    summary = {**job.run.summary, "files": {"svg": "/etc/passwd", "speedscope": str(link),
-                                            "collapsed": "/etc/hostname"}}
+    summary = {
+        **job.run.summary,
+        "files": {"svg": "/etc/passwd", "speedscope": str(link), "collapsed": "/etc/hostname"},
+    }
     with queue.store.transaction(write=True) as connection:
-        connection.execute("UPDATE runs SET summary = ? WHERE id = ?",
-                           (json.dumps(summary), job.run_id))
+        connection.execute(
+            "UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(summary), job.run_id)
+        )
     at = app("profile", job=str(job.id))
     assert at.download_button.len == 0 and not at.get("html")
     assert any("is not one this dashboard wrote" in shown(box.value) for box in at.warning)
@@ -260,12 +289,17 @@ HOSTILE_LABEL = "<b>bold</b> ![pixel](http://127.0.0.1:9/pixel.png) :red[red] $x
 
 
 def test_history_overlays_runs_filters_them_and_exports_csv(queue):
-    config = SweepConfig(["CartPole-v1"], [2, 4], ["multi"], warmup_seconds=0.0,
-                         measure_seconds=0.05, repeats=1)
+    config = SweepConfig(
+        ["CartPole-v1"], [2, 4], ["multi"], warmup_seconds=0.0, measure_seconds=0.05, repeats=1
+    )
     for label in ("monday", "tuesday", HOSTILE_LABEL):
         queue.wait(queue.submit_sweep(config, label=label), 60)
-    queue.wait(queue.submit_training("CartPole-v1", 2, ["sb3-dummy"], timesteps=512, repeats=1,
-                                     torch_threads=1, label="ppo"), 120)
+    queue.wait(
+        queue.submit_training(
+            "CartPole-v1", 2, ["sb3-dummy"], timesteps=512, repeats=1, torch_threads=1, label="ppo"
+        ),
+        120,
+    )
     at = app("history")
     table = at.dataframe[0].value
     assert len(table) == 4
@@ -299,8 +333,9 @@ def test_machine_page_shows_cpus_versions_backends_and_py_spy():
     metrics = {metric.label: metric.value for metric in at.metric}
     assert int(metrics["CPUs this process may use"]) >= 1
     assert metrics["Memory"].endswith("GiB")
-    assert any("can attach" in success.value for success in at.success), \
-        [e.value for e in at.error]  # we run as root here; elsewhere the error says what to do
+    assert any("can attach" in success.value for success in at.success), [
+        e.value for e in at.error
+    ]  # we run as root here; elsewhere the error says what to do
     backends = at.dataframe[0].value
     assert {"pool", "ceiling"} <= set(backends["backend"].tolist())
     packages = at.dataframe[1].value
@@ -312,8 +347,9 @@ def test_machine_page_shows_cpus_versions_backends_and_py_spy():
 
 def test_the_code_snippets_run_and_give_what_the_page_shows(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pio.renderers, "default", "json")  # .show() prints instead of opening
-    settings = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
-                           measure_seconds=0.05, repeats=1).to_dict()
+    settings = SweepConfig(
+        ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.05, repeats=1
+    ).to_dict()
     for figure in ("throughput", "model"):
         exec(compile(sweep_code(settings, figure), f"<{figure} snippet>", "exec"), {})
     printed = capsys.readouterr().out
@@ -327,8 +363,17 @@ def test_the_code_snippets_run_and_give_what_the_page_shows(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     exec(compile(history_code(str(store.path), [run]), "<history snippet>", "exec"), {})
     assert (tmp_path / "results.csv").read_text().count("\n") == 3  # header + 2 rows
-    code = profile_code({"env_id": "CartPole-v1", "num_envs": 2, "backend": "multi",
-                         "backend_kwargs": {}, "env_kwargs": {}, "seconds": 1, "rate": 50})
+    code = profile_code(
+        {
+            "env_id": "CartPole-v1",
+            "num_envs": 2,
+            "backend": "multi",
+            "backend_kwargs": {},
+            "env_kwargs": {},
+            "seconds": 1,
+            "rate": 50,
+        }
+    )
     assert "seconds=1" in code and "backend_kwargs" not in code
     compile(code, "<profile snippet>", "exec")  # run for real in test_profile.py's API test
     store.close()
@@ -356,7 +401,6 @@ def test_autotune_picks_a_winner_and_shows_its_table_and_code(queue):
     assert any("autotune(" in block.value for block in at.code)
 
 
-
 # --- Train --------------------------------------------------------------------------------
 
 
@@ -372,8 +416,7 @@ def test_training_throughput_is_measured_per_vector_env_with_the_env_share(queue
     assert rerun_until_finished(at, 180).endswith("done")
     (spec,) = charts(at)
     assert spec["layout"]["yaxis"]["title"]["text"] == "training throughput (env steps/s)"
-    assert {trace["name"] for trace in spec["data"]} == {"stepping the envs",
-                                                          "policy and updates"}
+    assert {trace["name"] for trace in spec["data"]} == {"stepping the envs", "policy and updates"}
     table = at.dataframe[0].value
     assert table["vector env"].tolist() == ["sb3-dummy", "multi"]
     for share in table["share stepping envs"]:
@@ -390,23 +433,30 @@ def test_a_bad_job_in_the_address_gets_a_message_not_a_traceback(queue, page, wa
     at = app(page if page != "compare" else None, job=wanted)
 
     assert not at.exception
-    assert any("which is not a job number" in shown(box.value) for box in at.warning), \
-        [box.value for box in at.warning]
+    assert any("which is not a job number" in shown(box.value) for box in at.warning), [
+        box.value for box in at.warning
+    ]
     assert status_line(at) is None, "nothing else is shown instead"
 
 
 def test_a_job_of_another_kind_or_none_is_named_not_swapped(queue):
-    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
-                         measure_seconds=0.05, repeats=1)
+    config = SweepConfig(
+        ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.05, repeats=1
+    )
     sweep = queue.wait(queue.submit_sweep(config, label="a sweep"), 60).id
     queue.submit_autotune("CartPole-v1", 2, 5.0, start_runner=False)  # a newest job of its own
 
     at = app("autotune", job=str(sweep))
-    assert any(f"Job {sweep} is a sweep job, shown on the Live comparison page" in shown(w.value)
-               for w in at.warning)
+    assert any(
+        f"Job {sweep} is a sweep job, shown on the Live comparison page" in shown(w.value)
+        for w in at.warning
+    )
     assert status_line(at) is None, "not swapped for the autotune job"
-    (link,) = [element for element in at.get("page_link")
-               if element.proto.label.startswith(f"Open job {sweep}")]
+    (link,) = [
+        element
+        for element in at.get("page_link")
+        if element.proto.label.startswith(f"Open job {sweep}")
+    ]
     assert link.proto.label.endswith("on the Live comparison page")
     assert link.proto.query_string == f"job={sweep}" and link.proto.page_script_hash
     at = app(job="424242")
@@ -415,8 +465,9 @@ def test_a_job_of_another_kind_or_none_is_named_not_swapped(queue):
 
 
 def test_labels_and_errors_are_shown_as_text_not_markdown(queue):
-    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
-                         measure_seconds=0.05, repeats=1)
+    config = SweepConfig(
+        ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.05, repeats=1
+    )
     job = queue.wait(queue.submit_sweep(config, label=HOSTILE_LABEL), 60).id
 
     at = app(job=str(job))
@@ -426,8 +477,9 @@ def test_labels_and_errors_are_shown_as_text_not_markdown(queue):
     assert not set(unescaped) & set("![]()$<>*:`_"), unescaped
     assert status_line(at) == f"Job {job} · run 1 · {HOSTILE_LABEL}: done"
     widget(at.multiselect, "Environments").set_value(["vecenvs/Costly-v0"])
-    widget(at.text_input, "Step time, microseconds (several, comma-separated, make a grid)"
-           ).set_value("![x](http://127.0.0.1:9/y.png)")
+    widget(
+        at.text_input, "Step time, microseconds (several, comma-separated, make a grid)"
+    ).set_value("![x](http://127.0.0.1:9/y.png)")
     press(at, "Run")
     (error,) = at.error
     assert "![" not in error.value and "](" not in error.value
@@ -445,28 +497,41 @@ def test_the_pages_refuse_to_run_on_an_address_beyond_this_machine():
 
 
 def test_a_reopened_job_shows_its_own_settings_not_the_forms(queue):
-    config = SweepConfig(["CartPole-v1", EnvSpec("vecenvs/Costly-v0", {"step_seconds": 1e-4})],
-                         [2, 8], ["multi", "ceiling"], warmup_seconds=0.0,
-                         measure_seconds=0.05, repeats=2)
+    config = SweepConfig(
+        ["CartPole-v1", EnvSpec("vecenvs/Costly-v0", {"step_seconds": 1e-4})],
+        [2, 8],
+        ["multi", "ceiling"],
+        warmup_seconds=0.0,
+        measure_seconds=0.05,
+        repeats=2,
+    )
     job = queue.submit_sweep(config, start_runner=False)
 
     at = app(job=str(job))
     (caption,) = [shown(c.value) for c in at.caption if "Settings of this run" in c.value]
-    for part in ("envs: CartPole-v1, vecenvs/Costly-v0", "N: 2, 8",
-                 "backends: multi, ceiling, gym-sync",
-                 "2 window(s) of 0.05 s per backend after 0 s of warm-up", "estimate: about"):
+    for part in (
+        "envs: CartPole-v1, vecenvs/Costly-v0",
+        "N: 2, 8",
+        "backends: multi, ceiling, gym-sync",
+        "2 window(s) of 0.05 s per backend after 0 s of warm-up",
+        "estimate: about",
+    ):
         assert part in caption, caption
     at = app("autotune")
     queue.submit_autotune("CartPole-v1", 4, 7.0, start_runner=False)
     at.run()
-    assert any("num envs: 4" in shown(c.value) and "budget seconds: 7.0" in shown(c.value)
-               for c in at.caption)
+    assert any(
+        "num envs: 4" in shown(c.value) and "budget seconds: 7.0" in shown(c.value)
+        for c in at.caption
+    )
 
 
 def test_a_double_click_on_run_queues_one_job(queue):
-    blocker = queue.submit_sweep(SweepConfig(["CartPole-v1"], [2], ["multi"],
-                                             warmup_seconds=0.0, measure_seconds=0.1,
-                                             repeats=100))
+    blocker = queue.submit_sweep(
+        SweepConfig(
+            ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.1, repeats=100
+        )
+    )
     at = app()
     tiny_form(at)
     press(at, "Run")
@@ -478,9 +543,11 @@ def test_a_double_click_on_run_queues_one_job(queue):
 
 
 def test_many_processes_need_a_tick_and_a_busy_machine_is_named(queue):
-    blocker = queue.submit_sweep(SweepConfig(["CartPole-v1"], [2], ["multi"],
-                                             warmup_seconds=0.0, measure_seconds=0.1,
-                                             repeats=100))
+    blocker = queue.submit_sweep(
+        SweepConfig(
+            ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.1, repeats=100
+        )
+    )
     at = app()
     tiny_form(at, num_envs=(512,), backends=("subproc",))
     press(at, "Run")
@@ -495,15 +562,19 @@ def test_many_processes_need_a_tick_and_a_busy_machine_is_named(queue):
 
 
 def test_a_busy_machine_is_named_when_a_job_is_queued(queue):
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-               for _ in range(psutil.cpu_count())]
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(psutil.cpu_count())
+    ]
     try:
         time.sleep(0.5)
         at = app()
         tiny_form(at)
         press(at, "Run")
-        assert any("The machine was busy when this job was queued" in shown(box.value)
-                   for box in at.warning)
+        assert any(
+            "The machine was busy when this job was queued" in shown(box.value)
+            for box in at.warning
+        )
     finally:
         for burner in burners:
             burner.kill()

@@ -41,18 +41,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SERVER_START_SECONDS = 90
 #: Flags that keep Chromium from reaching out to Google's servers (this network is closed).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 playwright = pytest.importorskip("playwright.sync_api")
 
 if not Path(CHROMIUM).exists():
     if os.environ.get("CI"):
-        pytest.fail(f"CI must install Debian's chromium (not found at {CHROMIUM}); "
-                    "see .ci/run", pytrace=False)
-    pytest.skip(f"needs Chromium at {CHROMIUM}: apt-get install chromium",
-                allow_module_level=True)
+        pytest.fail(
+            f"CI must install Debian's chromium (not found at {CHROMIUM}); see .ci/run",
+            pytrace=False,
+        )
+    pytest.skip(f"needs Chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
 
 
 def free_port() -> int:
@@ -66,15 +73,30 @@ def server(tmp_path):
     """``streamlit run app.py`` from the dashboard's folder, given no address and no usage
     statistics setting, with its own store and machine lock. Yields its address."""
     port = free_port()
-    env = {**os.environ, "VECENVS_STORE": str(tmp_path / "results.sqlite"),
-           "VECENVS_MACHINE_LOCK": str(tmp_path / "machine.lock")}
+    env = {
+        **os.environ,
+        "VECENVS_STORE": str(tmp_path / "results.sqlite"),
+        "VECENVS_MACHINE_LOCK": str(tmp_path / "machine.lock"),
+    }
     env.pop("STREAMLIT_SERVER_ADDRESS", None)
     log = open(tmp_path / "server.log", "w+", encoding="utf-8")
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-         f"--server.port={port}", "--server.fileWatcherType=none"],
-        cwd=ROOT / "dashboard", env=env, stdin=subprocess.DEVNULL, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless=true",
+            f"--server.port={port}",
+            "--server.fileWatcherType=none",
+        ],
+        cwd=ROOT / "dashboard",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -92,15 +114,22 @@ def server(tmp_path):
             if time.monotonic() > deadline:
                 pytest.fail(f"streamlit did not answer within {SERVER_START_SECONDS} s")
             time.sleep(0.3)
-        listening = {c.laddr.ip for c in psutil.Process(process.pid).net_connections("inet")
-                     if c.status == psutil.CONN_LISTEN}
-        assert listening and listening <= {"127.0.0.1", "::1"}, \
+        listening = {
+            c.laddr.ip
+            for c in psutil.Process(process.pid).net_connections("inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+        assert listening and listening <= {"127.0.0.1", "::1"}, (
             f"started from its folder with no address, it listens on {listening}"
+        )
         yield url
     finally:
         # Stop the server and the job runner it started (same session), like Ctrl-C would.
-        with_children = [process, *psutil.Process(process.pid).children(recursive=True)] \
-            if process.poll() is None else []
+        with_children = (
+            [process, *psutil.Process(process.pid).children(recursive=True)]
+            if process.poll() is None
+            else []
+        )
         os.killpg(process.pid, signal.SIGINT) if process.poll() is None else None
         try:
             process.wait(20)
@@ -149,8 +178,9 @@ def open_compare(browser, url: str):
 def only_from(page, server: str) -> None:
     """Nothing fetched from anywhere but the dashboard itself (no usage statistics, no image a
     label points to)."""
-    elsewhere = [url for url in page.fetched
-                 if not url.startswith((server, "data:", "blob:", "about:"))]
+    elsewhere = [
+        url for url in page.fetched if not url.startswith((server, "data:", "blob:", "about:"))
+    ]
     assert not elsewhere, f"the page fetched {elsewhere}"
 
 
@@ -159,8 +189,12 @@ def boxes(locator) -> list[dict]:
 
 
 def overlap(a: dict, b: dict) -> bool:
-    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
-            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
 
 
 def check_reads_at_a_glance(chart) -> None:
@@ -183,8 +217,7 @@ def fill_form(page, *, remove: list[str], shortest: bool, label: str) -> None:
     for name in remove:
         page.get_by_role("button", name=name, exact=True).click()
     if shortest:
-        for slider in ("Seconds per timed window", "Timed windows per backend",
-                       "Warm-up seconds"):
+        for slider in ("Seconds per timed window", "Timed windows per backend", "Warm-up seconds"):
             handle = page.get_by_role("slider", name=slider)
             handle.focus()
             handle.press("Home")
@@ -200,8 +233,11 @@ def expect_text(page, pattern: str | re.Pattern, timeout: float = 60_000) -> Non
         path = screenshot_path("dashboard-failure.png")
         page.screenshot(path=str(path), full_page=True)
         shown = page.locator("body").inner_text()
-        pytest.fail(f"{pattern!r} did not appear within {timeout / 1000:g} s; the page "
-                    f"(screenshot: {path}) shows:\n{shown[:3000]}", pytrace=False)
+        pytest.fail(
+            f"{pattern!r} did not appear within {timeout / 1000:g} s; the page "
+            f"(screenshot: {path}) shows:\n{shown[:3000]}",
+            pytrace=False,
+        )
 
 
 def status_text(page) -> str:
@@ -221,10 +257,15 @@ def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, brows
     fill_form(first, remove=["Remove 64"], shortest=False, label="first tab")
     second = open_compare(browser, server)
     # The second: N = 1 and 4 with multi, the pool and the ceiling, the shortest timing.
-    fill_form(second, remove=["Remove 16", "Remove 64", "Remove subproc"], shortest=True,
-              label="second tab")
-    assert "No benchmark queued or running" in second.locator(
-        '[data-testid="stSidebar"]').inner_text()
+    fill_form(
+        second,
+        remove=["Remove 16", "Remove 64", "Remove subproc"],
+        shortest=True,
+        label="second tab",
+    )
+    assert (
+        "No benchmark queued or running" in second.locator('[data-testid="stSidebar"]').inner_text()
+    )
 
     first.get_by_role("button", name="Run").click()
     expect_text(first, re.compile(r"Job 1 .*: running"))
@@ -252,8 +293,16 @@ def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, brows
             time.sleep(0.2)
         assert charts.count() == 3, "throughput, speed-up and efficiency charts"
         text = " ".join(charts.nth(i).inner_text() for i in range(3))
-        for words in ("number of envs N", "env steps/s", "speed-up over gym-sync",
-                      "share of the ceiling", "ceiling (measured)", "multi", "pool", *envs):
+        for words in (
+            "number of envs N",
+            "env steps/s",
+            "speed-up over gym-sync",
+            "share of the ceiling",
+            "ceiling (measured)",
+            "multi",
+            "pool",
+            *envs,
+        ):
             assert words in text, f"{words!r} missing from the charts"
         for i in range(3):
             check_reads_at_a_glance(charts.nth(i))
@@ -272,8 +321,7 @@ def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, brows
     path = screenshot_path("dashboard-compare.png")
     first.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 50_000, "the screenshot should show the charts"
-    second.screenshot(path=str(screenshot_path("dashboard-compare-queued-tab.png")),
-                      full_page=True)
+    second.screenshot(path=str(screenshot_path("dashboard-compare-queued-tab.png")), full_page=True)
 
     # Reopening the page from its address shows the same finished run, and its settings.
     reopened = new_page(browser, server)
@@ -288,7 +336,7 @@ class _Pixels(http.server.BaseHTTPRequestHandler):
 
     requests: list[str] = []
 
-    def do_GET(self):  # noqa: N802 - the name http.server calls
+    def do_GET(self):
         self.requests.append(self.path)
         self.send_response(204)
         self.end_headers()
@@ -297,22 +345,29 @@ class _Pixels(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_history_overlays_three_runs_and_hostile_labels_fetch_nothing(server, browser,
-                                                                      tmp_path):
+def test_history_overlays_three_runs_and_hostile_labels_fetch_nothing(server, browser, tmp_path):
     from vecenvs.bench import ResultsStore, SweepConfig, run_sweep
     from vecenvs.bench.jobs import JobQueue
 
     pixels = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pixels)
     threading.Thread(target=pixels.serve_forever, daemon=True).start()
     elsewhere = f"http://127.0.0.1:{pixels.server_address[1]}"
-    labels = [f"![pixel]({elsewhere}/markdown.png) :red[red] $x^2$",
-              f'<b>bold</b> <img src="{elsewhere}/html.png">',
-              "monday, quiet machine"]
+    labels = [
+        f"![pixel]({elsewhere}/markdown.png) :red[red] $x^2$",
+        f'<b>bold</b> <img src="{elsewhere}/html.png">',
+        "monday, quiet machine",
+    ]
     store = ResultsStore(tmp_path / "results.sqlite")
     queue = JobQueue(store)
     try:
-        config = SweepConfig(["CartPole-v1"], [2, 8], ["multi", "pool", "ceiling"],
-                             warmup_seconds=0.0, measure_seconds=0.05, repeats=2)
+        config = SweepConfig(
+            ["CartPole-v1"],
+            [2, 8],
+            ["multi", "pool", "ceiling"],
+            warmup_seconds=0.0,
+            measure_seconds=0.05,
+            repeats=2,
+        )
         for label in labels[1:]:
             run_sweep(config, store=store, label=label)
         # The first as a job of the queue: its label shows in the status line too.

@@ -260,7 +260,7 @@ def test_dict_obs_ends_both_ways_and_reports_infos():
     optional_key_seen = optional_key_missing = False
     env.reset(seed=0)
     for _ in range(300):
-        observation, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        observation, _reward, terminated, truncated, info = env.step(env.action_space.sample())
         assert observation in env.observation_space
         assert isinstance(info["distance"], float) and isinstance(info["steps"], int)
         optional_key_seen |= "mode_changed" in info

@@ -89,10 +89,19 @@ def make_submissions(root: Path, students: dict[str, dict[str, str]]) -> Path:
     return root
 
 
-def grade(submissions: Path, *options: str, marker: str = "", timeout: float = 150) -> subprocess.CompletedProcess:
+def grade(
+    submissions: Path, *options: str, marker: str = "", timeout: float = 150
+) -> subprocess.CompletedProcess:
     environment = {**os.environ, "GRADE_TEST_MARKER": marker}
-    return subprocess.run([sys.executable, "-m", "exercises.grade", str(submissions), *options],
-                          check=False, cwd=REPO, env=environment, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "exercises.grade", str(submissions), *options],
+        check=False,
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def table_row(output: str, student: str) -> list[str]:
@@ -110,11 +119,12 @@ def leftover_processes(marker: str, since: float) -> list[psutil.Process]:
     for process in psutil.process_iter():
         try:
             environment = process.environ()
-            if (environment.get("GRADE_TEST_MARKER") == marker
-                    or marker in " ".join(process.cmdline())
-                    or ("VECENVS_SANDBOX" in environment and process.create_time() >= since - 1)):
-                if process.status() != psutil.STATUS_ZOMBIE:
-                    found.append(process)
+            if (
+                environment.get("GRADE_TEST_MARKER") == marker
+                or marker in " ".join(process.cmdline())
+                or ("VECENVS_SANDBOX" in environment and process.create_time() >= since - 1)
+            ) and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
         except psutil.Error:
             continue
     return found
@@ -122,28 +132,59 @@ def leftover_processes(marker: str, since: float) -> list[psutil.Process]:
 
 def test_grader_scores_reference_untouched_and_broken_submissions(tmp_path):
     solutions = {path.name: path.read_text() for path in (EXERCISES / "solutions").glob("q*.py")}
-    submissions = make_submissions(tmp_path / "class", {
-        "alice": solutions,   # the reference solutions
-        "bob": {},            # the untouched student files
-        "carol": {**solutions, **BROKEN, "q5_read_profile.py": solutions["q5_read_profile.py"]
-                  .replace('SUBPROC_PARENT_MOSTLY = busiest(_PROFILES[SUBPROC], "parent")',
-                           'SUBPROC_PARENT_MOSTLY = "pipe & shm I/O"')
-                  .replace('WHY_SUBPROC_WORKERS_WAIT = "b"', 'WHY_SUBPROC_WORKERS_WAIT = "c"')},
-    })
+    submissions = make_submissions(
+        tmp_path / "class",
+        {
+            "alice": solutions,  # the reference solutions
+            "bob": {},  # the untouched student files
+            "carol": {
+                **solutions,
+                **BROKEN,
+                "q5_read_profile.py": solutions["q5_read_profile.py"]
+                .replace(
+                    'SUBPROC_PARENT_MOSTLY = busiest(_PROFILES[SUBPROC], "parent")',
+                    'SUBPROC_PARENT_MOSTLY = "pipe & shm I/O"',
+                )
+                .replace('WHY_SUBPROC_WORKERS_WAIT = "b"', 'WHY_SUBPROC_WORKERS_WAIT = "c"'),
+            },
+        },
+    )
     marker, since = uuid.uuid4().hex, time.time()
-    done = grade(submissions, "--csv", str(tmp_path / "scores.csv"), "--test-timeout", "20", marker=marker)
+    done = grade(
+        submissions, "--csv", str(tmp_path / "scores.csv"), "--test-timeout", "20", marker=marker
+    )
     output = done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
 
-    assert table_row(output, "alice") == ["alice", "3/3", "5/5", "5/5", "5/5", "5/5", "23/23", "ok"], output
-    assert table_row(output, "bob") == ["bob", "0/3", "0/5", "0/5", "0/5", "0/5", "0/23", "ok"], output
-    assert table_row(output, "carol") == ["carol", "1/3", "5/5", "2/5", "1/5", "3/5", "12/23", "ok"], output
+    assert table_row(output, "alice") == [
+        "alice",
+        "3/3",
+        "5/5",
+        "5/5",
+        "5/5",
+        "5/5",
+        "23/23",
+        "ok",
+    ], output
+    assert table_row(output, "bob") == ["bob", "0/3", "0/5", "0/5", "0/5", "0/5", "0/23", "ok"], (
+        output
+    )
+    assert table_row(output, "carol") == [
+        "carol",
+        "1/3",
+        "5/5",
+        "2/5",
+        "1/5",
+        "3/5",
+        "12/23",
+        "ok",
+    ], output
 
     # The hints a student can act on, per failed check.
     assert "not done yet: Exercise 3: write step_wait" in output
-    assert "observations is a list: expected a numpy array" in output          # carol's shapes
-    assert "did not return within 8 s" in output                              # carol's hang
-    assert "died while answering STEP" in output                               # carol's worker
+    assert "observations is a list: expected a numpy array" in output  # carol's shapes
+    assert "did not return within 8 s" in output  # carol's hang
+    assert "died while answering STEP" in output  # carol's worker
     assert "SUBPROC_PARENT_MOSTLY = 'pipe & shm I/O': not where most of the time goes" in output
     assert "alice:" not in output, "the reference solutions should need no hint"
 
@@ -156,10 +197,24 @@ def test_grader_scores_reference_untouched_and_broken_submissions(tmp_path):
 
 def test_hard_deadline_kills_a_hung_student_and_everything_it_started(tmp_path):
     marker, since = uuid.uuid4().hex, time.time()
-    submissions = make_submissions(tmp_path / "class", {"dave": {"q1_chunks.py": HANGING_Q1.replace("MARKER", marker)}})
-    done = grade(submissions, "--student-timeout", "6", "--test-timeout", "60", marker=marker, timeout=60)
+    submissions = make_submissions(
+        tmp_path / "class", {"dave": {"q1_chunks.py": HANGING_Q1.replace("MARKER", marker)}}
+    )
+    done = grade(
+        submissions, "--student-timeout", "6", "--test-timeout", "60", marker=marker, timeout=60
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert table_row(done.stdout, "dave") == ["dave", "0/3", "0/5", "0/5", "0/5", "0/5", "0/23", "timed", "out"]
+    assert table_row(done.stdout, "dave") == [
+        "dave",
+        "0/3",
+        "0/5",
+        "0/5",
+        "0/5",
+        "0/5",
+        "0/23",
+        "timed",
+        "out",
+    ]
     assert "did not finish within 6 s" in done.stdout
     # The judge, the student's sandbox and the child its code started were all killed.
     assert leftover_processes(marker, since) == []
@@ -167,9 +222,22 @@ def test_hard_deadline_kills_a_hung_student_and_everything_it_started(tmp_path):
 
 def test_reference_solutions_pass_when_checked_directly():
     """What a student runs on their own work: ``pytest exercises/checks --submission DIR``."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "exercises/checks", "-q",
-                           "--submission", "exercises/solutions"],
-                          check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "exercises/checks",
+            "-q",
+            "--submission",
+            "exercises/solutions",
+        ],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "23 passed" in done.stdout
 
@@ -395,20 +463,30 @@ SUBPROC_WORKERS_ENV_SHARE = YesNumber(0.0)
 def hostile(*parts: str, **constants: object) -> str:
     """A student file: the prelude, ``constants`` as assignments, then ``parts`` in order."""
     assignments = "".join(f"{name} = {value!r}\n" for name, value in constants.items())
-    return textwrap.dedent(PRELUDE) + assignments + "".join(textwrap.dedent(part) + "\n" for part in parts)
+    return (
+        textwrap.dedent(PRELUDE)
+        + assignments
+        + "".join(textwrap.dedent(part) + "\n" for part in parts)
+    )
 
 
 def tree_contents(*folders: Path, leave_out: tuple[Path, ...] = ()) -> dict[Path, bytes]:
     """path -> contents of every file under ``folders`` (caches aside): what "nothing changed" means."""
-    return {path: path.read_bytes() for folder in folders for path in sorted(folder.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts and path not in leave_out}
+    return {
+        path: path.read_bytes()
+        for folder in folders
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path not in leave_out
+    }
 
 
 def restore(before: dict[Path, bytes], *folders: Path) -> list[str]:
     """Puts ``folders`` back as ``before`` had them; returns what had changed. (Should a sandbox
     ever fail, the hostile students must not leave this checkout damaged.)"""
     now = tree_contents(*folders)
-    changed = sorted(str(path) for path in before.keys() | now.keys() if before.get(path) != now.get(path))
+    changed = sorted(
+        str(path) for path in before.keys() | now.keys() if before.get(path) != now.get(path)
+    )
     for path in now.keys() - before.keys():
         path.unlink()
     for path, contents in before.items():
@@ -436,48 +514,89 @@ def test_a_class_of_hostile_submissions_scores_exactly_and_harms_nothing(tmp_pat
     from exercises.grade import collect_checks
 
     checks = collect_checks()  # the forger writes a report with the real check names
-    constants = {"MARKER": marker, "CLASS": str(class_dir), "REPO": str(REPO), "CSV": str(scores), "CHECKS": checks}
+    constants = {
+        "MARKER": marker,
+        "CLASS": str(class_dir),
+        "REPO": str(REPO),
+        "CSV": str(scores),
+        "CHECKS": checks,
+    }
 
     def with_solution(filename: str, *parts: str) -> str:
         return solutions[filename] + hostile(*parts, **constants)
 
-    make_submissions(class_dir, {
-        "01-killer": {"q1_chunks.py": with_solution("q1_chunks.py", KILLER_PARENT),
-                      "q5_read_profile.py": with_solution("q5_read_profile.py", KILLER_GROUP)},
-        "02-importer": {"q1_chunks.py": hostile(IMPORTER_Q1, **constants),
-                        "q2_overhead.py": hostile(IMPORTER_Q2, **constants)},
-        "03-forger": {"q1_chunks.py": hostile(FORGER, **constants)},
-        "04-editor": {"q1_chunks.py": hostile(EDITOR, **constants), "q2_overhead.py": solutions["q2_overhead.py"]},
-        "05-blank": {},
-        "06-vandal": {"q1_chunks.py": hostile(VANDAL_Q1, **constants),
-                      "q5_read_profile.py": with_solution("q5_read_profile.py", VANDAL_Q5)},
-        "07-victim": {name: solutions[name] for name in ("q1_chunks.py", "q5_read_profile.py")},
-        "08-escaper": {"q1_chunks.py": with_solution("q1_chunks.py", ESCAPER)},
-        "09-crasher": {"q3_step_wait.py": solutions["q3_step_wait.py"], "q4_worker_errors.py": CRASHER},
-        "10-cheater": {"q1_chunks.py": CHEATER_Q1, "q2_overhead.py": CHEATER_Q2, "q3_step_wait.py": CHEATER_Q3,
-                       "q4_worker_errors.py": CHEATER_Q4, "q5_read_profile.py": CHEATER_Q5},
-    })
+    make_submissions(
+        class_dir,
+        {
+            "01-killer": {
+                "q1_chunks.py": with_solution("q1_chunks.py", KILLER_PARENT),
+                "q5_read_profile.py": with_solution("q5_read_profile.py", KILLER_GROUP),
+            },
+            "02-importer": {
+                "q1_chunks.py": hostile(IMPORTER_Q1, **constants),
+                "q2_overhead.py": hostile(IMPORTER_Q2, **constants),
+            },
+            "03-forger": {"q1_chunks.py": hostile(FORGER, **constants)},
+            "04-editor": {
+                "q1_chunks.py": hostile(EDITOR, **constants),
+                "q2_overhead.py": solutions["q2_overhead.py"],
+            },
+            "05-blank": {},
+            "06-vandal": {
+                "q1_chunks.py": hostile(VANDAL_Q1, **constants),
+                "q5_read_profile.py": with_solution("q5_read_profile.py", VANDAL_Q5),
+            },
+            "07-victim": {name: solutions[name] for name in ("q1_chunks.py", "q5_read_profile.py")},
+            "08-escaper": {"q1_chunks.py": with_solution("q1_chunks.py", ESCAPER)},
+            "09-crasher": {
+                "q3_step_wait.py": solutions["q3_step_wait.py"],
+                "q4_worker_errors.py": CRASHER,
+            },
+            "10-cheater": {
+                "q1_chunks.py": CHEATER_Q1,
+                "q2_overhead.py": CHEATER_Q2,
+                "q3_step_wait.py": CHEATER_Q3,
+                "q4_worker_errors.py": CHEATER_Q4,
+                "q5_read_profile.py": CHEATER_Q5,
+            },
+        },
+    )
     checkout = (EXERCISES, REPO / "vecenvs")
     before = tree_contents(class_dir, *checkout)
     try:
-        done = grade(class_dir, "--csv", str(scores), "--test-timeout", "20", marker=marker, timeout=400)
+        done = grade(
+            class_dir, "--csv", str(scores), "--test-timeout", "20", marker=marker, timeout=400
+        )
     finally:
-        changed_in_checkout = restore({path: contents for path, contents in before.items()
-                                       if not path.is_relative_to(class_dir)}, *checkout)
+        changed_in_checkout = restore(
+            {
+                path: contents
+                for path, contents in before.items()
+                if not path.is_relative_to(class_dir)
+            },
+            *checkout,
+        )
     assert changed_in_checkout == [], "student code changed the checkout (now restored)"
     output = done.stdout
     assert done.returncode == 0, output + done.stderr
     expected = {  # q1 q2 q3 q4 q5 total
-        "01-killer": ["3/3", "0/5", "0/5", "0/5", "0/5", "3/23"],     # its parent survives; q5 ended itself
-        "02-importer": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],   # no solutions in reach
-        "03-forger": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],     # no report in reach
-        "04-editor": ["0/3", "5/5", "0/5", "0/5", "0/5", "5/23"],     # its own work only
-        "05-blank": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],      # unaffected by the editor
-        "06-vandal": ["0/3", "0/5", "0/5", "0/5", "5/5", "5/23"],     # copying failed, vandalism too
-        "07-victim": ["3/3", "0/5", "0/5", "0/5", "5/5", "8/23"],     # unharmed
+        "01-killer": [
+            "3/3",
+            "0/5",
+            "0/5",
+            "0/5",
+            "0/5",
+            "3/23",
+        ],  # its parent survives; q5 ended itself
+        "02-importer": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],  # no solutions in reach
+        "03-forger": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],  # no report in reach
+        "04-editor": ["0/3", "5/5", "0/5", "0/5", "0/5", "5/23"],  # its own work only
+        "05-blank": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],  # unaffected by the editor
+        "06-vandal": ["0/3", "0/5", "0/5", "0/5", "5/5", "5/23"],  # copying failed, vandalism too
+        "07-victim": ["3/3", "0/5", "0/5", "0/5", "5/5", "8/23"],  # unharmed
         "08-escaper": ["3/3", "0/5", "0/5", "0/5", "0/5", "3/23"],
-        "09-crasher": ["0/3", "0/5", "5/5", "0/5", "0/5", "5/23"],    # the crash cost q4 only
-        "10-cheater": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],    # lies and stubs earn nothing
+        "09-crasher": ["0/3", "0/5", "5/5", "0/5", "0/5", "5/23"],  # the crash cost q4 only
+        "10-cheater": ["0/3", "0/5", "0/5", "0/5", "0/5", "0/23"],  # lies and stubs earn nothing
     }
     for student, cells in expected.items():
         assert table_row(output, student) == [student, *cells, "ok"], output
@@ -489,7 +608,7 @@ def test_a_class_of_hostile_submissions_scores_exactly_and_harms_nothing(tmp_pat
         f"No such file or directory: '{REPO}/exercises/solutions/q2_overhead.py'",
         f"No such file or directory: '{class_dir}/07-victim/q1_chunks.py'",
         "the process running your code ended (exit code 1) during importing q4_worker_errors.py",
-        "throughput(8 envs, 100 steps, 0.5 s) = 0.0: expected 1600",           # a number, not a liar
+        "throughput(8 envs, 100 steps, 0.5 s) = 0.0: expected 1600",  # a number, not a liar
         "busiest(rows of 'subproc, CartPole-v1, N=8', 'parent') = <submission_q5_read_profile.Yes object",
         "split_envs(4, 2) raised ValueError: I refuse everything",
         "step 1 (before env 2 hangs), env 0: your results differ from stepping env 0 by hand",
@@ -507,13 +626,15 @@ def test_a_class_of_hostile_submissions_scores_exactly_and_harms_nothing(tmp_pat
     with open(scores, newline="") as file:
         rows = {row["student"]: row for row in csv.DictReader(file)}
     assert {student: rows[student]["total"] for student in expected} == {
-        student: cells[-1].split("/")[0] for student, cells in expected.items()}
+        student: cells[-1].split("/")[0] for student, cells in expected.items()
+    }
     assert all(row["out_of"] == "23" for row in rows.values())
 
     # Nothing outside each student's own copy changed: the other students' folders (and, above,
     # the checks, the solutions, the package); and no file appeared.
     assert tree_contents(class_dir, leave_out=(scores,)) == {
-        path: contents for path, contents in before.items() if path.is_relative_to(class_dir)}
+        path: contents for path, contents in before.items() if path.is_relative_to(class_dir)
+    }
 
 
 def test_the_grader_counts_each_check_once_whatever_the_report_says(tmp_path):
@@ -522,13 +643,19 @@ def test_the_grader_counts_each_check_once_whatever_the_report_says(tmp_path):
     from exercises.grade import StudentResult, read_report
 
     checks = {"q1": ["test_a", "test_b"], "q2": ["test_c"]}
-    cases = "".join(f'<testcase classname="exercises.checks.test_{question}_x" name="{name}"/>'
-                    for question, names in checks.items() for name in names for _ in range(40))
+    cases = "".join(
+        f'<testcase classname="exercises.checks.test_{question}_x" name="{name}"/>'
+        for question, names in checks.items()
+        for name in names
+        for _ in range(40)
+    )
     cases += '<testcase classname="exercises.checks.test_q1_x" name="test_free_points"/>'
     cases += '<testcase classname="exercises.checks.test_q9_x" name="test_a"/>'
     cases += '<testcase classname="exercises.checks.test_q2_x" name="test_c"><failure message="no"/></testcase>'
     report = tmp_path / "report.xml"
-    report.write_text(f'<?xml version="1.0"?><testsuites><testsuite>{cases}</testsuite></testsuites>')
+    report.write_text(
+        f'<?xml version="1.0"?><testsuites><testsuite>{cases}</testsuite></testsuites>'
+    )
     result = StudentResult("forger")
     read_report(report, checks, result)
     assert result.passed == {"q1": 2, "q2": 1}
@@ -539,7 +666,9 @@ def test_the_grader_counts_each_check_once_whatever_the_report_says(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["unshare", "none"])
-def test_without_bubblewrap_the_grader_warns_scores_right_and_leaves_nothing_running(tmp_path, kind):
+def test_without_bubblewrap_the_grader_warns_scores_right_and_leaves_nothing_running(
+    tmp_path, kind
+):
     """The fallbacks cannot hide the machine's files from a student, and say so; but they still
     score right and end every process a student starts, setsid or not."""
     from exercises.sandbox import isolation
@@ -552,13 +681,29 @@ def test_without_bubblewrap_the_grader_warns_scores_right_and_leaves_nothing_run
     class_dir = tmp_path / "class"
     solutions = {path.name: path.read_text() for path in (EXERCISES / "solutions").glob("q*.py")}
     constants = {"MARKER": marker, "CLASS": str(class_dir), "CSV": str(tmp_path / "elsewhere.csv")}
-    make_submissions(class_dir, {"escaper": {"q1_chunks.py": solutions["q1_chunks.py"] + hostile(ESCAPER, **constants),
-                                             "q2_overhead.py": solutions["q2_overhead.py"]}})
+    make_submissions(
+        class_dir,
+        {
+            "escaper": {
+                "q1_chunks.py": solutions["q1_chunks.py"] + hostile(ESCAPER, **constants),
+                "q2_overhead.py": solutions["q2_overhead.py"],
+            }
+        },
+    )
     done = grade(class_dir, "--sandbox", kind, marker=marker)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"student code runs in: {kind}" in done.stderr
     assert "WARNING:" in done.stderr and "apt-get install bubblewrap" in done.stderr
-    assert table_row(done.stdout, "escaper") == ["escaper", "3/3", "5/5", "0/5", "0/5", "0/5", "8/23", "ok"]
+    assert table_row(done.stdout, "escaper") == [
+        "escaper",
+        "3/3",
+        "5/5",
+        "0/5",
+        "0/5",
+        "0/5",
+        "8/23",
+        "ok",
+    ]
     assert leftover_processes(marker, since) == []
 
 

@@ -24,10 +24,6 @@ import dill
 import numpy as np
 import psutil
 import pytest
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
-from gymnasium.vector import SyncVectorEnv
-
-import vecenvs
 from conftest import (
     ALL_BACKENDS,
     PROCESS_BACKENDS,
@@ -41,7 +37,18 @@ from conftest import (
     live_children,
     wait_gone,
 )
-from vecenvs import EnvCrashedError, PoolVecEnv, SubprocVecEnv, VecEnvError, WorkerDiedError, WorkerTimeoutError
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import SyncVectorEnv
+
+import vecenvs
+from vecenvs import (
+    EnvCrashedError,
+    PoolVecEnv,
+    SubprocVecEnv,
+    VecEnvError,
+    WorkerDiedError,
+    WorkerTimeoutError,
+)
 from vecenvs.envs.faulty import faulty_env_fns
 from vecenvs.factory import env_fns_for
 
@@ -94,7 +101,9 @@ def check_crash(error: EnvCrashedError, bad_index: int, command: str) -> None:
 
 
 @pytest.mark.parametrize("bad_index", [0, 3])
-@pytest.mark.parametrize("backend", [*FORK_BACKENDS, *backend_params(("pool", "subproc"), ("spawn",))])
+@pytest.mark.parametrize(
+    "backend", [*FORK_BACKENDS, *backend_params(("pool", "subproc"), ("spawn",))]
+)
 def test_crash_in_make(backend, bad_index, children_before):
     start = time.monotonic()
     with pytest.raises(EnvCrashedError) as info:
@@ -105,7 +114,9 @@ def test_crash_in_make(backend, bad_index, children_before):
 
 
 @pytest.mark.parametrize("phase", ["reset", "step"])
-@pytest.mark.parametrize("bad_index", [1, 3])  # pool-caller: env 1 is the caller's own, env 3 a worker's
+@pytest.mark.parametrize(
+    "bad_index", [1, 3]
+)  # pool-caller: env 1 is the caller's own, env 3 a worker's
 @pytest.mark.parametrize("backend", [*FORK_BACKENDS, *backend_params(("pool",), ("spawn",))])
 def test_crash_in_reset_or_step_closes_the_vector_env(backend, bad_index, phase):
     envs = backend(faulty_env_fns(4, bad_index, fail_on=phase, at=2))
@@ -129,7 +140,9 @@ def test_crash_in_reset_or_step_closes_the_vector_env(backend, bad_index, phase)
         envs.close()
 
 
-@pytest.mark.parametrize("bad_index", [0, 3])  # pool-caller: env 0 is the caller's own, env 3 a worker's
+@pytest.mark.parametrize(
+    "bad_index", [0, 3]
+)  # pool-caller: env 0 is the caller's own, env 3 a worker's
 @pytest.mark.parametrize("backend", FORK_BACKENDS)
 def test_crash_in_call_leaves_the_vector_env_usable(backend, bad_index):
     reference = SyncVectorEnv(faulty_env_fns(4, bad_index, fail_on=None))
@@ -143,7 +156,9 @@ def test_crash_in_call_leaves_the_vector_env_usable(backend, bad_index):
         assert not envs.closed
         # FaultyEnv fails only once: every env answers now, with *this* call's value.
         assert envs.call("ping", 2) == (2, 2, 2, 2)
-        assert envs.get_attr("fail_on") == tuple("call" if i == bad_index else None for i in range(4))
+        assert envs.get_attr("fail_on") == tuple(
+            "call" if i == bad_index else None for i in range(4)
+        )
         for step in range(30):
             actions = np.array([step % 2, 1, 0, 1])
             assert_same(envs.step(actions), reference.step(actions), f"step {step}")
@@ -241,7 +256,9 @@ def test_hung_step_times_out_and_the_worker_is_stopped(backend):
 @pytest.mark.parametrize("phase", ["reset", "call"])
 def test_hung_reset_or_call_times_out(phase):
     # env 3 runs in worker 1: the caller steps envs 0-1 itself (an env hanging there hangs the caller)
-    envs = PoolVecEnv(faulty_env_fns(4, 3, fail_on=phase, at=2, how="hang"), num_workers=2, timeout=1.5)
+    envs = PoolVecEnv(
+        faulty_env_fns(4, 3, fail_on=phase, at=2, how="hang"), num_workers=2, timeout=1.5
+    )
     envs.reset(seed=0)
     envs.call("ping", 0)
     with pytest.raises(WorkerTimeoutError) as info:
@@ -265,7 +282,12 @@ def test_step_wait_takes_its_own_deadline():
 def test_hung_make_times_out_with_start_timeout(children_before):
     start = time.monotonic()
     with pytest.raises(WorkerTimeoutError) as info:
-        PoolVecEnv(faulty_env_fns(4, 3, fail_on="make", how="hang"), num_workers=2, step_in_caller=False, start_timeout=1.5)
+        PoolVecEnv(
+            faulty_env_fns(4, 3, fail_on="make", how="hang"),
+            num_workers=2,
+            step_in_caller=False,
+            start_timeout=1.5,
+        )
     assert time.monotonic() - start < REPORTED_WITHIN
     assert info.value.worker_indices == [1]
     assert_no_new_children(children_before, when="after the failed start ")
@@ -277,14 +299,49 @@ def test_hung_make_times_out_with_start_timeout(children_before):
 
 BAD_ACTIONS = {
     # id: (env_id, actions for 4 envs, error type, regexes the message must match)
-    "wrong-count": ("CartPole-v1", [0, 1, 0], ValueError, [r"expected shape \(4,\)", r"got shape \(3,\)"]),
-    "wrong-shape": ("CartPole-v1", np.zeros((4, 1), dtype=np.int64), ValueError, [r"expected shape \(4,\)", r"got shape \(4, 1\)"]),
-    "float-for-discrete": ("CartPole-v1", np.array([0.0, 1.0, 0.0, 1.0]), TypeError, ["expected integers", "got dtype float64"]),
-    "bool-for-discrete": ("CartPole-v1", np.array([False, True, False, True]), TypeError, ["expected integers", "got dtype bool"]),
+    "wrong-count": (
+        "CartPole-v1",
+        [0, 1, 0],
+        ValueError,
+        [r"expected shape \(4,\)", r"got shape \(3,\)"],
+    ),
+    "wrong-shape": (
+        "CartPole-v1",
+        np.zeros((4, 1), dtype=np.int64),
+        ValueError,
+        [r"expected shape \(4,\)", r"got shape \(4, 1\)"],
+    ),
+    "float-for-discrete": (
+        "CartPole-v1",
+        np.array([0.0, 1.0, 0.0, 1.0]),
+        TypeError,
+        ["expected integers", "got dtype float64"],
+    ),
+    "bool-for-discrete": (
+        "CartPole-v1",
+        np.array([False, True, False, True]),
+        TypeError,
+        ["expected integers", "got dtype bool"],
+    ),
     "one-action-for-all": ("CartPole-v1", 0, TypeError, ["expected a batch of 4 actions"]),
-    "outside-discrete": ("CartPole-v1", [0, 1, 5, 0], ValueError, [r"action \S*\b5\b\S* for env 2", "0 <= action <= 1"]),
-    "outside-box": ("Pendulum-v1", [[0.0], [10.0], [0.0], [0.0]], ValueError, [r"action \S*10\.0\S* for env 1", r"-2\.0 <= action <= 2\.0"]),
-    "nan-for-box": ("Pendulum-v1", [[0.0], [0.0], [0.0], [np.nan]], ValueError, [r"action \S*nan\S* for env 3"]),
+    "outside-discrete": (
+        "CartPole-v1",
+        [0, 1, 5, 0],
+        ValueError,
+        [r"action \S*\b5\b\S* for env 2", "0 <= action <= 1"],
+    ),
+    "outside-box": (
+        "Pendulum-v1",
+        [[0.0], [10.0], [0.0], [0.0]],
+        ValueError,
+        [r"action \S*10\.0\S* for env 1", r"-2\.0 <= action <= 2\.0"],
+    ),
+    "nan-for-box": (
+        "Pendulum-v1",
+        [[0.0], [0.0], [0.0], [np.nan]],
+        ValueError,
+        [r"action \S*nan\S* for env 3"],
+    ),
 }
 
 
@@ -318,12 +375,23 @@ def test_bad_actions_are_refused_before_any_env_steps(backend, case):
         ({"num_workers": 0}, ["num_workers is 0", "expected a whole number >= 1"]),
         ({"num_workers": -1}, ["num_workers is -1"]),
         ({"num_workers": 5}, ["num_workers is 5", "only 4 envs", "1 <= num_workers <= 4"]),
-        ({"num_workers": 5, "step_in_caller": False}, ["num_workers is 5", "1 <= num_workers <= 4"]),
+        (
+            {"num_workers": 5, "step_in_caller": False},
+            ["num_workers is 5", "1 <= num_workers <= 4"],
+        ),
         ({"num_workers": "2"}, ["num_workers is '2'", "whole number"]),
         ({"num_workers": 2.0}, ["num_workers is 2.0"]),
         ({"num_workers": True}, ["num_workers is True"]),
     ],
-    ids=["zero", "negative", "more-than-envs", "more-than-envs-with-caller", "string", "float", "bool"],
+    ids=[
+        "zero",
+        "negative",
+        "more-than-envs",
+        "more-than-envs-with-caller",
+        "string",
+        "float",
+        "bool",
+    ],
 )
 def test_bad_num_workers(kwargs, must_say, children_before):
     not_a_number = isinstance(kwargs["num_workers"], (str, float, bool))
@@ -346,9 +414,7 @@ def test_bad_env_fns(backend, children_before):
     assert not [p for p in live_children() if p.pid not in children_before], "a process was started"
 
 
-@pytest.mark.parametrize(
-    "backend", backend_params(PROCESS_BACKENDS, ("spawn", "forkserver"))
-)
+@pytest.mark.parametrize("backend", backend_params(PROCESS_BACKENDS, ("spawn", "forkserver")))
 def test_unpicklable_factory_fails_before_any_process_starts(backend, children_before):
     import gymnasium as gym
 
@@ -376,7 +442,11 @@ def test_unpicklable_factory_fails_before_any_process_starts(backend, children_b
 def test_bad_start_method_and_timeouts(backend_name, children_before):
     build = vecenvs.factory.BACKENDS["subproc" if backend_name == "subproc" else "pool"]
     cases = [
-        ({"start_method": "threads"}, ValueError, ["start_method is 'threads'", "'fork', 'forkserver', 'spawn'"]),
+        (
+            {"start_method": "threads"},
+            ValueError,
+            ["start_method is 'threads'", "'fork', 'forkserver', 'spawn'"],
+        ),
         ({"timeout": -1}, ValueError, ["timeout is -1", "> 0"]),
         ({"timeout": 0}, ValueError, ["timeout is 0"]),
         ({"timeout": "5"}, TypeError, ["timeout is '5'"]),
@@ -423,7 +493,7 @@ def test_use_after_close(backend):
     if backend.in_processes:
         uses["step_async"] = lambda: envs.step_async([0, 1])
         uses["step_wait"] = lambda: envs.step_wait()
-    for name, use in uses.items():
+    for _name, use in uses.items():
         with pytest.raises(ClosedEnvironmentError, match="closed"):
             use()
 
@@ -435,7 +505,10 @@ def test_async_misuse(backend):
     with backend(env_fns) as envs:
         assert_same(envs.reset(seed=0), reference.reset(seed=0))
         # gymnasium's AsyncVectorEnv's errors and words, so code written for it catches ours.
-        with pytest.raises(NoAsyncCallError, match=re.escape("Calling `step_wait` without any prior call to `step_async`")):
+        with pytest.raises(
+            NoAsyncCallError,
+            match=re.escape("Calling `step_wait` without any prior call to `step_async`"),
+        ):
             envs.step_wait()
         first, second = np.array([0, 1, 0, 1]), np.array([1, 1, 1, 1])
         envs.step_async(first)
@@ -446,13 +519,18 @@ def test_async_misuse(backend):
             envs.call("spec")
         # reset() does not drop a pending step behind your back (the envs would then be out of
         # step with what you saw): it refuses, as gymnasium's does.
-        with pytest.raises(AlreadyPendingCallError, match=re.escape("Calling `reset_async` while waiting")):
+        with pytest.raises(
+            AlreadyPendingCallError, match=re.escape("Calling `reset_async` while waiting")
+        ):
             envs.reset(seed=9)
         # The refused calls changed nothing: step_wait returns the first step's results.
         assert_same(envs.step_wait(), reference.step(first))
         with pytest.raises(NoAsyncCallError):
             envs.step_wait()
-        with pytest.raises(NoAsyncCallError, match=re.escape("Calling `reset_wait` without any prior call to `reset_async`")):
+        with pytest.raises(
+            NoAsyncCallError,
+            match=re.escape("Calling `reset_wait` without any prior call to `reset_async`"),
+        ):
             envs.reset_wait()
         assert_same(envs.reset(seed=9), reference.reset(seed=9))
         assert_same(envs.step(first), reference.step(first))
@@ -565,7 +643,9 @@ class CtrlC:
 
 def _slow_env_fns(step_seconds: list[float], reset_seconds: float = 0.0) -> list:
     return [
-        env_fns_for("vecenvs/Costly-v0", 1, cost_kind="sleep", step_seconds=s, reset_seconds=reset_seconds)[0]
+        env_fns_for(
+            "vecenvs/Costly-v0", 1, cost_kind="sleep", step_seconds=s, reset_seconds=reset_seconds
+        )[0]
         for s in step_seconds
     ]
 
@@ -583,10 +663,19 @@ def _slow_env_fns(step_seconds: list[float], reset_seconds: float = 0.0) -> list
         # Caught while the caller steps its own envs: half-stepped, it needs reset().
         (Backend("pool-caller", "fork"), "step_each", [SLEEP] * 4),
     ],
-    ids=["subproc", "pool", "pool-pipes", "pool-spawn", "pool-caller-waiting", "pool-caller-own-chunk"],
+    ids=[
+        "subproc",
+        "pool",
+        "pool-pipes",
+        "pool-spawn",
+        "pool-caller-waiting",
+        "pool-caller-own-chunk",
+    ],
 )
 def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "pytest must leave SIGINT alone"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, (
+        "pytest must leave SIGINT alone"
+    )
     envs = backend(_slow_env_fns(step_seconds))
     reference = SyncVectorEnv(_slow_env_fns([0.0] * 4))  # same dynamics, no sleeping
     processes = worker_processes(envs)
@@ -595,9 +684,8 @@ def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
     assert_same(envs.step(actions), reference.step(actions))
 
     envs.step_async(actions)
-    with CtrlC(inside, [p.pid for p in processes]) as ctrl_c:
-        with pytest.raises(KeyboardInterrupt):
-            envs.step_wait()
+    with CtrlC(inside, [p.pid for p in processes]) as ctrl_c, pytest.raises(KeyboardInterrupt):
+        envs.step_wait()
     assert ctrl_c.sent.is_set()
     assert all(process.is_alive() for process in envs.processes), "a worker died of the SIGINT"
     assert not envs.closed
@@ -618,12 +706,13 @@ def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
 
 
 def test_ctrl_c_in_reset():
-    envs = PoolVecEnv(_slow_env_fns([0.0] * 4, reset_seconds=SLEEP), num_workers=2, step_in_caller=False)
+    envs = PoolVecEnv(
+        _slow_env_fns([0.0] * 4, reset_seconds=SLEEP), num_workers=2, step_in_caller=False
+    )
     reference = SyncVectorEnv(_slow_env_fns([0.0] * 4))
     processes = worker_processes(envs)
-    with CtrlC("_gather", [p.pid for p in processes]):
-        with pytest.raises(KeyboardInterrupt):
-            envs.reset(seed=0)
+    with CtrlC("_gather", [p.pid for p in processes]), pytest.raises(KeyboardInterrupt):
+        envs.reset(seed=0)
     assert all(process.is_alive() for process in envs.processes)
     # As with gymnasium's AsyncVectorEnv: the reset is still pending, and reset_wait() collects it.
     with pytest.raises(AlreadyPendingCallError, match="pending call to `reset`"):
@@ -640,9 +729,8 @@ def test_ctrl_c_in_call_does_not_leave_stale_answers():
     envs = PoolVecEnv(_slow_env_fns([SLEEP] * 4), num_workers=2, step_in_caller=False)
     envs.reset(seed=0)
     processes = worker_processes(envs)
-    with CtrlC("_gather", [p.pid for p in processes]):
-        with pytest.raises(KeyboardInterrupt):
-            envs.call("step", 0)  # a slow call: each env sleeps in its step
+    with CtrlC("_gather", [p.pid for p in processes]), pytest.raises(KeyboardInterrupt):
+        envs.call("step", 0)  # a slow call: each env sleeps in its step
     assert all(process.is_alive() for process in envs.processes)
     # The interrupted call's answers (step tuples) must not be taken as the next command's.
     assert envs.get_attr("step_seconds") == (SLEEP,) * 4
@@ -683,7 +771,10 @@ def test_workers_exit_when_their_parent_is_killed(tmp_path, state, start_method)
     script.write_text(ORPHAN_SCRIPT)
     parent = subprocess.Popen(
         [sys.executable, str(script), "60", start_method, state],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     workers: list[psutil.Process] = []
     try:
@@ -695,7 +786,9 @@ def test_workers_exit_when_their_parent_is_killed(tmp_path, state, start_method)
         parent.kill()
         parent.wait(10)
         left = wait_gone(workers, 6.0)
-        assert not left, f"orphaned workers still running 6 s after their parent was killed:\n{describe(left)}"
+        assert not left, (
+            f"orphaned workers still running 6 s after their parent was killed:\n{describe(left)}"
+        )
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -745,15 +838,22 @@ def test_forkserver_parent_killed_leaves_no_worker_fork_server_or_tracker(tmp_pa
     script = tmp_path / "forkserver_parent.py"
     script.write_text(FORKSERVER_ORPHAN_SCRIPT)
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True)
+    parent = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     descendants: list[psutil.Process] = []
     try:
         assert _read_line(parent, timeout=60.0).strip() == "ready"
         time.sleep(0.3)
         descendants = psutil.Process(parent.pid).children(recursive=True)
         commands = " ".join(" ".join(p.cmdline()) for p in descendants)
-        assert "forkserver" in commands and len(descendants) >= 3  # the fork server, the tracker, 2 workers
+        assert (
+            "forkserver" in commands and len(descendants) >= 3
+        )  # the fork server, the tracker, 2 workers
         parent.kill()
         parent.wait(10)
         left = wait_gone(descendants, 8.0)
@@ -781,7 +881,9 @@ def test_without_step_in_caller_no_env_is_made_in_the_caller(tmp_path, shared_me
     # spaces when shared memory was on. Now the workers say which spaces they have.
     log = tmp_path / "makers.txt"
     env_fns = [lambda: _make_and_log_pid(log) for _ in range(4)]
-    with PoolVecEnv(env_fns, num_workers=2, step_in_caller=False, shared_memory=shared_memory) as envs:
+    with PoolVecEnv(
+        env_fns, num_workers=2, step_in_caller=False, shared_memory=shared_memory
+    ) as envs:
         envs.reset(seed=0)
         workers = {process.pid for process in envs.processes}
     makers = [int(line) for line in log.read_text().split()]
@@ -791,14 +893,21 @@ def test_without_step_in_caller_no_env_is_made_in_the_caller(tmp_path, shared_me
 def test_a_hung_make_of_env_0_times_out_without_step_in_caller(children_before):
     start = time.monotonic()
     with pytest.raises(WorkerTimeoutError) as info:
-        PoolVecEnv(faulty_env_fns(4, 0, fail_on="make", how="hang"), num_workers=2, step_in_caller=False, start_timeout=1.5)
+        PoolVecEnv(
+            faulty_env_fns(4, 0, fail_on="make", how="hang"),
+            num_workers=2,
+            step_in_caller=False,
+            start_timeout=1.5,
+        )
     assert time.monotonic() - start < REPORTED_WITHIN
     assert info.value.worker_indices == [0] and 0 in info.value.env_indices
     assert_no_new_children(children_before, when="after the failed start ")
 
 
 @pytest.mark.parametrize("bad_index", [0, 3])  # 0: in the caller's own chunk, where there is one
-@pytest.mark.parametrize("backend", [*FORK_BACKENDS, pytest.param(Backend("async-pool"), id="async-pool")])
+@pytest.mark.parametrize(
+    "backend", [*FORK_BACKENDS, pytest.param(Backend("async-pool"), id="async-pool")]
+)
 def test_an_observation_of_the_wrong_shape_blames_its_env(backend, bad_index):
     envs = backend(faulty_env_fns(4, bad_index, fail_on="step", at=2, how="bad-observation"))
     envs.reset(seed=0)
@@ -806,7 +915,9 @@ def test_an_observation_of_the_wrong_shape_blames_its_env(backend, bad_index):
     with pytest.raises(EnvCrashedError) as info:
         envs.step(np.zeros(4, dtype=np.int64))
     error = info.value
-    assert error.env_index == bad_index and isinstance(error, ValueError)  # also the ValueError numpy raised
+    assert error.env_index == bad_index and isinstance(
+        error, ValueError
+    )  # also the ValueError numpy raised
     assert "batching its observation" in str(error)
     if backend.in_processes:  # not a raw ValueError half-way through the caller's chunk: closed
         assert envs.closed
@@ -814,7 +925,9 @@ def test_an_observation_of_the_wrong_shape_blames_its_env(backend, bad_index):
 
 
 @pytest.mark.parametrize("bad_index", [0, 3])
-@pytest.mark.parametrize("backend", [*FORK_BACKENDS, pytest.param(Backend("async-pool"), id="async-pool")])
+@pytest.mark.parametrize(
+    "backend", [*FORK_BACKENDS, pytest.param(Backend("async-pool"), id="async-pool")]
+)
 def test_an_env_whose_close_raises_does_not_stop_the_others_closing(backend, bad_index, tmp_path):
     log = tmp_path / "closed.txt"
 
@@ -864,16 +977,22 @@ DROP_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts file descriptors through /proc")
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/fd"), reason="counts file descriptors through /proc"
+)
 def test_vector_envs_dropped_without_close_leave_no_trace(tmp_path):
     # Garbage collection closes a dropped vector env; it used to close it again inside the
     # workers that later pools forked (an 'Exception ignored' traceback each time), and the
     # shared memory's file descriptor was never closed.
     script = tmp_path / "drop.py"
     script.write_text(DROP_SCRIPT)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
-    assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, (
+        result.stderr
+    )
     before, after = map(int, result.stdout.split())
     assert after == before, f"{after - before} file descriptors leaked over 30 vector envs"
 
@@ -888,7 +1007,9 @@ def test_a_second_thread_is_refused_while_the_first_is_stepping(backend):
     first = threading.Thread(target=lambda: results.setdefault("first", envs.step(actions)))
     first.start()
     time.sleep(SLEEP / 3)  # the first thread is inside step()
-    with pytest.raises(vecenvs.ConcurrentCallError, match="another thread is using this vector env"):
+    with pytest.raises(
+        vecenvs.ConcurrentCallError, match="another thread is using this vector env"
+    ):
         envs.step(actions)
     with pytest.raises(vecenvs.ConcurrentCallError):
         envs.get_attr("step_seconds")

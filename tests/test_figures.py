@@ -14,12 +14,12 @@ from plotly import graph_objects as go
 from synthetic_measurements import CHEAP, COSTLY, ENV_STEP, US, measurement, synthetic
 
 from vecenvs.bench.figures import (
-    autotune_figure,
-    runs_figure,
     BACKEND_COLORS,
+    autotune_figure,
     backend_colors,
     display_label,
     efficiency_figure,
+    runs_figure,
     seeds_figure,
     seeds_figures,
     speedup_figure,
@@ -148,8 +148,7 @@ def test_throughput_figure_without_model(data, tmp_path):
     assert len(limits) == 2
     # No ceiling measured: the estimate min(N, CPUs) x the single-env rate, one legend entry.
     cheap_limit = next(trace for trace in limits if trace.xaxis == "x")
-    assert list(cheap_limit.y) == pytest.approx([min(n, CPUS) / ENV_STEP[CHEAP]
-                                                 for n in NUM_ENVS])
+    assert list(cheap_limit.y) == pytest.approx([min(n, CPUS) / ENV_STEP[CHEAP] for n in NUM_ENVS])
     assert "no ceiling measured" in cheap_limit.name
     names = legend_names(figure)
     assert len(names) == len(set(names)) == 4  # three backends + the limit
@@ -190,10 +189,15 @@ def test_speedup_figure(data, model, tmp_path):
     pool = next(trace for trace in points if trace.name == "pool" and trace.xaxis == "x")
     expected = [m.ratio for m in data if m.config.backend == "pool" and m.config.env_id == CHEAP]
     assert list(pool.y) == pytest.approx(expected)
-    levels = {trace.name: trace.y[-1] for trace in figure.data if trace.name.startswith(
-        ("gym-sync", "limit estimate"))}
-    assert levels == {"gym-sync (the loop, the reference): 1x": 1.0,
-                      "limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)": CPUS}
+    levels = {
+        trace.name: trace.y[-1]
+        for trace in figure.data
+        if trace.name.startswith(("gym-sync", "limit estimate"))
+    }
+    assert levels == {
+        "gym-sync (the loop, the reference): 1x": 1.0,
+        "limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)": CPUS,
+    }
     assert "speed-up over gym-sync (x" in axes(figure, "y")[0].title.text
     assert_serializes(figure, tmp_path)
 
@@ -206,8 +210,11 @@ def test_speedup_figure_per_env_variant_fits_subproc_better(data, model):
         return next(t for t in figure.data if t.name == "subproc (model)" and t.xaxis == "x")
 
     # The data were made with a per-env overhead: only that variant passes through the points.
-    measured = {m.config.num_envs: m.ratio for m in data
-                if m.config.backend == "subproc" and m.config.env_id == CHEAP}
+    measured = {
+        m.config.num_envs: m.ratio
+        for m in data
+        if m.config.backend == "subproc" and m.config.env_id == CHEAP
+    }
     curve = subproc_curve(per_env)
     at_eight = curve.y[list(curve.x).index(8.0)]
     assert at_eight == pytest.approx(measured[8], rel=1e-6)
@@ -217,14 +224,20 @@ def test_speedup_figure_per_env_variant_fits_subproc_better(data, model):
 def test_efficiency_figure(data, model, tmp_path):
     figure = efficiency_figure(data, model)
 
-    pool = next(t for t in figure.data if t.name == "pool" and t.mode == "markers"
-                and t.xaxis == "x")
+    pool = next(
+        t for t in figure.data if t.name == "pool" and t.mode == "markers" and t.xaxis == "x"
+    )
     limit = model.envs[CHEAP].limit
-    expected = [100 * m.mean / limit(m.config.num_envs) for m in data
-                if m.config.backend == "pool" and m.config.env_id == CHEAP]
+    expected = [
+        100 * m.mean / limit(m.config.num_envs)
+        for m in data
+        if m.config.backend == "pool" and m.config.env_id == CHEAP
+    ]
     assert list(pool.y) == pytest.approx(expected)
-    assert any(trace.name.startswith("limit estimate") and list(trace.y) == [100.0] * 4
-               for trace in figure.data)
+    assert any(
+        trace.name.startswith("limit estimate") and list(trace.y) == [100.0] * 4
+        for trace in figure.data
+    )
     assert "estimated as CPUs x one env" in figure.layout.title.text
     assert any(trace.name.endswith("(model)") for trace in figure.data)
     assert "%" in axes(figure, "y")[0].title.text
@@ -232,8 +245,11 @@ def test_efficiency_figure(data, model, tmp_path):
 
 
 def test_empty_input_gives_a_figure_that_says_so(model):
-    for figure in (throughput_figure([], cpus=CPUS), speedup_figure([], cpus=CPUS),
-                   efficiency_figure([], model)):
+    for figure in (
+        throughput_figure([], cpus=CPUS),
+        speedup_figure([], cpus=CPUS),
+        efficiency_figure([], model),
+    ):
         assert len(figure.data) == 0
         assert "no measurements" in figure.layout.annotations[0].text
         assert figure.layout.title.text
@@ -244,8 +260,9 @@ def test_empty_input_gives_a_figure_that_says_so(model):
 
 def test_native_backend_is_labelled_and_gets_no_model_curve(data, model):
     envpool = measurement(CHEAP, 4, "envpool", 1e6, workers=2, ratio=10.0)
-    with_kwargs = measurement(CHEAP, 4, "envpool", 1e6, workers=2, ratio=10.0,
-                              backend_kwargs={"num_threads": 2})
+    with_kwargs = measurement(
+        CHEAP, 4, "envpool", 1e6, workers=2, ratio=10.0, backend_kwargs={"num_threads": 2}
+    )
 
     figure = speedup_figure([*data, envpool], model)
 
@@ -258,10 +275,14 @@ def test_native_backend_is_labelled_and_gets_no_model_curve(data, model):
 
 
 def test_backend_colours_shade_variants_of_a_family():
-    runs = [measurement(CHEAP, 4, "pool", 1e5, workers=k, backend_kwargs={"num_workers": k})
-            for k in (10, 2)]
-    runs += [measurement(CHEAP, 4, "subproc", 1e5, workers=4),
-             measurement(CHEAP, 4, "ray", 1e5, workers=2)]
+    runs = [
+        measurement(CHEAP, 4, "pool", 1e5, workers=k, backend_kwargs={"num_workers": k})
+        for k in (10, 2)
+    ]
+    runs += [
+        measurement(CHEAP, 4, "subproc", 1e5, workers=4),
+        measurement(CHEAP, 4, "ray", 1e5, workers=2),
+    ]
 
     colours = backend_colors(runs)
 
@@ -277,8 +298,11 @@ def test_figures_do_not_depend_on_the_order_results_arrived_in(data, model):
     shuffled = list(data)
     random.Random(0).shuffle(shuffled)
 
-    for draw in (lambda d: seeds_figure(d, cpus=CPUS), lambda d: throughput_figure(d, model),
-                 lambda d: speedup_figure(d, model)):
+    for draw in (
+        lambda d: seeds_figure(d, cpus=CPUS),
+        lambda d: throughput_figure(d, model),
+        lambda d: speedup_figure(d, model),
+    ):
         assert draw(shuffled).to_json() == draw(data).to_json()
 
 
@@ -303,19 +327,24 @@ def with_ceiling():
 
 def test_the_measured_ceiling_is_the_limit_line_not_a_backend(with_ceiling):
     model = fit_overhead_model(with_ceiling, cpus=CPUS)
-    ceiling = {m.config.num_envs: m for m in with_ceiling
-               if m.config.backend == "ceiling" and m.config.env_id == CHEAP}
+    ceiling = {
+        m.config.num_envs: m
+        for m in with_ceiling
+        if m.config.backend == "ceiling" and m.config.env_id == CHEAP
+    }
 
     throughput = throughput_figure(with_ceiling, model)
-    (line,) = [t for t in throughput.data if t.name.startswith("ceiling (measured)")
-               and t.xaxis == "x"]
+    (line,) = [
+        t for t in throughput.data if t.name.startswith("ceiling (measured)") and t.xaxis == "x"
+    ]
     assert list(line.y) == pytest.approx([ceiling[n].mean for n in NUM_ENVS])
     assert not any(t.name == "ceiling" for t in throughput.data), "drawn as the limit only"
     assert not any(t.name.startswith("limit estimate") for t in throughput.data)
 
     speedup = speedup_figure(with_ceiling, model)
-    (line,) = [t for t in speedup.data if t.name.startswith("ceiling (measured)")
-               and t.xaxis == "x"]
+    (line,) = [
+        t for t in speedup.data if t.name.startswith("ceiling (measured)") and t.xaxis == "x"
+    ]
     assert list(line.y) == pytest.approx([0.8, 1.6, 1.6, 1.6])
 
 
@@ -330,10 +359,16 @@ def test_efficiency_is_the_share_of_the_ceiling_window_by_window(with_ceiling):
     multi = next(t for t in figure.data if t.name == "multi" and t.xaxis == "x")
     assert list(multi.y) == [50.0]
     pool = next(t for t in figure.data if t.name == "pool" and t.xaxis == "x")
-    ceiling = {m.config.num_envs: m.mean for m in with_ceiling
-               if m.config.backend == "ceiling" and m.config.env_id == CHEAP}
-    expected = [100 * m.mean / ceiling[m.config.num_envs] for m in with_ceiling
-                if m.config.backend == "pool" and m.config.env_id == CHEAP]
+    ceiling = {
+        m.config.num_envs: m.mean
+        for m in with_ceiling
+        if m.config.backend == "ceiling" and m.config.env_id == CHEAP
+    }
+    expected = [
+        100 * m.mean / ceiling[m.config.num_envs]
+        for m in with_ceiling
+        if m.config.backend == "pool" and m.config.env_id == CHEAP
+    ]
     assert list(pool.y) == pytest.approx(expected)
 
 
@@ -343,8 +378,11 @@ def test_efficiency_is_the_share_of_the_ceiling_window_by_window(with_ceiling):
 def costly(step_seconds: float, backend: str = "pool", **kwargs) -> object:
     rate = 1 / step_seconds if backend == "gym-sync" else 1e4
     result = measurement("vecenvs/Costly-v0", 4, backend, rate, workers=2, ratio=1.5, **kwargs)
-    result.config.env_kwargs = {"step_seconds": step_seconds, "cost_kind": "busy",
-                                "step_spread": 0.0}
+    result.config.env_kwargs = {
+        "step_seconds": step_seconds,
+        "cost_kind": "busy",
+        "step_spread": 0.0,
+    }
     return result
 
 
@@ -356,10 +394,12 @@ def test_panels_have_short_titles_that_fit_and_wrap_after_three():
 
     titles = subplot_titles(figure)
     # Cheapest first; only the argument that differs; 9.999999999999999e-05 is 0.0001.
-    assert titles == ["vecenvs/Costly-v0 step_seconds=1e-05",
-                      "vecenvs/Costly-v0 step_seconds=0.0001",
-                      "vecenvs/Costly-v0 step_seconds=0.001",
-                      "vecenvs/Costly-v0 step_seconds=0.01"]
+    assert titles == [
+        "vecenvs/Costly-v0 step_seconds=1e-05",
+        "vecenvs/Costly-v0 step_seconds=0.0001",
+        "vecenvs/Costly-v0 step_seconds=0.001",
+        "vecenvs/Costly-v0 step_seconds=0.01",
+    ]
     # Three panels a row at most: the fourth starts a second row.
     domains = sorted({tuple(axis.domain) for axis in axes(figure, "x")})
     assert len(domains) == 3
@@ -379,8 +419,12 @@ def test_log_axes_are_labelled_at_a_few_round_values(data, model):
 
 
 def test_history_overlay_has_a_colour_per_run_a_dash_per_backend_and_a_short_legend():
-    runs = {f"#{index} run with a rather long label number {index}":
-            synthetic(OVERHEADS, num_envs=NUM_ENVS, cpus=CPUS) for index in range(1, 4)}
+    runs = {
+        f"#{index} run with a rather long label number {index}": synthetic(
+            OVERHEADS, num_envs=NUM_ENVS, cpus=CPUS
+        )
+        for index in range(1, 4)
+    }
 
     figure = runs_figure(runs)
 
@@ -403,8 +447,11 @@ def test_names_from_the_data_are_shown_as_text_never_as_markup(tmp_path):
     data[0].config.env_kwargs["step_seconds"] = hostile
     data[1].config.env_kwargs["step_seconds"] = 1e-3
 
-    for figure in (throughput_figure(data, cpus=CPUS), seeds_figure(data, cpus=CPUS),
-                   runs_figure({hostile: data})):
+    for figure in (
+        throughput_figure(data, cpus=CPUS),
+        seeds_figure(data, cpus=CPUS),
+        runs_figure({hostile: data}),
+    ):
         shown = [trace.name or "" for trace in figure.data]
         shown += [trace.hovertemplate or "" for trace in figure.data]
         shown += [annotation.text for annotation in figure.layout.annotations]
@@ -414,9 +461,15 @@ def test_names_from_the_data_are_shown_as_text_never_as_markup(tmp_path):
 
 
 def test_autotune_legend_matches_its_colours_and_labels_clear_the_error_bars():
-    table = [{"label": label, "steps_per_second": rate, "std": rate / 10, "vs_loop": rate / 1e5}
-             for label, rate in (("pool (K=2)", 2e5), ("multi", 1e5), ("pool (K=1)", 9e4),
-                                 ("subproc", 3e4))]
+    table = [
+        {"label": label, "steps_per_second": rate, "std": rate / 10, "vs_loop": rate / 1e5}
+        for label, rate in (
+            ("pool (K=2)", 2e5),
+            ("multi", 1e5),
+            ("pool (K=1)", 9e4),
+            ("subproc", 3e4),
+        )
+    ]
 
     figure = autotune_figure(table)
 

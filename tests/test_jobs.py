@@ -33,8 +33,9 @@ def tiny_sweep(backends=("multi",), num_envs=(2,), **timing) -> SweepConfig:
 
 def slow_sweep(windows: int = 40) -> SweepConfig:
     """A sweep that runs for a few seconds, for tests that act while it is running."""
-    return SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
-                       measure_seconds=0.1, repeats=windows)
+    return SweepConfig(
+        ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.1, repeats=windows
+    )
 
 
 @pytest.fixture
@@ -90,8 +91,11 @@ def test_runners_of_different_stores_take_turns_on_the_machine_lock(tmp_path, qu
     first = queue.submit_sweep(slow_sweep(20))
     wait_until(lambda: queue.get(first).status == "running", 30, "the first job to start")
     second = other.submit_sweep(tiny_sweep())
-    message = wait_until(lambda: other.get(second).progress.get("message"), 30,
-                         "the second store's job to say it is waiting")
+    message = wait_until(
+        lambda: other.get(second).progress.get("message"),
+        30,
+        "the second store's job to say it is waiting",
+    )
     assert "waiting for another benchmark on this machine" in message
     assert other.get(second).status == "queued"
     one, two = queue.wait(first, 90), other.wait(second, 90)
@@ -100,14 +104,24 @@ def test_runners_of_different_stores_take_turns_on_the_machine_lock(tmp_path, qu
 
 
 def test_cancelling_a_queued_job_drops_it_and_a_running_one_keeps_what_it_measured(queue):
-    running = queue.submit_sweep(SweepConfig(["CartPole-v1"], [1, 2, 4], ["multi"],
-                                             warmup_seconds=0.0, measure_seconds=0.1,
-                                             repeats=15))
+    running = queue.submit_sweep(
+        SweepConfig(
+            ["CartPole-v1"],
+            [1, 2, 4],
+            ["multi"],
+            warmup_seconds=0.0,
+            measure_seconds=0.1,
+            repeats=15,
+        )
+    )
     waiting = queue.submit_sweep(tiny_sweep())
     assert queue.cancel(waiting) == "dropped"
     assert queue.get(waiting).status == "cancelled"
-    wait_until(lambda: queue.get(running).run and queue.get(running).run.measurement_count,
-               60, "the first point to be saved")
+    wait_until(
+        lambda: queue.get(running).run and queue.get(running).run.measurement_count,
+        60,
+        "the first point to be saved",
+    )
     assert queue.cancel(running) == "requested"
     job = queue.wait(running, 30)
     assert job.status == "cancelled"
@@ -120,8 +134,9 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
     with pytest.raises(ValueError, match="num_envs"):
         queue.submit_sweep(SweepConfig(["CartPole-v1"], [0], ["multi"], **QUICK))
     with pytest.raises(ValueError, match="step_secnds"):
-        queue.submit_sweep(SweepConfig([EnvSpec("vecenvs/Costly-v0", {"step_secnds": 1})], [2],
-                                       ["multi"], **QUICK))
+        queue.submit_sweep(
+            SweepConfig([EnvSpec("vecenvs/Costly-v0", {"step_secnds": 1})], [2], ["multi"], **QUICK)
+        )
     with pytest.raises(ValueError, match="backend"):
         queue.submit_profile(ProfileConfig(backend="warp-drive"))
     with pytest.raises(ValueError, match="num_envs is 0"):
@@ -141,8 +156,9 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
 
 
 def test_a_crashing_env_fails_its_job_with_the_env_index_and_the_queue_goes_on(queue):
-    crashing = SweepConfig([EnvSpec("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})],
-                           [2], ["subproc"], **TINY)
+    crashing = SweepConfig(
+        [EnvSpec("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})], [2], ["subproc"], **TINY
+    )
     bad = queue.submit_sweep(crashing)
     good = queue.submit_sweep(tiny_sweep())
     job = queue.wait(bad, 60)
@@ -183,16 +199,20 @@ def test_a_second_runner_for_the_same_store_exits_at_once(queue):
         assert held
         assert queue.runner_alive()
         started = time.monotonic()
-        result = subprocess.run([sys.executable, "-m", "vecenvs.bench.jobs", "--store",
-                                 str(queue.store.path)], capture_output=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "vecenvs.bench.jobs", "--store", str(queue.store.path)],
+            capture_output=True,
+            timeout=60,
+        )
         assert result.returncode == 0
         assert time.monotonic() - started < 60
     assert not queue.runner_alive()
 
 
 def test_a_profile_job_saves_its_breakdown_and_files(queue):
-    job_id = queue.submit_profile(ProfileConfig(num_envs=2, backend="subproc", seconds=1,
-                                                warmup_seconds=0.1))
+    job_id = queue.submit_profile(
+        ProfileConfig(num_envs=2, backend="subproc", seconds=1, warmup_seconds=0.1)
+    )
     job = queue.wait(job_id, 120)
     assert job.status == "done", job.run.error if job.run else job
     summary = job.run.summary
@@ -214,11 +234,15 @@ def test_a_version_1_store_is_upgraded_keeping_its_runs(tmp_path):
     connection = sqlite3.connect(path)
     for statement in _MIGRATIONS[0]:
         connection.execute(statement)
-    connection.execute("INSERT INTO runs (kind, status, started_at, settings, machine) "
-                       "VALUES ('bench', 'running', '2026-01-01T00:00:00+00:00', '{}', '{}')")
-    connection.execute("INSERT INTO measurements (run_id, recorded_at, env_id, env_kwargs, "
-                       "num_envs, backend, backend_kwargs, data) VALUES (1, 'x', 'CartPole-v1', "
-                       "'{}', 4, 'multi', '{}', '{\"config\": {}}')")
+    connection.execute(
+        "INSERT INTO runs (kind, status, started_at, settings, machine) "
+        "VALUES ('bench', 'running', '2026-01-01T00:00:00+00:00', '{}', '{}')"
+    )
+    connection.execute(
+        "INSERT INTO measurements (run_id, recorded_at, env_id, env_kwargs, "
+        "num_envs, backend, backend_kwargs, data) VALUES (1, 'x', 'CartPole-v1', "
+        "'{}', 4, 'multi', '{}', '{\"config\": {}}')"
+    )
     connection.execute("PRAGMA user_version = 1")
     connection.commit()
     connection.close()
@@ -243,7 +267,9 @@ def test_fail_abandoned_runs_leaves_live_and_finished_runs_alone(tmp_path):
             gone = connection.execute(
                 "INSERT INTO runs (kind, status, started_at, settings, machine, pid, host) "
                 "SELECT kind, status, started_at, settings, machine, ?, host FROM runs "
-                "WHERE id = ?", (dead.pid, mine)).lastrowid
+                "WHERE id = ?",
+                (dead.pid, mine),
+            ).lastrowid
         assert store.fail_abandoned_runs() == [gone]
         assert store.run(mine).status == "running"
         assert store.run(finished).status == "done"
@@ -254,10 +280,23 @@ def test_the_bench_command_waits_for_the_machine_lock_and_says_so(machine_lock_i
     with _flock(machine_lock_path()) as held:
         assert held
         bench = subprocess.Popen(
-            [sys.executable, "-m", "vecenvs", "bench", "--quick", "--num-envs", "2",
-             "--backend", "multi", "--no-store"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True)
+            [
+                sys.executable,
+                "-m",
+                "vecenvs",
+                "bench",
+                "--quick",
+                "--num-envs",
+                "2",
+                "--backend",
+                "multi",
+                "--no-store",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             said = ""
             deadline = time.monotonic() + 60

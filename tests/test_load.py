@@ -27,8 +27,12 @@ def test_the_verdict_follows_the_share_and_says_its_numbers():
 
 def spin_outside_our_tree() -> int:
     """Starts a busy loop that is not our descendant (its parent shell exits): its pid."""
-    shell = subprocess.run(["sh", "-c", f"'{sys.executable}' -c '{BUSY_LOOP}' >/dev/null 2>&1 & echo $!"],
-                           capture_output=True, text=True, check=True)
+    shell = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' -c '{BUSY_LOOP}' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(shell.stdout.split()[-1])
 
 

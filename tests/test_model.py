@@ -64,8 +64,16 @@ def log_error(data: list[Measurement], label: str, t_os: float) -> float:
     """What the fit minimises: sum over the points of (log predicted - log measured speed-up)^2."""
     t_env = {m.config.num_envs: 1 / m.median for m in data if m.config.backend == "gym-sync"}
     return sum(
-        math.log(model_speedup(m.config.num_envs, t_env[m.config.num_envs],
-                               min(m.workers, m.config.num_envs, CPUS), t_os) / m.ratio) ** 2
+        math.log(
+            model_speedup(
+                m.config.num_envs,
+                t_env[m.config.num_envs],
+                min(m.workers, m.config.num_envs, CPUS),
+                t_os,
+            )
+            / m.ratio
+        )
+        ** 2
         for m in data
         if m.config.backend_label == label
     )
@@ -125,8 +133,9 @@ def test_each_point_uses_the_reference_measured_at_its_own_n():
         t_env = 20 * US * (1 + 1 / n)
         speedup = model_speedup(n, t_env, min(2, n), 300 * US)
         data.append(measurement(CHEAP, n, "gym-sync", 1 / t_env, ratio=1.0))
-        data.append(measurement(CHEAP, n, "pool", speedup / t_env, workers=min(2, n),
-                                ratio=speedup))
+        data.append(
+            measurement(CHEAP, n, "pool", speedup / t_env, workers=min(2, n), ratio=speedup)
+        )
 
     model = fit_overhead_model(data, cpus=CPUS)
 
@@ -195,8 +204,9 @@ def test_sequential_loop_faster_than_the_reference_is_clamped_to_zero():
 
 
 def test_predictions_follow_the_formula():
-    model = fit_overhead_model(synthetic({"pool": (300 * US, 0.0), "subproc": (150 * US, 0.0)}),
-                               cpus=CPUS)
+    model = fit_overhead_model(
+        synthetic({"pool": (300 * US, 0.0), "subproc": (150 * US, 0.0)}), cpus=CPUS
+    )
     t_env = model.envs[COSTLY].t_env_seconds
     t_os = model.backends["subproc"].t_os_seconds
 
@@ -347,8 +357,17 @@ def test_format_table_shows_every_backend_and_env():
 
     text = fit_overhead_model(data, cpus=CPUS).format_table()
 
-    for expected in ("gym-sync", "pool", CHEAP, COSTLY, "300.0", "t_os", "ceiling (steps/s)",
-                     "no ceiling measured: estimated as CPUs x 1 env", "envpool: native backend"):
+    for expected in (
+        "gym-sync",
+        "pool",
+        CHEAP,
+        COSTLY,
+        "300.0",
+        "t_os",
+        "ceiling (steps/s)",
+        "no ceiling measured: estimated as CPUs x 1 env",
+        "envpool: native backend",
+    ):
         assert expected in text, f"{expected!r} missing from:\n{text}"
 
 
@@ -356,8 +375,9 @@ def test_format_table_shows_every_backend_and_env():
 
 
 def test_fit_a_real_quick_comparison(no_leftover_processes):
-    results = compare("CartPole-v1", 2, ["pool", "multi"],
-                      backend_kwargs={"pool": {"num_workers": 2}}, **QUICK)
+    results = compare(
+        "CartPole-v1", 2, ["pool", "multi"], backend_kwargs={"pool": {"num_workers": 2}}, **QUICK
+    )
 
     model = fit_overhead_model(results)
 

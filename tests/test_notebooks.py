@@ -45,7 +45,9 @@ pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
 
 def test_the_course_is_there():
-    assert len(NOTEBOOKS) >= 11, f"expected the numbered notebooks 01-11, found {[p.name for p in NOTEBOOKS]}"
+    assert len(NOTEBOOKS) >= 11, (
+        f"expected the numbered notebooks 01-11, found {[p.name for p in NOTEBOOKS]}"
+    )
     numbers = [int(path.name[:2]) for path in NOTEBOOKS]
     assert numbers == list(range(1, len(NOTEBOOKS) + 1)), f"numbering has gaps: {numbers}"
 
@@ -56,17 +58,23 @@ def test_committed_without_outputs_and_with_the_project_kernel(path):
     nbformat.validate(notebook)
     spec = notebook.metadata.get("kernelspec", {})
     assert spec.get("name") == "python3" and spec.get("language") == "python", (
-        f"{path.name}: kernelspec {spec!r}; expected the venv's python3 kernel")
+        f"{path.name}: kernelspec {spec!r}; expected the venv's python3 kernel"
+    )
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, (
                 f"{path.name}, cell {index}: has outputs; clear them before committing "
-                "(JupyterLab: Edit > Clear Outputs of All Cells)")
-    assert "What to notice" in notebook.cells[-1].source, f"{path.name}: should end with 'What to notice'"
+                "(JupyterLab: Edit > Clear Outputs of All Cells)"
+            )
+    assert "What to notice" in notebook.cells[-1].source, (
+        f"{path.name}: should end with 'What to notice'"
+    )
     markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert "Predict" in markdown, f"{path.name}: has no 'Predict, then run' cell"
     first_code = next(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    assert "machine_load()" in first_code, f"{path.name}: should check the machine's load before measuring"
+    assert "machine_load()" in first_code, (
+        f"{path.name}: should check the machine's load before measuring"
+    )
 
 
 def test_python3_kernel_is_this_venv():
@@ -77,30 +85,54 @@ def test_python3_kernel_is_this_venv():
 
 
 # Files named in the course's text: `vecenvs/core.py`, `tests/data/profiles`, `exercises/README.md`...
-_FILE_REFERENCE = re.compile(r"`((?:vecenvs|tests|exercises|notebooks|dashboard|docs)/[\w./-]*(?:\.\w+|/))`")
+_FILE_REFERENCE = re.compile(
+    r"`((?:vecenvs|tests|exercises|notebooks|dashboard|docs)/[\w./-]*(?:\.\w+|/))`"
+)
 
 
-@pytest.mark.parametrize("path", [*NOTEBOOKS, REPO / "notebooks" / "README.md", REPO / "exercises" / "README.md",
-                                  *sorted((REPO / "exercises" / "student").glob("q*.py")),
-                                  *sorted((REPO / "exercises" / "solutions").glob("q*.py"))],
-                         ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "path",
+    [
+        *NOTEBOOKS,
+        REPO / "notebooks" / "README.md",
+        REPO / "exercises" / "README.md",
+        *sorted((REPO / "exercises" / "student").glob("q*.py")),
+        *sorted((REPO / "exercises" / "solutions").glob("q*.py")),
+    ],
+    ids=lambda path: path.name,
+)
 def test_every_file_the_course_names_exists(path):
     text = path.read_text()
     assert "shared/seeds" not in text, (
         f"{path.name} points at the seed files, which are not in the repository: cite the post itself "
-        "(author, title, date or address as the post gives them)")
-    for module in ("process_env", "shared_memory.py", "vecenvs/worker.py", "vecenvs.worker ", "batching.py",
-                   "vecenvs/actions.py", "ProcessVecEnv"):
+        "(author, title, date or address as the post gives them)"
+    )
+    for module in (
+        "process_env",
+        "shared_memory.py",
+        "vecenvs/worker.py",
+        "vecenvs.worker ",
+        "batching.py",
+        "vecenvs/actions.py",
+        "ProcessVecEnv",
+    ):
         assert module not in text, f"{path.name} names {module!r}, which the core no longer has"
     for reference in _FILE_REFERENCE.findall(text):
-        assert (REPO / reference.rstrip("/")).exists(), f"{path.name} names {reference}, which does not exist"
+        assert (REPO / reference.rstrip("/")).exists(), (
+            f"{path.name} names {reference}, which does not exist"
+        )
 
 
 def test_make_lab_opens_the_course_with_the_repository_as_root():
     """As root (py-spy needs it) Jupyter refuses to start without --allow-root; given a folder
     it makes that folder its root, so exercises/ would be out of reach."""
-    dry_run = subprocess.run(["make", "-n", "-o", ".venv/.installed", "lab"], cwd=REPO, capture_output=True,
-                             text=True, check=True).stdout
+    dry_run = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", "lab"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     command = next(line for line in dry_run.splitlines() if "jupyter lab" in line)
     assert ("--allow-root" in command) == (os.geteuid() == 0), command
     root = re.search(r'--ServerApp.root_dir="?([^"\s]+)', command)
@@ -121,8 +153,12 @@ def executed(path: Path, tmp_path_factory: pytest.TempPathFactory) -> nbformat.N
     if path not in _RUNS:
         folder = tmp_path_factory.mktemp(path.stem)
         notebook = nbformat.read(path, as_version=4)
-        client = NotebookClient(notebook, timeout=150, kernel_name="python3",
-                                resources={"metadata": {"path": str(folder)}})
+        client = NotebookClient(
+            notebook,
+            timeout=150,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(folder)}},
+        )
         quick = os.environ.get("VECENVS_QUICK")
         os.environ["VECENVS_QUICK"] = "1"  # the kernel inherits it
         try:
@@ -143,7 +179,10 @@ def printed(notebook: nbformat.NotebookNode) -> str:
         for output in cell.get("outputs", []):
             if output.output_type == "stream" and output.name == "stdout":
                 parts.append(output.text)
-            elif output.output_type in ("execute_result", "display_data") and PLOTLY not in output.data:
+            elif (
+                output.output_type in ("execute_result", "display_data")
+                and PLOTLY not in output.data
+            ):
                 parts.append(output.data.get("text/plain", "") + "\n")
     return "".join(parts)
 
@@ -152,8 +191,13 @@ def printed(notebook: nbformat.NotebookNode) -> str:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_runs_top_to_bottom_in_quick_mode(path, tmp_path_factory):
     notebook = executed(path, tmp_path_factory)
-    errors = [output for cell in notebook.cells if cell.cell_type == "code"
-              for output in cell.outputs if output.output_type == "error"]
+    errors = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
     assert not errors
     assert _RUNS[path][1] == [], f"{path.name} wrote into its working folder: {_RUNS[path][1]}"
 
@@ -162,12 +206,21 @@ def test_runs_top_to_bottom_in_quick_mode(path, tmp_path_factory):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_every_conclusion_agrees_with_its_numbers(path, tmp_path_factory):
     text = printed(executed(path, tmp_path_factory))
-    load = re.search(r"Load check: other programs used (\d+)% of this machine's \d+ CPUs.*? "
-                     r"(BUSY|Quiet) \(busy from (\d+)%\)", text)
+    load = re.search(
+        r"Load check: other programs used (\d+)% of this machine's \d+ CPUs.*? "
+        r"(BUSY|Quiet) \(busy from (\d+)%\)",
+        text,
+    )
     assert load, f"{path.name}: no load check printed"
     assert int(load.group(3)) == round(100 * BUSY_SHARE)
-    agree(float(load.group(1)), ">=", float(load.group(3)), load.group(2) == "BUSY", tolerance=0.5,
-          what=load.group(0))
+    agree(
+        float(load.group(1)),
+        ">=",
+        float(load.group(3)),
+        load.group(2) == "BUSY",
+        tolerance=0.5,
+        what=load.group(0),
+    )
     lines = [line.strip() for line in text.splitlines() if line.strip().startswith(ARROW)]
     PRINTED[:] = lines
     PRINTED_TEXT[:] = [text]
@@ -184,7 +237,8 @@ def test_every_conclusion_agrees_with_its_numbers(path, tmp_path_factory):
     for check in CHECKS.get(path.stem, []):
         if check.required and not skipped:
             assert any(check.pattern.search(line) for line in lines), (
-                f"{path.name}: no conclusion matching {check.pattern.pattern!r} was printed")
+                f"{path.name}: no conclusion matching {check.pattern.pattern!r} was printed"
+            )
 
 
 @pytest.mark.timeout(240)
@@ -193,13 +247,19 @@ def test_figures_render_in_exported_html(path, tmp_path_factory):
     from nbconvert import HTMLExporter
 
     notebook = executed(path, tmp_path_factory)
-    figures = [output for cell in notebook.cells for output in cell.get("outputs", [])
-               if output.output_type in ("execute_result", "display_data") and PLOTLY in output.data]
+    figures = [
+        output
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.output_type in ("execute_result", "display_data") and PLOTLY in output.data
+    ]
     for figure in figures:
         assert "image/png" in figure.data, f"{path.name}: a figure without its still picture"
     page, _ = HTMLExporter().from_notebook_node(notebook)
     pictures = len(re.findall(r"<img [^>]*src=\"data:image/png;base64", page))
-    assert pictures >= len(figures), f"{path.name}: {len(figures)} figures, {pictures} pictures in the HTML export"
+    assert pictures >= len(figures), (
+        f"{path.name}: {len(figures)} figures, {pictures} pictures in the HTML export"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -222,29 +282,47 @@ def rounded_to(printed_text: str) -> float:
     """Half the last printed digit: how far a printed number may be from the value it shows."""
     digits = printed_text.replace(",", "").rstrip("%x")
     decimals = len(digits.split(".")[1]) if "." in digits else 0
-    return 0.5 * 10.0 ** -decimals
+    return 0.5 * 10.0**-decimals
 
 
-def agree(value: float, relation: str, threshold: float, claimed: bool, *, tolerance: float = 0.0,
-          what: str = "") -> None:
+def agree(
+    value: float,
+    relation: str,
+    threshold: float,
+    claimed: bool,
+    *,
+    tolerance: float = 0.0,
+    what: str = "",
+) -> None:
     """``claimed`` must be what ``value relation threshold`` says, except within ``tolerance``
     of the threshold, where rounding of the printed numbers may decide either way."""
     if abs(value - threshold) <= tolerance:
         return
-    holds = {">=": value >= threshold, ">": value > threshold, "<=": value <= threshold,
-             "<": value < threshold}[relation]
-    assert holds == claimed, f"the words say {claimed} but {value} {relation} {threshold} is {holds}: {what}"
+    holds = {
+        ">=": value >= threshold,
+        ">": value > threshold,
+        "<=": value <= threshold,
+        "<": value < threshold,
+    }[relation]
+    assert holds == claimed, (
+        f"the words say {claimed} but {value} {relation} {threshold} is {holds}: {what}"
+    )
 
 
-def close(value: float, expected: float, *, relative: float = 0.0, absolute: float = 0.0, what: str = "") -> None:
+def close(
+    value: float, expected: float, *, relative: float = 0.0, absolute: float = 0.0, what: str = ""
+) -> None:
     assert math.isclose(value, expected, rel_tol=relative, abs_tol=absolute), (
-        f"printed {value}, but the printed numbers give {expected}: {what}")
+        f"printed {value}, but the printed numbers give {expected}: {what}"
+    )
 
 
 class Check:
     """A kind of conclusion line: how to recognise it, and how to check it against its numbers."""
 
-    def __init__(self, pattern: str, verify: Callable[[re.Match, str], None], *, required: bool = True):
+    def __init__(
+        self, pattern: str, verify: Callable[[re.Match, str], None], *, required: bool = True
+    ):
         self.pattern = re.compile(pattern)
         self._verify = verify
         self.required = required
@@ -256,31 +334,46 @@ class Check:
 N = r"(-?[\d,]+(?:\.\d+)?)"  # a printed number
 
 
-def _percent_of(match: re.Match, part: int, whole: int, share: int, line: str, *, minus_one: bool = False) -> None:
+def _percent_of(
+    match: re.Match, part: int, whole: int, share: int, line: str, *, minus_one: bool = False
+) -> None:
     """``share`` is printed as part / whole (or part / whole - 1) in percent."""
     ratio = number(match.group(part)) / number(match.group(whole)) - (1 if minus_one else 0)
-    slack = (rounded_to(match.group(part)) + rounded_to(match.group(whole))) / number(match.group(whole))
+    slack = (rounded_to(match.group(part)) + rounded_to(match.group(whole))) / number(
+        match.group(whole)
+    )
     close(number(match.group(share)), 100 * ratio, absolute=0.5 + 100 * slack * 1.5, what=line)
 
 
 def _times(match: re.Match, factor: int, numerator: int, denominator: int, line: str) -> None:
     """``factor`` (printed as 1.2x) is numerator / denominator."""
     ratio = number(match.group(numerator)) / number(match.group(denominator))
-    slack = ratio * (rounded_to(match.group(numerator)) / number(match.group(numerator))
-                     + rounded_to(match.group(denominator)) / number(match.group(denominator)))
-    close(number(match.group(factor)), ratio, absolute=rounded_to(match.group(factor)) + 1.5 * slack, what=line)
+    slack = ratio * (
+        rounded_to(match.group(numerator)) / number(match.group(numerator))
+        + rounded_to(match.group(denominator)) / number(match.group(denominator))
+    )
+    close(
+        number(match.group(factor)),
+        ratio,
+        absolute=rounded_to(match.group(factor)) + 1.5 * slack,
+        what=line,
+    )
 
 
 def _verdict_use(match: re.Match, line: str) -> None:
     speedup, low, high = (number(match.group(name)) for name in ("speedup", "low", "high"))
     assert low - 0.005 <= speedup <= high + 0.005, f"the median is outside its range: {line}"
     margin_low, margin_high = number(match.group("mlow")), number(match.group("mhigh"))
-    assert margin_low > 1.0 - 0.005 and margin_low <= margin_high, f"'use' needs every round won: {line}"
+    assert margin_low > 1.0 - 0.005 and margin_low <= margin_high, (
+        f"'use' needs every round won: {line}"
+    )
 
 
 def _verdict_close(match: re.Match, line: str) -> None:
     if match.group("mlow") is not None:
-        assert number(match.group("mlow")) <= 1.0 + 0.005, f"'too close' but every round won: {line}"
+        assert number(match.group("mlow")) <= 1.0 + 0.005, (
+            f"'too close' but every round won: {line}"
+        )
 
 
 def _fit_quality(match: re.Match, line: str) -> None:
@@ -292,44 +385,75 @@ def _fit_quality(match: re.Match, line: str) -> None:
             word = candidate
             break
     # Within rounding of a bound the printed numbers cannot decide: accept the neighbour word.
-    near = any(abs(error - bound) <= 0.005 or (not math.isnan(r2) and abs(r2 - r2_bound) <= 0.005)
-               for _, bound, r2_bound in _QUALITY_BOUNDS)
-    assert match.group("word") == word or near, f"fit called {match.group('word')}, its numbers say {word}: {line}"
+    near = any(
+        abs(error - bound) <= 0.005 or (not math.isnan(r2) and abs(r2 - r2_bound) <= 0.005)
+        for _, bound, r2_bound in _QUALITY_BOUNDS
+    )
+    assert match.group("word") == word or near, (
+        f"fit called {match.group('word')}, its numbers say {word}: {line}"
+    )
     assert ("do not trust its curve" in line) == (match.group("word") == "poor"), line
 
 
 #: Conclusions any notebook may print: the bench's verdicts and fit qualities.
 GENERIC = [
-    Check(rf"→ .+?, N=\d+: use (?P<best>.+?): (?P<speedup>{N})x \S+ \((?P<low>{N})-(?P<high>{N})x over \d+ paired "
-          rf"windows\), faster than every other backend in every round, (?P<mlow>{N})-(?P<mhigh>{N})x its closest",
-          _verdict_use, required=False),
-    Check(rf"→ .+?, N=\d+: too close to call between .+? at {N}x \S+ and .+? at {N}x: "
-          rf"(?:window by window it was (?P<mlow>{N})-{N}x the other|a single window)", _verdict_close, required=False),
-    Check(r"→ .+?, N=\d+: .+ is the only backend measured", lambda match, line: None, required=False),
-    Check(rf"→ .+?: the model fits (?P<word>good|rough|poor) \(median error (?P<error>{N})%, "
-          rf"(?:R² (?P<r2>{N})|R² undefined: too little spread)(?P<loop>; R² not used for a loop)?\)",
-          _fit_quality, required=False),
+    Check(
+        rf"→ .+?, N=\d+: use (?P<best>.+?): (?P<speedup>{N})x \S+ \((?P<low>{N})-(?P<high>{N})x over \d+ paired "
+        rf"windows\), faster than every other backend in every round, (?P<mlow>{N})-(?P<mhigh>{N})x its closest",
+        _verdict_use,
+        required=False,
+    ),
+    Check(
+        rf"→ .+?, N=\d+: too close to call between .+? at {N}x \S+ and .+? at {N}x: "
+        rf"(?:window by window it was (?P<mlow>{N})-{N}x the other|a single window)",
+        _verdict_close,
+        required=False,
+    ),
+    Check(
+        r"→ .+?, N=\d+: .+ is the only backend measured", lambda match, line: None, required=False
+    ),
+    Check(
+        rf"→ .+?: the model fits (?P<word>good|rough|poor) \(median error (?P<error>{N})%, "
+        rf"(?:R² (?P<r2>{N})|R² undefined: too little spread)(?P<loop>; R² not used for a loop)?\)",
+        _fit_quality,
+        required=False,
+    ),
 ]
 
 
 def _sampling(match: re.Match, line: str) -> None:
     _percent_of(match, 1, 3, 2, line)
-    agree(number(match.group(2)), ">=", 5, "overstate the step noticeably" in line, tolerance=0.5, what=line)
+    agree(
+        number(match.group(2)),
+        ">=",
+        5,
+        "overstate the step noticeably" in line,
+        tolerance=0.5,
+        what=line,
+    )
 
 
 def _ratio_words(factor: int, numerator: int, denominator: int, threshold: float, yes: str):
     """``factor`` = numerator / denominator, and the words contain ``yes`` iff factor >= threshold."""
+
     def verify(match: re.Match, line: str) -> None:
         _times(match, factor, numerator, denominator, line)
-        agree(number(match.group(factor)), ">=", threshold, yes in line,
-              tolerance=rounded_to(match.group(factor)), what=line)
+        agree(
+            number(match.group(factor)),
+            ">=",
+            threshold,
+            yes in line,
+            tolerance=rounded_to(match.group(factor)),
+            what=line,
+        )
+
     return verify
 
 
 def _doubling(match: re.Match, line: str) -> None:
     before, after, gain = number(match.group(4)), number(match.group(5)), number(match.group(3))
     close(gain, 100 * (after / before - 1), absolute=1.0, what=line)
-    words = ("levelled off" if abs(gain) < 10 else "still growing" if gain > 0 else "it fell")
+    words = "levelled off" if abs(gain) < 10 else "still growing" if gain > 0 else "it fell"
     if abs(abs(gain) - 10) > 1:
         assert words in line, f"{gain}% should read '{words}': {line}"
 
@@ -342,9 +466,15 @@ def _sleeping_loop(match: re.Match, line: str) -> None:
 
 
 def _overlap(match: re.Match, line: str) -> None:
-    in_turn, overlapped, saved = number(match.group(1)), number(match.group(2)), number(match.group(3))
+    in_turn, overlapped, saved = (
+        number(match.group(1)),
+        number(match.group(2)),
+        number(match.group(3)),
+    )
     close(saved, 100 * (1 - overlapped / in_turn), absolute=1.0, what=line)
-    agree(saved, ">=", 20, "(the work ran while the envs stepped)" in line, tolerance=0.5, what=line)
+    agree(
+        saved, ">=", 20, "(the work ran while the envs stepped)" in line, tolerance=0.5, what=line
+    )
 
 
 def _stragglers(match: re.Match, line: str) -> None:
@@ -370,7 +500,14 @@ def _within_range(match: re.Match, line: str) -> None:
 
 def _oversubscribed(match: re.Match, line: str) -> None:
     _times(match, 3, 4, 5, line)
-    agree(number(match.group(3)), ">=", 1.1, "were faster on this run" in line, tolerance=0.005, what=line)
+    agree(
+        number(match.group(3)),
+        ">=",
+        1.1,
+        "were faster on this run" in line,
+        tolerance=0.005,
+        what=line,
+    )
 
 
 def _parent_talking(match: re.Match, line: str) -> None:
@@ -383,7 +520,14 @@ def _env_shares(match: re.Match, line: str) -> None:
     shares = [number(share) for share in re.findall(r"(\d+)% of [\w ]+?'s time", match.group(1))]
     assert shares and all(0 <= share <= 100 for share in shares), line
     if "the env is" in line:
-        agree(min(shares), ">=", 50, "the env is most of every process's time" in line, tolerance=0.5, what=line)
+        agree(
+            min(shares),
+            ">=",
+            50,
+            "the env is most of every process's time" in line,
+            tolerance=0.5,
+            what=line,
+        )
         least = re.search(r"the least: (\d+)%", line)
         assert least is None or number(least.group(1)) == min(shares), line
 
@@ -395,17 +539,28 @@ def _growing_overhead(match: re.Match, line: str) -> None:
 
 
 def _prediction(match: re.Match, line: str) -> None:
-    predicted, measured, error = number(match.group(2)), number(match.group(3)), number(match.group(4))
+    predicted, measured, error = (
+        number(match.group(2)),
+        number(match.group(3)),
+        number(match.group(4)),
+    )
     exact = 100 * (predicted - measured) / measured
     slack = 100 * 0.005 * (1 / measured + predicted / measured**2)  # both printed to 2 decimals
     close(error, exact, absolute=0.5 + slack, what=line)
-    words = "within 10%" if abs(error) <= 10 else "within 25%" if abs(error) <= 25 else "off by more than 25%"
+    words = (
+        "within 10%"
+        if abs(error) <= 10
+        else "within 25%"
+        if abs(error) <= 25
+        else "off by more than 25%"
+    )
     if min(abs(abs(error) - 10), abs(abs(error) - 25)) > 0.5:
         assert match.group(5) == words, f"{error}% off reads '{words}': {line}"
     label = match.group(1)
     fitted = [other for other in PRINTED if other.startswith(f"→ {label}: the model fits ")]
     assert fitted and f"the model fits {match.group(6)} " in fitted[0], (
-        f"the fit's word does not match the fit printed before: {line} / {fitted}")
+        f"the fit's word does not match the fit printed before: {line} / {fitted}"
+    )
 
 
 def _growth(match: re.Match, line: str) -> None:
@@ -424,20 +579,27 @@ def _largest_smallest(match: re.Match, line: str) -> None:
 
 def _counted(yes: str):
     """``X of Y``: the words contain ``yes`` exactly when X == Y."""
+
     def verify(match: re.Match, line: str) -> None:
         done, total = int(match.group(1)), int(match.group(2))
         assert done <= total and (yes in line) == (done == total), line
+
     return verify
 
 
 def _autotune_choice(match: re.Match, line: str) -> None:
-    assert f"best: {match.group(2)}\n" in PRINTED_TEXT[0], f"autotune's own table chose otherwise: {line}"
+    assert f"best: {match.group(2)}\n" in PRINTED_TEXT[0], (
+        f"autotune's own table chose otherwise: {line}"
+    )
 
 
 def _autotune_change(match: re.Match, line: str) -> None:
     assert (match.group(3) == "differ") == (match.group(1) != match.group(2)), line
     for num_envs, label in ((4, match.group(1)), (128, match.group(2))):
-        assert any(other.startswith(f"→ CartPole-v1, N={num_envs}: autotune chose {label} (") for other in PRINTED), line
+        assert any(
+            other.startswith(f"→ CartPole-v1, N={num_envs}: autotune chose {label} (")
+            for other in PRINTED
+        ), line
 
 
 def _ray(match: re.Match, line: str) -> None:
@@ -456,97 +618,214 @@ def _env_share(match: re.Match, line: str) -> None:
 CHECKS: dict[str, list[Check]] = {
     "01-timing-one-env": [
         Check(rf"→ sampling an action costs {N} µs, {N}% of a step's {N} µs", _sampling),
-        Check(rf"→ the slowest measurement \({N} µs\) took {N}% longer than the fastest \({N} µs\)",
-              lambda m, line: _percent_of(m, 1, 3, 2, line, minus_one=True)),
-        Check(rf"→ the single reading above \({N} µs\) was {N}x the median of averaged steps \({N} µs\)",
-              lambda m, line: _times(m, 2, 1, 3, line)),
-        Check(rf"→ \S+ steps {N}x slower than \S+ \({N} vs {N} µs\)", lambda m, line: _times(m, 1, 2, 3, line)),
+        Check(
+            rf"→ the slowest measurement \({N} µs\) took {N}% longer than the fastest \({N} µs\)",
+            lambda m, line: _percent_of(m, 1, 3, 2, line, minus_one=True),
+        ),
+        Check(
+            rf"→ the single reading above \({N} µs\) was {N}x the median of averaged steps \({N} µs\)",
+            lambda m, line: _times(m, 2, 1, 3, line),
+        ),
+        Check(
+            rf"→ \S+ steps {N}x slower than \S+ \({N} vs {N} µs\)",
+            lambda m, line: _times(m, 1, 2, 3, line),
+        ),
     ],
     "02-sequential-loop": [
-        Check(rf"→ a straight line explains {N} of the variation \(R²\)", lambda m, line: agree(
-            number(m.group(1)), ">=", 0.95, "grows in a straight line" in line, tolerance=0.0005, what=line)),
-        Check(rf"→ one more env costs {N} µs in the loop, {N}x a bare CartPole step \({N} µs\)",
-              _ratio_words(2, 1, 3, 1.1, "the extra is the loop's own work")),
-        Check(rf"→ doubling N from (\d+) to (\d+) changed the throughput by ([+-]\d+)% \({N} -> {N} env steps/s\)",
-              _doubling),
+        Check(
+            rf"→ a straight line explains {N} of the variation \(R²\)",
+            lambda m, line: agree(
+                number(m.group(1)),
+                ">=",
+                0.95,
+                "grows in a straight line" in line,
+                tolerance=0.0005,
+                what=line,
+            ),
+        ),
+        Check(
+            rf"→ one more env costs {N} µs in the loop, {N}x a bare CartPole step \({N} µs\)",
+            _ratio_words(2, 1, 3, 1.1, "the extra is the loop's own work"),
+        ),
+        Check(
+            rf"→ doubling N from (\d+) to (\d+) changed the throughput by ([+-]\d+)% \({N} -> {N} env steps/s\)",
+            _doubling,
+        ),
         Check(rf"→ N=(\d+): {N} ms per step\(\) call, {N}x N x {N} ms \({N} ms\)", _sleeping_loop),
     ],
     "03-one-process-per-env": [
-        Check(rf"→ (?:computing|waiting) steps, 2 (?:threads|processes): {N}x the loop \({N} vs {N} ms per step\(\)\): "
-              r"(?P<word>faster|no faster)$", lambda m, line: (_times(m, 1, 3, 2, line), agree(
-                  number(m.group(1)), ">=", 1.3, m.group("word") == "faster", tolerance=0.005, what=line))),
-        Check(rf"→ obs_size {N}: a round trip took {N} µs, {N}x the 4-float round trip \({N} µs\)",
-              lambda m, line: _times(m, 3, 2, 4, line)),
-        Check(rf"→ the smallest round trip \({N} µs\) is {N}x its pickling \({N} µs\)",
-              _ratio_words(2, 1, 3, 2.0, "the cost is waking processes")),
-        Check(rf"→ one process per env was {N}x the loop \({N} vs {N} ms per step\(\)\)",
-              _ratio_words(1, 3, 2, 2.0, "waited at the same time")),
-        Check(rf"→ step\(\) then work: {N} ms; step_async, work, step_wait: {N} ms: overlapping saved {N}%", _overlap),
-        Check(rf"→ N=(\d+): mean step\(\) {N} ms, {N}x one env's average step \({N} ms\); a straggler in {N}% of "
-              rf"the batches \({N}% expected\)", _stragglers),
-        Check(rf"→ {N}% of the step\(\) calls lasted at least as long as their slowest env's step", lambda m, line: agree(
-            number(m.group(1)), ">=", 90, "a call lasts as long as its slowest env" in line, tolerance=0.5, what=line)),
+        Check(
+            rf"→ (?:computing|waiting) steps, 2 (?:threads|processes): {N}x the loop \({N} vs {N} ms per step\(\)\): "
+            r"(?P<word>faster|no faster)$",
+            lambda m, line: (
+                _times(m, 1, 3, 2, line),
+                agree(
+                    number(m.group(1)),
+                    ">=",
+                    1.3,
+                    m.group("word") == "faster",
+                    tolerance=0.005,
+                    what=line,
+                ),
+            ),
+        ),
+        Check(
+            rf"→ obs_size {N}: a round trip took {N} µs, {N}x the 4-float round trip \({N} µs\)",
+            lambda m, line: _times(m, 3, 2, 4, line),
+        ),
+        Check(
+            rf"→ the smallest round trip \({N} µs\) is {N}x its pickling \({N} µs\)",
+            _ratio_words(2, 1, 3, 2.0, "the cost is waking processes"),
+        ),
+        Check(
+            rf"→ one process per env was {N}x the loop \({N} vs {N} ms per step\(\)\)",
+            _ratio_words(1, 3, 2, 2.0, "waited at the same time"),
+        ),
+        Check(
+            rf"→ step\(\) then work: {N} ms; step_async, work, step_wait: {N} ms: overlapping saved {N}%",
+            _overlap,
+        ),
+        Check(
+            rf"→ N=(\d+): mean step\(\) {N} ms, {N}x one env's average step \({N} ms\); a straggler in {N}% of "
+            rf"the batches \({N}% expected\)",
+            _stragglers,
+        ),
+        Check(
+            rf"→ {N}% of the step\(\) calls lasted at least as long as their slowest env's step",
+            lambda m, line: agree(
+                number(m.group(1)),
+                ">=",
+                90,
+                "a call lasts as long as its slowest env" in line,
+                tolerance=0.5,
+                what=line,
+            ),
+        ),
     ],
     "04-the-pool": [
-        Check(r"→ chunk sizes \[([\d, ]+)\]: they differ by (\d+), and the caller's is (the smallest|not the smallest)",
-              _chunks),
-        Check(rf"→ in a tight loop the worker was asleep before {N}% of the steps; after {N} ms pauses, before {N}%",
-              lambda m, line: all(0 <= number(m.group(i)) <= 100 for i in (1, 3)) or pytest.fail(line)),
-        Check(rf"→ a step took {N} µs in a tight loop and {N} µs after a pause \({N}x\)",
-              _ratio_words(3, 2, 1, 1.2, "waking a sleeping worker costs time")),
-        Check(r"→ of (\d+) points, the pool won (\d+), one process per env (\d+), a loop (\d+); (\d+) too close", _tally),
-        Check(rf"→ shared memory made the pool {N}x as fast as pickling over pipes \({N}-{N}x window by window\)",
-              _within_range),
-        Check(rf"→ K=(\d+) on (\d+) CPUs ran at {N}x K=\d+ \({N}x vs {N}x gym-sync\)", _oversubscribed),
-        Check(rf"→ made to spin, K=\d+ ran at {N}x itself not spinning \({N}x gym-sync\)", lambda m, line: agree(
-            number(m.group(1)), "<", 0.9, "made it slower" in line, tolerance=0.005, what=line)),
+        Check(
+            r"→ chunk sizes \[([\d, ]+)\]: they differ by (\d+), and the caller's is (the smallest|not the smallest)",
+            _chunks,
+        ),
+        Check(
+            rf"→ in a tight loop the worker was asleep before {N}% of the steps; after {N} ms pauses, before {N}%",
+            lambda m, line: (
+                all(0 <= number(m.group(i)) <= 100 for i in (1, 3)) or pytest.fail(line)
+            ),
+        ),
+        Check(
+            rf"→ a step took {N} µs in a tight loop and {N} µs after a pause \({N}x\)",
+            _ratio_words(3, 2, 1, 1.2, "waking a sleeping worker costs time"),
+        ),
+        Check(
+            r"→ of (\d+) points, the pool won (\d+), one process per env (\d+), a loop (\d+); (\d+) too close",
+            _tally,
+        ),
+        Check(
+            rf"→ shared memory made the pool {N}x as fast as pickling over pipes \({N}-{N}x window by window\)",
+            _within_range,
+        ),
+        Check(
+            rf"→ K=(\d+) on (\d+) CPUs ran at {N}x K=\d+ \({N}x vs {N}x gym-sync\)", _oversubscribed
+        ),
+        Check(
+            rf"→ made to spin, K=\d+ ran at {N}x itself not spinning \({N}x gym-sync\)",
+            lambda m, line: agree(
+                number(m.group(1)), "<", 0.9, "made it slower" in line, tolerance=0.005, what=line
+            ),
+        ),
     ],
     "05-profiling": [
-        Check(rf"→ the workers waited {N}% of their time and stepped envs {N}%", lambda m, line: agree(
-            number(m.group(1)), ">=", 50, "they mostly wait" in line, tolerance=0.5, what=line)),
-        Check(rf"→ the parent spent {N}% waiting, {N}% on pipe & shm I/O and {N}% pickling, {N}% in all", _parent_talking),
+        Check(
+            rf"→ the workers waited {N}% of their time and stepped envs {N}%",
+            lambda m, line: agree(
+                number(m.group(1)), ">=", 50, "they mostly wait" in line, tolerance=0.5, what=line
+            ),
+        ),
+        Check(
+            rf"→ the parent spent {N}% waiting, {N}% on pipe & shm I/O and {N}% pickling, {N}% in all",
+            _parent_talking,
+        ),
         Check(r"→ pool \(K=2\), 8 x CartPole: env compute is (.+)$", _env_shares),
         Check(r"→ pool \(K=2\), 128 x CartPole: env compute is (.+)$", _env_shares),
-        Check(rf"→ the workers' env compute: {N}% of their time with idle samples, {N}% without: a default profile "
-              rf"would show it {N}x larger", lambda m, line: _times(m, 3, 2, 1, line)),
+        Check(
+            rf"→ the workers' env compute: {N}% of their time with idle samples, {N}% without: a default profile "
+            rf"would show it {N}x larger",
+            lambda m, line: _times(m, 3, 2, 1, line),
+        ),
     ],
     "06-overhead-model": [
-        Check(r"→ .+?: the model fits (?:good|rough|poor) ", lambda m, line: None),  # read by GENERIC
-        Check(rf"→ subproc: median error {N}% with a constant overhead, {N}% with one growing with N "
-              rf"\(b = {N} µs per env\)", _growing_overhead),
-        Check(rf"→ (.+?) at N=\d+: predicted {N}x, measured {N}x \(([+-]\d+)% off\): "
-              r"(within 10%|within 25%|off by more than 25%); the fit was (good|rough|poor)", _prediction),
+        Check(
+            r"→ .+?: the model fits (?:good|rough|poor) ", lambda m, line: None
+        ),  # read by GENERIC
+        Check(
+            rf"→ subproc: median error {N}% with a constant overhead, {N}% with one growing with N "
+            rf"\(b = {N} µs per env\)",
+            _growing_overhead,
+        ),
+        Check(
+            rf"→ (.+?) at N=\d+: predicted {N}x, measured {N}x \(([+-]\d+)% off\): "
+            r"(within 10%|within 25%|off by more than 25%); the fit was (good|rough|poor)",
+            _prediction,
+        ),
     ],
     "07-beyond": [
-        Check(rf"→ (.+?): one step\(\) took {N} µs at N=(\d+) and {N} µs at N=(\d+), {N}x longer for (\d+)x the envs",
-              _growth),
+        Check(
+            rf"→ (.+?): one step\(\) took {N} µs at N=(\d+) and {N} µs at N=(\d+), {N}x longer for (\d+)x the envs",
+            _growth,
+        ),
         Check(r"→ at N=(\d+), fastest first: (.+) env steps/s$", _ranking),
-        Check(r"→ at N=(\d+), the policy's share of acting time is largest with (.+?) \((\d+)%\) and smallest with "
-              r"(.+?) \((\d+)%\)", _largest_smallest),
+        Check(
+            r"→ at N=(\d+), the policy's share of acting time is largest with (.+?) \((\d+)%\) and smallest with "
+            r"(.+?) \((\d+)%\)",
+            _largest_smallest,
+        ),
     ],
     "08-async-pool": [
-        Check(rf"→ measured {N}x against {N}x on paper: {N} of it", lambda m, line: _times(m, 3, 1, 2, line)),
-        Check(r"→ after \d+ batches the envs had been returned from (\d+) to (\d+) times",
-              lambda m, line: int(m.group(1)) <= int(m.group(2)) or pytest.fail(line)),
-        Check(r"→ by env_id: replaying each env's recorded actions reproduced (\d+) of its (\d+) recorded",
-              _counted("each buffer holds a true trajectory")),
-        Check(r"→ by position: column 0 of the stacked batches, .+ reproduced (\d+) of (\d+):",
-              _counted("it is a true trajectory")),
+        Check(
+            rf"→ measured {N}x against {N}x on paper: {N} of it",
+            lambda m, line: _times(m, 3, 1, 2, line),
+        ),
+        Check(
+            r"→ after \d+ batches the envs had been returned from (\d+) to (\d+) times",
+            lambda m, line: int(m.group(1)) <= int(m.group(2)) or pytest.fail(line),
+        ),
+        Check(
+            r"→ by env_id: replaying each env's recorded actions reproduced (\d+) of its (\d+) recorded",
+            _counted("each buffer holds a true trajectory"),
+        ),
+        Check(
+            r"→ by position: column 0 of the stacked batches, .+ reproduced (\d+) of (\d+):",
+            _counted("it is a true trajectory"),
+        ),
     ],
     "09-autotune": [
-        Check(r"→ CartPole-v1, N=(\d+): autotune chose (.+?) \((?:[\d.]+x the loop|the loop not measured), measured",
-              _autotune_choice),
-        Check(r"→ the winner at N=4 \((.+?)\) and at N=128 \((.+?)\) (differ|are the same)", _autotune_change),
+        Check(
+            r"→ CartPole-v1, N=(\d+): autotune chose (.+?) \((?:[\d.]+x the loop|the loop not measured), measured",
+            _autotune_choice,
+        ),
+        Check(
+            r"→ the winner at N=4 \((.+?)\) and at N=128 \((.+?)\) (differ|are the same)",
+            _autotune_change,
+        ),
     ],
     "10-ray": [
-        Check(rf"→ \S+: Ray {N}x the loop, the pool {N}x; one step\(\) took {N} ms through Ray, {N} ms in the pool: "
-              rf"Ray (beat|did not beat) the loop, and (trailed|beat) the pool by {N} ms per step", _ray),
+        Check(
+            rf"→ \S+: Ray {N}x the loop, the pool {N}x; one step\(\) took {N} ms through Ray, {N} ms in the pool: "
+            rf"Ray (beat|did not beat) the loop, and (trailed|beat) the pool by {N} ms per step",
+            _ray,
+        ),
     ],
     "11-training": [
-        Check(rf"→ (.+?): stepping alone at {N} env steps/s, the env would take {N} s of the {N} s of learn\(\) "
-              rf"\({N}%\)", _env_share),
-        Check(rf"→ learn\(\) took from {N} s \((.+?)\) to {N} s \((.+?)\): {N}x apart",
-              lambda m, line: _times(m, 5, 3, 1, line)),
+        Check(
+            rf"→ (.+?): stepping alone at {N} env steps/s, the env would take {N} s of the {N} s of learn\(\) "
+            rf"\({N}%\)",
+            _env_share,
+        ),
+        Check(
+            rf"→ learn\(\) took from {N} s \((.+?)\) to {N} s \((.+?)\): {N}x apart",
+            lambda m, line: _times(m, 5, 3, 1, line),
+        ),
     ],
 }
 
@@ -561,39 +840,58 @@ def read_back(stem: str, line: str, printed: list[str] | None = None) -> None:
         check.verify(check.pattern.search(line), line)
 
 
-@pytest.mark.parametrize("stem, honest, contradicting", [
-    ("02-sequential-loop",
-     "→ a straight line explains 0.998 of the variation (R²): the time per step() grows in a straight line with N",
-     "→ a straight line explains 0.700 of the variation (R²): the time per step() grows in a straight line with N"),
-    ("03-one-process-per-env",
-     "→ computing steps, 2 threads: 0.80x the loop (5.78 vs 4.62 ms per step()): no faster",
-     "→ computing steps, 2 threads: 1.80x the loop (5.78 vs 4.62 ms per step()): faster"),
-    ("04-the-pool",
-     "→ K=8 on 2 CPUs ran at 0.92x K=2 (0.94x vs 1.02x gym-sync): more workers than CPUs did not help",
-     "→ K=8 on 2 CPUs ran at 1.32x K=2 (0.94x vs 1.02x gym-sync): more workers than CPUs were faster on this run"),
-    ("05-profiling",
-     "→ pool (K=2), 128 x CartPole: env compute is 24% of parent's time, 44% of worker 0's time: the env is not "
-     "most of every process's time on this run (the least: 24%)",
-     "→ pool (K=2), 128 x CartPole: env compute is 24% of parent's time, 44% of worker 0's time: the env is most of "
-     "every process's time"),
-    ("06-overhead-model",
-     "→ pool (num_workers=2): the model fits poor (median error 65%, R² -1.60); do not trust its curve.",
-     "→ pool (num_workers=2): the model fits good (median error 65%, R² -1.60)."),
-    ("04-the-pool",
-     "→ CartPole-v1, N=128: too close to call between pool (num_workers=2) at 1.02x gym-sync and gym-sync (the loop) "
-     "at 1.00x: window by window it was 0.92-1.10x the other, so not faster in every round.",
-     "→ CartPole-v1, N=128: use pool (num_workers=2): 1.02x gym-sync (0.92-1.10x over 3 paired windows), faster than "
-     "every other backend in every round, 0.92-1.10x its closest rival, gym-sync (the loop)."),
-    ("09-autotune",
-     "→ the winner at N=4 (multi) and at N=128 (pool (num_workers=2)) differ: more work per step() paid",
-     "→ the winner at N=4 (multi) and at N=128 (pool (num_workers=2)) are the same on this run"),
-])
+@pytest.mark.parametrize(
+    "stem, honest, contradicting",
+    [
+        (
+            "02-sequential-loop",
+            "→ a straight line explains 0.998 of the variation (R²): the time per step() grows in a straight line with N",
+            "→ a straight line explains 0.700 of the variation (R²): the time per step() grows in a straight line with N",
+        ),
+        (
+            "03-one-process-per-env",
+            "→ computing steps, 2 threads: 0.80x the loop (5.78 vs 4.62 ms per step()): no faster",
+            "→ computing steps, 2 threads: 1.80x the loop (5.78 vs 4.62 ms per step()): faster",
+        ),
+        (
+            "04-the-pool",
+            "→ K=8 on 2 CPUs ran at 0.92x K=2 (0.94x vs 1.02x gym-sync): more workers than CPUs did not help",
+            "→ K=8 on 2 CPUs ran at 1.32x K=2 (0.94x vs 1.02x gym-sync): more workers than CPUs were faster on this run",
+        ),
+        (
+            "05-profiling",
+            "→ pool (K=2), 128 x CartPole: env compute is 24% of parent's time, 44% of worker 0's time: the env is not "
+            "most of every process's time on this run (the least: 24%)",
+            "→ pool (K=2), 128 x CartPole: env compute is 24% of parent's time, 44% of worker 0's time: the env is most of "
+            "every process's time",
+        ),
+        (
+            "06-overhead-model",
+            "→ pool (num_workers=2): the model fits poor (median error 65%, R² -1.60); do not trust its curve.",
+            "→ pool (num_workers=2): the model fits good (median error 65%, R² -1.60).",
+        ),
+        (
+            "04-the-pool",
+            "→ CartPole-v1, N=128: too close to call between pool (num_workers=2) at 1.02x gym-sync and gym-sync (the loop) "
+            "at 1.00x: window by window it was 0.92-1.10x the other, so not faster in every round.",
+            "→ CartPole-v1, N=128: use pool (num_workers=2): 1.02x gym-sync (0.92-1.10x over 3 paired windows), faster than "
+            "every other backend in every round, 0.92-1.10x its closest rival, gym-sync (the loop).",
+        ),
+        (
+            "09-autotune",
+            "→ the winner at N=4 (multi) and at N=128 (pool (num_workers=2)) differ: more work per step() paid",
+            "→ the winner at N=4 (multi) and at N=128 (pool (num_workers=2)) are the same on this run",
+        ),
+    ],
+)
 def test_the_checks_catch_words_that_contradict_their_numbers(stem, honest, contradicting):
     """The conclusions the issue found beside numbers that said otherwise, and their honest forms."""
     printed = [honest]
     if stem == "09-autotune":
-        printed = ["→ CartPole-v1, N=4: autotune chose multi (1.00x the loop, measured one",
-                   "→ CartPole-v1, N=128: autotune chose pool (num_workers=2) (1.30x the loop, measured one"]
+        printed = [
+            "→ CartPole-v1, N=4: autotune chose multi (1.00x the loop, measured one",
+            "→ CartPole-v1, N=128: autotune chose pool (num_workers=2) (1.30x the loop, measured one",
+        ]
     read_back(stem, honest, [*printed, honest])
     with pytest.raises((AssertionError, pytest.fail.Exception)):
         read_back(stem, contradicting, [*printed, contradicting])

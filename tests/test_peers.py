@@ -37,8 +37,11 @@ from vecenvs.testing import check_api, check_matches_sync
 
 PEERS = ("sb3-dummy", "sb3-subproc", "envpool")
 #: Which library each peer needs, for pytest.importorskip.
-LIBRARY = {"sb3-dummy": "stable_baselines3", "sb3-subproc": "stable_baselines3",
-           "envpool": "envpool"}
+LIBRARY = {
+    "sb3-dummy": "stable_baselines3",
+    "sb3-subproc": "stable_baselines3",
+    "envpool": "envpool",
+}
 #: Fork is the quick start method: the workers need not import SB3 (and torch) again.
 FORK = {"sb3-subproc": {"start_method": "fork"}}
 SAME_STEP = AutoresetMode.SAME_STEP
@@ -56,35 +59,49 @@ def needs(backend: str) -> None:
 def test_every_backend_is_described_and_only_envpool_is_native():
     assert list(BACKEND_INFO) == list(BACKENDS)
     assert set(PEERS) <= set(BACKENDS)
-    assert {info.family for info in BACKEND_INFO.values()} == {"ours", "gymnasium", "sb3",
-                                                               "envpool"}
-    assert NATIVE_BACKENDS == {"envpool"}
+    assert {info.family for info in BACKEND_INFO.values()} == {
+        "ours",
+        "gymnasium",
+        "sb3",
+        "envpool",
+    }
+    assert {"envpool"} == NATIVE_BACKENDS
     assert describe_backend("pool") == "pool"
     assert describe_backend("envpool") == (
         "envpool (native C++ envs: a reference, not like-for-like)"
     )
     # What is always installed needs no extra; each peer (and ray) names the extra that installs it.
     assert {name: info.extra for name, info in BACKEND_INFO.items() if info.extra} == {
-        "sb3-dummy": "sb3", "sb3-subproc": "sb3", "envpool": "envpool", "ray": "ray"
+        "sb3-dummy": "sb3",
+        "sb3-subproc": "sb3",
+        "envpool": "envpool",
+        "ray": "ray",
     }
 
 
 def test_unknown_backend_is_refused_by_name():
-    for call in (lambda: describe_backend("turbo"), lambda: check_backend_available("turbo"),
-                 lambda: vecenvs.make_vec("CartPole-v1", 2, backend="turbo")):
+    for call in (
+        lambda: describe_backend("turbo"),
+        lambda: check_backend_available("turbo"),
+        lambda: vecenvs.make_vec("CartPole-v1", 2, backend="turbo"),
+    ):
         with pytest.raises(ValueError, match=r"unknown backend 'turbo'; expected one of \["):
             call()
 
 
-@pytest.mark.parametrize(("missing", "backends", "extra"), [
-    ("stable_baselines3", ("sb3-dummy", "sb3-subproc"), "sb3"),
-    ("envpool", ("envpool",), "envpool"),
-    ("ray", ("ray",), "ray"),
-])
+@pytest.mark.parametrize(
+    ("missing", "backends", "extra"),
+    [
+        ("stable_baselines3", ("sb3-dummy", "sb3-subproc"), "sb3"),
+        ("envpool", ("envpool",), "envpool"),
+        ("ray", ("ray",), "ray"),
+    ],
+)
 def test_a_missing_library_gives_its_install_command(monkeypatch, missing, backends, extra):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec",
+        importlib.util,
+        "find_spec",
         lambda name, *args: None if name == missing else real_find_spec(name, *args),
     )
     assert not set(backends) & set(available_backends())
@@ -109,8 +126,9 @@ def test_importing_vecenvs_and_checking_availability_imports_no_peer_library():
         "vecenvs.make_vec('CartPole-v1', 2, backend='gym-sync').close()\n"
         "print(sorted({'torch', 'stable_baselines3', 'envpool', 'ray'} & set(sys.modules)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
@@ -174,8 +192,15 @@ def test_peer_steps_through_episode_ends_and_closes(backend):
 @pytest.mark.parametrize("backend", PEERS)
 def test_peer_runs_through_the_benchmark(backend):
     needs(backend)
-    result = measure(BenchConfig("CartPole-v1", num_envs=4, backend=backend,
-                                 backend_kwargs=FORK.get(backend, {}), **QUICK))
+    result = measure(
+        BenchConfig(
+            "CartPole-v1",
+            num_envs=4,
+            backend=backend,
+            backend_kwargs=FORK.get(backend, {}),
+            **QUICK,
+        )
+    )
     assert len(result.throughputs) == QUICK["repeats"]
     assert all(throughput > 0 for throughput in result.throughputs)
     # SB3's SubprocVecEnv: a process per env; the others step in this process (envpool in
@@ -184,9 +209,14 @@ def test_peer_runs_through_the_benchmark(backend):
     assert result.parent_cpu_seconds > 0
 
 
-@pytest.mark.parametrize(("backend", "asked"), [
-    ("sb3-dummy", "NextStep"), ("sb3-subproc", AutoresetMode.DISABLED), ("envpool", "SameStep"),
-])
+@pytest.mark.parametrize(
+    ("backend", "asked"),
+    [
+        ("sb3-dummy", "NextStep"),
+        ("sb3-subproc", AutoresetMode.DISABLED),
+        ("envpool", "SameStep"),
+    ],
+)
 def test_a_peer_refuses_an_autoreset_mode_it_cannot_do(backend, asked, children_before):
     needs(backend)
     own = BACKEND_INFO[backend].autoreset_mode.value
@@ -194,8 +224,9 @@ def test_a_peer_refuses_an_autoreset_mode_it_cannot_do(backend, asked, children_
         vecenvs.make_vec("CartPole-v1", 2, backend=backend, autoreset_mode=asked)
     assert not [p for p in live_children() if p.pid not in children_before]
     # Asking for its own mode, or for none, is fine.
-    with vecenvs.make_vec("CartPole-v1", 2, backend=backend, autoreset_mode=own,
-                          **FORK.get(backend, {})) as envs:
+    with vecenvs.make_vec(
+        "CartPole-v1", 2, backend=backend, autoreset_mode=own, **FORK.get(backend, {})
+    ) as envs:
         assert envs.metadata["autoreset_mode"] is AutoresetMode(own)
 
 
@@ -206,9 +237,12 @@ def test_a_peer_refuses_an_autoreset_mode_it_cannot_do(backend, asked, children_
 
 def test_sb3_dummy_returns_exactly_what_gym_sync_returns():
     needs("sb3-dummy")
-    with vecenvs.make_vec("CartPole-v1", 4, backend="sb3-dummy") as envs, closing(
-        vecenvs.make_vec("CartPole-v1", 4, backend="gym-sync", autoreset_mode=SAME_STEP)
-    ) as reference:
+    with (
+        vecenvs.make_vec("CartPole-v1", 4, backend="sb3-dummy") as envs,
+        closing(
+            vecenvs.make_vec("CartPole-v1", 4, backend="gym-sync", autoreset_mode=SAME_STEP)
+        ) as reference,
+    ):
         assert_same(envs.reset(seed=3), reference.reset(seed=3), "reset")
         reference.action_space.seed(3)
         episode_ends = 0
@@ -222,17 +256,21 @@ def test_sb3_dummy_returns_exactly_what_gym_sync_returns():
 
 
 @pytest.mark.usefixtures("no_leftover_processes")
-@pytest.mark.parametrize(("backend", "env_id"), [
-    ("sb3-dummy", "CartPole-v1"), ("sb3-dummy", "Acrobot-v1"),
-    ("sb3-subproc", "CartPole-v1"), ("sb3-subproc", "Pendulum-v1"),
-])
+@pytest.mark.parametrize(
+    ("backend", "env_id"),
+    [
+        ("sb3-dummy", "CartPole-v1"),
+        ("sb3-dummy", "Acrobot-v1"),
+        ("sb3-subproc", "CartPole-v1"),
+        ("sb3-subproc", "Pendulum-v1"),
+    ],
+)
 def test_sb3_passes_the_conformance_checker_in_same_step_mode(backend, env_id):
     needs(backend)
 
     def make_vector_env(env_fns, autoreset_mode):
         assert autoreset_mode is SAME_STEP
-        return BACKENDS[backend](env_id, len(env_fns), {}, autoreset_mode,
-                                 **FORK.get(backend, {}))
+        return BACKENDS[backend](env_id, len(env_fns), {}, autoreset_mode, **FORK.get(backend, {}))
 
     check_api(make_vector_env, env_id, autoreset_mode=SAME_STEP, require_context_manager=True)
     steps = {"Acrobot-v1": 550, "Pendulum-v1": 450}.get(env_id, 300)
@@ -242,9 +280,12 @@ def test_sb3_passes_the_conformance_checker_in_same_step_mode(backend, env_id):
 def test_sb3_dummy_rewards_are_float32_rounded():
     # Documented in SB3VecEnv: DummyVecEnv keeps rewards in a float32 buffer.
     needs("sb3-dummy")
-    with vecenvs.make_vec("Pendulum-v1", 2, backend="sb3-dummy") as envs, closing(
-        vecenvs.make_vec("Pendulum-v1", 2, backend="gym-sync", autoreset_mode=SAME_STEP)
-    ) as reference:
+    with (
+        vecenvs.make_vec("Pendulum-v1", 2, backend="sb3-dummy") as envs,
+        closing(
+            vecenvs.make_vec("Pendulum-v1", 2, backend="gym-sync", autoreset_mode=SAME_STEP)
+        ) as reference,
+    ):
         envs.reset(seed=0)
         reference.reset(seed=0)
         actions = np.array([[0.5], [-1.0]], dtype=np.float32)
@@ -258,8 +299,9 @@ def test_sb3_subproc_passes_start_method_on_and_its_workers_find_the_teaching_en
     # Under spawn the workers import SB3 (not vecenvs) afresh: the teaching envs must still be
     # registered there. The children's command lines show how they were started.
     needs("sb3-subproc")
-    with vecenvs.make_vec("vecenvs/DictObs-v0", 2, backend="sb3-subproc",
-                          start_method="spawn") as envs:
+    with vecenvs.make_vec(
+        "vecenvs/DictObs-v0", 2, backend="sb3-subproc", start_method="spawn"
+    ) as envs:
         observations, _ = envs.reset(seed=0)
         assert set(observations) == set(envs.single_observation_space.spaces)
         workers = list(envs.venv.processes)
@@ -277,11 +319,16 @@ def test_sb3_subproc_passes_start_method_on_and_its_workers_find_the_teaching_en
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
 def test_envpool_has_the_spaces_and_shapes_of_gymnasiums_env(env_id):
     needs("envpool")
-    with vecenvs.make_vec(env_id, 3, backend="envpool") as envs, closing(
-        vecenvs.make_vec(env_id, 3, backend="gym-sync")
-    ) as reference:
-        for name in ("single_observation_space", "single_action_space", "observation_space",
-                     "action_space"):
+    with (
+        vecenvs.make_vec(env_id, 3, backend="envpool") as envs,
+        closing(vecenvs.make_vec(env_id, 3, backend="gym-sync")) as reference,
+    ):
+        for name in (
+            "single_observation_space",
+            "single_action_space",
+            "observation_space",
+            "action_space",
+        ):
             assert getattr(envs, name) == getattr(reference, name), name
         observations, _ = envs.reset(seed=0)
         expected, _ = reference.reset(seed=0)
@@ -298,8 +345,11 @@ def test_envpool_refuses_teaching_envs_unknown_ids_and_env_kwargs(children_befor
     assert "'vecenvs/Costly-v0'" in message and "teaching env" in message
     assert "CartPole-v1" in message and "envpool.list_all_envs()" in message
 
-    missing = next(env_id for env_id in gym.registry
-                   if env_id not in envpool.list_all_envs() and not env_id.startswith("vecenvs/"))
+    missing = next(
+        env_id
+        for env_id in gym.registry
+        if env_id not in envpool.list_all_envs() and not env_id.startswith("vecenvs/")
+    )
     with pytest.raises(ValueError, match=f"cannot run '{missing}': envpool has no C\\+\\+ version"):
         vecenvs.make_vec(missing, 2, backend="envpool")
 
@@ -354,4 +404,3 @@ def test_envpool_num_workers_is_its_threads():
     for bad in (0, 4, 1.5, True):
         with pytest.raises(ValueError, match="num_workers is"):
             vecenvs.make_vec("CartPole-v1", 3, backend="envpool", num_workers=bad)
-

@@ -14,7 +14,9 @@ from vecenvs.factory import env_fns_for
 from vecenvs.pool import split_evenly
 
 
-@pytest.mark.parametrize(("num_envs", "lanes"), [(1, 1), (7, 3), (8, 2), (128, 2), (5, 5), (130, 7)])
+@pytest.mark.parametrize(
+    ("num_envs", "lanes"), [(1, 1), (7, 3), (8, 2), (128, 2), (5, 5), (130, 7)]
+)
 def test_split_evenly_covers_every_env_once_with_sizes_differing_by_at_most_one(num_envs, lanes):
     chunks = split_evenly(num_envs, lanes)
     assert len(chunks) == lanes
@@ -33,12 +35,18 @@ def test_split_evenly_covers_every_env_once_with_sizes_differing_by_at_most_one(
         (1, 16, None, True, 0),  # one CPU: the caller alone, i.e. the sequential loop
     ],
 )
-def test_how_many_processes_start(monkeypatch, cpus, num_envs, num_workers, step_in_caller, expected_processes):
+def test_how_many_processes_start(
+    monkeypatch, cpus, num_envs, num_workers, step_in_caller, expected_processes
+):
     monkeypatch.setattr(vecenvs.pool, "available_cpus", lambda: cpus)
-    with PoolVecEnv(env_fns_for("CartPole-v1", num_envs), num_workers=num_workers, step_in_caller=step_in_caller) as envs:
+    with PoolVecEnv(
+        env_fns_for("CartPole-v1", num_envs), num_workers=num_workers, step_in_caller=step_in_caller
+    ) as envs:
         assert len(envs.processes) == expected_processes
         assert envs.num_workers == min(num_workers or cpus, num_envs)
-        stepped = [i for chunk in envs.chunks for i in chunk]  # the caller's chunk first, if it has one
+        stepped = [
+            i for chunk in envs.chunks for i in chunk
+        ]  # the caller's chunk first, if it has one
         assert sorted(stepped) == list(range(num_envs))
 
 
@@ -64,7 +72,9 @@ def test_idle_workers_do_not_burn_cpu():
     assert used < 0.2, f"idle workers used {used:.2f} CPU seconds in 1 s: they are busy-waiting"
 
 
-@pytest.mark.parametrize(("spin_seconds", "error"), [(-1, ValueError), ("fast", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    ("spin_seconds", "error"), [(-1, ValueError), ("fast", TypeError), (True, TypeError)]
+)
 def test_bad_spin_seconds_is_refused(spin_seconds, error):
     with pytest.raises(error, match="spin_seconds"):
         PoolVecEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=2, spin_seconds=spin_seconds)
@@ -87,4 +97,6 @@ def test_workers_stop_spinning_when_the_parent_is_slow_between_steps():
             envs.step(actions)
             time.sleep(think)
         used = sum(worker.cpu_times()[:2]) - before
-    assert used < steps * spin / 2, f"the worker used {used:.3f} CPU seconds over {steps} slow steps: it spun while waiting"
+    assert used < steps * spin / 2, (
+        f"the worker used {used:.3f} CPU seconds over {steps} slow steps: it spun while waiting"
+    )

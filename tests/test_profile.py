@@ -72,14 +72,14 @@ SVG = "{http://www.w3.org/2000/svg}"
 #: error chain of root without CAP_SYS_PTRACE.
 PY_SPY_PERMISSION_MESSAGES = {
     "user": "Permission Denied: Try running again with elevated permissions by going "
-            "'sudo env \"PATH=$PATH\" !!'",
+    "'sudo env \"PATH=$PATH\" !!'",
     "docker": "Permission Denied\n\nIt looks like you are running in a docker container. Please "
-              "make sure you started your container with the SYS_PTRACE capability. See "
-              "https://github.com/benfred/py-spy#how-do-i-run-py-spy-in-docker for more details",
+    "make sure you started your container with the SYS_PTRACE capability. See "
+    "https://github.com/benfred/py-spy#how-do-i-run-py-spy-in-docker for more details",
     "macos": "This program requires root on OSX.\n"
-             "Try running again with elevated permissions by going 'sudo !!'",
+    "Try running again with elevated permissions by going 'sudo !!'",
     "no-capability": "Error: Failed to get process executable name. Check that the process is "
-                     "running.\nReason: Permission denied (os error 13)",
+    "running.\nReason: Permission denied (os error 13)",
 }
 
 
@@ -91,15 +91,18 @@ PY_SPY_PERMISSION_MESSAGES = {
 def load(name: str) -> list[StackSample]:
     """The samples of the recorded profile ``name``, labelled with its processes map."""
     labels = json.loads((DATA / f"{name}.processes.json").read_text())
-    return read_speedscope(DATA / f"{name}.speedscope.json",
-                           {int(pid): label for pid, label in labels.items()})
+    return read_speedscope(
+        DATA / f"{name}.speedscope.json", {int(pid): label for pid, label in labels.items()}
+    )
 
 
 def fake_py_spy(directory: Path, message: str, exit_code: int = 1) -> Path:
     """An executable that prints ``message`` on stderr and exits, as py-spy does on failure."""
     path = directory / "py-spy"
-    path.write_text(f"#!{sys.executable}\nimport sys\nsys.stderr.write({message!r} + '\\n')\n"
-                    f"sys.exit({exit_code})\n")
+    path.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.stderr.write({message!r} + '\\n')\n"
+        f"sys.exit({exit_code})\n"
+    )
     path.chmod(0o755)
     return path
 
@@ -145,84 +148,170 @@ def frames(*names_and_files: tuple[str, str]) -> tuple[Frame, ...]:
 WORKER_LOOP = ("run_worker", "/repo/vecenvs/workers.py")
 
 CLASSIFIED = {
-    "numpy inside an env is env compute": (frames(
-        WORKER_LOOP, ("MultiEnv.step_each", "/repo/vecenvs/multi_env.py"),
-        ("TimeLimit.step", site("gymnasium/wrappers/common.py")),
-        ("CartPoleEnv.step", site("gymnasium/envs/classic_control/cartpole.py")),
-        ("Discrete.contains", site("gymnasium/spaces/discrete.py")),
-        ("issubdtype", site("numpy/_core/numerictypes.py"))), ENV_COMPUTE),
-    "a per-env wrapper is env compute": (frames(
-        ("SyncVectorEnv.step", site("gymnasium/vector/sync_vector_env.py")),
-        ("PassiveEnvChecker.step", site("gymnasium/wrappers/common.py"))), ENV_COMPUTE),
-    "a teaching env sleeping in step is env compute": (frames(
-        WORKER_LOOP, ("CostlyEnv.step", "/repo/vecenvs/envs/costly.py")), ENV_COMPUTE),
-    "an env from another package is env compute": (frames(
-        ("MultiEnv.step_each", "/repo/vecenvs/multi_env.py"),
-        ("AtariEnv.step", site("ale_py/env.py"))), ENV_COMPUTE),
-    "numpy while batching is bookkeeping": (frames(
-        ("MultiEnv.step", "/repo/vecenvs/multi_env.py"),
-        ("_concatenate_base", site("gymnasium/vector/utils/space_utils.py")),
-        ("stack", site("numpy/_core/shape_base.py"))), BOOKKEEPING),
-    "checking actions is bookkeeping": (frames(
-        ("ChunkedVecEnv.step_async", "/repo/vecenvs/core.py"),
-        ("_BoundsCheck.__call__", "/repo/vecenvs/multi_env.py")), BOOKKEEPING),
-    "SB3's vector env code is bookkeeping": (frames(
-        ("SubprocVecEnv.step_wait", site("stable_baselines3/common/vec_env/subproc_vec_env.py")),
-    ), BOOKKEEPING),
-    "gymnasium's vector wrappers are bookkeeping": (frames(
-        ("RecordEpisodeStatistics.step", site("gymnasium/wrappers/vector/common.py")),
-    ), BOOKKEEPING),
-    "our pickling is serialization": (frames(
-        ("ProcessWorker._send", "/repo/vecenvs/workers.py"),
-        ("dumps", "/repo/vecenvs/workers.py")), SERIALIZATION),
-    "unpickling numpy arrays is serialization": (frames(
-        ("ProcessWorker._message", "/repo/vecenvs/workers.py"),
-        ("loads", "/repo/vecenvs/workers.py"),
-        ("_frombuffer", site("numpy/_core/numeric.py"))), SERIALIZATION),
-    "ForkingPickler is serialization": (frames(
-        ("_ConnectionBase.send", stdlib("multiprocessing/connection.py")),
-        ("ForkingPickler.dumps", stdlib("multiprocessing/reduction.py"))), SERIALIZATION),
-    "writing to a pipe is pipe I/O": (frames(
-        ("ProcessWorker._send", "/repo/vecenvs/workers.py"),
-        ("_ConnectionBase.send_bytes", site("multiprocess/connection.py")),
-        ("Connection._send_bytes", site("multiprocess/connection.py")),
-        ("Connection._send", site("multiprocess/connection.py"))), PIPE_IO),
-    "gymnasium's shared-memory writes are shm I/O": (frames(
-        ("_async_worker", site("gymnasium/vector/async_vector_env.py")),
-        ("_write_base_to_shared_memory", site("gymnasium/vector/utils/shared_memory.py"))),
-        PIPE_IO),
-    "the pool writing actions into shared memory is shm I/O": (frames(
-        ("ChunkedVecEnv.step_async", "/repo/vecenvs/core.py"),
-        ("SharedArea.write_actions", "/repo/vecenvs/workers.py"),
-        ("tree_map", "/repo/vecenvs/multi_env.py"),
-        ("SharedArea.write_actions.<locals>.<lambda>", "/repo/vecenvs/workers.py")), PIPE_IO),
-    "a worker copying its results into shared memory is shm I/O": (frames(
-        WORKER_LOOP, ("Chunk._results", "/repo/vecenvs/workers.py"),
-        ("SharedArea.write_observations", "/repo/vecenvs/workers.py")), PIPE_IO),
-    "copying the batch out is bookkeeping": (frames(
-        ("ChunkedVecEnv._results", "/repo/vecenvs/core.py"),
-        ("deepcopy", stdlib("copy.py"))), BOOKKEEPING),
-    "the parent's sleep on its doorbell is waiting": (frames(
-        ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
-        ("ProcessWorker._wait_done", "/repo/vecenvs/workers.py"),
-        ("Doorbell.sleep", "/repo/vecenvs/workers.py")), WAITING),
-    "the parent's poll is waiting": (frames(
-        ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
-        ("ProcessWorker._message", "/repo/vecenvs/workers.py")), WAITING),
-    "a spin is waiting": (frames(
-        WORKER_LOOP, ("_spin_until", "/repo/vecenvs/workers.py")), WAITING),
-    "a worker asleep until its next command is waiting": (frames(
-        WORKER_LOOP, ("_serve_with_control", "/repo/vecenvs/workers.py"),
-        ("_sleep_until_given", "/repo/vecenvs/workers.py")), WAITING),
-    "multiprocessing's poll is waiting": (frames(
-        ("AsyncVectorEnv._poll_pipe_envs", site("gymnasium/vector/async_vector_env.py")),
-        ("_ConnectionBase.poll", stdlib("multiprocessing/connection.py")),
-        ("Connection._poll", stdlib("multiprocessing/connection.py")),
-        ("wait", stdlib("multiprocessing/connection.py")),
-        ("PollSelector.select", stdlib("selectors.py"))), WAITING),
-    "the profiled loop itself is other": (frames(
-        ("<module>", "/repo/vecenvs/profile/target.py"),
-        ("main", "/repo/vecenvs/profile/target.py")), OTHER),
+    "numpy inside an env is env compute": (
+        frames(
+            WORKER_LOOP,
+            ("MultiEnv.step_each", "/repo/vecenvs/multi_env.py"),
+            ("TimeLimit.step", site("gymnasium/wrappers/common.py")),
+            ("CartPoleEnv.step", site("gymnasium/envs/classic_control/cartpole.py")),
+            ("Discrete.contains", site("gymnasium/spaces/discrete.py")),
+            ("issubdtype", site("numpy/_core/numerictypes.py")),
+        ),
+        ENV_COMPUTE,
+    ),
+    "a per-env wrapper is env compute": (
+        frames(
+            ("SyncVectorEnv.step", site("gymnasium/vector/sync_vector_env.py")),
+            ("PassiveEnvChecker.step", site("gymnasium/wrappers/common.py")),
+        ),
+        ENV_COMPUTE,
+    ),
+    "a teaching env sleeping in step is env compute": (
+        frames(WORKER_LOOP, ("CostlyEnv.step", "/repo/vecenvs/envs/costly.py")),
+        ENV_COMPUTE,
+    ),
+    "an env from another package is env compute": (
+        frames(
+            ("MultiEnv.step_each", "/repo/vecenvs/multi_env.py"),
+            ("AtariEnv.step", site("ale_py/env.py")),
+        ),
+        ENV_COMPUTE,
+    ),
+    "numpy while batching is bookkeeping": (
+        frames(
+            ("MultiEnv.step", "/repo/vecenvs/multi_env.py"),
+            ("_concatenate_base", site("gymnasium/vector/utils/space_utils.py")),
+            ("stack", site("numpy/_core/shape_base.py")),
+        ),
+        BOOKKEEPING,
+    ),
+    "checking actions is bookkeeping": (
+        frames(
+            ("ChunkedVecEnv.step_async", "/repo/vecenvs/core.py"),
+            ("_BoundsCheck.__call__", "/repo/vecenvs/multi_env.py"),
+        ),
+        BOOKKEEPING,
+    ),
+    "SB3's vector env code is bookkeeping": (
+        frames(
+            (
+                "SubprocVecEnv.step_wait",
+                site("stable_baselines3/common/vec_env/subproc_vec_env.py"),
+            ),
+        ),
+        BOOKKEEPING,
+    ),
+    "gymnasium's vector wrappers are bookkeeping": (
+        frames(
+            ("RecordEpisodeStatistics.step", site("gymnasium/wrappers/vector/common.py")),
+        ),
+        BOOKKEEPING,
+    ),
+    "our pickling is serialization": (
+        frames(
+            ("ProcessWorker._send", "/repo/vecenvs/workers.py"),
+            ("dumps", "/repo/vecenvs/workers.py"),
+        ),
+        SERIALIZATION,
+    ),
+    "unpickling numpy arrays is serialization": (
+        frames(
+            ("ProcessWorker._message", "/repo/vecenvs/workers.py"),
+            ("loads", "/repo/vecenvs/workers.py"),
+            ("_frombuffer", site("numpy/_core/numeric.py")),
+        ),
+        SERIALIZATION,
+    ),
+    "ForkingPickler is serialization": (
+        frames(
+            ("_ConnectionBase.send", stdlib("multiprocessing/connection.py")),
+            ("ForkingPickler.dumps", stdlib("multiprocessing/reduction.py")),
+        ),
+        SERIALIZATION,
+    ),
+    "writing to a pipe is pipe I/O": (
+        frames(
+            ("ProcessWorker._send", "/repo/vecenvs/workers.py"),
+            ("_ConnectionBase.send_bytes", site("multiprocess/connection.py")),
+            ("Connection._send_bytes", site("multiprocess/connection.py")),
+            ("Connection._send", site("multiprocess/connection.py")),
+        ),
+        PIPE_IO,
+    ),
+    "gymnasium's shared-memory writes are shm I/O": (
+        frames(
+            ("_async_worker", site("gymnasium/vector/async_vector_env.py")),
+            ("_write_base_to_shared_memory", site("gymnasium/vector/utils/shared_memory.py")),
+        ),
+        PIPE_IO,
+    ),
+    "the pool writing actions into shared memory is shm I/O": (
+        frames(
+            ("ChunkedVecEnv.step_async", "/repo/vecenvs/core.py"),
+            ("SharedArea.write_actions", "/repo/vecenvs/workers.py"),
+            ("tree_map", "/repo/vecenvs/multi_env.py"),
+            ("SharedArea.write_actions.<locals>.<lambda>", "/repo/vecenvs/workers.py"),
+        ),
+        PIPE_IO,
+    ),
+    "a worker copying its results into shared memory is shm I/O": (
+        frames(
+            WORKER_LOOP,
+            ("Chunk._results", "/repo/vecenvs/workers.py"),
+            ("SharedArea.write_observations", "/repo/vecenvs/workers.py"),
+        ),
+        PIPE_IO,
+    ),
+    "copying the batch out is bookkeeping": (
+        frames(
+            ("ChunkedVecEnv._results", "/repo/vecenvs/core.py"), ("deepcopy", stdlib("copy.py"))
+        ),
+        BOOKKEEPING,
+    ),
+    "the parent's sleep on its doorbell is waiting": (
+        frames(
+            ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
+            ("ProcessWorker._wait_done", "/repo/vecenvs/workers.py"),
+            ("Doorbell.sleep", "/repo/vecenvs/workers.py"),
+        ),
+        WAITING,
+    ),
+    "the parent's poll is waiting": (
+        frames(
+            ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
+            ("ProcessWorker._message", "/repo/vecenvs/workers.py"),
+        ),
+        WAITING,
+    ),
+    "a spin is waiting": (
+        frames(WORKER_LOOP, ("_spin_until", "/repo/vecenvs/workers.py")),
+        WAITING,
+    ),
+    "a worker asleep until its next command is waiting": (
+        frames(
+            WORKER_LOOP,
+            ("_serve_with_control", "/repo/vecenvs/workers.py"),
+            ("_sleep_until_given", "/repo/vecenvs/workers.py"),
+        ),
+        WAITING,
+    ),
+    "multiprocessing's poll is waiting": (
+        frames(
+            ("AsyncVectorEnv._poll_pipe_envs", site("gymnasium/vector/async_vector_env.py")),
+            ("_ConnectionBase.poll", stdlib("multiprocessing/connection.py")),
+            ("Connection._poll", stdlib("multiprocessing/connection.py")),
+            ("wait", stdlib("multiprocessing/connection.py")),
+            ("PollSelector.select", stdlib("selectors.py")),
+        ),
+        WAITING,
+    ),
+    "the profiled loop itself is other": (
+        frames(
+            ("<module>", "/repo/vecenvs/profile/target.py"),
+            ("main", "/repo/vecenvs/profile/target.py"),
+        ),
+        OTHER,
+    ),
     "an empty stack is other": ((), OTHER),
 }
 
@@ -264,22 +353,29 @@ def test_a_different_version_of_the_file_at_the_recorded_path_is_not_trusted(tmp
     stale = tmp_path / "lib" / "python3.11" / "multiprocessing" / "connection.py"
     stale.parent.mkdir(parents=True)
     stale.write_text("# nothing to see here\n" * (HEADER_LINE + 10))
-    stack = (Frame("Connection._recv_bytes", str(stale), HEADER_LINE),
-             Frame("Connection._recv", str(stale), 1))
+    stack = (
+        Frame("Connection._recv_bytes", str(stale), HEADER_LINE),
+        Frame("Connection._recv", str(stale), 1),
+    )
     # The stale line does not call _recv, so this machine's copy of the module is read.
     assert classify(stack) == WAITING
 
 
-@pytest.mark.parametrize("file, expected", [
-    ("/home/me/.venv/lib/python3.11/site-packages/gymnasium/core.py", "gymnasium/core.py"),
-    ("/usr/lib/python3.11/multiprocessing/connection.py", "multiprocessing/connection.py"),
-    ("/home/me/vecenvs/vecenvs/workers.py", "vecenvs/workers.py"),  # a checkout, not installed
-    ("/home/me/vecenvs/.venv/lib/python3.12/site-packages/gymnasium/envs/x.py",
-     "gymnasium/envs/x.py"),
-    ("C:\\Python311\\Lib\\threading.py", "threading.py"),
-    ("vecenvs/workers.py", "vecenvs/workers.py"),  # py-spy's short names (raw format)
-    ("/home/me/queue.py", "/home/me/queue.py"),  # not the standard library's queue
-])
+@pytest.mark.parametrize(
+    "file, expected",
+    [
+        ("/home/me/.venv/lib/python3.11/site-packages/gymnasium/core.py", "gymnasium/core.py"),
+        ("/usr/lib/python3.11/multiprocessing/connection.py", "multiprocessing/connection.py"),
+        ("/home/me/vecenvs/vecenvs/workers.py", "vecenvs/workers.py"),  # a checkout, not installed
+        (
+            "/home/me/vecenvs/.venv/lib/python3.12/site-packages/gymnasium/envs/x.py",
+            "gymnasium/envs/x.py",
+        ),
+        ("C:\\Python311\\Lib\\threading.py", "threading.py"),
+        ("vecenvs/workers.py", "vecenvs/workers.py"),  # py-spy's short names (raw format)
+        ("/home/me/queue.py", "/home/me/queue.py"),  # not the standard library's queue
+    ],
+)
 def test_module_path_is_the_path_from_the_top_level_package(file, expected):
     assert module_path(file) == expected
 
@@ -294,8 +390,12 @@ def test_every_rule_has_a_known_category_and_a_reason():
 # Recorded profiles: the claims of the issue, on real py-spy output
 # ------------------------------------------------------------------------------------------------
 
-FIXTURES = ["subproc-cartpole-n8", "pool-cartpole-n8-w2", "pool-cartpole-n128-w2",
-            "gym-async-cartpole-n8"]
+FIXTURES = [
+    "subproc-cartpole-n8",
+    "pool-cartpole-n8-w2",
+    "pool-cartpole-n128-w2",
+    "gym-async-cartpole-n8",
+]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -333,8 +433,10 @@ def test_every_sample_lands_in_exactly_one_category(name):
     # Nothing vanishes: what is not counted is listed, with its samples.
     left_out = sum(item.samples for item in result.excluded)
     assert result.samples() + left_out == sum(s.count for s in samples)
-    assert {item.thread for item in result.excluded} <= {"vecenvs-orphan-watch",
-                                                         "vecenvs-profile-stop"}
+    assert {item.thread for item in result.excluded} <= {
+        "vecenvs-orphan-watch",
+        "vecenvs-profile-stop",
+    }
 
 
 def test_subproc_parent_spends_most_of_its_time_on_pipes_and_waiting():
@@ -388,11 +490,15 @@ def test_collapsed_text_round_trips():
 
 def test_py_spys_raw_format_is_read_with_processes_and_threads():
     labels = json.loads((DATA / "pool-raw.processes.json").read_text())
-    samples = read_collapsed((DATA / "pool-raw.txt").read_text(),
-                             {int(pid): label for pid, label in labels.items()})
+    samples = read_collapsed(
+        (DATA / "pool-raw.txt").read_text(), {int(pid): label for pid, label in labels.items()}
+    )
     assert {(s.process, s.thread) for s in samples} == {
-        ("parent", "MainThread"), ("parent", "vecenvs-profile-stop"),
-        ("worker 0", "MainThread"), ("worker 0", "vecenvs-orphan-watch")}
+        ("parent", "MainThread"),
+        ("parent", "vecenvs-profile-stop"),
+        ("worker 0", "MainThread"),
+        ("worker 0", "vecenvs-orphan-watch"),
+    }
     assert all(s.pid in {int(pid) for pid in labels} for s in samples)
     assert breakdown(samples).processes == ["parent", "worker 0"]
 
@@ -457,9 +563,11 @@ def test_flamegraph_svg_has_a_rect_per_frame_node_a_legend_and_tooltips():
     # Each process has a band of the whole width, the parent on top: none squeezed, none cut
     # off (the parent of 9 processes got 1/9 of the width, and a narrow window cut worker 7).
     names = {"parent", *(f"worker {k}" for k in range(8))}
-    processes = {group.find(f"{SVG}title").text.splitlines()[0]: group.find(f"{SVG}rect")
-                 for group in boxes
-                 if group.find(f"{SVG}title").text.splitlines()[0] in names}
+    processes = {
+        group.find(f"{SVG}title").text.splitlines()[0]: group.find(f"{SVG}rect")
+        for group in boxes
+        if group.find(f"{SVG}title").text.splitlines()[0] in names
+    }
     assert set(processes) == names
     width = float(root.get("viewBox").split()[2])
     assert root.get("width") == "100%", "it scales to the page instead of being cut"
@@ -467,8 +575,10 @@ def test_flamegraph_svg_has_a_rect_per_frame_node_a_legend_and_tooltips():
         assert float(rect.get("x")) == 10 and float(rect.get("width")) == pytest.approx(width - 20)
     tops = [float(processes[name].get("y")) for name in ("parent", "worker 0", "worker 7")]
     assert tops == sorted(tops), "one band under the other, the parent first"
-    assert all(float(rect.get("x")) + float(rect.get("width")) <= width + 1e-6
-               for rect in (group.find(f"{SVG}rect") for group in boxes))
+    assert all(
+        float(rect.get("x")) + float(rect.get("width")) <= width + 1e-6
+        for rect in (group.find(f"{SVG}rect") for group in boxes)
+    )
     assert processes["worker 0"].get("fill") == CATEGORY_COLORS[WAITING]  # a worker mostly waits
 
 
@@ -554,8 +664,9 @@ def test_check_attach_passes_when_py_spy_dumps_the_process(tmp_path, no_leftover
 
 def test_profile_raises_a_permission_error_and_stops_everything(tmp_path, no_leftover_processes):
     fake = fake_py_spy(tmp_path, PY_SPY_PERMISSION_MESSAGES["user"])
-    config = ProfileConfig("CartPole-v1", num_envs=2, backend="subproc", seconds=1,
-                           output_dir=tmp_path / "out")
+    config = ProfileConfig(
+        "CartPole-v1", num_envs=2, backend="subproc", seconds=1, output_dir=tmp_path / "out"
+    )
     with pytest.raises(PySpyPermissionError) as raised:
         profile(config, py_spy=fake)
     message = str(raised.value)
@@ -567,33 +678,49 @@ def test_profile_raises_a_permission_error_and_stops_everything(tmp_path, no_lef
 def test_a_crash_while_building_is_reported_with_the_envs_error(tmp_path, no_leftover_processes):
     # The env can be made (so the configuration is valid) but fails on its first reset, which
     # happens inside the profiled process.
-    config = ProfileConfig("vecenvs/Faulty-v0", num_envs=2, backend="subproc", seconds=1,
-                           env_kwargs={"fail_on": "reset", "at": 1}, output_dir=tmp_path / "out")
+    config = ProfileConfig(
+        "vecenvs/Faulty-v0",
+        num_envs=2,
+        backend="subproc",
+        seconds=1,
+        env_kwargs={"fail_on": "reset", "at": 1},
+        output_dir=tmp_path / "out",
+    )
     with pytest.raises(ProfilerError, match="building subproc .* failed.*deliberate failure"):
         profile(config)
     assert not (tmp_path / "out").exists()
 
 
-def test_an_env_crashing_while_profiled_is_reported_not_drawn(attach, tmp_path,
-                                                              no_leftover_processes):
+def test_an_env_crashing_while_profiled_is_reported_not_drawn(
+    attach, tmp_path, no_leftover_processes
+):
     # The env raises at its 5000th step: after the ready line (no warm-up), while or just
     # before py-spy samples. Either way the run did not go as asked, and profile() says so.
-    config = ProfileConfig("vecenvs/Faulty-v0", num_envs=1, backend="multi", seconds=2,
-                           env_kwargs={"fail_on": "step", "at": 5000}, warmup_seconds=0,
-                           output_dir=tmp_path / "out")
+    config = ProfileConfig(
+        "vecenvs/Faulty-v0",
+        num_envs=1,
+        backend="multi",
+        seconds=2,
+        env_kwargs={"fail_on": "step", "at": 5000},
+        warmup_seconds=0,
+        output_dir=tmp_path / "out",
+    )
     with pytest.raises(ProfilerError, match="deliberate failure in step #5000"):
         profile(config)
 
 
-@pytest.mark.parametrize("args, named", [
-    (["--backend", "nope"], "'nope'"),
-    (["--env", "Nope-v9"], "'Nope-v9'"),
-    (["--num-envs", "0"], "'0'"),
-    (["--seconds", "-1"], "'-1'"),
-    (["--seconds", "1.5"], "'1.5'"),
-    (["--rate", "5000"], "'5000'"),
-    (["--env-kwarg", "bogus=1"], "bogus=1"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--backend", "nope"], "'nope'"),
+        (["--env", "Nope-v9"], "'Nope-v9'"),
+        (["--num-envs", "0"], "'0'"),
+        (["--seconds", "-1"], "'-1'"),
+        (["--seconds", "1.5"], "'1.5'"),
+        (["--rate", "5000"], "'5000'"),
+        (["--env-kwarg", "bogus=1"], "bogus=1"),
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_line_naming_the_value(args, named, capsys):
     before = {p.pid for p in live_children()}
     assert cli.main(["profile", *args]) == 2
@@ -619,12 +746,15 @@ def test_cli_reports_missing_py_spy_and_exits_1(tmp_path, monkeypatch, capsys):
     assert {p.pid for p in live_children()} == before
 
 
-def test_cli_reports_a_permission_failure_and_exits_1(tmp_path, monkeypatch, capsys,
-                                                       no_leftover_processes):
-    monkeypatch.setenv("VECENVS_PY_SPY", str(fake_py_spy(tmp_path, PY_SPY_PERMISSION_MESSAGES[
-        "docker"])))
-    code = cli.main(["profile", "--num-envs", "2", "--seconds", "1", "--out",
-                     str(tmp_path / "out")])
+def test_cli_reports_a_permission_failure_and_exits_1(
+    tmp_path, monkeypatch, capsys, no_leftover_processes
+):
+    monkeypatch.setenv(
+        "VECENVS_PY_SPY", str(fake_py_spy(tmp_path, PY_SPY_PERMISSION_MESSAGES["docker"]))
+    )
+    code = cli.main(
+        ["profile", "--num-envs", "2", "--seconds", "1", "--out", str(tmp_path / "out")]
+    )
     error = capsys.readouterr().err
     assert code == 1
     assert "SYS_PTRACE" in error and "It looks like you are running in a docker" in error
@@ -638,11 +768,13 @@ def test_cli_reports_a_permission_failure_and_exits_1(tmp_path, monkeypatch, cap
 
 def test_profile_a_real_run_end_to_end(attach, tmp_path, no_leftover_processes):
     progress = []
-    result = profile(ProfileConfig("CartPole-v1", num_envs=4, backend="subproc", seconds=1,
-                                   output_dir=tmp_path / "out"),
-                     on_progress=lambda message, fraction: progress.append(fraction))
-    assert result.breakdown.processes == ["parent", "worker 0", "worker 1", "worker 2",
-                                          "worker 3"]
+    result = profile(
+        ProfileConfig(
+            "CartPole-v1", num_envs=4, backend="subproc", seconds=1, output_dir=tmp_path / "out"
+        ),
+        on_progress=lambda message, fraction: progress.append(fraction),
+    )
+    assert result.breakdown.processes == ["parent", "worker 0", "worker 1", "worker 2", "worker 3"]
     assert sorted(result.processes.values()) == result.breakdown.processes
     assert progress[0] == 0.0 and progress[-1] == 1.0 and progress == sorted(progress)
 
@@ -661,24 +793,45 @@ def test_profile_a_real_run_end_to_end(attach, tmp_path, no_leftover_processes):
     assert not any(psutil.pid_exists(pid) and _is_ours(pid) for pid in result.processes)
 
 
-def test_profile_cancelled_from_on_progress_stops_everything(attach, tmp_path,
-                                                             no_leftover_processes):
+def test_profile_cancelled_from_on_progress_stops_everything(
+    attach, tmp_path, no_leftover_processes
+):
     def cancel(message, fraction):
         if message.startswith("sampling"):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        profile(ProfileConfig("CartPole-v1", num_envs=2, backend="subproc", seconds=5,
-                              output_dir=tmp_path / "out"), on_progress=cancel)
+        profile(
+            ProfileConfig(
+                "CartPole-v1", num_envs=2, backend="subproc", seconds=5, output_dir=tmp_path / "out"
+            ),
+            on_progress=cancel,
+        )
     assert not (tmp_path / "out").exists()
 
 
 def test_cli_profiles_a_real_run(attach, tmp_path):
     out = tmp_path / "out"
     completed = subprocess.run(
-        [sys.executable, "-m", "vecenvs", "profile", "--quick", "--backend", "pool",
-         "--workers", "2", "--num-envs", "4", "--out", str(out)],
-        check=False, capture_output=True, text=True, timeout=90,
+        [
+            sys.executable,
+            "-m",
+            "vecenvs",
+            "profile",
+            "--quick",
+            "--backend",
+            "pool",
+            "--workers",
+            "2",
+            "--num-envs",
+            "4",
+            "--out",
+            str(out),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert completed.returncode == 0, completed.stderr
     for name in ("flamegraph.svg", "speedscope.json", "stacks.collapsed.txt", "summary.json"):
@@ -690,16 +843,31 @@ def test_cli_profiles_a_real_run(attach, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["processes"].values()) == ["parent", "worker 0"]
     # The command has exited: none of the processes it profiled may still run.
-    assert not any(psutil.pid_exists(int(pid)) and _is_ours(int(pid))
-                   for pid in summary["processes"])
+    assert not any(
+        psutil.pid_exists(int(pid)) and _is_ours(int(pid)) for pid in summary["processes"]
+    )
 
 
 def test_cli_ctrl_c_exits_130_and_stops_everything(attach, tmp_path):
     marker = "918273"  # an unusual seed, to find the profiled processes by their command line
     command = subprocess.Popen(
-        [sys.executable, "-m", "vecenvs", "profile", "--seconds", "30", "--num-envs", "2",
-         "--seed", marker, "--out", str(tmp_path / "out")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vecenvs",
+            "profile",
+            "--seconds",
+            "30",
+            "--num-envs",
+            "2",
+            "--seed",
+            marker,
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -721,8 +889,11 @@ def _profiled(marker: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         command = " ".join(process.info["cmdline"] or [])
-        if ("vecenvs.profile.target" in command and f"--seed {marker}" in command
-                and process.info["status"] != psutil.STATUS_ZOMBIE):
+        if (
+            "vecenvs.profile.target" in command
+            and f"--seed {marker}" in command
+            and process.info["status"] != psutil.STATUS_ZOMBIE
+        ):
             found.append(process)
     return found
 
@@ -731,7 +902,8 @@ def _is_ours(pid: int) -> bool:
     """Whether ``pid`` is (still) a process of a profiled run, not a reused pid."""
     try:
         process = psutil.Process(pid)
-        return (process.status() != psutil.STATUS_ZOMBIE
-                and "vecenvs.profile.target" in " ".join(process.cmdline()))
+        return process.status() != psutil.STATUS_ZOMBIE and "vecenvs.profile.target" in " ".join(
+            process.cmdline()
+        )
     except psutil.Error:
         return False

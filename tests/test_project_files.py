@@ -113,8 +113,9 @@ def test_the_dashboard_listens_on_localhost_unless_told_otherwise():
     except ModuleNotFoundError:  # Python 3.10
         pytest.skip("needs tomllib (Python 3.11+)")
     # Beside app.py, where Streamlit reads it whatever the working folder.
-    config = tomllib.loads((ROOT / "dashboard" / ".streamlit" / "config.toml").read_text(
-        encoding="utf-8"))
+    config = tomllib.loads(
+        (ROOT / "dashboard" / ".streamlit" / "config.toml").read_text(encoding="utf-8")
+    )
     assert config["server"]["address"] == "localhost"
     assert config["browser"]["gatherUsageStats"] is False
     assert config["client"]["toolbarMode"] == "viewer"

@@ -78,15 +78,24 @@ def test_a_ray_we_started_is_shut_down_when_the_last_env_closes():
         psutil.wait_procs(children(), timeout=10)
         print("all closed", ray.is_initialized(), children())
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines() == ["started True True", "one closed True (2, 4)", "all closed False []"]
+    assert result.stdout.splitlines() == [
+        "started True True",
+        "one closed True (2, 4)",
+        "all closed False []",
+    ]
 
 
 def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster():
     local = RaySession.init_arguments(None, None)
     assert local["include_dashboard"] is False and local["log_to_driver"] is False
-    assert local["num_cpus"] == len(os.sched_getaffinity(0)) and local["logging_level"] == logging.WARNING
+    assert (
+        local["num_cpus"] == len(os.sched_getaffinity(0))
+        and local["logging_level"] == logging.WARNING
+    )
     cluster = RaySession.init_arguments("ray://head:10001", {"log_to_driver": True})
     assert cluster["address"] == "ray://head:10001" and cluster["log_to_driver"] is True
     assert "num_cpus" not in cluster  # a cluster knows its own CPUs; ray.init refuses num_cpus then
@@ -111,7 +120,9 @@ def test_the_conformance_checker_passes():
     # and env errors in make/reset/step/call. Two of the checker's four envs, as each check
     # starts new actors (~2 s each here): a discrete one that terminates (CartPole) and a nested
     # one (Dict observations, Box actions) that is truncated every 25 steps.
-    report = check_vector_env(ray_backend, env_ids=("CartPole-v1", "vecenvs/DictObs-v0"), require_context_manager=True)
+    report = check_vector_env(
+        ray_backend, env_ids=("CartPole-v1", "vecenvs/DictObs-v0"), require_context_manager=True
+    )
     assert report and all(status.startswith("ok") for _, status in report)
 
 
@@ -121,7 +132,10 @@ def test_uneven_chunks_step_async_reset_masks_and_attributes():
     reference = SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
     with ray_backend(env_fns, num_workers=3, autoreset_mode="SameStep") as envs:
         assert envs.chunks == [range(1), range(1, 3), range(3, 5)]  # the larger chunks last
-        assert len({pid for _, pid in envs.worker_locations}) == 3 and os.getpid() not in dict(envs.worker_locations).values()
+        assert (
+            len({pid for _, pid in envs.worker_locations}) == 3
+            and os.getpid() not in dict(envs.worker_locations).values()
+        )
         assert_same(envs.reset(seed=0), reference.reset(seed=0))
         envs.action_space.seed(2)
         for step in range(40):
@@ -129,8 +143,10 @@ def test_uneven_chunks_step_async_reset_masks_and_attributes():
             envs.step_async(actions)
             assert_same(envs.step_wait(), reference.step(actions), f"step {step}")
         mask = np.array([True, False, False, False, True])  # the middle actor is not asked
-        assert_same(envs.reset(seed=[7, 8, 9, 10, 11], options={"reset_mask": mask.copy()}),
-                     reference.reset(seed=[7, 8, 9, 10, 11], options={"reset_mask": mask.copy()}))
+        assert_same(
+            envs.reset(seed=[7, 8, 9, 10, 11], options={"reset_mask": mask.copy()}),
+            reference.reset(seed=[7, 8, 9, 10, 11], options={"reset_mask": mask.copy()}),
+        )
         envs.set_attr("probe", [10, 11, 12, 13, 14])
         assert envs.get_attr("probe") == (10, 11, 12, 13, 14)
         assert envs.call("probe") == (10, 11, 12, 13, 14)
@@ -167,7 +183,9 @@ def test_an_env_exception_reaches_the_caller_with_its_index_and_traceback():
     assert error.env_index == 3 and error.command == "step" and error.error_type == "RuntimeError"
     assert "FaultyEnv: deliberate failure in step #2" in error.remote_traceback
     assert "faulty.py" in error.remote_traceback  # the env's own frames, from the actor's process
-    assert str(error).startswith("env 3 raised RuntimeError during step") and "has been closed" in str(error)
+    assert str(error).startswith(
+        "env 3 raised RuntimeError during step"
+    ) and "has been closed" in str(error)
     assert envs.closed  # its envs are out of step: it closed itself
     with pytest.raises(ClosedEnvironmentError):
         envs.step(np.zeros(4, dtype=np.int64))
@@ -175,11 +193,16 @@ def test_an_env_exception_reaches_the_caller_with_its_index_and_traceback():
 
 @pytest.mark.usefixtures("ray_session", "no_leftover_processes")
 def test_an_env_exception_in_call_leaves_the_env_usable():
-    with ray_backend(faulty_env_fns(3, 2, fail_on="call", at=1, how="raise"), num_workers=1) as envs:
+    with ray_backend(
+        faulty_env_fns(3, 2, fail_on="call", at=1, how="raise"), num_workers=1
+    ) as envs:
         envs.reset(seed=0)
         with pytest.raises(EnvCrashedError) as info:
             envs.call("ping", 1)
-        assert info.value.env_index == 2 and "deliberate failure in call #1" in info.value.remote_traceback
+        assert (
+            info.value.env_index == 2
+            and "deliberate failure in call #1" in info.value.remote_traceback
+        )
         assert envs.call("ping", 5) == (5, 5, 5)
         functions = envs.call("ping", lambda: 42)  # Ray's cloudpickle carries a lambda both ways
         assert [function() for function in functions] == [42] * 3
@@ -207,7 +230,9 @@ def test_a_dead_actor_gives_worker_died_error(how):
 
 @pytest.mark.usefixtures("ray_session", "no_leftover_processes")
 def test_a_hung_env_gives_worker_timeout_error_and_its_actor_is_killed():
-    envs = ray_backend(faulty_env_fns(3, 0, fail_on="step", at=1, how="hang"), num_workers=1, timeout=2.0)
+    envs = ray_backend(
+        faulty_env_fns(3, 0, fail_on="step", at=1, how="hang"), num_workers=1, timeout=2.0
+    )
     envs.reset(seed=0)
     with pytest.raises(WorkerTimeoutError) as info:
         envs.step(np.zeros(3, dtype=np.int64))
@@ -217,7 +242,11 @@ def test_a_hung_env_gives_worker_timeout_error_and_its_actor_is_killed():
 
 @pytest.mark.usefixtures("ray_session", "no_leftover_processes")
 def test_bad_arguments_are_refused_before_any_actor_starts():
-    for bad, error, message in ((0, ValueError, "num_workers is 0"), (5, ValueError, "only 4 envs"), (1.5, TypeError, "num_workers is 1.5")):
+    for bad, error, message in (
+        (0, ValueError, "num_workers is 0"),
+        (5, ValueError, "only 4 envs"),
+        (1.5, TypeError, "num_workers is 1.5"),
+    ):
         with pytest.raises(error, match=message):
             RayVecEnv(env_fns_for("CartPole-v1", 4), num_workers=bad)
     with pytest.raises(ValueError, match="timeout is -1"):
@@ -226,7 +255,9 @@ def test_bad_arguments_are_refused_before_any_actor_starts():
 
 @pytest.mark.usefixtures("ray_session", "no_leftover_processes")
 def test_sb3_trains_on_it_through_the_drop_in():
-    pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is not installed: pip install 'vecenvs[sb3]'")
+    pytest.importorskip(
+        "stable_baselines3", reason="Stable-Baselines3 is not installed: pip install 'vecenvs[sb3]'"
+    )
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -243,10 +274,14 @@ def test_sb3_trains_on_it_through_the_drop_in():
             observations, rewards, dones, infos = envs.step(actions)
             expected = reference.step(actions)
             np.testing.assert_array_equal(observations, expected[0])
-            assert dones.tolist() == expected[2].tolist() and rewards.tolist() == expected[1].tolist()
+            assert (
+                dones.tolist() == expected[2].tolist() and rewards.tolist() == expected[1].tolist()
+            )
             for info, expected_info in zip(infos, expected[3]):
                 assert set(info) == set(expected_info)
-                np.testing.assert_array_equal(info.get("terminal_observation"), expected_info.get("terminal_observation"))
+                np.testing.assert_array_equal(
+                    info.get("terminal_observation"), expected_info.get("terminal_observation")
+                )
         model = PPO("MlpPolicy", envs, n_steps=32, batch_size=64, n_epochs=1, device="cpu")
         model.learn(total_timesteps=256)
         assert model.num_timesteps == 256

@@ -50,9 +50,13 @@ def test_liars_become_plain_values_or_opaque():
     assert type(round_trip(EqualInt(3))) is int and round_trip(EqualInt(3)) != 4
     assert type(round_trip(np.float64(0.5))) is float and type(round_trip(np.bool_(True))) is bool
     # Anything else is only described, and equal to no expected answer, not even another copy.
-    for liar, expected in ((AlwaysEqual(), "waiting"), ([AlwaysEqual()], [0.5]), ({"share": AlwaysEqual()}, {"share": 1.0})):
+    for liar, expected in (
+        (AlwaysEqual(), "waiting"),
+        ([AlwaysEqual()], [0.5]),
+        ({"share": AlwaysEqual()}, {"share": 1.0}),
+    ):
         got = round_trip(liar)
-        assert got != expected and not (got == expected) and got != round_trip(liar)
+        assert got != expected and not (got == expected) and got != round_trip(liar)  # noqa: SIM201 (both operators lie differently)
     opaque = round_trip(AlwaysEqual())
     assert isinstance(opaque, wire.Opaque) and wire.type_name(opaque) == "AlwaysEqual"
     assert opaque != opaque.type_name and opaque not in ("a", "b", "c")
@@ -62,10 +66,16 @@ def test_liars_become_plain_values_or_opaque():
 def test_what_is_not_data_is_refused():
     with pytest.raises(wire.WireError):  # a name of an object, where the checks accept only data
         wire.decode(wire.encode(wire.Expr.file("q1_chunks.py").split_envs(1, 2)))
-    for bad in ({"$": "pickle", "data": "gASV"}, [1, 2], {"$": "ndarray", "dtype": "<f4", "shape": [3], "data": "AAAA"}):
+    for bad in (
+        {"$": "pickle", "data": "gASV"},
+        [1, 2],
+        {"$": "ndarray", "dtype": "<f4", "shape": [3], "data": "AAAA"},
+    ):
         with pytest.raises(wire.WireError):
             wire.decode(bad)
-    assert isinstance(wire.decode({"$": "ndarray", "dtype": "O", "shape": [1], "data": ""}), wire.Opaque)
+    assert isinstance(
+        wire.decode({"$": "ndarray", "dtype": "O", "shape": [1], "data": ""}), wire.Opaque
+    )
 
 
 def test_messages_are_framed_sized_and_waited_for_with_a_deadline():

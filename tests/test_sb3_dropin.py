@@ -20,7 +20,9 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from vecenvs import MultiEnv, PoolVecEnv
 from vecenvs.factory import env_fns_for
 
-pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is not installed: pip install 'vecenvs[sb3]'")
+pytest.importorskip(
+    "stable_baselines3", reason="Stable-Baselines3 is not installed: pip install 'vecenvs[sb3]'"
+)
 
 from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -34,7 +36,11 @@ from stable_baselines3.common.vec_env import (
 
 from vecenvs.sb3 import to_sb3, unbatch_infos
 
-SAME_STEP, NEXT_STEP, DISABLED = AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED
+SAME_STEP, NEXT_STEP, DISABLED = (
+    AutoresetMode.SAME_STEP,
+    AutoresetMode.NEXT_STEP,
+    AutoresetMode.DISABLED,
+)
 
 
 def pool(env_fns, autoreset_mode):
@@ -67,7 +73,9 @@ def assert_same_as_dummy(got, expected, where):
         for index, (info, expected_info) in enumerate(zip(got, expected)):
             assert set(info) == set(expected_info), f"{where}: env {index}'s info keys"
             for key in expected_info:
-                assert_same_as_dummy(info[key], expected_info[key], f"{where}: env {index}'s info[{key!r}]")
+                assert_same_as_dummy(
+                    info[key], expected_info[key], f"{where}: env {index}'s info[{key!r}]"
+                )
     else:
         np.testing.assert_array_equal(np.asarray(got), np.asarray(expected), err_msg=where)
 
@@ -100,11 +108,15 @@ def test_steps_exactly_like_sb3s_dummy_vec_env(backend, mode, env_id, steps):
         for step in range(steps):
             actions = action_space.sample()
             got, expected = envs.step(actions), reference.step(actions)
-            for name, part, expected_part in zip(("observations", "rewards", "dones", "infos"), got, expected):
+            for name, part, expected_part in zip(
+                ("observations", "rewards", "dones", "infos"), got, expected
+            ):
                 if name == "rewards":  # float32, as DummyVecEnv's buffer holds them
                     assert part.dtype == expected_part.dtype == np.float32
                 assert_same_as_dummy(part, expected_part, f"step {step} {name}")
-            assert_same_as_dummy(envs.reset_infos, reference.reset_infos, f"step {step} reset infos")
+            assert_same_as_dummy(
+                envs.reset_infos, reference.reset_infos, f"step {step} reset infos"
+            )
             ended += int(expected[2].sum())
         assert ended >= 4
     finally:
@@ -170,7 +182,9 @@ def test_attributes_methods_wrappers_and_options():
         # groups (gymnasium's reset takes one dict for all).
         envs.set_options([{"low": -0.001, "high": 0.001}, {"low": 0.04, "high": 0.05}])
         observations = envs.reset()
-        assert np.all(np.abs(observations[0]) <= 0.001) and np.all((observations[1] >= 0.04) & (observations[1] <= 0.05))
+        assert np.all(np.abs(observations[0]) <= 0.001) and np.all(
+            (observations[1] >= 0.04) & (observations[1] <= 0.05)
+        )
 
 
 class Counter(gym.Env):
@@ -202,7 +216,9 @@ def test_indices_reach_only_the_envs_named(make):
         assert envs.get_attr("bumps") == [5, 0, 5]
         assert envs.env_method("bump", indices=[-1]) == [6]  # -1: the last env, as in SB3
         envs.set_attr("new_attribute", 7, indices=[0])  # a new attribute: nothing read first
-        assert envs.get_attr("new_attribute", indices=0) == [7] and not envs.has_attr("new_attribute")
+        assert envs.get_attr("new_attribute", indices=0) == [7] and not envs.has_attr(
+            "new_attribute"
+        )
 
 
 @pytest.mark.parametrize("make", [pool, multi], ids=["pool", "multi"])
@@ -215,7 +231,9 @@ def test_float_actions_for_an_integer_box_pass_as_dummy_vec_env_passes_them(make
 
 
 class DictActions(Counter):
-    action_space = gym.spaces.Dict({"move": gym.spaces.Discrete(3), "force": gym.spaces.Box(-1, 1, shape=(2,))})
+    action_space = gym.spaces.Dict(
+        {"move": gym.spaces.Discrete(3), "force": gym.spaces.Box(-1, 1, shape=(2,))}
+    )
 
 
 @pytest.mark.parametrize("make", [pool, multi], ids=["pool", "multi"])
@@ -224,7 +242,10 @@ def test_per_env_dict_actions_are_batched(make):
     with adapt(make([DictActions for _ in range(2)], SAME_STEP)) as envs:
         envs.reset()
         reference.reset()
-        actions = [{"move": 2, "force": np.array([0.5, -0.5], dtype=np.float32)}, {"move": 0, "force": np.zeros(2, dtype=np.float32)}]
+        actions = [
+            {"move": 2, "force": np.array([0.5, -0.5], dtype=np.float32)},
+            {"move": 0, "force": np.zeros(2, dtype=np.float32)},
+        ]
         envs.step(actions)
         reference.step(actions)
         got, expected = envs.get_attr("last_action"), reference.get_attr("last_action")
@@ -243,7 +264,8 @@ def test_one_env_given_n_times_is_refused_as_dummy_vec_env_refuses_it():
 
 def test_unbatch_infos_follows_the_masks_into_nested_dicts():
     infos = {
-        "a": np.array([1, 0, 3]), "_a": np.array([True, False, True]),
+        "a": np.array([1, 0, 3]),
+        "_a": np.array([True, False, True]),
         "episode": {"r": np.array([0.0, 9.5, 0.0]), "_r": np.array([False, True, False])},
         "_episode": np.array([False, True, False]),
     }
@@ -276,7 +298,9 @@ def test_ppo_trains_on_the_pool():
     # SB3's own vec-env wrappers over the adapter: NaN checks on every step, episode statistics.
     envs = VecMonitor(VecCheckNan(to_sb3(pool_envs), raise_exception=True))
     try:
-        model = PPO("MlpPolicy", envs, n_steps=n_steps, batch_size=256, n_epochs=2, seed=0, device="cpu")
+        model = PPO(
+            "MlpPolicy", envs, n_steps=n_steps, batch_size=256, n_epochs=2, seed=0, device="cpu"
+        )
         model.learn(total_timesteps=total)
         assert model.num_timesteps == total  # 4 rollouts of 4 envs x 128 steps
         assert sum(pool_envs.get_attr("steps")) == total
@@ -294,9 +318,15 @@ def test_training_throughput_reports_progress_after_every_rollout():
     from vecenvs.bench.training import N_STEPS, compare_training
 
     reports = []
-    results = compare_training("CartPole-v1", 2, ["sb3-dummy", "multi"], timesteps=512,
-                               repeats=1, torch_threads=1,
-                               on_progress=lambda message, done: reports.append((message, done)))
+    results = compare_training(
+        "CartPole-v1",
+        2,
+        ["sb3-dummy", "multi"],
+        timesteps=512,
+        repeats=1,
+        torch_threads=1,
+        on_progress=lambda message, done: reports.append((message, done)),
+    )
 
     assert [result.measurement.config.backend for result in results] == ["sb3-dummy", "multi"]
     rollouts = (N_STEPS * 2 + 512) // (N_STEPS * 2)  # warm-up + one timed learn(), per backend
@@ -304,4 +334,4 @@ def test_training_throughput_reports_progress_after_every_rollout():
     fractions = [done for _, done in reports]
     assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == 1.0
     assert reports[1][0].startswith("sb3-dummy: ") and "(1 of 2 vector envs)" in reports[1][0]
-    assert "multi: 640 of 640 env steps (2 of 2 vector envs)" == reports[-1][0]
+    assert reports[-1][0] == "multi: 640 of 640 env steps (2 of 2 vector envs)"

@@ -17,17 +17,23 @@ import gymnasium as gym
 import multiprocess
 import numpy as np
 import pytest
+from conftest import ALL_BACKENDS, PROCESS_BACKENDS, Backend, assert_same, backend_params
 from gymnasium.vector import SyncVectorEnv
 
 import vecenvs
-from conftest import ALL_BACKENDS, PROCESS_BACKENDS, Backend, assert_same, backend_params
 from vecenvs.envs.faulty import faulty_env_fns
 from vecenvs.factory import env_fns_for
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
-EVERY = [*backend_params(ALL_BACKENDS, ("fork",)), pytest.param(Backend("async-pool", "fork"), id="async-pool")]
-IN_PROCESSES = [*backend_params(PROCESS_BACKENDS, ("fork",)), pytest.param(Backend("async-pool", "fork"), id="async-pool")]
+EVERY = [
+    *backend_params(ALL_BACKENDS, ("fork",)),
+    pytest.param(Backend("async-pool", "fork"), id="async-pool"),
+]
+IN_PROCESSES = [
+    *backend_params(PROCESS_BACKENDS, ("fork",)),
+    pytest.param(Backend("async-pool", "fork"), id="async-pool"),
+]
 
 
 @pytest.mark.parametrize("backend", EVERY)
@@ -39,14 +45,20 @@ def test_np_random_seed_and_np_random_per_env(backend):
         assert len(generators) == 3 and all(isinstance(g, np.random.Generator) for g in generators)
         reference = SyncVectorEnv(env_fns_for("CartPole-v1", 3))
         reference.reset(seed=42)
-        assert [g.bit_generator.state for g in generators] == [g.bit_generator.state for g in reference.np_random]
+        assert [g.bit_generator.state for g in generators] == [
+            g.bit_generator.state for g in reference.np_random
+        ]
         envs.reset()  # seed=None keeps the seeds
         assert envs.np_random_seed == (42, 43, 44)
 
 
 @pytest.mark.parametrize("backend", EVERY)
 def test_envs_whose_spaces_differ_raise_runtime_error(backend, children_before):
-    env_fns = [*env_fns_for("CartPole-v1", 2), *env_fns_for("FrozenLake-v1", 1), *env_fns_for("CartPole-v1", 1)]
+    env_fns = [
+        *env_fns_for("CartPole-v1", 2),
+        *env_fns_for("FrozenLake-v1", 1),
+        *env_fns_for("CartPole-v1", 1),
+    ]
     with pytest.raises(RuntimeError, match="not equivalent"):
         backend(env_fns)
 
@@ -58,16 +70,23 @@ def test_a_deadline_is_a_multiprocessing_timeout_error(backend):
     envs.step_async(np.zeros(4, dtype=np.int64))
     with pytest.raises(multiprocessing.TimeoutError) as info:  # what AsyncVectorEnv raises
         envs.step_wait(timeout=0.5)
-    assert isinstance(info.value, (TimeoutError, multiprocess.TimeoutError, vecenvs.WorkerTimeoutError))
+    assert isinstance(
+        info.value, (TimeoutError, multiprocess.TimeoutError, vecenvs.WorkerTimeoutError)
+    )
     assert envs.closed
 
 
 @pytest.mark.parametrize("backend", IN_PROCESSES)
 def test_a_timeout_of_zero_seconds_and_a_negative_one(backend):
     # Env 0 is quick (in a pool it is the caller's own, stepped before any wait), env 1 slow.
-    slow = [env_fns_for("vecenvs/Costly-v0", 1, cost_kind="sleep", step_seconds=seconds)[0] for seconds in (0.0, 0.3)]
+    slow = [
+        env_fns_for("vecenvs/Costly-v0", 1, cost_kind="sleep", step_seconds=seconds)[0]
+        for seconds in (0.0, 0.3)
+    ]
     envs = backend(slow)
-    reference = SyncVectorEnv(env_fns_for("vecenvs/Costly-v0", 2, cost_kind="sleep", step_seconds=0.0))
+    reference = SyncVectorEnv(
+        env_fns_for("vecenvs/Costly-v0", 2, cost_kind="sleep", step_seconds=0.0)
+    )
     assert_same(envs.reset(seed=0), reference.reset(seed=0))
     actions = np.array([0, 1])
     envs.step_async(actions)
@@ -107,7 +126,9 @@ def test_an_envs_exception_is_also_its_own_class(backend):
     envs = backend(faulty_env_fns(4, 2, fail_on="step", at=2))
     envs.reset(seed=0)
     envs.step(np.zeros(4, dtype=np.int64))
-    with pytest.raises(RuntimeError, match="deliberate failure in step") as info:  # FaultyEnv raises RuntimeError
+    with pytest.raises(
+        RuntimeError, match="deliberate failure in step"
+    ) as info:  # FaultyEnv raises RuntimeError
         envs.step(np.zeros(4, dtype=np.int64))
     assert isinstance(info.value, vecenvs.EnvCrashedError) and info.value.env_index == 2
     assert type(info.value).__name__ == "EnvCrashedError"
@@ -159,14 +180,24 @@ def test_actions_changed_after_step_async_do_not_reach_the_envs(backend, env_id)
 
 @pytest.mark.parametrize("backend", EVERY)
 def test_numpy_integers_count(backend):
-    with vecenvs.make_vec("CartPole-v1", np.int64(4), backend=backend.name if backend.name in vecenvs.BACKENDS else "pool") as envs:
+    with vecenvs.make_vec(
+        "CartPole-v1",
+        np.int64(4),
+        backend=backend.name if backend.name in vecenvs.BACKENDS else "pool",
+    ) as envs:
         assert envs.num_envs == 4
     if backend.name.startswith("pool"):
         with vecenvs.PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=np.int32(2)) as envs:
             assert envs.num_workers == 2
 
 
-@pytest.mark.parametrize("backend", [pytest.param(Backend("multi"), id="multi"), pytest.param(Backend("pool-caller", "fork"), id="pool-caller")])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param(Backend("multi"), id="multi"),
+        pytest.param(Backend("pool-caller", "fork"), id="pool-caller"),
+    ],
+)
 def test_one_env_instance_given_twice_is_refused(backend, children_before):
     # [lambda: env] * n would step one env n times per step: refused, as SB3's DummyVecEnv does.
     env = gym.make("CartPole-v1")

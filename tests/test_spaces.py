@@ -30,9 +30,15 @@ MATRIX_BACKENDS = {
     "subproc": (vecenvs.SubprocVecEnv, False),
     "pool-shm": (functools.partial(vecenvs.PoolVecEnv, num_workers=2, step_in_caller=False), True),
     "pool-caller-shm": (functools.partial(vecenvs.PoolVecEnv, num_workers=2), True),
-    "pool-pipes": (functools.partial(vecenvs.PoolVecEnv, num_workers=2, shared_memory=False), False),
+    "pool-pipes": (
+        functools.partial(vecenvs.PoolVecEnv, num_workers=2, shared_memory=False),
+        False,
+    ),
     "async-pool-shm": (functools.partial(vecenvs.AsyncPoolVecEnv, num_workers=2), True),
-    "async-pool-pipes": (functools.partial(vecenvs.AsyncPoolVecEnv, num_workers=2, shared_memory=False), False),
+    "async-pool-pipes": (
+        functools.partial(vecenvs.AsyncPoolVecEnv, num_workers=2, shared_memory=False),
+        False,
+    ),
 }
 MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
@@ -40,7 +46,8 @@ MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 #: (backend, mode): every backend in NEXT_STEP mode; SAME_STEP (which adds final_obs and
 #: final_info to the infos) in one backend of each way of moving the results.
 MATRIX = [(backend, AutoresetMode.NEXT_STEP) for backend in MATRIX_BACKENDS] + [
-    (backend, AutoresetMode.SAME_STEP) for backend in ("multi", "subproc", "pool-caller-shm", "async-pool-pipes")
+    (backend, AutoresetMode.SAME_STEP)
+    for backend in ("multi", "subproc", "pool-caller-shm", "async-pool-pipes")
 ]
 
 
@@ -54,11 +61,18 @@ def test_every_space_as_observation_and_action(space, backend, mode):
         # then the space is still checked as the action space, beside a Box observation.
         assert check_spaces(build, space, "discrete", steps=1, may_refuse=True)
         observation = "box"
-    assert check_spaces(build, observation, space, steps=30, autoreset_mode=mode, may_refuse=shared) == []
+    assert (
+        check_spaces(build, observation, space, steps=30, autoreset_mode=mode, may_refuse=shared)
+        == []
+    )
 
 
 def _as_float64(actions):
-    return actions.astype(np.float64) if isinstance(actions, np.ndarray) and actions.dtype.kind == "f" else actions
+    return (
+        actions.astype(np.float64)
+        if isinstance(actions, np.ndarray) and actions.dtype.kind == "f"
+        else actions
+    )
 
 
 def _as_lists(actions):
@@ -70,14 +84,20 @@ def _as_lists(actions):
 
 
 @pytest.mark.parametrize("form", [_as_float64, _as_lists], ids=["float64", "lists"])
-@pytest.mark.parametrize("backend", ["multi", "subproc", "pool-caller-shm", "pool-pipes", "async-pool-shm"])
-@pytest.mark.parametrize("space", ["box", "box-int", "box-bool", "discrete", "multi-binary", "dict", "tuple"])
+@pytest.mark.parametrize(
+    "backend", ["multi", "subproc", "pool-caller-shm", "pool-pipes", "async-pool-shm"]
+)
+@pytest.mark.parametrize(
+    "space", ["box", "box-int", "box-bool", "discrete", "multi-binary", "dict", "tuple"]
+)
 def test_actions_reach_the_envs_exactly_as_given(space, backend, form):
     # float64 actions for a float32 Box must not be cast to float32 on the way (the shared
     # memory of the pool holds the space's dtype: those travel pickled instead); a Python list
     # must arrive as Python numbers, as SyncVectorEnv hands them on.
     build, shared = MATRIX_BACKENDS[backend]
-    assert check_spaces(build, "box", space, steps=15, may_refuse=shared, transform_actions=form) == []
+    assert (
+        check_spaces(build, "box", space, steps=15, may_refuse=shared, transform_actions=form) == []
+    )
 
 
 @pytest.mark.parametrize("backend", ["multi", "pool-caller-shm", "pool-pipes"])
@@ -100,18 +120,35 @@ def test_the_catalogue_has_every_gymnasium_space_type():
     from gymnasium import spaces
 
     types = {type(SPACES[name]()) for name in SPACES}
-    every = {spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Text,
-             spaces.Dict, spaces.Tuple, spaces.Sequence, spaces.Graph, spaces.OneOf}
+    every = {
+        spaces.Box,
+        spaces.Discrete,
+        spaces.MultiDiscrete,
+        spaces.MultiBinary,
+        spaces.Text,
+        spaces.Dict,
+        spaces.Tuple,
+        spaces.Sequence,
+        spaces.Graph,
+        spaces.OneOf,
+    }
     assert every <= types
-    assert any(not type(space).__module__.startswith("gymnasium") for space in map(lambda name: SPACES[name](), SPACES))
-    assert [name for name in SPACES if not shared_memory_can_hold(name)] == list(SHARED_MEMORY_CANNOT_HOLD)
+    assert any(
+        not type(space).__module__.startswith("gymnasium")
+        for space in map(lambda name: SPACES[name](), SPACES)
+    )
+    assert [name for name in SPACES if not shared_memory_can_hold(name)] == list(
+        SHARED_MEMORY_CANNOT_HOLD
+    )
 
 
 def test_shared_memory_refuses_with_gymnasiums_own_errors():
     # The same types and words as gymnasium's AsyncVectorEnv(shared_memory=True).
     from vecenvs.factory import env_fns_for
 
-    with pytest.raises(TypeError, match="has a dynamic shape so its not possible to make a static shared memory"):
+    with pytest.raises(
+        TypeError, match="has a dynamic shape so its not possible to make a static shared memory"
+    ):
         vecenvs.PoolVecEnv(env_fns_for("vecenvs/Spaces-v0", 2, observation="graph"), num_workers=2)
     with pytest.raises(ValueError, match="shared_memory=False"):
         vecenvs.PoolVecEnv(env_fns_for("vecenvs/Spaces-v0", 2, observation="custom"), num_workers=2)

@@ -29,15 +29,27 @@ def test_a_figure_becomes_a_png_with_what_it_draws():
     assert ink(one_bar) > ink(empty) + 0.05, "a tall bar should cover part of the picture"
 
 
-@pytest.mark.parametrize("draw", [
-    lambda ms, model: figures.seeds_figure(ms, cpus=2),
-    lambda ms, model: figures.speedup_figure(ms, model),
-    lambda ms, model: figures.throughput_figure(ms, model),
-    lambda ms, model: figures.efficiency_figure(ms, model),
-    lambda ms, model: figures.autotune_figure([
-        {"label": "pool (num_workers=2)", "steps_per_second": 1e5, "std": 3e3, "vs_loop": 1.3},
-        {"label": "multi", "steps_per_second": 7e4, "std": 1e3, "vs_loop": 1.0}]),
-], ids=["seeds", "speedup", "throughput", "efficiency", "autotune"])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda ms, model: figures.seeds_figure(ms, cpus=2),
+        lambda ms, model: figures.speedup_figure(ms, model),
+        lambda ms, model: figures.throughput_figure(ms, model),
+        lambda ms, model: figures.efficiency_figure(ms, model),
+        lambda ms, model: figures.autotune_figure(
+            [
+                {
+                    "label": "pool (num_workers=2)",
+                    "steps_per_second": 1e5,
+                    "std": 3e3,
+                    "vs_loop": 1.3,
+                },
+                {"label": "multi", "steps_per_second": 7e4, "std": 1e3, "vs_loop": 1.0},
+            ]
+        ),
+    ],
+    ids=["seeds", "speedup", "throughput", "efficiency", "autotune"],
+)
 def test_the_labs_charts_are_drawn(draw):
     measurements = synthetic({"pool": (50e-6, 0.0), "subproc": (100e-6, 60e-6)}, ceiling=0.9)
     figure = draw(measurements, fit_overhead_model(measurements, cpus=2))

@@ -51,10 +51,19 @@ def measurement():
 def synthetic(env_id="CartPole-v1", num_envs=8, backend="pool", mean=1000.0, **extra) -> dict:
     """A dict shaped like ``Measurement.to_dict()``, with made-up numbers."""
     return {
-        "config": {"env_id": env_id, "num_envs": num_envs, "backend": backend,
-                   "backend_kwargs": {}, "env_kwargs": {}, "seed": 0},
+        "config": {
+            "env_id": env_id,
+            "num_envs": num_envs,
+            "backend": backend,
+            "backend_kwargs": {},
+            "env_kwargs": {},
+            "seed": 0,
+        },
         "throughputs": [mean * 0.9, mean * 1.1],
-        "mean": mean, "median": mean, "std": mean * 0.1, "ratio": None,
+        "mean": mean,
+        "median": mean,
+        "std": mean * 0.1,
+        "ratio": None,
         **extra,
     }
 
@@ -63,7 +72,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     """Run ``python -m vecenvs ...`` in a fresh interpreter, as a student would."""
     return subprocess.run(
         [sys.executable, "-m", "vecenvs", *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -96,8 +108,9 @@ def test_machine_info_imports_none_of_the_packages_it_reports():
         "before = set(sys.modules); machine_info(); "
         "print(sorted(set(sys.modules) - before))"
     )
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=60, check=True)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     imported = completed.stdout.strip()
     for heavy in ("torch", "envpool", "mujoco", "stable_baselines3", "plotly"):
         assert f"'{heavy}'" not in imported, f"machine_info() imported {heavy}: {imported}"
@@ -174,9 +187,12 @@ def test_a_real_measurement_round_trips(tmp_path, measurement):
 
 def test_values_json_cannot_hold_are_stored_as_plain_json(tmp_path):
     odd = synthetic(
-        mean=math.nan, ratio=math.inf,
-        startup_seconds=np.float32(0.5), child_processes=np.int64(3),
-        window_steps=np.array([1, 2, 3]), window_seconds=(0.1, math.nan),
+        mean=math.nan,
+        ratio=math.inf,
+        startup_seconds=np.float32(0.5),
+        child_processes=np.int64(3),
+        window_steps=np.array([1, 2, 3]),
+        window_seconds=(0.1, math.nan),
     )
     with ResultsStore(tmp_path / "results.sqlite") as store:
         run_id = store.start_run("bench", {"timeout": math.inf})
@@ -213,8 +229,11 @@ def test_runs_are_listed_newest_first_with_what_they_measured(tmp_path):
     with ResultsStore(tmp_path / "results.sqlite") as store:
         first = store.start_run("bench", {})
         second = store.start_run("sweep", {})
-        for env_id, num_envs, backend in [("Acrobot-v1", 128, "pool"), ("CartPole-v1", 8, "pool"),
-                                          ("Acrobot-v1", 8, "gym-sync")]:
+        for env_id, num_envs, backend in [
+            ("Acrobot-v1", 128, "pool"),
+            ("CartPole-v1", 8, "pool"),
+            ("Acrobot-v1", 8, "gym-sync"),
+        ]:
             store.add_measurement(second, synthetic(env_id, num_envs, backend))
         third = store.start_run("bench", {})
         store.add_measurement(third, synthetic())
@@ -304,10 +323,28 @@ def test_export_csv_has_one_line_per_measurement_with_run_and_machine(two_runs, 
         lines = list(csv.DictReader(file))
     assert written == len(lines) == 3
     machine = machine_info()
-    for column in ("run_id", "run_kind", "run_started_at", "run_label", "hostname", "cpu_model",
-                   "logical_cpus", "physical_cores", "python", "env_id", "env_kwargs",
-                   "num_envs", "backend", "backend_kwargs", "mean", "median", "std", "ratio",
-                   "throughputs", "config.seed"):
+    for column in (
+        "run_id",
+        "run_kind",
+        "run_started_at",
+        "run_label",
+        "hostname",
+        "cpu_model",
+        "logical_cpus",
+        "physical_cores",
+        "python",
+        "env_id",
+        "env_kwargs",
+        "num_envs",
+        "backend",
+        "backend_kwargs",
+        "mean",
+        "median",
+        "std",
+        "ratio",
+        "throughputs",
+        "config.seed",
+    ):
         assert column in lines[0], f"no column {column!r} in {list(lines[0])}"
     assert [line["run_id"] for line in lines] == ["1", "1", "2"]
     assert [line["backend"] for line in lines] == ["gym-sync", "pool", "subproc"]
@@ -373,15 +410,25 @@ def _other_database(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("make_path, complaint", [
-    (lambda tmp_path: tmp_path, "is a directory"),
-    (lambda tmp_path: _text_file(tmp_path) / "results.sqlite", "is a file, not a directory"),
-    (lambda tmp_path: _text_file(tmp_path) / "sub" / "results.sqlite", "is a file, not a dir"),
-    (_text_file, "is not a SQLite database"),
-    (_newer_store, "newer than this vecenvs understands"),
-    (_other_database, "database of something else"),
-], ids=["directory", "under-a-file", "deep-under-a-file", "text-file", "newer-schema",
-        "other-database"])
+@pytest.mark.parametrize(
+    "make_path, complaint",
+    [
+        (lambda tmp_path: tmp_path, "is a directory"),
+        (lambda tmp_path: _text_file(tmp_path) / "results.sqlite", "is a file, not a directory"),
+        (lambda tmp_path: _text_file(tmp_path) / "sub" / "results.sqlite", "is a file, not a dir"),
+        (_text_file, "is not a SQLite database"),
+        (_newer_store, "newer than this vecenvs understands"),
+        (_other_database, "database of something else"),
+    ],
+    ids=[
+        "directory",
+        "under-a-file",
+        "deep-under-a-file",
+        "text-file",
+        "newer-schema",
+        "other-database",
+    ],
+)
 def test_unusable_paths_are_refused_when_the_store_is_created(tmp_path, make_path, complaint):
     path = make_path(tmp_path)
     existing = path.read_bytes() if path.is_file() else None
@@ -425,12 +472,11 @@ def _write_concurrently(path, writer, barrier, results):
         store = ResultsStore(path)
         run_id = store.start_run("test", {"writer": writer})
         for index in range(ROWS_PER_WRITER):
-            store.add_measurement(run_id, synthetic(num_envs=index + 1, writer=writer,
-                                                    index=index))
+            store.add_measurement(run_id, synthetic(num_envs=index + 1, writer=writer, index=index))
         store.finish_run(run_id)
         store.close()
         results.put((writer, True, run_id))
-    except BaseException:  # noqa: BLE001  (sent to the test, which fails with it)
+    except BaseException:
         results.put((writer, False, traceback.format_exc()))
 
 
@@ -442,9 +488,10 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     barrier = context.Barrier(WRITERS)
     results = context.Queue()
-    processes = [context.Process(target=_write_concurrently,
-                                 args=(str(path), writer, barrier, results))
-                 for writer in range(WRITERS)]
+    processes = [
+        context.Process(target=_write_concurrently, args=(str(path), writer, barrier, results))
+        for writer in range(WRITERS)
+    ]
     try:
         for process in processes:
             process.start()
@@ -490,7 +537,7 @@ def test_threads_can_share_one_store(tmp_path):
         try:
             for index in range(25):
                 store.add_measurement(run_id, synthetic(thread=thread, index=index))
-        except BaseException as error:  # noqa: BLE001  (an assertion can't fail a thread)
+        except BaseException as error:
             errors.append(error)
 
     threads = [threading.Thread(target=write, args=(thread,)) for thread in range(4)]
@@ -515,7 +562,8 @@ def test_a_store_can_be_pickled_and_used_after_fork(tmp_path):
 
     # The forked child inherits `store` with its open connection, and must open its own.
     child = multiprocessing.get_context("fork").Process(
-        target=store.add_measurement, args=(run_id, synthetic(backend="from-a-child")))
+        target=store.add_measurement, args=(run_id, synthetic(backend="from-a-child"))
+    )
     child.start()
     child.join(timeout=60)
     assert child.exitcode == 0
@@ -546,7 +594,7 @@ def test_cli_list_show_and_export(two_runs, tmp_path):
     assert "run 1: bench, done" in shown.stdout
     assert machine_info()["cpu_model"] in shown.stdout
     assert 'best: "pool"' in shown.stdout  # the summary
-    table = shown.stdout[shown.stdout.index("measurements (2)"):]
+    table = shown.stdout[shown.stdout.index("measurements (2)") :]
     assert "gym-sync" in table and "Acrobot-v1" in table and "2,500 ± 250" in table
 
     exported = run_cli("results", "export", "--format", "json", "--run", "2", "--store", store)
@@ -570,18 +618,35 @@ def test_cli_list_without_a_store_says_so_and_creates_nothing(results_store_in_t
     assert not results_store_in_tmp.exists()
 
 
-@pytest.mark.parametrize("arguments, complaint", [
-    (["show", "9", "--store", "{store}"], "unknown run id 9; the store .* has runs 1-2"),
-    (["export", "--format", "csv", "--run", "1", "9", "--store", "{store}"], "unknown run id 9"),
-    (["list", "--store", "{text_file}"], "is not a SQLite database"),
-    (["list", "--store", "{tmp}"], "is a directory"),
-    (["show", "1", "--store", "{tmp}/never-made.sqlite"], "no results yet"),
-    (["export", "--format", "csv", "-o", "{text_file}/out.csv", "--store", "{store}"],
-     "does not exist"),
-    (["export", "--format", "csv", "-o", "{tmp}", "--store", "{store}"], "is a directory"),
-    (["export", "-o", "{tmp}/out.txt", "--store", "{store}"], "--format csv or --format json"),
-], ids=["show-unknown-id", "export-unknown-id", "not-a-database", "store-is-a-directory",
-        "no-store-yet", "output-under-a-file", "output-is-a-directory", "no-format"])
+@pytest.mark.parametrize(
+    "arguments, complaint",
+    [
+        (["show", "9", "--store", "{store}"], "unknown run id 9; the store .* has runs 1-2"),
+        (
+            ["export", "--format", "csv", "--run", "1", "9", "--store", "{store}"],
+            "unknown run id 9",
+        ),
+        (["list", "--store", "{text_file}"], "is not a SQLite database"),
+        (["list", "--store", "{tmp}"], "is a directory"),
+        (["show", "1", "--store", "{tmp}/never-made.sqlite"], "no results yet"),
+        (
+            ["export", "--format", "csv", "-o", "{text_file}/out.csv", "--store", "{store}"],
+            "does not exist",
+        ),
+        (["export", "--format", "csv", "-o", "{tmp}", "--store", "{store}"], "is a directory"),
+        (["export", "-o", "{tmp}/out.txt", "--store", "{store}"], "--format csv or --format json"),
+    ],
+    ids=[
+        "show-unknown-id",
+        "export-unknown-id",
+        "not-a-database",
+        "store-is-a-directory",
+        "no-store-yet",
+        "output-under-a-file",
+        "output-is-a-directory",
+        "no-format",
+    ],
+)
 def test_cli_bad_input_is_one_line_and_exit_code_2(two_runs, tmp_path, arguments, complaint):
     places = {"store": two_runs.path, "text_file": _text_file(tmp_path), "tmp": tmp_path}
     before = sorted(tmp_path.iterdir())

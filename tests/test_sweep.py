@@ -39,8 +39,10 @@ def test_env_grid_is_every_combination_in_order():
     specs = env_grid(COSTLY, step_seconds=[1e-4, 1e-3], obs_size=[4, 64])
 
     assert [dict(spec.kwargs) for spec in specs] == [
-        {"step_seconds": 1e-4, "obs_size": 4}, {"step_seconds": 1e-4, "obs_size": 64},
-        {"step_seconds": 1e-3, "obs_size": 4}, {"step_seconds": 1e-3, "obs_size": 64},
+        {"step_seconds": 1e-4, "obs_size": 4},
+        {"step_seconds": 1e-4, "obs_size": 64},
+        {"step_seconds": 1e-3, "obs_size": 4},
+        {"step_seconds": 1e-3, "obs_size": 64},
     ]
     assert specs[0].label == "vecenvs/Costly-v0 (step_seconds=0.0001, obs_size=4)"
     assert env_grid("CartPole-v1") == [EnvSpec("CartPole-v1")]
@@ -79,11 +81,15 @@ def test_a_sweep_measures_every_point_once_and_reports_each_as_it_arrives():
 
 
 def test_compare_measures_one_backend_several_ways():
-    results = compare("CartPole-v1", 4, [("pool", {"num_workers": 1}),
-                                         ("pool", {"num_workers": 2})], **QUICK)
+    results = compare(
+        "CartPole-v1", 4, [("pool", {"num_workers": 1}), ("pool", {"num_workers": 2})], **QUICK
+    )
 
     assert [r.config.backend_label for r in results] == [
-        "pool (num_workers=1)", "pool (num_workers=2)", "gym-sync"]
+        "pool (num_workers=1)",
+        "pool (num_workers=2)",
+        "gym-sync",
+    ]
     assert [r.workers for r in results] == [1, 2, 1]
     # Each ratio is the median of the window-by-window ratios to the reference.
     for result in results:
@@ -113,8 +119,12 @@ def test_a_sweep_saves_each_point_in_the_store_and_marks_the_run(tmp_path):
     with ResultsStore(path) as store:
         done = run_sweep(small_config(envs=["CartPole-v1"]), store=store, label="smoke")
         seen = []
-        cancelled = run_sweep(small_config(envs=["CartPole-v1"]), store=store,
-                              on_result=seen.append, cancel=lambda: len(seen) >= 1)
+        cancelled = run_sweep(
+            small_config(envs=["CartPole-v1"]),
+            store=store,
+            on_result=seen.append,
+            cancel=lambda: len(seen) >= 1,
+        )
 
     with ResultsStore(path) as store:
         runs = {run.id: run for run in store.runs()}
@@ -172,21 +182,27 @@ def test_the_settings_are_recorded_as_plain_data():
 
 def test_a_sweep_says_what_it_is_doing_between_windows():
     stages = []
-    config = SweepConfig(["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0,
-                         measure_seconds=0.02, repeats=1)
+    config = SweepConfig(
+        ["CartPole-v1"], [2], ["multi"], warmup_seconds=0.0, measure_seconds=0.02, repeats=1
+    )
 
     run_sweep(config, on_stage=stages.append)
 
-    assert stages == ["CartPole-v1, N=2: starting multi (1 of 2)",
-                      "CartPole-v1, N=2: starting gym-sync (2 of 2)",
-                      "CartPole-v1, N=2: warming up multi", "CartPole-v1, N=2: warming up gym-sync",
-                      "CartPole-v1, N=2: timing"]
+    assert stages == [
+        "CartPole-v1, N=2: starting multi (1 of 2)",
+        "CartPole-v1, N=2: starting gym-sync (2 of 2)",
+        "CartPole-v1, N=2: warming up multi",
+        "CartPole-v1, N=2: warming up gym-sync",
+        "CartPole-v1, N=2: timing",
+    ]
 
 
 def test_processes_at_once_counts_what_a_sweep_will_start():
-    config = SweepConfig(["CartPole-v1"], [2, 512],
-                         ["multi", "subproc", "pool", Backend("pool", {"num_workers": 4}),
-                          "ceiling"])
+    config = SweepConfig(
+        ["CartPole-v1"],
+        [2, 512],
+        ["multi", "subproc", "pool", Backend("pool", {"num_workers": 4}), "ceiling"],
+    )
 
     # At N=512, interleaved: 512 (one per env) + 2 + 4 (pools) + 2 (ceiling) at once.
     assert config.processes_at_once(cpus=2) == 520

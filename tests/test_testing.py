@@ -137,8 +137,9 @@ class _NamesItsErrors(gym.Wrapper):
         try:
             return method(*args, **kwargs)
         except Exception as err:
-            raise EnvCrashedError(self.index, command, type(err).__name__, str(err),
-                                  traceback.format_exc()) from err
+            raise EnvCrashedError(
+                self.index, command, type(err).__name__, str(err), traceback.format_exc()
+            ) from err
 
     def reset(self, **kwargs):
         return self._guard("reset", self.env.reset, **kwargs)
@@ -219,8 +220,9 @@ def test_async_vector_env_matches_sync(mode):
 
 
 def test_a_correct_backend_passes_everything():
-    report = check_vector_env(CorrectSync, env_ids=("CartPole-v1", "vecenvs/DictObs-v0"),
-                              require_context_manager=True)
+    report = check_vector_env(
+        CorrectSync, env_ids=("CartPole-v1", "vecenvs/DictObs-v0"), require_context_manager=True
+    )
     assert [status for _, status in report] == ["ok"] * len(report)
     names = [name for name, _ in report]
     assert "check_close[CartPole-v1]" in names

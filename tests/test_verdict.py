@@ -25,9 +25,11 @@ REFERENCE = [100.0, 100.0, 100.0]
 
 
 def test_a_clear_winner_is_named_with_its_interval_and_margin():
-    data = [windows("pool", [200, 220, 210], REFERENCE),
-            windows("multi", [101, 102, 100], REFERENCE),
-            windows("gym-sync", REFERENCE, REFERENCE)]
+    data = [
+        windows("pool", [200, 220, 210], REFERENCE),
+        windows("multi", [101, 102, 100], REFERENCE),
+        windows("gym-sync", REFERENCE, REFERENCE),
+    ]
     data[0].efficiency = 0.74
 
     (verdict,) = verdicts(data)
@@ -37,19 +39,25 @@ def test_a_clear_winner_is_named_with_its_interval_and_margin():
     assert verdict.sentence() == (
         "CartPole-v1, N=8: use pool: 2.10x gym-sync (2.00-2.20x over 3 paired windows), faster "
         "than every other backend in every round, 1.98-2.16x its closest rival, multi; 74% of "
-        "the machine's ceiling.")
+        "the machine's ceiling."
+    )
 
 
 def test_a_backend_that_won_one_round_makes_it_too_close_even_if_third_by_median():
     # multi is first by median, pool second; but the loop beat multi in the second round.
-    data = [windows("multi", [150, 90, 140], REFERENCE), windows("pool", [120, 80, 110], REFERENCE),
-            windows("gym-sync", REFERENCE, REFERENCE)]
+    data = [
+        windows("multi", [150, 90, 140], REFERENCE),
+        windows("pool", [120, 80, 110], REFERENCE),
+        windows("gym-sync", REFERENCE, REFERENCE),
+    ]
 
     (verdict,) = verdicts(data)
 
     assert verdict.best == "multi" and verdict.runner_up == "gym-sync" and verdict.close
-    assert "too close to call between multi at 1.40x gym-sync and gym-sync (the loop)" in \
-        verdict.sentence()
+    assert (
+        "too close to call between multi at 1.40x gym-sync and gym-sync (the loop)"
+        in verdict.sentence()
+    )
 
 
 def test_too_close_to_call_when_a_round_disagrees():
@@ -59,8 +67,10 @@ def test_too_close_to_call_when_a_round_disagrees():
 
     assert verdict.close
     text = verdict.sentence("CartPole")
-    assert text.startswith("CartPole, N=8: too close to call between pool at 1.06x gym-sync and "
-                           "gym-sync (the loop) at 1.00x")
+    assert text.startswith(
+        "CartPole, N=8: too close to call between pool at 1.06x gym-sync and "
+        "gym-sync (the loop) at 1.00x"
+    )
     assert "0.97-1.08x the other" in text
 
 
@@ -73,8 +83,9 @@ def test_one_window_is_never_enough_to_call_it():
 
 
 def test_the_ceiling_is_the_limit_never_the_answer_and_each_n_gets_its_verdict():
-    data = synthetic({"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(1, 64),
-                     ceiling=0.9)
+    data = synthetic(
+        {"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(1, 64), ceiling=0.9
+    )
     for result in data:  # three identical windows each: every round agrees
         result.paired_ratios = [result.ratio] * 3
 
@@ -91,10 +102,16 @@ def fit(error: float, r2: float, per_env: OverheadFit | None = None, workers=Non
     return BackendFit("subproc", 7, workers, OverheadFit(600 * US, 0.0, r2, error), per_env)
 
 
-@pytest.mark.parametrize("error, r2, word", [
-    (0.05, 0.95, GOOD), (0.05, math.nan, GOOD), (0.2, 0.6, ROUGH), (0.05, 0.3, POOR),
-    (0.45, -9.9, POOR),
-])
+@pytest.mark.parametrize(
+    "error, r2, word",
+    [
+        (0.05, 0.95, GOOD),
+        (0.05, math.nan, GOOD),
+        (0.2, 0.6, ROUGH),
+        (0.05, 0.3, POOR),
+        (0.45, -9.9, POOR),
+    ],
+)
 def test_fit_quality_in_words_follows_the_numbers(error, r2, word):
     quality = fit_quality(fit(error, r2))
 
@@ -111,7 +128,8 @@ def test_a_poor_fit_says_when_an_overhead_growing_with_n_fits_better():
     assert quality.poor
     assert quality.sentence == (
         "subproc: the model fits poor (median error 45%, R² -19.70); do not trust its curve, "
-        "though an overhead growing with N fits it good (median error 4%, R² 0.97).")
+        "though an overhead growing with N fits it good (median error 4%, R² 0.97)."
+    )
 
 
 def test_fit_quality_of_a_real_model():
@@ -123,8 +141,9 @@ def test_fit_quality_of_a_real_model():
     # The pool was made with a constant overhead; subproc's grows with N: only the per-env
     # variant describes it, and the words say so.
     assert words == {"pool": GOOD, "subproc": POOR}
-    assert "an overhead growing with N fits it good" in fit_quality(
-        model.backends["subproc"]).sentence
+    assert (
+        "an overhead growing with N fits it good" in fit_quality(model.backends["subproc"]).sentence
+    )
 
 
 def test_a_loop_is_judged_on_its_error_alone():
@@ -138,8 +157,13 @@ def test_a_loop_is_judged_on_its_error_alone():
 
 def test_a_reference_that_is_not_a_loop_is_not_called_the_loop():
     """The async pool's notebook compares it with the sync pool as the reference."""
-    data = [windows("pool-async", [150, 160, 155], REFERENCE), windows("pool", REFERENCE, REFERENCE)]
+    data = [
+        windows("pool-async", [150, 160, 155], REFERENCE),
+        windows("pool", REFERENCE, REFERENCE),
+    ]
     (verdict,) = verdicts(data, reference="pool")
     assert "pool (the reference)" in verdict.sentence() and "the loop" not in verdict.sentence()
-    (verdict,) = verdicts([windows("multi", [90, 120, 80], REFERENCE), windows("gym-sync", REFERENCE, REFERENCE)])
+    (verdict,) = verdicts(
+        [windows("multi", [90, 120, 80], REFERENCE), windows("gym-sync", REFERENCE, REFERENCE)]
+    )
     assert "gym-sync (the loop)" in verdict.sentence()

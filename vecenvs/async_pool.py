@@ -54,7 +54,12 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
-from vecenvs.errors import AlreadyPendingCallError, NoAsyncCallError, VecEnvError, WorkerTimeoutError
+from vecenvs.errors import (
+    AlreadyPendingCallError,
+    NoAsyncCallError,
+    VecEnvError,
+    WorkerTimeoutError,
+)
 from vecenvs.multi_env import ActionChecker, expand_seeds, split_reset_mask, tree_map
 from vecenvs.pool import PoolVecEnv
 from vecenvs.workers import MESSAGE, PARENT_SLEEPING, Command, fence
@@ -106,7 +111,11 @@ class AsyncPoolVecEnv(PoolVecEnv):
     ):
         env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
-        self.batch_size = num_envs if batch_size is None else check_whole_number("batch_size", batch_size, 1, num_envs)
+        self.batch_size = (
+            num_envs
+            if batch_size is None
+            else check_whole_number("batch_size", batch_size, 1, num_envs)
+        )
         if "step_in_caller" in kwargs:
             raise TypeError(
                 "AsyncPoolVecEnv takes no step_in_caller: every env runs in a worker, so that the "
@@ -116,19 +125,25 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._pending = np.zeros(num_envs, dtype=np.bool_)  # sent, not yet returned by recv()
         self._requested = np.zeros(num_envs, dtype=np.int64)  # commands given to each env so far
         self._messages: dict[int, tuple[bool, Any]] = {}  # env -> its latest message, read ahead
-        super().__init__(env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs)
+        super().__init__(
+            env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs
+        )
         area = self.area
         self._done = np.frombuffer(area.env_done, dtype=np.int64)  # commands each env has finished
         self._finished_at = area.env_finished_at
         self._has_message = np.frombuffer(area.env_reply, dtype=np.int64)
-        self._worker_of = np.repeat(np.arange(self.num_workers), [len(chunk) for chunk in self.chunks])
+        self._worker_of = np.repeat(
+            np.arange(self.num_workers), [len(chunk) for chunk in self.chunks]
+        )
         self._checkers = {self.num_envs: self.check_actions}
         self._infos = _InfoBatch(self.batch_size)
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
 
     # ----------------------------------------------------------------- the async API
 
-    def async_reset(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+    def async_reset(
+        self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
         """Starts resetting every env and returns at once; ``recv()`` returns them as they are done.
 
         The reset results come back like step results, with rewards 0 and flags False.
@@ -141,9 +156,16 @@ class AsyncPoolVecEnv(PoolVecEnv):
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
         if mask is not None:
-            raise ValueError("async_reset() resets every env: options['reset_mask'] is not supported; use reset()")
+            raise ValueError(
+                "async_reset() resets every env: options['reset_mask'] is not supported; use reset()"
+            )
         for worker, chunk in zip(self.workers, self.chunks):
-            self._give(worker, Command.RESET_ENVS, (list(chunk), seeds[chunk.start : chunk.stop], options), np.arange(chunk.start, chunk.stop))
+            self._give(
+                worker,
+                Command.RESET_ENVS,
+                (list(chunk), seeds[chunk.start : chunk.stop], options),
+                np.arange(chunk.start, chunk.stop),
+            )
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Sends actions to some envs and returns at once; collect the results with :meth:`recv`.
@@ -175,13 +197,22 @@ class AsyncPoolVecEnv(PoolVecEnv):
             if any(self.workers[w].asleep() for w in workers):
                 self.area.worker_bell.ring()
             return
-        env_actions = list(iterate(batch_space(self.single_action_space, len(env_ids)), actions))  # as given
+        env_actions = list(
+            iterate(batch_space(self.single_action_space, len(env_ids)), actions)
+        )  # as given
         for worker_index in workers:
             positions = np.flatnonzero(self._worker_of[env_ids] == worker_index)
             values = [env_actions[p] for p in positions]
-            self._give(self.workers[worker_index], Command.STEP_ENVS, (env_ids[positions].tolist(), values, None), env_ids[positions])
+            self._give(
+                self.workers[worker_index],
+                Command.STEP_ENVS,
+                (env_ids[positions].tolist(), values, None),
+                env_ids[positions],
+            )
 
-    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def recv(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Waits for the first ``batch_size`` envs to be ready and returns their results.
 
         Returns:
@@ -198,23 +229,29 @@ class AsyncPoolVecEnv(PoolVecEnv):
             WorkerDiedError, WorkerTimeoutError: a worker died or an env took too long; closed.
         """
         self._check_free("recv()", allow_pending=True)
-        timeout = self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
+        timeout = (
+            self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
+        )
         pending = int(self._pending.sum())
         if pending < self.batch_size:
             if pending == 0:
                 raise NoAsyncCallError(
                     "recv() has nothing to wait for: no env has a pending send(). Call async_reset() to "
-                    "start, or send(actions, env_ids) for the envs of the last recv()", "recv"
+                    "start, or send(actions, env_ids) for the envs of the last recv()",
+                    "recv",
                 )
             raise NoAsyncCallError(
                 f"recv() returns batch_size={self.batch_size} envs, but only {pending} have a pending send() "
                 f"(envs {np.flatnonzero(self._pending).tolist()}), so it would wait forever: send() actions "
-                f"to at least {self.batch_size - pending} more env(s) first", "recv"
+                f"to at least {self.batch_size - pending} more env(s) first",
+                "recv",
             )
         ready = self._wait_for(self.batch_size, timeout, "recv")
         env_ids = ready[np.argsort(self._finished_at[ready], kind="stable")][: self.batch_size]
         results = self._batch_of(env_ids)
-        self._pending[env_ids] = False  # only now: an interrupted recv() leaves them for the next one
+        self._pending[env_ids] = (
+            False  # only now: an interrupted recv() leaves them for the next one
+        )
         return results
 
     # ----------------------------------------------------------------- the sync API, guarded
@@ -223,7 +260,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
         """Like the pool's; results of envs still pending from ``send`` are waited for and dropped first."""
         self._check_open()
         if self._pending.any():
-            self._wait_for(int(self._pending.sum()), self.timeout, "reset (finishing the pending sends)")
+            self._wait_for(
+                int(self._pending.sum()), self.timeout, "reset (finishing the pending sends)"
+            )
             for env in np.flatnonzero(self._pending):
                 self._message_of(int(env), self.timeout)  # read and dropped
             self._pending[:] = False
@@ -234,14 +273,21 @@ class AsyncPoolVecEnv(PoolVecEnv):
         if self._pending.any():
             raise AlreadyPendingCallError(
                 f"cannot {doing} while envs {np.flatnonzero(self._pending).tolist()} have a pending send(): "
-                "recv() their results first (or reset(), which drops them)", "send"
+                "recv() their results first (or reset(), which drops them)",
+                "send",
             )
 
-    def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
+    def close_extras(
+        self, timeout: float | None = None, terminate: bool = False, **kwargs: Any
+    ) -> None:
         """Lets the envs still stepping finish (within the deadline), then closes like the pool."""
         if not terminate and getattr(self, "area", None) is not None and self._pending.any():
             try:
-                self._wait_for(int(self._pending.sum()), min(self.timeout, 10.0), "close (finishing the pending sends)")
+                self._wait_for(
+                    int(self._pending.sum()),
+                    min(self.timeout, 10.0),
+                    "close (finishing the pending sends)",
+                )
             except (VecEnvError, OSError):
                 terminate = True  # a hung or dead worker: no point asking it politely
             self._pending[:] = False
@@ -252,7 +298,10 @@ class AsyncPoolVecEnv(PoolVecEnv):
     def _check_free(self, doing: str, allow_pending: bool = False) -> None:
         self._check_open()
         if self._state.value != "default":
-            raise AlreadyPendingCallError(f"cannot {doing} while a {self._state.value}() is pending: call {self._state.value}_wait() first", self._state.value)
+            raise AlreadyPendingCallError(
+                f"cannot {doing} while a {self._state.value}() is pending: call {self._state.value}_wait() first",
+                self._state.value,
+            )
         if self._needs_reset:
             raise VecEnvError(f"{self._needs_reset}: call reset() before {doing}")
         if not allow_pending:
@@ -273,15 +322,20 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 )
         outside = ids[(ids < 0) | (ids >= self.num_envs)]
         if outside.size:
-            raise ValueError(f"env_ids {outside.tolist()} out of range: there are {self.num_envs} envs, 0 to {self.num_envs - 1}")
+            raise ValueError(
+                f"env_ids {outside.tolist()} out of range: there are {self.num_envs} envs, 0 to {self.num_envs - 1}"
+            )
         values, counts = np.unique(ids, return_counts=True)
         if (counts > 1).any():
-            raise ValueError(f"env_ids has {values[counts > 1].tolist()} more than once: each env takes one action per send()")
+            raise ValueError(
+                f"env_ids has {values[counts > 1].tolist()} more than once: each env takes one action per send()"
+            )
         busy = ids[self._pending[ids]]
         if busy.size:
             raise AlreadyPendingCallError(
                 f"envs {busy.tolist()} already have a pending send(): recv() their results before sending them "
-                "new actions", "send"
+                "new actions",
+                "send",
             )
         return ids.astype(np.int64)
 
@@ -326,9 +380,16 @@ class AsyncPoolVecEnv(PoolVecEnv):
                     fence()
                     continue
                 if now >= deadline:
-                    busy = sorted({int(w) for w in self._worker_of[self._pending & (self._done < self._requested)]})
+                    busy = sorted(
+                        {
+                            int(w)
+                            for w in self._worker_of[self._pending & (self._done < self._requested)]
+                        }
+                    )
                     self._close_after_failure()
-                    raise WorkerTimeoutError(busy, [e for w in busy for e in self.chunks[w]], timeout, doing)
+                    raise WorkerTimeoutError(
+                        busy, [e for w in busy for e in self.chunks[w]], timeout, doing
+                    )
                 seen = bell.value()
                 if len(np.flatnonzero(self._pending & (self._done >= self._requested))) < count:
                     bell.sleep(seen, min(deadline - now, 0.05))
@@ -372,20 +433,33 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 if self.shared_memory:
                     env_infos = payload
                 else:
-                    env_infos, self._env_obs[env], rewards[position], terminations[position], truncations[position] = payload
+                    (
+                        env_infos,
+                        self._env_obs[env],
+                        rewards[position],
+                        terminations[position],
+                        truncations[position],
+                    ) = payload
             for info in env_infos:
                 infos = self._infos._add_info(infos, info, position)
         if self.shared_memory:
             area = self.area
-            rewards, terminations, truncations = area.rewards[env_ids], area.terminations[env_ids], area.truncations[env_ids]
-            if area.array_observations:  # indexing with an array copies: valid after the next send()
+            rewards, terminations, truncations = (
+                area.rewards[env_ids],
+                area.terminations[env_ids],
+                area.truncations[env_ids],
+            )
+            if (
+                area.array_observations
+            ):  # indexing with an array copies: valid after the next send()
                 observations = tree_map(lambda leaf: leaf[env_ids], area.observations)
             else:
                 every = area.read_observations()
                 observations = tuple(every[env] for env in env_ids)
         else:
             observations = concatenate(
-                self.single_observation_space, [self._env_obs[env] for env in env_ids],
+                self.single_observation_space,
+                [self._env_obs[env] for env in env_ids],
                 create_empty_array(self.single_observation_space, n=len(env_ids), fn=np.zeros),
             )
         infos["env_id"] = env_ids.astype(np.int32)

@@ -108,13 +108,17 @@ class Candidate(Backend):
 
     def describe(self, num_envs: int) -> dict[str, Any]:
         """What kind of configuration this is, for the table: lanes, envs each, memory, mode."""
-        lanes = {"multi": 1, "subproc": num_envs}.get(self.backend, self.kwargs.get("num_workers", 1))
+        lanes = {"multi": 1, "subproc": num_envs}.get(
+            self.backend, self.kwargs.get("num_workers", 1)
+        )
         return {
             "backend": self.backend,
             "workers": lanes,
             "envs_per_worker": math.ceil(num_envs / lanes),
             # Only the pools can choose; None where there is nothing to share (or it's a pipe per env).
-            "shared_memory": self.kwargs.get("shared_memory", True) if self.backend in ("pool", "pool-async") else None,
+            "shared_memory": self.kwargs.get("shared_memory", True)
+            if self.backend in ("pool", "pool-async")
+            else None,
             "mode": "async" if self.backend == "pool-async" else "sync",
         }
 
@@ -129,12 +133,16 @@ def candidates(num_envs: int, cpus: int | None = None) -> list[Candidate]:
     """
     cpus = cpus or available_cpus()
     top = min(cpus, num_envs)
-    worker_counts = sorted({k for k in _powers_of_two(top) if k >= 2} | ({top} if top >= 2 else set()))
+    worker_counts = sorted(
+        {k for k in _powers_of_two(top) if k >= 2} | ({top} if top >= 2 else set())
+    )
     found = [Candidate("multi")]
     if top >= 2:
         found.append(Candidate("pool", {"num_workers": top}))
     if num_envs >= 2:
-        found.append(Candidate("pool-async", {"num_workers": max(1, top), "batch_size": num_envs // 2}))
+        found.append(
+            Candidate("pool-async", {"num_workers": max(1, top), "batch_size": num_envs // 2})
+        )
     found += [Candidate("pool", {"num_workers": k}) for k in reversed(worker_counts) if k != top]
     if top >= 2:
         found.append(Candidate("pool", {"num_workers": top, "shared_memory": False}))
@@ -227,40 +235,69 @@ class AutotuneResult:
 
         for m in sorted(self.measurements, key=order):
             candidate = Candidate(m.config.backend, dict(m.config.backend_kwargs))
-            rows.append({
-                "label": candidate.label,
-                **candidate.describe(self.num_envs),
-                "steps_per_second": m.median,
-                "std": m.std,
-                "vs_loop": None if loop is None else m.median / loop,
-                "head_to_head_vs_loop": self._head_to_head_ratio(candidate),
-                "startup_seconds": m.startup_seconds,
-            })
+            rows.append(
+                {
+                    "label": candidate.label,
+                    **candidate.describe(self.num_envs),
+                    "steps_per_second": m.median,
+                    "std": m.std,
+                    "vs_loop": None if loop is None else m.median / loop,
+                    "head_to_head_vs_loop": self._head_to_head_ratio(candidate),
+                    "startup_seconds": m.startup_seconds,
+                }
+            )
         return rows
 
     def format_table(self) -> str:
         """The table as text, the winner first and marked."""
-        header = ("candidate", "mode", "K", "envs/K", "shm", "steps/s (median ± std)", "x loop", "startup s")
+        header = (
+            "candidate",
+            "mode",
+            "K",
+            "envs/K",
+            "shm",
+            "steps/s (median ± std)",
+            "x loop",
+            "startup s",
+        )
         lines_of_cells = [header]
         for index, row in enumerate(self.table):
-            lines_of_cells.append((
-                ("* " if index == 0 else "  ") + row["label"], row["mode"], str(row["workers"]),
-                str(row["envs_per_worker"]), {True: "yes", False: "no", None: "-"}[row["shared_memory"]],
-                f"{row['steps_per_second']:,.0f} ± {row['std']:,.0f}",
-                "-" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}", f"{row['startup_seconds']:.2f}",
-            ))
+            lines_of_cells.append(
+                (
+                    ("* " if index == 0 else "  ") + row["label"],
+                    row["mode"],
+                    str(row["workers"]),
+                    str(row["envs_per_worker"]),
+                    {True: "yes", False: "no", None: "-"}[row["shared_memory"]],
+                    f"{row['steps_per_second']:,.0f} ± {row['std']:,.0f}",
+                    "-" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
+                    f"{row['startup_seconds']:.2f}",
+                )
+            )
         widths = [max(len(cells[i]) for cells in lines_of_cells) for i in range(len(header))]
-        title = (f"autotune: {self.env_label}, N={self.num_envs}, {self.cpus} CPUs, "
-                 f"{self.elapsed_seconds:.1f} s of a {self.budget_seconds:g} s budget")
+        title = (
+            f"autotune: {self.env_label}, N={self.num_envs}, {self.cpus} CPUs, "
+            f"{self.elapsed_seconds:.1f} s of a {self.budget_seconds:g} s budget"
+        )
         lines = [title]
         for cells in lines_of_cells:
-            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))))
+            lines.append(
+                "  ".join(
+                    c.ljust(w) if i == 0 else c.rjust(w)
+                    for i, (c, w) in enumerate(zip(cells, widths))
+                )
+            )
         if self.skipped:
             lines.append("not measured (budget): " + ", ".join(c.label for c in self.skipped))
         if self.head_to_head:
-            lines.append("close call, measured again side by side with the loop: " + ", ".join(
-                f"{Candidate(m.config.backend, dict(m.config.backend_kwargs)).label} "
-                f"{m.ratio:.2f}x" for m in self.head_to_head))
+            lines.append(
+                "close call, measured again side by side with the loop: "
+                + ", ".join(
+                    f"{Candidate(m.config.backend, dict(m.config.backend_kwargs)).label} "
+                    f"{m.ratio:.2f}x"
+                    for m in self.head_to_head
+                )
+            )
         if self.measurements:
             lines.append(f"best: {self.best.label}")
         return "\n".join(lines)
@@ -273,13 +310,23 @@ class AutotuneResult:
             "cpus": self.cpus,
             "budget_seconds": self.budget_seconds,
             "elapsed_seconds": self.elapsed_seconds,
-            "best": None if not self.measurements else {"backend": self.best.backend, "kwargs": dict(self.best.kwargs),
-                                                        "label": self.best.label},
+            "best": None
+            if not self.measurements
+            else {
+                "backend": self.best.backend,
+                "kwargs": dict(self.best.kwargs),
+                "label": self.best.label,
+            },
             "table": self.table,
             "skipped": [c.label for c in self.skipped],
             "cancelled": self.cancelled,
-            "head_to_head": [{"label": Candidate(m.config.backend, dict(m.config.backend_kwargs)).label,
-                              "vs_loop": m.ratio} for m in self.head_to_head],
+            "head_to_head": [
+                {
+                    "label": Candidate(m.config.backend, dict(m.config.backend_kwargs)).label,
+                    "vs_loop": m.ratio,
+                }
+                for m in self.head_to_head
+            ],
             "measurements": [m.to_dict() for m in self.measurements],
         }
 
@@ -329,11 +376,20 @@ def autotune(
         raise ValueError(f"run_id={run_id!r} needs the store it belongs to; got store=None")
     if store is not None and run_id is None:
         run_id = store.start_run(
-        "autotune", {"env_id": env_id, "env_kwargs": env_kwargs, "num_envs": num_envs,
-                     "budget_seconds": budget_seconds, "candidates": [c.label for c in planned]}, label=label)
+            "autotune",
+            {
+                "env_id": env_id,
+                "env_kwargs": env_kwargs,
+                "num_envs": num_envs,
+                "budget_seconds": budget_seconds,
+                "candidates": [c.label for c in planned],
+            },
+            label=label,
+        )
 
-    result = AutotuneResult(configs[0].env_label, num_envs, available_cpus(), budget_seconds, 0.0, [], [],
-                            run_id=run_id)
+    result = AutotuneResult(
+        configs[0].env_label, num_envs, available_cpus(), budget_seconds, 0.0, [], [], run_id=run_id
+    )
     status, error_text = "done", None
     try:
         for index, (candidate, config) in enumerate(zip(planned, configs)):
@@ -342,7 +398,10 @@ def autotune(
                 result.skipped += planned[index:]
                 status = "cancelled"
                 break
-            if time.perf_counter() + _cost(candidate, config, result.measurements, num_envs) > deadline:
+            if (
+                time.perf_counter() + _cost(candidate, config, result.measurements, num_envs)
+                > deadline
+            ):
                 result.skipped.append(candidate)
                 continue
             measurement = measure(config)
@@ -350,8 +409,14 @@ def autotune(
             if store is not None:
                 store.add_measurement(run_id, measurement)
             if on_result is not None:
-                on_result(AutotuneProgress(measurement, len(result.measurements), len(planned),
-                                           time.perf_counter() - started))
+                on_result(
+                    AutotuneProgress(
+                        measurement,
+                        len(result.measurements),
+                        len(planned),
+                        time.perf_counter() - started,
+                    )
+                )
         if not result.cancelled:
             result.head_to_head = _head_to_head(result, configs[0], deadline, cancel)
     except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
@@ -363,14 +428,20 @@ def autotune(
         if store is not None:
             summary = None
             if result.measurements:  # the table and the winner; the measurements are saved rows
-                summary = {key: value for key, value in result.to_dict().items()
-                           if key != "measurements"}
+                summary = {
+                    key: value for key, value in result.to_dict().items() if key != "measurements"
+                }
             store.finish_run(run_id, status, summary=summary, error=error_text)
     return result
 
 
-def validate_autotune(env_id: str, num_envs: int, budget_seconds: float = 20.0, *,
-                      env_kwargs: Mapping[str, Any] | None = None) -> None:
+def validate_autotune(
+    env_id: str,
+    num_envs: int,
+    budget_seconds: float = 20.0,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> None:
     """Check :func:`autotune`'s arguments without measuring anything (the dashboard does, before
     it queues a search). Raises ValueError naming the bad value."""
     _plan(env_id, num_envs, budget_seconds, dict(env_kwargs or {}), None, 0)
@@ -379,9 +450,14 @@ def validate_autotune(env_id: str, num_envs: int, budget_seconds: float = 20.0, 
 # ---------------------------------------------------------------------- helpers
 
 
-def _plan(env_id: str, num_envs: int, budget_seconds: float, env_kwargs: dict[str, Any],
-          candidates_to_try: list[Candidate] | None, seed: int,
-          ) -> tuple[list[Candidate], list[BenchConfig]]:
+def _plan(
+    env_id: str,
+    num_envs: int,
+    budget_seconds: float,
+    env_kwargs: dict[str, Any],
+    candidates_to_try: list[Candidate] | None,
+    seed: int,
+) -> tuple[list[Candidate], list[BenchConfig]]:
     """The candidates and their configs, every one checked: a typo fails before anything runs."""
     _check_budget(budget_seconds)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
@@ -390,23 +466,38 @@ def _plan(env_id: str, num_envs: int, budget_seconds: float, env_kwargs: dict[st
     if not planned:
         raise ValueError("candidates_to_try is empty; expected at least one candidate")
     windows = _window_seconds(budget_seconds, planned, num_envs)
-    configs = [BenchConfig(env_id, num_envs, c.backend, dict(c.kwargs), env_kwargs,
-                           warmup_seconds=windows, measure_seconds=windows, repeats=REPEATS,
-                           seed=seed) for c in planned]
+    configs = [
+        BenchConfig(
+            env_id,
+            num_envs,
+            c.backend,
+            dict(c.kwargs),
+            env_kwargs,
+            warmup_seconds=windows,
+            measure_seconds=windows,
+            repeats=REPEATS,
+            seed=seed,
+        )
+        for c in planned
+    ]
     for config in configs:
         validate_config(config)  # every typo fails now, not after half the budget
     try:
         gym.make(env_id, **env_kwargs).close()
     except Exception as error:  # the env's own complaint, e.g. an unknown argument
-        raise ValueError(f"cannot make {env_id}{describe_kwargs(env_kwargs)}: "
-                         f"{type(error).__name__}: {error}") from None
+        raise ValueError(
+            f"cannot make {env_id}{describe_kwargs(env_kwargs)}: {type(error).__name__}: {error}"
+        ) from None
     return planned, configs
 
 
-
 def _check_budget(budget_seconds: Any) -> float:
-    if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \
-            or not math.isfinite(budget_seconds) or budget_seconds <= 0:
+    if (
+        isinstance(budget_seconds, bool)
+        or not isinstance(budget_seconds, (int, float))
+        or not math.isfinite(budget_seconds)
+        or budget_seconds <= 0
+    ):
         raise ValueError(f"budget_seconds is {budget_seconds!r}: expected a number of seconds > 0")
     return float(budget_seconds)
 
@@ -418,26 +509,35 @@ def _window_seconds(budget_seconds: float, planned: list[Candidate], num_envs: i
     (guessed from its processes); half the budget is kept back for startups and surprises, and
     room is left for a head-to-head of three (two finalists and the loop) after a close call.
     """
-    startups = sum(GUESSED_STARTUP_SECONDS_PER_PROCESS * (1 + c.processes(num_envs)) for c in planned)
+    startups = sum(
+        GUESSED_STARTUP_SECONDS_PER_PROCESS * (1 + c.processes(num_envs)) for c in planned
+    )
     measuring = max(budget_seconds / 2 - startups, 0.0)
     slots = len(planned) + (3 if len(planned) > 1 else 0)
     window = measuring / (slots * (REPEATS + 1))
     return min(max(window, MIN_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
 
 
-def _cost(candidate: Candidate, config: BenchConfig, done: list[Measurement], num_envs: int) -> float:
+def _cost(
+    candidate: Candidate, config: BenchConfig, done: list[Measurement], num_envs: int
+) -> float:
     """How long measuring ``candidate`` should take: its windows plus its startup.
 
     Startup is scaled from the slowest measured so far (per process), or guessed before any.
     """
     processes = 1 + candidate.processes(num_envs)
-    per_process = [m.startup_seconds / m.processes for m in done if not math.isnan(m.startup_seconds)]
+    per_process = [
+        m.startup_seconds / m.processes for m in done if not math.isnan(m.startup_seconds)
+    ]
     startup_each = max(per_process) if per_process else GUESSED_STARTUP_SECONDS_PER_PROCESS
-    return config.warmup_seconds + config.repeats * config.measure_seconds + processes * startup_each
+    return (
+        config.warmup_seconds + config.repeats * config.measure_seconds + processes * startup_each
+    )
 
 
-def _head_to_head(result: AutotuneResult, config: BenchConfig, deadline: float,
-                  cancel: Callable[[], bool] | None) -> list[Measurement]:
+def _head_to_head(
+    result: AutotuneResult, config: BenchConfig, deadline: float, cancel: Callable[[], bool] | None
+) -> list[Measurement]:
     """Measure the two fastest again, interleaved with the loop, if theirs was a close call.
 
     The candidates were measured one after another, so a change in the machine's load between
@@ -455,10 +555,17 @@ def _head_to_head(result: AutotuneResult, config: BenchConfig, deadline: float,
         return []
     from vecenvs.bench.engine import compare
 
-    return compare(config.env_id, config.num_envs, [(c.backend, dict(c.kwargs)) for c in entries],
-                   reference="multi", env_kwargs=config.env_kwargs,
-                   warmup_seconds=config.warmup_seconds, measure_seconds=config.measure_seconds,
-                   repeats=config.repeats, seed=config.seed)
+    return compare(
+        config.env_id,
+        config.num_envs,
+        [(c.backend, dict(c.kwargs)) for c in entries],
+        reference="multi",
+        env_kwargs=config.env_kwargs,
+        warmup_seconds=config.warmup_seconds,
+        measure_seconds=config.measure_seconds,
+        repeats=config.repeats,
+        seed=config.seed,
+    )
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -471,7 +578,11 @@ _factory_ids = itertools.count()
 def _register_factory(env_fn: Callable[[], gym.Env]) -> str:
     """Registers ``env_fn`` with gymnasium under a fresh id, so the engine can ``make`` it by name."""
     if not callable(env_fn):
-        raise ValueError(f"env is {env_fn!r:.80}: expected an env id or a function that makes an env")
-    env_id = f"vecenvs-autotune/{getattr(env_fn, '__name__', 'env').strip('<>')}{next(_factory_ids)}-v0"
+        raise ValueError(
+            f"env is {env_fn!r:.80}: expected an env id or a function that makes an env"
+        )
+    env_id = (
+        f"vecenvs-autotune/{getattr(env_fn, '__name__', 'env').strip('<>')}{next(_factory_ids)}-v0"
+    )
     gym.register(env_id, entry_point=lambda **kwargs: env_fn(**kwargs))
     return env_id

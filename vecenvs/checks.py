@@ -24,7 +24,9 @@ def check_whole_number(name: str, value: Any, minimum: int = 1, maximum: int | N
         ValueError: below ``minimum`` or above ``maximum``.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} is {value!r} ({type(value).__name__}): expected a whole number >= {minimum}")
+        raise TypeError(
+            f"{name} is {value!r} ({type(value).__name__}): expected a whole number >= {minimum}"
+        )
     value = int(value)
     if value < minimum or (maximum is not None and value > maximum):
         expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
@@ -40,17 +42,23 @@ def check_seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:
         ValueError: negative, zero (unless ``zero_ok``), infinite or NaN.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} is {value!r} ({type(value).__name__}): expected a number of seconds")
+        raise TypeError(
+            f"{name} is {value!r} ({type(value).__name__}): expected a number of seconds"
+        )
     seconds = float(value)
     if not (seconds >= 0 if zero_ok else seconds > 0) or seconds == float("inf"):
-        raise ValueError(f"{name} is {value!r}: expected a finite number of seconds {'>= 0' if zero_ok else '> 0'}")
+        raise ValueError(
+            f"{name} is {value!r}: expected a finite number of seconds {'>= 0' if zero_ok else '> 0'}"
+        )
     return seconds
 
 
 def check_env_fns(env_fns: Any) -> list[Callable[[], Any]]:
     """The env factories as a list, or a TypeError/ValueError saying which one is wrong."""
     if isinstance(env_fns, (str, bytes)) or not hasattr(env_fns, "__iter__"):
-        raise TypeError(f"env_fns must be a list of functions that each make an env, got {type(env_fns).__name__}")
+        raise TypeError(
+            f"env_fns must be a list of functions that each make an env, got {type(env_fns).__name__}"
+        )
     env_fns = list(env_fns)
     if not env_fns:
         raise ValueError("env_fns is empty: expected at least one function that makes an env")

@@ -176,18 +176,29 @@ class ChunkedVecEnv(VectorEnv):
         hellos = [worker.hello(deadline) for worker in self.workers]
         observation_spaces = [space for hello in hellos for space in hello[0]]
         action_spaces = [space for hello in hellos for space in hello[1]]
-        self.single_observation_space, self.observation_space, self.single_action_space, self.action_space = batched_spaces(
-            observation_spaces, action_spaces, self.observation_mode
-        )
+        (
+            self.single_observation_space,
+            self.observation_space,
+            self.single_action_space,
+            self.action_space,
+        ) = batched_spaces(observation_spaces, action_spaces, self.observation_mode)
         self.metadata = {**hellos[0][2], "autoreset_mode": self.autoreset_mode}
         self.render_mode = hellos[0][3]
         self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
         if self.uses_shared_area:
             # Raises gymnasium's own TypeError for a space shared memory cannot hold (Graph, Sequence).
-            layout = (self.num_workers, self.num_envs, self.single_observation_space, self.single_action_space, shared_memory)
+            layout = (
+                self.num_workers,
+                self.num_envs,
+                self.single_observation_space,
+                self.single_action_space,
+                shared_memory,
+            )
             try:
                 self.area = SharedArea(layout)
-            except CustomSpaceError as error:  # a Space of your own, as gymnasium's AsyncVectorEnv says it
+            except (
+                CustomSpaceError
+            ) as error:  # a Space of your own, as gymnasium's AsyncVectorEnv says it
                 raise ValueError(
                     f"shared_memory=True cannot hold observations of {self.single_observation_space} ({error}): "
                     "pass shared_memory=False to send them pickled over the pipes instead"
@@ -202,7 +213,9 @@ class ChunkedVecEnv(VectorEnv):
         self.shared_memory = self.area is not None and self.area.has_data
         if not self.shared_memory:  # the parent batches what the workers send
             self._env_obs: list[Any] = [None] * self.num_envs
-            self._observations = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
+            self._observations = create_empty_array(
+                self.single_observation_space, n=self.num_envs, fn=np.zeros
+            )
             self._rewards = np.zeros(self.num_envs, dtype=np.float64)
             self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
             self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
@@ -229,13 +242,20 @@ class ChunkedVecEnv(VectorEnv):
 
     # ----------------------------------------------------------------- reset
 
-    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ):
         """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
     @_one_caller
-    def reset_async(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+    def reset_async(
+        self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
         """Sends the reset to the workers and returns at once; collect it with :meth:`reset_wait`."""
         self._check_idle("reset_async")
         seeds = expand_seeds(seed, self.num_envs)
@@ -252,7 +272,9 @@ class ChunkedVecEnv(VectorEnv):
     @_one_caller
     def reset_wait(self, timeout: float | None = None):
         """Waits for the reset sent by :meth:`reset_async`; returns observations and infos."""
-        timeout = self._check_waiting(AsyncState.WAITING_RESET, "reset_wait", "reset_async", timeout)
+        timeout = self._check_waiting(
+            AsyncState.WAITING_RESET, "reset_wait", "reset_async", timeout
+        )
         answers = self._gather("reset", timeout, close_on_crash=True)
         self._state, self._needs_reset = AsyncState.DEFAULT, ""
         observations, _, _, _, infos = self._results(answers)
@@ -306,7 +328,11 @@ class ChunkedVecEnv(VectorEnv):
             return False
 
         def fits(target: np.ndarray, given: Any) -> bool:
-            return isinstance(given, np.ndarray) and given.dtype == target.dtype and given.shape[1:] == target.shape[1:]
+            return (
+                isinstance(given, np.ndarray)
+                and given.dtype == target.dtype
+                and given.shape[1:] == target.shape[1:]
+            )
 
         try:
             return all(_flatten(tree_map(fits, self.area.actions, actions)))
@@ -324,7 +350,9 @@ class ChunkedVecEnv(VectorEnv):
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Starts :meth:`call` in every worker and returns at once; collect with :meth:`call_wait`."""
         self._check_idle("call_async")
-        self._post_per_env(Command.CALL, range(self.num_envs), lambda local, _: (local, name, args, kwargs))
+        self._post_per_env(
+            Command.CALL, range(self.num_envs), lambda local, _: (local, name, args, kwargs)
+        )
         self._call_doing = f"call({name!r})"
         self._state = AsyncState.WAITING_CALL
 
@@ -338,9 +366,13 @@ class ChunkedVecEnv(VectorEnv):
             self._state = AsyncState.DEFAULT
 
     @_one_caller
-    def call_at(self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call_at(
+        self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any
+    ) -> tuple[Any, ...]:
         """Like :meth:`call`, in the envs ``indices`` only (in that order)."""
-        return self._per_env(Command.CALL, indices, lambda local, _: (local, name, args, kwargs), f"call({name!r})")
+        return self._per_env(
+            Command.CALL, indices, lambda local, _: (local, name, args, kwargs), f"call({name!r})"
+        )
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of every env."""
@@ -349,7 +381,9 @@ class ChunkedVecEnv(VectorEnv):
     @_one_caller
     def get_attr_at(self, indices: Sequence[int], name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of the envs ``indices``."""
-        return self._per_env(Command.GET_ATTR, indices, lambda local, _: (local, name), f"get_attr({name!r})")
+        return self._per_env(
+            Command.GET_ATTR, indices, lambda local, _: (local, name), f"get_attr({name!r})"
+        )
 
     def set_attr(self, name: str, values: Any) -> None:
         """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
@@ -360,26 +394,44 @@ class ChunkedVecEnv(VectorEnv):
         """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
         indices = check_indices(indices, self.num_envs)
         value_of = dict(zip(indices, per_env_values(values, len(indices))))
-        self._per_env(Command.SET_ATTR, indices, lambda local, envs: (local, name, [value_of[i] for i in envs]), f"set_attr({name!r})")
+        self._per_env(
+            Command.SET_ATTR,
+            indices,
+            lambda local, envs: (local, name, [value_of[i] for i in envs]),
+            f"set_attr({name!r})",
+        )
 
     def render(self) -> tuple[Any, ...]:
         """The frames rendered by every env."""
         return self.call("render")
 
-    def _per_env(self, command: Command, indices: Sequence[int], payload_for: Callable[[list[int], list[int]], Any], doing: str) -> tuple[Any, ...]:
+    def _per_env(
+        self,
+        command: Command,
+        indices: Sequence[int],
+        payload_for: Callable[[list[int], list[int]], Any],
+        doing: str,
+    ) -> tuple[Any, ...]:
         self._check_idle(doing)
         indices = check_indices(indices, self.num_envs)
         self._post_per_env(command, indices, payload_for)
         results = self._per_env_results(self._gather(doing, self.timeout))
         if command is Command.SET_ATTR:
             return None
-        order = sorted(range(len(indices)), key=lambda position: indices[position])  # results come in env order
+        order = sorted(
+            range(len(indices)), key=lambda position: indices[position]
+        )  # results come in env order
         ordered = [None] * len(indices)
         for result, position in zip(results, order):
             ordered[position] = result
         return tuple(ordered)
 
-    def _post_per_env(self, command: Command, indices: Sequence[int], payload_for: Callable[[list[int], list[int]], Any]) -> None:
+    def _post_per_env(
+        self,
+        command: Command,
+        indices: Sequence[int],
+        payload_for: Callable[[list[int], list[int]], Any],
+    ) -> None:
         """Gives each worker whose chunk holds some of ``indices`` ``payload_for(its envs' indices
         within the chunk, the same in the whole vector env)``, in env order."""
         for worker, chunk in zip(self.workers, self.chunks):
@@ -389,7 +441,9 @@ class ChunkedVecEnv(VectorEnv):
 
     @staticmethod
     def _per_env_results(answers: dict[int, Any]) -> tuple[Any, ...]:
-        return tuple(result for worker_index in sorted(answers) for result in (answers[worker_index] or ()))
+        return tuple(
+            result for worker_index in sorted(answers) for result in (answers[worker_index] or ())
+        )
 
     # ----------------------------------------------------------------- waiting for workers
 
@@ -412,22 +466,34 @@ class ChunkedVecEnv(VectorEnv):
                 except EnvCrashedError as crash:
                     crashes.append(crash)
                 except WorkerTimeoutError:
-                    stuck = [other.index for other in self.workers if other.due and not other.in_caller]
+                    stuck = [
+                        other.index for other in self.workers if other.due and not other.in_caller
+                    ]
                     self._close_after_failure()
-                    raise WorkerTimeoutError(stuck, [i for w in stuck for i in self.chunks[w]], timeout, doing) from None
+                    raise WorkerTimeoutError(
+                        stuck, [i for w in stuck for i in self.chunks[w]], timeout, doing
+                    ) from None
                 except WorkerDiedError:
                     self._close_after_failure()
                     raise
-                except BaseException:  # Ctrl-C. Waiting for a worker: step_wait() may be called again.
-                    if in_caller and doing in ("reset", "step"):  # but our own chunk is half done
-                        self._needs_reset = f"a {doing} was interrupted half-way (Ctrl-C?), so some envs stepped and others did not"
+                except BaseException:
+                    # Ctrl-C. Waiting for a worker, step_wait() may be called again; but if our
+                    # own chunk was stepping, it is half done.
+                    if in_caller and doing in ("reset", "step"):
+                        self._needs_reset = (
+                            f"a {doing} was interrupted half-way (Ctrl-C?), "
+                            "so some envs stepped and others did not"
+                        )
                         self._state = AsyncState.DEFAULT
                     raise
         if crashes:
             crash = min(crashes, key=lambda error: error.env_index)
             if close_on_crash:
                 self._close_after_failure()
-                crash.args = (crash.args[0] + "\n\nThe vector env has been closed (its envs are out of step): make a new one.",)
+                crash.args = (
+                    crash.args[0]
+                    + "\n\nThe vector env has been closed (its envs are out of step): make a new one.",
+                )
             raise crash
         return answers
 
@@ -442,7 +508,8 @@ class ChunkedVecEnv(VectorEnv):
             observations = area.read_observations()
             rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
         else:
-            for worker_index, (env_obs, rewards, terminations, truncations, infos) in answers.items():
+            for worker_index, answer in answers.items():
+                env_obs, rewards, terminations, truncations, infos = answer
                 chunk = self.chunks[worker_index]
                 self._env_obs[chunk.start : chunk.stop] = env_obs
                 self._rewards[chunk.start : chunk.stop] = rewards
@@ -450,8 +517,14 @@ class ChunkedVecEnv(VectorEnv):
                 self._truncations[chunk.start : chunk.stop] = truncations
                 if infos:
                     chunk_infos.append((chunk.start, infos))
-            self._observations = observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
-            rewards, terminations, truncations = self._rewards, self._terminations, self._truncations
+            self._observations = observations = concatenate(
+                self.single_observation_space, self._env_obs, self._observations
+            )
+            rewards, terminations, truncations = (
+                self._rewards,
+                self._terminations,
+                self._truncations,
+            )
         infos = merge_infos(chunk_infos, self.num_envs)
         if self.copy:
             observations = deepcopy(observations)
@@ -474,16 +547,24 @@ class ChunkedVecEnv(VectorEnv):
                 self._close_after_failure()
                 raise
 
-    def _check_waiting(self, state: AsyncState, doing: str, needed: str, timeout: float | None) -> float:
+    def _check_waiting(
+        self, state: AsyncState, doing: str, needed: str, timeout: float | None
+    ) -> float:
         self._check_open()
-        timeout = self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
+        timeout = (
+            self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
+        )
         if self._state is not state:
-            raise NoAsyncCallError(f"Calling `{doing}` without any prior call to `{needed}`.", state.value)
+            raise NoAsyncCallError(
+                f"Calling `{doing}` without any prior call to `{needed}`.", state.value
+            )
         return timeout
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ClosedEnvironmentError(f"{type(self).__name__} is closed: make a new one to step again")
+            raise ClosedEnvironmentError(
+                f"{type(self).__name__} is closed: make a new one to step again"
+            )
 
     # ----------------------------------------------------------------- closing
 
@@ -510,7 +591,9 @@ class ChunkedVecEnv(VectorEnv):
         finally:
             self.closed = True
 
-    def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
+    def close_extras(
+        self, timeout: float | None = None, terminate: bool = False, **kwargs: Any
+    ) -> None:
         """Stops the workers: politely (finish what is pending, CLOSE, join), then by force.
 
         Args:
@@ -522,7 +605,10 @@ class ChunkedVecEnv(VectorEnv):
         deadline = time.perf_counter() + grace
         first_close_error = None
         if self._state is not AsyncState.DEFAULT:
-            warnings.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.", stacklevel=3)
+            warnings.warn(
+                f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.",
+                stacklevel=3,
+            )
         if not terminate and self.workers:
             try:
                 self._drain(deadline)
@@ -531,7 +617,9 @@ class ChunkedVecEnv(VectorEnv):
                 for worker in self.workers:
                     try:
                         worker.receive(deadline, "close")
-                    except EnvCrashedError as error:  # an env's close() raised: close the others anyway
+                    except (
+                        EnvCrashedError
+                    ) as error:  # an env's close() raised: close the others anyway
                         first_close_error = first_close_error or error
             except (VecEnvError, OSError):
                 terminate = True  # a dead or stuck worker: the force below deals with it

@@ -20,7 +20,7 @@ import multiprocessing
 import pickle
 import traceback
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import multiprocess
 from gymnasium.error import (  # re-exported: one place to import every error from
@@ -62,7 +62,9 @@ class EnvCrashedError(VecEnvError):
         remote_traceback: the traceback as formatted in the process that ran the env.
     """
 
-    def __init__(self, env_index: int, command: str, error_type: str, message: str, remote_traceback: str):
+    def __init__(
+        self, env_index: int, command: str, error_type: str, message: str, remote_traceback: str
+    ):
         self.env_index = env_index
         self.command = command
         self.error_type = error_type
@@ -79,7 +81,9 @@ class EnvCrashedError(VecEnvError):
     def __reduce__(self):
         # The class may be made on the fly: pickle the recipe, not the class.
         cause = next((base for base in type(self).__bases__ if base is not EnvCrashedError), None)
-        report = CrashReport(self.env_index, self.command, self.error_type, self.message, self.remote_traceback)
+        report = CrashReport(
+            self.env_index, self.command, self.error_type, self.message, self.remote_traceback
+        )
         return _rebuild_crash, (report, cause, self.args)
 
 
@@ -107,7 +111,9 @@ class WorkerDiedError(VecEnvError):
         )
 
 
-class WorkerTimeoutError(VecEnvError, TimeoutError, multiprocessing.TimeoutError, multiprocess.TimeoutError):
+class WorkerTimeoutError(
+    VecEnvError, TimeoutError, multiprocessing.TimeoutError, multiprocess.TimeoutError
+):
     """A worker did not answer within the deadline (a hung or very slow env).
 
     Also a ``TimeoutError`` and a ``multiprocessing.TimeoutError`` (what gymnasium's
@@ -122,7 +128,9 @@ class WorkerTimeoutError(VecEnvError, TimeoutError, multiprocessing.TimeoutError
         timeout: the deadline in seconds.
     """
 
-    def __init__(self, worker_indices: list[int], env_indices: list[int], timeout: float, doing: str):
+    def __init__(
+        self, worker_indices: list[int], env_indices: list[int], timeout: float, doing: str
+    ):
         self.worker_indices = list(worker_indices)
         self.env_indices = list(env_indices)
         self.timeout = timeout
@@ -167,7 +175,9 @@ class CrashReport:
             error_class = pickle.dumps(type(error))
         except Exception:
             error_class = None
-        return cls(env_index, doing, type(error).__name__, str(error), traceback.format_exc(), error_class)
+        return cls(
+            env_index, doing, type(error).__name__, str(error), traceback.format_exc(), error_class
+        )
 
     def to_error(self) -> EnvCrashedError:
         """The :class:`EnvCrashedError` to raise in the parent."""
@@ -186,24 +196,36 @@ def crash_error(report: CrashReport, cause: type[BaseException] | None = None) -
     memory layout of their own); then the error is a plain :class:`EnvCrashedError`, and
     :attr:`~EnvCrashedError.error_type` still names the env's class.
     """
-    error_class = _crash_class(cause) if isinstance(cause, type) and issubclass(cause, Exception) else EnvCrashedError
+    error_class = (
+        _crash_class(cause)
+        if isinstance(cause, type) and issubclass(cause, Exception)
+        else EnvCrashedError
+    )
     error = error_class.__new__(error_class)
-    EnvCrashedError.__init__(error, report.env_index, report.doing, report.error_type, report.message, report.traceback)
+    EnvCrashedError.__init__(
+        error, report.env_index, report.doing, report.error_type, report.message, report.traceback
+    )
     return error
 
 
-@lru_cache(maxsize=None)
+@cache
 def _crash_class(cause: type[BaseException]) -> type[EnvCrashedError]:
     if issubclass(cause, EnvCrashedError):
         return EnvCrashedError
     try:
         # Named like its base: tracebacks read "EnvCrashedError: env 3 raised ValueError during step".
-        return type("EnvCrashedError", (EnvCrashedError, cause), {"__module__": __name__, "__qualname__": "EnvCrashedError"})
+        return type(
+            "EnvCrashedError",
+            (EnvCrashedError, cause),
+            {"__module__": __name__, "__qualname__": "EnvCrashedError"},
+        )
     except TypeError:  # "multiple bases have instance lay-out conflict"
         return EnvCrashedError
 
 
-def _rebuild_crash(report: CrashReport, cause: type[BaseException] | None, args: tuple) -> EnvCrashedError:
+def _rebuild_crash(
+    report: CrashReport, cause: type[BaseException] | None, args: tuple
+) -> EnvCrashedError:
     error = crash_error(report, cause)
     error.args = args
     return error

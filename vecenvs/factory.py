@@ -192,28 +192,67 @@ _TABLE = (
     BackendInfo("multi", "ours", _multi, "every env in this process, one after the other"),
     BackendInfo("subproc", "ours", _subproc, "a process per env, pickled messages over pipes"),
     BackendInfo("pool", "ours", _pool, "K processes x N/K envs each, shared-memory buffers"),
-    BackendInfo("pool-async", "ours", _pool_async,
-                "the pool, EnvPool-style: send()/recv() of the first batch_size envs ready"),
-    BackendInfo("ray", "ours", _ray, "K Ray actors x N/K envs each: the pool's design, across machines",
-                extra="ray", module="ray"),
-    BackendInfo("gym-sync", "gymnasium", _gym_sync,
-                "gymnasium's SyncVectorEnv: every env in this process (the reference)"),
-    BackendInfo("gym-async", "gymnasium", partial(_gym_async, shared_memory=False),
-                "gymnasium's AsyncVectorEnv: a process per env, pickled over pipes"),
-    BackendInfo("gym-async-shm", "gymnasium", partial(_gym_async, shared_memory=True),
-                "gymnasium's AsyncVectorEnv: a process per env, observations in shared memory"),
-    BackendInfo("sb3-dummy", "sb3", partial(_sb3, subprocesses=False),
-                "Stable-Baselines3's DummyVecEnv: every env in this process",
-                extra="sb3", module="stable_baselines3",
-                autoreset_mode=AutoresetMode.SAME_STEP),
-    BackendInfo("sb3-subproc", "sb3", partial(_sb3, subprocesses=True),
-                "Stable-Baselines3's SubprocVecEnv: a process per env, pickled over pipes",
-                extra="sb3", module="stable_baselines3",
-                autoreset_mode=AutoresetMode.SAME_STEP),
-    BackendInfo("envpool", "envpool", _envpool,
-                "EnvPool: a C++ thread pool stepping envpool's own C++ envs",
-                native=True, extra="envpool", module="envpool",
-                autoreset_mode=AutoresetMode.NEXT_STEP, check_env=_check_envpool_runs),
+    BackendInfo(
+        "pool-async",
+        "ours",
+        _pool_async,
+        "the pool, EnvPool-style: send()/recv() of the first batch_size envs ready",
+    ),
+    BackendInfo(
+        "ray",
+        "ours",
+        _ray,
+        "K Ray actors x N/K envs each: the pool's design, across machines",
+        extra="ray",
+        module="ray",
+    ),
+    BackendInfo(
+        "gym-sync",
+        "gymnasium",
+        _gym_sync,
+        "gymnasium's SyncVectorEnv: every env in this process (the reference)",
+    ),
+    BackendInfo(
+        "gym-async",
+        "gymnasium",
+        partial(_gym_async, shared_memory=False),
+        "gymnasium's AsyncVectorEnv: a process per env, pickled over pipes",
+    ),
+    BackendInfo(
+        "gym-async-shm",
+        "gymnasium",
+        partial(_gym_async, shared_memory=True),
+        "gymnasium's AsyncVectorEnv: a process per env, observations in shared memory",
+    ),
+    BackendInfo(
+        "sb3-dummy",
+        "sb3",
+        partial(_sb3, subprocesses=False),
+        "Stable-Baselines3's DummyVecEnv: every env in this process",
+        extra="sb3",
+        module="stable_baselines3",
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    ),
+    BackendInfo(
+        "sb3-subproc",
+        "sb3",
+        partial(_sb3, subprocesses=True),
+        "Stable-Baselines3's SubprocVecEnv: a process per env, pickled over pipes",
+        extra="sb3",
+        module="stable_baselines3",
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    ),
+    BackendInfo(
+        "envpool",
+        "envpool",
+        _envpool,
+        "EnvPool: a C++ thread pool stepping envpool's own C++ envs",
+        native=True,
+        extra="envpool",
+        module="envpool",
+        autoreset_mode=AutoresetMode.NEXT_STEP,
+        check_env=_check_envpool_runs,
+    ),
 )
 
 #: Backend name -> what it is. Ours first, then gymnasium's own (``gym-sync`` is the
@@ -266,9 +305,7 @@ def check_backend_available(name: str) -> None:
         )
 
 
-def check_backend_can_run(
-    name: str, env_id: str, env_kwargs: dict[str, Any] | None = None
-) -> None:
+def check_backend_can_run(name: str, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
     """Raise now, before anything is built, if ``make_vec`` would refuse this backend and env.
 
     For checking a whole grid of runs before measuring any: the backend must be installed, and

@@ -35,10 +35,16 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import (
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    iterate,
+)
 
 from vecenvs.checks import check_env_fns
-from vecenvs.errors import ClosedEnvironmentError, CrashReport, EnvCrashedError
+from vecenvs.errors import ClosedEnvironmentError, CrashReport
 
 __all__ = [
     "ActionChecker",
@@ -112,8 +118,16 @@ class MultiEnv(VectorEnv):
                 )
             self.envs.append(env)
         try:
-            self.single_observation_space, self.observation_space, self.single_action_space, self.action_space = batched_spaces(
-                [env.observation_space for env in self.envs], [env.action_space for env in self.envs], observation_mode, first_index
+            (
+                self.single_observation_space,
+                self.observation_space,
+                self.single_action_space,
+                self.action_space,
+            ) = batched_spaces(
+                [env.observation_space for env in self.envs],
+                [env.action_space for env in self.envs],
+                observation_mode,
+                first_index,
             )
         except BaseException:
             self.close_extras()
@@ -122,12 +136,18 @@ class MultiEnv(VectorEnv):
         self.render_mode = self.envs[0].render_mode
         self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
 
-        self._env_obs: list[Any] = [None] * self.num_envs  # each env's latest observation, unbatched
-        self._observations = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
+        self._env_obs: list[Any] = [
+            None
+        ] * self.num_envs  # each env's latest observation, unbatched
+        self._observations = create_empty_array(
+            self.single_observation_space, n=self.num_envs, fn=np.zeros
+        )
         self._rewards = np.zeros(self.num_envs, dtype=np.float64)
         self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these on the next step
+        self._autoreset_envs = np.zeros(
+            self.num_envs, dtype=np.bool_
+        )  # NEXT_STEP: reset these on the next step
 
     @property
     def env_observations(self) -> list[Any]:
@@ -146,17 +166,26 @@ class MultiEnv(VectorEnv):
 
     # ----------------------------------------------------------------- reset and step
 
-    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ):
         """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
         self._check_open()
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
         indices = range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist()
-        self._terminations[indices] = self._truncations[indices] = self._autoreset_envs[indices] = False
+        self._terminations[indices] = self._truncations[indices] = self._autoreset_envs[indices] = (
+            False
+        )
         infos: dict[str, Any] = {}
         for index in indices:
             try:
-                self._env_obs[index], info = self.envs[index].reset(seed=seeds[index], options=options)
+                self._env_obs[index], info = self.envs[index].reset(
+                    seed=seeds[index], options=options
+                )
             except Exception as error:
                 raise CrashReport.of(self.first_index + index, "reset", error).to_error() from error
             if info:
@@ -188,7 +217,9 @@ class MultiEnv(VectorEnv):
                 infos = add_info(infos, info, index)
             count += 1
         if count != self.num_envs:
-            raise ValueError(f"step_each: expected {self.num_envs} actions (one per env), got {count}")
+            raise ValueError(
+                f"step_each: expected {self.num_envs} actions (one per env), got {count}"
+            )
         np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
         return (
             self._batch_observations(),
@@ -226,18 +257,28 @@ class MultiEnv(VectorEnv):
         except Exception as error:
             raise CrashReport.of(self.first_index + index, doing, error).to_error() from error
         self._env_obs[index] = observation
-        self._rewards[index], self._terminations[index], self._truncations[index] = reward, terminated, truncated
+        self._rewards[index], self._terminations[index], self._truncations[index] = (
+            reward,
+            terminated,
+            truncated,
+        )
         if final is not None:
             return (final, info) if info else (final,)
         return (info,) if info else ()
 
-    def reset_env(self, index: int, seed: int | None, options: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
+    def reset_env(
+        self, index: int, seed: int | None, options: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], ...]:
         """Resets env ``index`` alone (reward 0, flags False); returns its info dicts, like :meth:`step_env`."""
         try:
             self._env_obs[index], info = self.envs[index].reset(seed=seed, options=options)
         except Exception as error:
             raise CrashReport.of(self.first_index + index, "reset", error).to_error() from error
-        self._rewards[index], self._terminations[index], self._truncations[index] = 0.0, False, False
+        self._rewards[index], self._terminations[index], self._truncations[index] = (
+            0.0,
+            False,
+            False,
+        )
         self._autoreset_envs[index] = False
         return (info,) if info else ()
 
@@ -247,7 +288,9 @@ class MultiEnv(VectorEnv):
         """Calls method ``name`` of every env (or reads the attribute if it is not callable)."""
         return self.call_at(range(self.num_envs), name, *args, **kwargs)
 
-    def call_at(self, indices: Iterable[int], name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call_at(
+        self, indices: Iterable[int], name: str, *args: Any, **kwargs: Any
+    ) -> tuple[Any, ...]:
         """Like :meth:`call`, in the envs ``indices`` only (in that order)."""
         self._check_open()
         results = []
@@ -256,7 +299,9 @@ class MultiEnv(VectorEnv):
                 attribute = self.envs[index].get_wrapper_attr(name)
                 results.append(attribute(*args, **kwargs) if callable(attribute) else attribute)
             except Exception as error:
-                raise CrashReport.of(self.first_index + index, f"call({name!r})", error).to_error() from error
+                raise CrashReport.of(
+                    self.first_index + index, f"call({name!r})", error
+                ).to_error() from error
         return tuple(results)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -271,7 +316,9 @@ class MultiEnv(VectorEnv):
             try:
                 results.append(self.envs[index].get_wrapper_attr(name))
             except Exception as error:
-                raise CrashReport.of(self.first_index + index, f"get_attr({name!r})", error).to_error() from error
+                raise CrashReport.of(
+                    self.first_index + index, f"get_attr({name!r})", error
+                ).to_error() from error
         return tuple(results)
 
     def set_attr(self, name: str, values: Any) -> None:
@@ -286,7 +333,9 @@ class MultiEnv(VectorEnv):
             try:
                 self.envs[index].set_wrapper_attr(name, value)
             except Exception as error:
-                raise CrashReport.of(self.first_index + index, f"set_attr({name!r})", error).to_error() from error
+                raise CrashReport.of(
+                    self.first_index + index, f"set_attr({name!r})", error
+                ).to_error() from error
 
     def render(self) -> tuple[Any, ...]:
         """The frames rendered by every env."""
@@ -311,7 +360,9 @@ class MultiEnv(VectorEnv):
             try:
                 env.close()
             except Exception as error:
-                first_failure = first_failure or CrashReport.of(self.first_index + index, "close", error)
+                first_failure = first_failure or CrashReport.of(
+                    self.first_index + index, "close", error
+                )
         if first_failure is not None:
             raise first_failure.to_error()
 
@@ -325,15 +376,21 @@ class MultiEnv(VectorEnv):
 
     def _batch_observations(self) -> Any:
         try:
-            self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+            self._observations = concatenate(
+                self.single_observation_space, self._env_obs, self._observations
+            )
         except Exception as error:  # an env returned an observation that does not fit the space
             index = _misfit(self.single_observation_space, self._env_obs)
-            raise CrashReport.of(self.first_index + index, "batching its observation", error).to_error() from error
+            raise CrashReport.of(
+                self.first_index + index, "batching its observation", error
+            ).to_error() from error
         return deepcopy(self._observations) if self.copy else self._observations
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ClosedEnvironmentError(f"{type(self).__name__} is closed: make a new one to step again")
+            raise ClosedEnvironmentError(
+                f"{type(self).__name__} is closed: make a new one to step again"
+            )
 
 
 def _misfit(space: gym.Space, observations: list[Any]) -> int:
@@ -370,7 +427,9 @@ def batched_spaces(
     num_envs = len(observation_spaces)
     if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
         if not all(isinstance(space, gym.Space) for space in observation_mode):
-            raise TypeError(f"observation_mode: expected a tuple (batched space, single space), got {observation_mode!r}")
+            raise TypeError(
+                f"observation_mode: expected a tuple (batched space, single space), got {observation_mode!r}"
+            )
         observation_space, single_observation_space = observation_mode
     elif isinstance(observation_mode, str) and observation_mode in ("same", "different"):
         single_observation_space = observation_spaces[0]
@@ -383,7 +442,9 @@ def batched_spaces(
             "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
             f"observation space, actual got {observation_mode}"
         )
-    for index, (observation_space_i, action_space_i) in enumerate(zip(observation_spaces, action_spaces)):
+    for index, (observation_space_i, action_space_i) in enumerate(
+        zip(observation_spaces, action_spaces)
+    ):
         if observation_mode == "same":
             if observation_space_i != single_observation_space:
                 raise RuntimeError(
@@ -401,7 +462,12 @@ def batched_spaces(
                 f"env {first_index + index} has action space {action_space_i} but env {first_index} has "
                 f"{action_spaces[0]}: every env of a vector env must have the same action space"
             )
-    return single_observation_space, observation_space, action_spaces[0], batch_space(action_spaces[0], num_envs)
+    return (
+        single_observation_space,
+        observation_space,
+        action_spaces[0],
+        batch_space(action_spaces[0], num_envs),
+    )
 
 
 class ActionChecker:
@@ -442,13 +508,19 @@ class ActionChecker:
     def _build(self, space: gym.Space, where: str) -> Callable[[Any], None]:
         """A function checking one part of the batch (recursing into Dict and Tuple)."""
         if isinstance(space, spaces.Dict):
-            parts = {key: self._build(sub, f"{where}[{key!r}]") for key, sub in space.spaces.items()}
+            parts = {
+                key: self._build(sub, f"{where}[{key!r}]") for key, sub in space.spaces.items()
+            }
 
             def check_dict(actions: Any) -> None:
                 if not isinstance(actions, Mapping):
-                    raise TypeError(f"{where}: expected a dict with keys {sorted(parts)}, got {type(actions).__name__}")
+                    raise TypeError(
+                        f"{where}: expected a dict with keys {sorted(parts)}, got {type(actions).__name__}"
+                    )
                 if set(actions) != set(parts):
-                    raise ValueError(f"{where}: expected a dict with keys {sorted(parts)}, got keys {sorted(actions)}")
+                    raise ValueError(
+                        f"{where}: expected a dict with keys {sorted(parts)}, got keys {sorted(actions)}"
+                    )
                 for key, check in parts.items():
                     check(actions[key])
 
@@ -456,15 +528,28 @@ class ActionChecker:
         if isinstance(space, spaces.Tuple):
             items = [self._build(sub, f"{where}[{i}]") for i, sub in enumerate(space.spaces)]
             return _sequence_check(where, len(items), "parts", items)
-        if isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        if isinstance(
+            space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+        ):
             return _BoundsCheck(where, space, self.num_envs)
-        return _sequence_check(where, self.num_envs, f"actions (one per env) for the {type(space).__name__} space", None)
+        return _sequence_check(
+            where,
+            self.num_envs,
+            f"actions (one per env) for the {type(space).__name__} space",
+            None,
+        )
 
 
-def _sequence_check(where: str, length: int, what: str, items: list[Callable[[Any], None]] | None) -> Callable[[Any], None]:
+def _sequence_check(
+    where: str, length: int, what: str, items: list[Callable[[Any], None]] | None
+) -> Callable[[Any], None]:
     def check_sequence(actions: Any) -> None:
-        if isinstance(actions, (str, bytes, Mapping)) or not isinstance(actions, (Sequence, np.ndarray)):
-            raise TypeError(f"{where}: expected a tuple or list of {length} {what}, got {type(actions).__name__}")
+        if isinstance(actions, (str, bytes, Mapping)) or not isinstance(
+            actions, (Sequence, np.ndarray)
+        ):
+            raise TypeError(
+                f"{where}: expected a tuple or list of {length} {what}, got {type(actions).__name__}"
+            )
         if len(actions) != length:
             raise ValueError(f"{where}: expected {length} {what}, got {len(actions)}")
         for check, part in zip(items or (), actions):
@@ -490,16 +575,26 @@ class _BoundsCheck:
         self.low, self.high = np.asarray(low), np.asarray(high)
         # The dtype kinds accepted: b(ool), i(nt), u(nsigned), f(loat).
         self.kinds, self.kind_name = {
-            spaces.Discrete: ("iu", "integers"), spaces.MultiDiscrete: ("iu", "integers"),
-            spaces.MultiBinary: ("biu", "integers or bools"), spaces.Box: ("biuf", "numbers"),
-        }[type(space) if type(space) in (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary) else spaces.Box]
+            spaces.Discrete: ("iu", "integers"),
+            spaces.MultiDiscrete: ("iu", "integers"),
+            spaces.MultiBinary: ("biu", "integers or bools"),
+            spaces.Box: ("biuf", "numbers"),
+        }[
+            type(space)
+            if type(space) in (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+            else spaces.Box
+        ]
 
     def __call__(self, actions: Any) -> None:
         array = np.asarray(actions)
         if array.ndim == 0:
-            raise TypeError(f"{self.where}: expected a batch of {self.num_envs} actions (one per env), got a single value {actions!r:.80}")
+            raise TypeError(
+                f"{self.where}: expected a batch of {self.num_envs} actions (one per env), got a single value {actions!r:.80}"
+            )
         if array.dtype.kind not in self.kinds:
-            raise TypeError(f"{self.where}: expected {self.kind_name}, got dtype {array.dtype} ({actions!r:.80})")
+            raise TypeError(
+                f"{self.where}: expected {self.kind_name}, got dtype {array.dtype} ({actions!r:.80})"
+            )
         if array.shape != self.shape:
             raise ValueError(
                 f"{self.where}: expected shape {self.shape} (one action of shape {self.shape[1:]} "
@@ -528,17 +623,23 @@ def expand_seeds(seed: Any, num_envs: int) -> list[int | None]:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         return [int(seed) + index for index in range(num_envs)]
     if not isinstance(seed, (Sequence, np.ndarray)) or isinstance(seed, (str, bytes)):
-        raise TypeError(f"seed is {seed!r:.80}: expected an int, a list of {num_envs} ints/None (one per env), or None")
+        raise TypeError(
+            f"seed is {seed!r:.80}: expected an int, a list of {num_envs} ints/None (one per env), or None"
+        )
     seeds = list(seed)
     if len(seeds) != num_envs:
         raise ValueError(f"seed: expected {num_envs} seeds (one per env), got {len(seeds)}")
     for index, value in enumerate(seeds):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, np.integer))
+        ):
             raise TypeError(f"seed[{index}] is {value!r}: expected an int or None")
     return [None if value is None else int(value) for value in seeds]
 
 
-def split_reset_mask(options: dict[str, Any] | None, num_envs: int) -> tuple[dict[str, Any] | None, np.ndarray | None]:
+def split_reset_mask(
+    options: dict[str, Any] | None, num_envs: int
+) -> tuple[dict[str, Any] | None, np.ndarray | None]:
     """Takes gymnasium's ``options["reset_mask"]`` out of the options, checked as gymnasium checks it.
 
     Returns the options for the envs (without the mask; the caller's dict is not changed) and
@@ -551,23 +652,38 @@ def split_reset_mask(options: dict[str, Any] | None, num_envs: int) -> tuple[dic
     if not isinstance(mask, np.ndarray):
         raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
     if mask.shape != (num_envs,):
-        raise ValueError(f"`options['reset_mask']` must have shape `({num_envs},)`, got {mask.shape}")
+        raise ValueError(
+            f"`options['reset_mask']` must have shape `({num_envs},)`, got {mask.shape}"
+        )
     if mask.dtype != np.bool_:
         raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
     if not mask.any():
-        raise ValueError(f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}")
+        raise ValueError(
+            f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={mask}"
+        )
     return options, mask
 
 
 def check_indices(indices: Iterable[int], num_envs: int) -> list[int]:
     """Env indices for ``call_at`` & co., as ints from 0 to ``num_envs - 1`` (negative ones count
     from the end, as in a list: -1 is the last env)."""
-    if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start and indices.stop <= num_envs:
+    if (
+        isinstance(indices, range)
+        and indices.step == 1
+        and indices.start >= 0
+        and indices.stop <= num_envs
+    ):
         return list(indices)
     checked = []
     for index in np.asarray(list(indices)).reshape(-1).tolist():
-        if isinstance(index, bool) or not isinstance(index, int) or not -num_envs <= index < num_envs:
-            raise ValueError(f"env index {index!r}: expected a whole number from {-num_envs} to {num_envs - 1}")
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not -num_envs <= index < num_envs
+        ):
+            raise ValueError(
+                f"env index {index!r}: expected a whole number from {-num_envs} to {num_envs - 1}"
+            )
         checked.append(index % num_envs)
     return checked
 

@@ -236,8 +236,13 @@ class SB3VecEnv(VectorEnv):
 
 #: A few of the gymnasium ids envpool has its own C++ version of, to name in error messages.
 _ENVPOOL_EXAMPLES = (
-    "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "LunarLander-v3",
-    "HalfCheetah-v5", "HumanoidStandup-v5",
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "Pendulum-v1",
+    "LunarLander-v3",
+    "HalfCheetah-v5",
+    "HumanoidStandup-v5",
 )
 
 
@@ -311,7 +316,8 @@ class EnvPoolVecEnv(VectorEnv):
         import envpool
 
         if num_workers is not None and (
-            isinstance(num_workers, bool) or not isinstance(num_workers, int)
+            isinstance(num_workers, bool)
+            or not isinstance(num_workers, int)
             or not 1 <= num_workers <= num_envs
         ):
             raise ValueError(
@@ -372,7 +378,10 @@ class EnvPoolVecEnv(VectorEnv):
             raise gym.error.ResetNeeded("call reset() before step(): the pool is built by reset")
         observations, rewards, terminations, truncations, infos = self._pool.step(actions)
         return (
-            observations, rewards.astype(np.float64), terminations, truncations,
+            observations,
+            rewards.astype(np.float64),
+            terminations,
+            truncations,
             self._with_masks(infos),
         )
 
@@ -402,7 +411,6 @@ class EnvPoolVecEnv(VectorEnv):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
 
 
 @contextlib.contextmanager

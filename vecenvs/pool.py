@@ -39,7 +39,13 @@ from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.workers import InProcessWorker, ProcessWorker, available_cpus, process_context
 
-__all__ = ["DEFAULT_SPIN_SECONDS", "PoolVecEnv", "available_cpus", "check_num_workers", "split_evenly"]
+__all__ = [
+    "DEFAULT_SPIN_SECONDS",
+    "PoolVecEnv",
+    "available_cpus",
+    "check_num_workers",
+    "split_evenly",
+]
 
 #: How long to spin before sleeping, when spinning is allowed. Waking a process that sleeps
 #: cost 50 µs to over 500 µs on our 2-core VM; a spin of this length covers the time between
@@ -110,11 +116,22 @@ class PoolVecEnv(ChunkedVecEnv):
         options = (self.autoreset_mode, self.observation_mode)
         for index, chunk in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
-                self.workers.append(ProcessWorker(index, chunk, [env_fns[i] for i in chunk], self.context, *options, self.spin_seconds))
+                self.workers.append(
+                    ProcessWorker(
+                        index,
+                        chunk,
+                        [env_fns[i] for i in chunk],
+                        self.context,
+                        *options,
+                        self.spin_seconds,
+                    )
+                )
         if self.step_in_caller:
             # Made after the workers are forked, so that no worker inherits a copy of these envs.
-            self.workers.insert(0, InProcessWorker(0, self.chunks[0], [env_fns[i] for i in self.chunks[0]], *options))
-
+            self.workers.insert(
+                0,
+                InProcessWorker(0, self.chunks[0], [env_fns[i] for i in self.chunks[0]], *options),
+            )
 
 
 def check_num_workers(num_workers: Any, num_envs: int) -> int:

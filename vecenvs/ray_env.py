@@ -54,7 +54,13 @@ from gymnasium.vector import AutoresetMode
 
 from vecenvs.checks import check_env_fns
 from vecenvs.core import ChunkedVecEnv
-from vecenvs.errors import CrashReport, EnvCrashedError, VecEnvError, WorkerDiedError, WorkerTimeoutError
+from vecenvs.errors import (
+    CrashReport,
+    EnvCrashedError,
+    VecEnvError,
+    WorkerDiedError,
+    WorkerTimeoutError,
+)
 from vecenvs.pool import check_num_workers
 from vecenvs.workers import Chunk, Command, available_cpus
 
@@ -91,7 +97,13 @@ class ChunkActor:
     the env's error.
     """
 
-    def __init__(self, env_fns: list[Callable[[], gym.Env]], first_index: int, autoreset_mode: AutoresetMode, observation_mode: Any):
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        first_index: int,
+        autoreset_mode: AutoresetMode,
+        observation_mode: Any,
+    ):
         self.arguments = (env_fns, first_index, autoreset_mode, observation_mode)
         self.chunk: Chunk | None = None
 
@@ -100,7 +112,13 @@ class ChunkActor:
         try:
             self.chunk = Chunk(*self.arguments)
         except EnvCrashedError as crash:
-            return False, CrashReport(crash.env_index, crash.command, crash.error_type, crash.message, crash.remote_traceback)
+            return False, CrashReport(
+                crash.env_index,
+                crash.command,
+                crash.error_type,
+                crash.message,
+                crash.remote_traceback,
+            )
         except Exception as error:  # e.g. spaces that differ between the chunk's envs
             return False, CrashReport.of(self.arguments[1], "make", error)
         return True, (*self.chunk.hello(), (socket.gethostname(), os.getpid()))
@@ -110,7 +128,13 @@ class ChunkActor:
         try:
             return True, self.chunk.serve(command, payload)
         except EnvCrashedError as crash:
-            return False, CrashReport(crash.env_index, crash.command, crash.error_type, crash.message, crash.remote_traceback)
+            return False, CrashReport(
+                crash.env_index,
+                crash.command,
+                crash.error_type,
+                crash.message,
+                crash.remote_traceback,
+            )
         except Exception as error:  # not one env's fault (a bad argument...): reported all the same
             return False, CrashReport.of(self.arguments[1], command.value, error)
 
@@ -173,7 +197,11 @@ class RaySession:
         ``init_kwargs`` overrides any of these, and is passed on as it is (e.g.
         ``{"log_to_driver": True}``, ``{"object_store_memory": 10**9}``).
         """
-        arguments: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+        arguments: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
         if address is None:
             arguments["num_cpus"] = available_cpus()
         else:
@@ -192,7 +220,15 @@ class RayWorker:
 
     in_caller = False
 
-    def __init__(self, index: int, rows: range, actor_class: Any, env_fns: list[Callable[[], gym.Env]], autoreset_mode: AutoresetMode, observation_mode: Any):
+    def __init__(
+        self,
+        index: int,
+        rows: range,
+        actor_class: Any,
+        env_fns: list[Callable[[], gym.Env]],
+        autoreset_mode: AutoresetMode,
+        observation_mode: Any,
+    ):
         self.index, self.rows = index, rows
         self.ray = import_ray()
         self.actor = actor_class.remote(env_fns, rows.start, autoreset_mode, observation_mode)
@@ -225,7 +261,9 @@ class RayWorker:
             ok, payload = ray.get(self.answers[0], timeout=max(0.0, deadline - time.perf_counter()))
         except ray.exceptions.GetTimeoutError:
             raise WorkerTimeoutError([self.index], list(self.rows), 0, doing) from None
-        except ray.exceptions.RayActorError as error:  # the actor's process died (killed, crashed, node lost)
+        except (
+            ray.exceptions.RayActorError
+        ) as error:  # the actor's process died (killed, crashed, node lost)
             self.answers.clear()
             raise WorkerDiedError(self.index, list(self.rows), None, doing) from error
         except ray.exceptions.RayError as error:  # e.g. a result that could not be unpickled here
@@ -298,10 +336,14 @@ class RayVecEnv(ChunkedVecEnv):
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         # max_restarts=0 (Ray's default, said out loud): a restarted actor would have fresh envs
         # out of step with the others; better to report it dead.
-        actor_class = self._ray.remote(ChunkActor).options(**{"max_restarts": 0, **self._actor_options})
+        actor_class = self._ray.remote(ChunkActor).options(
+            **{"max_restarts": 0, **self._actor_options}
+        )
         options = (self.autoreset_mode, self.observation_mode)
         for index, chunk in enumerate(self.chunks):
-            self.workers.append(RayWorker(index, chunk, actor_class, [env_fns[i] for i in chunk], *options))
+            self.workers.append(
+                RayWorker(index, chunk, actor_class, [env_fns[i] for i in chunk], *options)
+            )
 
     @property
     def actors(self) -> list[Any]:
@@ -313,7 +355,9 @@ class RayVecEnv(ChunkedVecEnv):
         """(host name, pid) of each actor."""
         return [worker.location for worker in self.workers]
 
-    def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
+    def close_extras(
+        self, timeout: float | None = None, terminate: bool = False, **kwargs: Any
+    ) -> None:
         """Closes the envs in the actors, kills the actors, and shuts Ray down if we started it."""
         try:
             super().close_extras(timeout=timeout, terminate=terminate, **kwargs)

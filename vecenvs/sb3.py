@@ -71,15 +71,13 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Mapping, Sequence
+from copy import deepcopy
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
-
-from copy import deepcopy
-
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 try:
@@ -124,9 +122,13 @@ class VectorEnvAsSB3(VecEnv):
     """
 
     def __init__(self, vector_env: VectorEnv):
-        check_for_nested_spaces(vector_env.single_observation_space)  # as SB3's own vec envs refuse them
+        check_for_nested_spaces(
+            vector_env.single_observation_space
+        )  # as SB3's own vec envs refuse them
         self.vector_env = vector_env
-        self.autoreset_mode = AutoresetMode(vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        self.autoreset_mode = AutoresetMode(
+            vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        )
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             warnings.warn(
                 f"{type(vector_env).__name__} autoresets in {self.autoreset_mode.value} mode; SB3 needs an ended "
@@ -139,7 +141,9 @@ class VectorEnvAsSB3(VecEnv):
         self._copy_observations = getattr(vector_env, "copy", True) is False
         self._actions: Any = None
         # SB3's constructor asks every env for its render_mode, through get_attr below.
-        super().__init__(vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space)
+        super().__init__(
+            vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space
+        )
 
     # ----------------------------------------------------------------- reset and step
 
@@ -165,7 +169,9 @@ class VectorEnvAsSB3(VecEnv):
             self.reset_infos = [{} for _ in range(self.num_envs)]
             for options, members in groups:
                 mask = np.isin(np.arange(self.num_envs), members)
-                observations, infos = self.vector_env.reset(seed=seeds, options={**options, "reset_mask": mask})
+                observations, infos = self.vector_env.reset(
+                    seed=seeds, options={**options, "reset_mask": mask}
+                )
                 for index, info in enumerate(unbatch_infos(infos, self.num_envs)):
                     if mask[index]:
                         self.reset_infos[index] = info
@@ -180,9 +186,19 @@ class VectorEnvAsSB3(VecEnv):
         For a Dict or Tuple action space SB3 passes a *list* of each env's action, where a
         gymnasium vector env takes them batched (a dict of arrays): they are batched here.
         """
-        if isinstance(self.action_space, (spaces.Dict, spaces.Tuple)) and isinstance(actions, list) and len(actions) == self.num_envs:
-            if isinstance(self.action_space, spaces.Tuple) or all(isinstance(action, Mapping) for action in actions):
-                actions = concatenate(self.action_space, actions, create_empty_array(self.action_space, n=self.num_envs))
+        if (
+            isinstance(self.action_space, (spaces.Dict, spaces.Tuple))
+            and isinstance(actions, list)
+            and len(actions) == self.num_envs
+        ) and (
+            isinstance(self.action_space, spaces.Tuple)
+            or all(isinstance(action, Mapping) for action in actions)
+        ):
+            actions = concatenate(
+                self.action_space,
+                actions,
+                create_empty_array(self.action_space, n=self.num_envs),
+            )
         step_async = getattr(self.vector_env, "step_async", None)
         if step_async is not None:
             step_async(actions)
@@ -206,7 +222,9 @@ class VectorEnvAsSB3(VecEnv):
         env_infos = unbatch_infos(infos, self.num_envs)
         if dones.any():
             if self.autoreset_mode is AutoresetMode.SAME_STEP:
-                self._episodes_ended_and_reset(dones, env_infos, final_observations, unbatch_infos(final_infos, self.num_envs))
+                self._episodes_ended_and_reset(
+                    dones, env_infos, final_observations, unbatch_infos(final_infos, self.num_envs)
+                )
             else:
                 observations = self._reset_ended_envs(dones, env_infos, observations)
         for index, info in enumerate(env_infos):
@@ -216,7 +234,11 @@ class VectorEnvAsSB3(VecEnv):
         return observations, rewards.astype(np.float32), dones, env_infos
 
     def _episodes_ended_and_reset(
-        self, dones: np.ndarray, env_infos: list[dict[str, Any]], final_observations: Any, final_infos: list[dict[str, Any]]
+        self,
+        dones: np.ndarray,
+        env_infos: list[dict[str, Any]],
+        final_observations: Any,
+        final_infos: list[dict[str, Any]],
     ) -> None:
         """SAME_STEP: the vector env already reset the ended envs; move its infos to SB3's places.
 
@@ -230,11 +252,15 @@ class VectorEnvAsSB3(VecEnv):
             # observation), and an env in this process may have returned its own object.
             env_infos[index]["terminal_observation"] = deepcopy(final_observations[index])
 
-    def _reset_ended_envs(self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any) -> Any:
+    def _reset_ended_envs(
+        self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any
+    ) -> Any:
         """NEXT_STEP or DISABLED: reset the ended envs now; return the observations with theirs replaced."""
         for index in np.flatnonzero(dones):
             env_infos[index]["terminal_observation"] = _tree_row(observations, index)
-        reset_observations, reset_infos = self.vector_env.reset(options={"reset_mask": dones.copy()})
+        reset_observations, reset_infos = self.vector_env.reset(
+            options={"reset_mask": dones.copy()}
+        )
         for index, info in enumerate(unbatch_infos(reset_infos, self.num_envs)):
             if dones[index]:
                 self.reset_infos[index] = info
@@ -253,7 +279,13 @@ class VectorEnvAsSB3(VecEnv):
             )
         return envs
 
-    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
+    ) -> list[Any]:
         """Calls ``method_name`` of the envs in ``indices`` (default: all); returns their results.
 
         Only the envs named are called: with our backends through ``call_at``, with
@@ -265,7 +297,10 @@ class VectorEnvAsSB3(VecEnv):
         if hasattr(venv, "call_at"):
             return list(venv.call_at(indices, method_name, *method_args, **method_kwargs))
         if isinstance(venv, gym.vector.SyncVectorEnv):
-            return [_call(venv.envs[index], method_name, method_args, method_kwargs) for index in indices]
+            return [
+                _call(venv.envs[index], method_name, method_args, method_kwargs)
+                for index in indices
+            ]
         results = venv.call(method_name, *method_args, **method_kwargs)
         return [results[index] for index in indices]
 
@@ -289,7 +324,9 @@ class VectorEnvAsSB3(VecEnv):
         indices = list(self._get_indices(indices))
         venv = self.vector_env
         if hasattr(venv, "set_attr_at"):
-            venv.set_attr_at(indices, attr_name, [value] * len(indices))  # a list: one value each, even a list value
+            venv.set_attr_at(
+                indices, attr_name, [value] * len(indices)
+            )  # a list: one value each, even a list value
         elif isinstance(venv, gym.vector.SyncVectorEnv):
             for index in indices:
                 venv.envs[index].set_wrapper_attr(attr_name, value)
@@ -301,7 +338,9 @@ class VectorEnvAsSB3(VecEnv):
                 f"indices={indices} needs one of vecenvs' backends or SyncVectorEnv"
             )
 
-    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+    def env_is_wrapped(
+        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+    ) -> list[bool]:
         """Whether the envs in ``indices`` are wrapped in ``wrapper_class`` (e.g. SB3's ``Monitor``).
 
         The envs may live in other processes, and gymnasium's ``call`` can only call a method by
@@ -310,12 +349,17 @@ class VectorEnvAsSB3(VecEnv):
         subclass of ``wrapper_class`` is not recognised, unlike ``isinstance``.)
         """
         descriptions = self.vector_env.call("__str__")
-        return [wrapper_class.__name__ in re.findall(r"<(\w+)", descriptions[index]) for index in self._get_indices(indices)]
+        return [
+            wrapper_class.__name__ in re.findall(r"<(\w+)", descriptions[index])
+            for index in self._get_indices(indices)
+        ]
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         """Each env's frame, for SB3's ``render()`` (envs made with ``render_mode="rgb_array"``)."""
         if self.render_mode != "rgb_array":
-            warnings.warn(f"render_mode is {self.render_mode!r}: get_images needs 'rgb_array'", stacklevel=2)
+            warnings.warn(
+                f"render_mode is {self.render_mode!r}: get_images needs 'rgb_array'", stacklevel=2
+            )
             return [None] * self.num_envs
         return list(self.vector_env.call("render"))
 

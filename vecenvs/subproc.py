@@ -51,7 +51,13 @@ class SubprocVecEnv(ChunkedVecEnv):
         array([1., 1.])
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], *, start_method: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        *,
+        start_method: str | None = None,
+        **kwargs: Any,
+    ):
         env_fns = check_env_fns(env_fns)
         self.context = process_context(start_method, env_fns)
         self.start_method = self.context.get_start_method()
@@ -60,4 +66,6 @@ class SubprocVecEnv(ChunkedVecEnv):
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         options = (self.autoreset_mode, self.observation_mode)
         for index, chunk in enumerate(self.chunks):
-            self.workers.append(ProcessWorker(index, chunk, [env_fns[index]], self.context, *options, 0.0))
+            self.workers.append(
+                ProcessWorker(index, chunk, [env_fns[index]], self.context, *options, 0.0)
+            )

@@ -57,20 +57,25 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import create_shared_memory, iterate, read_from_shared_memory, write_to_shared_memory
+from gymnasium.vector.utils import (
+    create_shared_memory,
+    iterate,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 from multiprocess.reduction import recv_handle, send_handle
 
 from vecenvs.errors import CrashReport, EnvCrashedError, WorkerDiedError, WorkerTimeoutError
 from vecenvs.multi_env import MultiEnv, tree_map
 
 __all__ = [
+    "START_METHODS",
     "AdaptiveSpin",
     "Chunk",
     "Command",
     "Doorbell",
     "InProcessWorker",
     "ProcessWorker",
-    "START_METHODS",
     "SharedArea",
     "available_cpus",
     "process_context",
@@ -148,22 +153,42 @@ class Chunk:
         autoreset_mode, observation_mode: as for :class:`~vecenvs.multi_env.MultiEnv`.
     """
 
-    def __init__(self, env_fns: list[Callable[[], gym.Env]], first_index: int, autoreset_mode: AutoresetMode, observation_mode: Any):
-        self.envs = MultiEnv(env_fns, copy=False, autoreset_mode=autoreset_mode, observation_mode=observation_mode, first_index=first_index)
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        first_index: int,
+        autoreset_mode: AutoresetMode,
+        observation_mode: Any,
+    ):
+        self.envs = MultiEnv(
+            env_fns,
+            copy=False,
+            autoreset_mode=autoreset_mode,
+            observation_mode=observation_mode,
+            first_index=first_index,
+        )
         self.rows = range(first_index, first_index + len(env_fns))
         self.area: SharedArea | None = None
 
     def hello(self) -> tuple[Any, ...]:
         """What the parent needs to know: every env's spaces, the metadata and render mode."""
         envs = self.envs
-        return [env.observation_space for env in envs.envs], [env.action_space for env in envs.envs], envs.metadata, envs.render_mode
+        return (
+            [env.observation_space for env in envs.envs],
+            [env.action_space for env in envs.envs],
+            envs.metadata,
+            envs.render_mode,
+        )
 
     def serve(self, command: Command, payload: Any) -> Any:
         """Carries out one command; returns the answer's payload (raises EnvCrashedError)."""
         envs = self.envs
         if command is Command.STEP:
             if payload is None:  # the actions are in shared memory
-                payload = iterate(envs.action_space, self.area.read_actions(slice(self.rows.start, self.rows.stop)))
+                payload = iterate(
+                    envs.action_space,
+                    self.area.read_actions(slice(self.rows.start, self.rows.stop)),
+                )
             _, rewards, terminations, truncations, infos = envs.step_each(payload)
             return self._results(rewards, terminations, truncations, infos)
         if command is Command.RESET:
@@ -183,9 +208,15 @@ class Chunk:
 
     def serve_each(self, command: Command, payload: Any) -> Iterator[tuple[int, Any]]:
         """The async pool's per-env commands: yields ``(env index, answer)`` as each env is done."""
-        indices, values, options = payload  # values: one seed (RESET_ENVS) or action (STEP_ENVS) per env
-        if command is Command.STEP_ENVS and values is None:  # the actions are in shared memory: all at once
-            values = list(iterate(self.envs.action_space, self.area.read_actions(np.asarray(indices))))
+        indices, values, options = (
+            payload  # values: one seed (RESET_ENVS) or action (STEP_ENVS) per env
+        )
+        if (
+            command is Command.STEP_ENVS and values is None
+        ):  # the actions are in shared memory: all at once
+            values = list(
+                iterate(self.envs.action_space, self.area.read_actions(np.asarray(indices)))
+            )
         for position, index in enumerate(indices):
             local = index - self.rows.start
             if command is Command.RESET_ENVS:
@@ -194,22 +225,38 @@ class Chunk:
                 infos = self.envs.step_env(local, values[position])
             yield index, self._one_result(local, infos)
 
-    def _results(self, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray, infos: dict) -> Any:
+    def _results(
+        self, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray, infos: dict
+    ) -> Any:
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
             return envs.env_observations, rewards, terminations, truncations, infos
         area.write_observations(self.rows, envs._observations, envs.env_observations)
         rows = slice(self.rows.start, self.rows.stop)
-        area.rewards[rows], area.terminations[rows], area.truncations[rows] = rewards, terminations, truncations
+        area.rewards[rows], area.terminations[rows], area.truncations[rows] = (
+            rewards,
+            terminations,
+            truncations,
+        )
         return infos or None
 
     def _one_result(self, local: int, infos: tuple[dict, ...]) -> Any:
         envs, area, index = self.envs, self.area, self.rows.start + local
-        reward, terminated, truncated = envs._rewards[local], envs._terminations[local], envs._truncations[local]
+        reward, terminated, truncated = (
+            envs._rewards[local],
+            envs._terminations[local],
+            envs._truncations[local],
+        )
         if area is None or not area.has_data:
             return infos, envs.env_observations[local], reward, terminated, truncated
-        area.write_observations(range(index, index + 1), None, envs.env_observations[local : local + 1])
-        area.rewards[index], area.terminations[index], area.truncations[index] = reward, terminated, truncated
+        area.write_observations(
+            range(index, index + 1), None, envs.env_observations[local : local + 1]
+        )
+        area.rewards[index], area.terminations[index], area.truncations[index] = (
+            reward,
+            terminated,
+            truncated,
+        )
         return infos or None
 
 
@@ -230,7 +277,6 @@ GENERATION, MESSAGES, STEPS, DONE, REPLY, SLEEPING = range(6)
 PARENT_SLEEPING = 0  # the header's one word: 1 while the parent sleeps on its doorbell
 LINE = 8  # words per line: 64 bytes, one cache line, so that no two workers write the same line
 NOTHING, MESSAGE = 0, 1  # REPLY, and an env's reply word in the async pool
-
 
 
 class SharedArea:
@@ -255,7 +301,13 @@ class SharedArea:
 
     def __init__(self, layout: tuple[Any, ...], fd: int | None = None):
         self.layout = layout
-        self.num_workers, self.num_envs, self.observation_space, self.action_space, self.has_data = layout
+        (
+            self.num_workers,
+            self.num_envs,
+            self.observation_space,
+            self.action_space,
+            self.has_data,
+        ) = layout
         size = _Allocator.measure(self._allocate)
         self.fd = _anonymous_file(size) if fd is None else fd
         self.memory = mmap.mmap(self.fd, size)
@@ -276,14 +328,20 @@ class SharedArea:
         self.bells = allocator.words("i", 2 * 16)  # two 32-bit words, a cache line apart
         self.env_done = allocator.words("q", self.num_envs)  # commands each env has carried out
         self.env_reply = allocator.words("q", self.num_envs)
-        self.env_requested = np.frombuffer(allocator.words("q", self.num_envs), dtype=np.int64)  # steps asked in shared memory
+        self.env_requested = np.frombuffer(
+            allocator.words("q", self.num_envs), dtype=np.int64
+        )  # steps asked in shared memory
         self.env_finished_at = np.frombuffer(allocator.words("d", self.num_envs), dtype=np.float64)
         self.observations = self.observations_memory = self.actions = None
         self.array_observations = _is_array_space(self.observation_space)
         if self.has_data:
-            self.observations_memory = create_shared_memory(self.observation_space, n=self.num_envs, ctx=allocator)
+            self.observations_memory = create_shared_memory(
+                self.observation_space, n=self.num_envs, ctx=allocator
+            )
             if self.array_observations:  # views: what the workers write shows at once
-                self.observations = read_from_shared_memory(self.observation_space, self.observations_memory, n=self.num_envs)
+                self.observations = read_from_shared_memory(
+                    self.observation_space, self.observations_memory, n=self.num_envs
+                )
             self.rewards = np.frombuffer(allocator.words("d", self.num_envs), dtype=np.float64)
             self.terminations = np.frombuffer(allocator.words("b", self.num_envs), dtype=np.bool_)
             self.truncations = np.frombuffer(allocator.words("b", self.num_envs), dtype=np.bool_)
@@ -314,18 +372,30 @@ class SharedArea:
         """The observations of all envs: views of the shared memory where the space allows it."""
         if self.array_observations:
             return self.observations
-        return read_from_shared_memory(self.observation_space, self.observations_memory, n=self.num_envs)
+        return read_from_shared_memory(
+            self.observation_space, self.observations_memory, n=self.num_envs
+        )
 
     def write_observations(self, rows: range, batch: Any, env_observations: Sequence[Any]) -> None:
         """Writes the observations of envs ``rows``, batched (arrays) or one per env (any space)."""
         if self.array_observations and batch is not None:
-            tree_map(lambda target, source: np.copyto(target[rows.start : rows.stop], source), self.observations, batch)
+            tree_map(
+                lambda target, source: np.copyto(target[rows.start : rows.stop], source),
+                self.observations,
+                batch,
+            )
         elif self.array_observations:
             for index, observation in zip(rows, env_observations):
-                tree_map(lambda target, source: np.copyto(target[index], source), self.observations, observation)
+                tree_map(
+                    lambda target, source, index=index: np.copyto(target[index], source),
+                    self.observations,
+                    observation,
+                )
         else:
             for index, observation in zip(rows, env_observations):
-                write_to_shared_memory(self.observation_space, index, observation, self.observations_memory)
+                write_to_shared_memory(
+                    self.observation_space, index, observation, self.observations_memory
+                )
 
 
 class _Allocator:
@@ -345,8 +415,10 @@ class _Allocator:
         allocate(allocator)
         return max(allocator.offset, mmap.PAGESIZE)
 
-    def Array(self, typecode: Any, size: int, lock: bool = False) -> _Block:  # noqa: N802 (multiprocessing's name)
-        nbytes = size * (np.dtype(typecode).itemsize if isinstance(typecode, str) else ctypes.sizeof(typecode))
+    def Array(self, typecode: Any, size: int, lock: bool = False) -> _Block:
+        nbytes = size * (
+            np.dtype(typecode).itemsize if isinstance(typecode, str) else ctypes.sizeof(typecode)
+        )
         start, self.offset = self.offset, self.offset + max(64, -(-nbytes // 64) * 64)
         if self.memory is None:
             return _Block(memoryview(bytearray(nbytes)))
@@ -383,7 +455,9 @@ def _anonymous_file(size: int) -> int:
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("vecenvs-shared", 0)
     else:
-        fd, path = tempfile.mkstemp(prefix="vecenvs-shared-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        fd, path = tempfile.mkstemp(
+            prefix="vecenvs-shared-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
         os.unlink(path)
     os.ftruncate(fd, size)
     return fd
@@ -396,7 +470,9 @@ def _anonymous_file(size: int) -> int:
 
 def _load_syscall() -> tuple[Any, int] | None:
     """libc's ``syscall`` function and the number of ``futex`` on this CPU (Linux); None elsewhere."""
-    number = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}.get(platform.machine().lower())
+    number = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}.get(
+        platform.machine().lower()
+    )
     if not sys.platform.startswith("linux") or number is None:
         return None
     try:
@@ -414,7 +490,15 @@ _FUTEX_WAIT, _FUTEX_WAKE = 0, 1
 def _futex(address: int, operation: int, value: int, timeout: Any) -> int:
     """Linux's ``futex(address, operation, value, timeout)`` system call (see :class:`Doorbell`)."""
     syscall, number = _SYSCALL
-    return syscall(ctypes.c_long(number), ctypes.c_void_p(address), operation, ctypes.c_int(value), timeout, None, 0)
+    return syscall(
+        ctypes.c_long(number),
+        ctypes.c_void_p(address),
+        operation,
+        ctypes.c_int(value),
+        timeout,
+        None,
+        0,
+    )
 
 
 class _Timespec(ctypes.Structure):
@@ -446,7 +530,12 @@ class Doorbell:
         if _SYSCALL is None:
             time.sleep(min(seconds, 1e-3))
             return
-        _futex(self.address, _FUTEX_WAIT, seen, ctypes.byref(_Timespec(int(seconds), int(seconds % 1 * 1e9))))
+        _futex(
+            self.address,
+            _FUTEX_WAIT,
+            seen,
+            ctypes.byref(_Timespec(int(seconds), int(seconds % 1 * 1e9))),
+        )
 
 
 _FENCE = threading.Lock()
@@ -536,7 +625,14 @@ class InProcessWorker:
 
     in_caller = True
 
-    def __init__(self, index: int, rows: range, env_fns: list[Callable[[], gym.Env]], autoreset_mode: AutoresetMode, observation_mode: Any):
+    def __init__(
+        self,
+        index: int,
+        rows: range,
+        env_fns: list[Callable[[], gym.Env]],
+        autoreset_mode: AutoresetMode,
+        observation_mode: Any,
+    ):
         self.index, self.rows = index, rows
         self.chunk = Chunk(env_fns, rows.start, autoreset_mode, observation_mode)
         self.pending: list[tuple[Command, Any]] = []
@@ -587,15 +683,35 @@ class ProcessWorker:
 
     in_caller = False
 
-    def __init__(self, index: int, rows: range, env_fns: list[Callable[[], gym.Env]], context: Any, autoreset_mode: AutoresetMode, observation_mode: Any, spin_seconds: float):
+    def __init__(
+        self,
+        index: int,
+        rows: range,
+        env_fns: list[Callable[[], gym.Env]],
+        context: Any,
+        autoreset_mode: AutoresetMode,
+        observation_mode: Any,
+        spin_seconds: float,
+    ):
         self.index, self.rows = index, rows
         self.line: memoryview | None = None  # None: every command and answer goes over the pipe
         self.generation = 0  # of the last command given
         self.spin = AdaptiveSpin(spin_seconds)
-        parent_pipe, child_pipe = context.Pipe()  # a socket pair, which can also carry a file descriptor
+        parent_pipe, child_pipe = (
+            context.Pipe()
+        )  # a socket pair, which can also carry a file descriptor
         self.process = context.Process(
             target=run_worker,
-            args=(index, env_fns, rows.start, autoreset_mode, observation_mode, child_pipe, os.getpid(), spin_seconds),
+            args=(
+                index,
+                env_fns,
+                rows.start,
+                autoreset_mode,
+                observation_mode,
+                child_pipe,
+                os.getpid(),
+                spin_seconds,
+            ),
             name=f"vecenvs-worker-{index}",
             # daemon: if the parent exits without close(), multiprocess terminates the worker at
             # exit instead of waiting for it forever.
@@ -684,7 +800,9 @@ class ProcessWorker:
                 self.line = self.area.line(self.index)  # from now on, commands go through the words
         else:
             self._wait_done(self.awaiting[0], deadline, doing)
-            ok, payload = (True, None) if self.line[REPLY] == NOTHING else self._message(deadline, doing)[1:]
+            ok, payload = (
+                (True, None) if self.line[REPLY] == NOTHING else self._message(deadline, doing)[1:]
+            )
         self.awaiting.popleft()
         if not ok:
             raise payload.to_error()
@@ -807,7 +925,7 @@ def run_worker(
             send((None, False, CrashReport.of(first_index, "make", error)))
             return
         send((None, True, chunk.hello()))
-        command, layout = loads(pipe.recv_bytes())  # SETUP
+        _command, layout = loads(pipe.recv_bytes())  # SETUP
         if layout is not None:
             area = SharedArea(layout, fd=recv_handle(pipe))
             chunk.area = area
@@ -836,7 +954,14 @@ def _serve_over_pipe(chunk: Chunk, pipe: Any, send: Callable[[tuple[Any, ...]], 
             return
 
 
-def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, send: Callable[[tuple[Any, ...]], None], spin_seconds: float) -> None:
+def _serve_with_control(
+    chunk: Chunk,
+    area: SharedArea,
+    line: memoryview,
+    pipe: Any,
+    send: Callable[[tuple[Any, ...]], None],
+    spin_seconds: float,
+) -> None:
     """The pools' loop: wait for the generation word to move; carry out what came; write DONE.
 
     What can come in one round, in this order: commands over the pipe (``MESSAGES`` says how
@@ -845,14 +970,17 @@ def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: 
     call...) is given only when the previous one is answered, so a round answers at most one.
     """
     seen = messages = steps = 0
-    requests_served = np.zeros(len(chunk.rows), dtype=np.int64)  # our envs' shared-memory steps carried out
+    # Our envs' shared-memory steps carried out (the async pool's requests).
+    requests_served = np.zeros(len(chunk.rows), dtype=np.int64)
     spin = AdaptiveSpin(spin_seconds)
     last_wait = 0.0  # how long the previous command took to come after our answer
     while True:
         answered = time.perf_counter()
         # Spin only while commands come quickly (a benchmark, a fast policy): when the parent
         # thinks for much longer between steps, a spin would only burn a core it may need.
-        if line[GENERATION] == seen and not (last_wait < 4 * spin_seconds and _spin_until(line, GENERATION, seen + 1, spin)):
+        if line[GENERATION] == seen and not (
+            last_wait < 4 * spin_seconds and _spin_until(line, GENERATION, seen + 1, spin)
+        ):
             _sleep_until_given(line, seen, area.worker_bell)
         last_wait = time.perf_counter() - answered
         seen = line[GENERATION]
@@ -871,7 +999,8 @@ def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: 
         if (asked > requests_served).any():
             waiting = np.flatnonzero(asked > requests_served)
             requests_served[waiting] = asked[waiting]
-            _serve_each(chunk, area, Command.STEP_ENVS, ((waiting + chunk.rows.start).tolist(), None, None), send)
+            envs = ((waiting + chunk.rows.start).tolist(), None, None)
+            _serve_each(chunk, area, Command.STEP_ENVS, envs, send)
         if reply is not None:
             ok, result = reply
             line[REPLY] = NOTHING if ok and result is None else MESSAGE
@@ -889,7 +1018,13 @@ def _serve_with_control(chunk: Chunk, area: SharedArea, line: memoryview, pipe: 
 FLAG_SECONDS = 100e-6
 
 
-def _serve_each(chunk: Chunk, area: SharedArea, command: Command, payload: Any, send: Callable[[tuple[Any, ...]], None]) -> None:
+def _serve_each(
+    chunk: Chunk,
+    area: SharedArea,
+    command: Command,
+    payload: Any,
+    send: Callable[[tuple[Any, ...]], None],
+) -> None:
     """The async pool's per-env commands: envs are flagged as done as soon as they are, in groups
     of what was done within :data:`FLAG_SECONDS`."""
     done: list[tuple[int, bool, Any]] = []  # (env, ok, its message or None), not yet flagged
@@ -905,7 +1040,9 @@ def _serve_each(chunk: Chunk, area: SharedArea, command: Command, payload: Any, 
     _flag(area, done, send)
 
 
-def _flag(area: SharedArea, done: list[tuple[int, bool, Any]], send: Callable[[tuple[Any, ...]], None]) -> None:
+def _flag(
+    area: SharedArea, done: list[tuple[int, bool, Any]], send: Callable[[tuple[Any, ...]], None]
+) -> None:
     """Flags envs as done: their rows of results are written already; messages follow."""
     if not done:
         return
@@ -931,7 +1068,14 @@ def _serve(chunk: Chunk, command: Command, payload: Any) -> tuple[bool, Any]:
 
 def _report_of(crash: EnvCrashedError) -> CrashReport:
     cause = next((base for base in type(crash).__bases__ if base is not EnvCrashedError), None)
-    return CrashReport(crash.env_index, crash.command, crash.error_type, crash.message, crash.remote_traceback, _pickled_class(cause))
+    return CrashReport(
+        crash.env_index,
+        crash.command,
+        crash.error_type,
+        crash.message,
+        crash.remote_traceback,
+        _pickled_class(cause),
+    )
 
 
 def _pickled_class(cause: type | None) -> bytes | None:

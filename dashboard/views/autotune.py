@@ -26,16 +26,24 @@ def form() -> None:
         with middle:
             num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=16)
         with right:
-            budget = st.slider("Time budget, seconds", 5, 120, 20,
-                               help="A deadline: candidates that no longer fit are skipped.")
+            budget = st.slider(
+                "Time budget, seconds",
+                5,
+                120,
+                20,
+                help="A deadline: candidates that no longer fit are skipped.",
+            )
         with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
-            step_micros = st.text_input("Step time, microseconds", "1000",
-                                        help="One value, from 0 to 1000000.")
+            step_micros = st.text_input(
+                "Step time, microseconds", "1000", help="One value, from 0 to 1000000."
+            )
             cost_kind = st.radio("The step's time is spent", ["busy", "sleep"], horizontal=True)
-            straggler_probability = st.slider("Straggler probability per step",
-                                              0.0, 0.2, 0.0, step=0.01)
-            straggler_factor = st.slider("A straggler step is this many times slower",
-                                         1.0, 400.0, 10.0)
+            straggler_probability = st.slider(
+                "Straggler probability per step", 0.0, 0.2, 0.0, step=0.01
+            )
+            straggler_factor = st.slider(
+                "A straggler step is this many times slower", 1.0, 400.0, 10.0
+            )
         label = st.text_input("Label (optional)", max_chars=80)
         submitted = st.form_submit_button("Autotune", type="primary")
     if not submitted:
@@ -49,11 +57,17 @@ def form() -> None:
         except ValueError as error:  # "abc" used to become 1000 us without a word
             st.error(f"Not started: {common.plain(error)}")
             return
-        env_kwargs = {"step_seconds": step_seconds[0], "cost_kind": cost_kind,
-                      "straggler_probability": straggler_probability,
-                      "straggler_factor": straggler_factor}
-    common.queue_job(lambda: common.queue().submit_autotune(
-        env_id, num_envs, float(budget), env_kwargs=env_kwargs, label=label.strip() or None))
+        env_kwargs = {
+            "step_seconds": step_seconds[0],
+            "cost_kind": cost_kind,
+            "straggler_probability": straggler_probability,
+            "straggler_factor": straggler_factor,
+        }
+    common.queue_job(
+        lambda: common.queue().submit_autotune(
+            env_id, num_envs, float(budget), env_kwargs=env_kwargs, label=label.strip() or None
+        )
+    )
 
 
 def results(job: Job) -> None:
@@ -62,33 +76,49 @@ def results(job: Job) -> None:
     if not summary or not summary.get("table"):
         return
     table = summary["table"]
-    st.success(f"Best for {summary['num_envs']} x {common.plain(summary['env'])} on "
-               f"{summary['cpus']} CPU(s): **{common.plain(summary['best']['label'])}** "
-               f"({table[0]['steps_per_second']:,.0f} env steps/s)")
-    common.chart_and_code(figures.autotune_figure(table), f"autotune-{job.id}",
-                          autotune_code(job.settings))
-    common.table({
-        "candidate": row["label"], "mode": row["mode"], "workers K": str(row["workers"]),
-        "envs per worker": str(row["envs_per_worker"]),
-        "env steps/s": common.format_rate(row["steps_per_second"]),
-        "± std": common.format_rate(row["std"]),
-        "x multi": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
-        "x multi, side by side": ("—" if row.get("head_to_head_vs_loop") is None
-                                  else f"{row['head_to_head_vs_loop']:.2f}"),
-    } for row in table)
+    st.success(
+        f"Best for {summary['num_envs']} x {common.plain(summary['env'])} on "
+        f"{summary['cpus']} CPU(s): **{common.plain(summary['best']['label'])}** "
+        f"({table[0]['steps_per_second']:,.0f} env steps/s)"
+    )
+    common.chart_and_code(
+        figures.autotune_figure(table), f"autotune-{job.id}", autotune_code(job.settings)
+    )
+    common.table(
+        {
+            "candidate": row["label"],
+            "mode": row["mode"],
+            "workers K": str(row["workers"]),
+            "envs per worker": str(row["envs_per_worker"]),
+            "env steps/s": common.format_rate(row["steps_per_second"]),
+            "± std": common.format_rate(row["std"]),
+            "x multi": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
+            "x multi, side by side": (
+                "—"
+                if row.get("head_to_head_vs_loop") is None
+                else f"{row['head_to_head_vs_loop']:.2f}"
+            ),
+        }
+        for row in table
+    )
     if summary.get("head_to_head"):
-        st.caption("A close call: the two fastest were measured again, their windows "
-                   "interleaved with multi's, and the winner chosen on those paired "
-                   "speed-ups (the last column).")
+        st.caption(
+            "A close call: the two fastest were measured again, their windows "
+            "interleaved with multi's, and the winner chosen on those paired "
+            "speed-ups (the last column)."
+        )
     if summary.get("skipped"):
-        st.caption("Not measured (the budget ran out): "
-                   + common.plain(", ".join(summary["skipped"])))
+        st.caption(
+            "Not measured (the budget ran out): " + common.plain(", ".join(summary["skipped"]))
+        )
 
 
 st.title("Autotune")
-st.caption("Measures the ways of stepping N copies of an env on this machine, within a time "
-           "budget, and picks the fastest: every env in this process (multi) wins for cheap "
-           "envs on few CPUs, the pool for many envs or costly steps, the async pool when "
-           "stragglers hold the others back. Speed-ups are over multi.")
+st.caption(
+    "Measures the ways of stepping N copies of an env on this machine, within a time "
+    "budget, and picks the fastest: every env in this process (multi) wins for cheap "
+    "envs on few CPUs, the pool for many envs or costly steps, the async pool when "
+    "stragglers hold the others back. Speed-ups are over multi."
+)
 form()
 common.show_jobs("autotune", results)

@@ -16,8 +16,8 @@ import streamlit as st
 from vecenvs.bench import Backend, EnvSpec, SweepConfig, env_grid, figures, fit_overhead_model
 from vecenvs.bench.engine import (
     CEILING,
-    BenchConfig,
     DEFAULT_REFERENCE,
+    BenchConfig,
     Measurement,
     describe,
     measurable_backends,
@@ -56,7 +56,8 @@ def build_config(values: dict) -> SweepConfig:
     for env_id in values["envs"]:
         if env_id == common.TEACHING_ENV:
             envs += env_grid(
-                env_id, step_seconds=common.parse_step_times(values["step_micros"]),
+                env_id,
+                step_seconds=common.parse_step_times(values["step_micros"]),
                 cost_kind=[values["cost_kind"]],
                 step_spread=[values["step_spread"]],
                 straggler_probability=[values["straggler_probability"]],
@@ -69,13 +70,18 @@ def build_config(values: dict) -> SweepConfig:
         if name == "pool":
             if not values["workers"]:
                 raise ValueError("pick at least one number of pool workers")
-            backends += [Backend("pool") if k == AUTO else Backend("pool", {"num_workers": k})
-                         for k in values["workers"]]
+            backends += [
+                Backend("pool") if k == AUTO else Backend("pool", {"num_workers": k})
+                for k in values["workers"]
+            ]
         else:
             backends.append(name)
     return SweepConfig(
-        envs=envs, num_envs=values["num_envs"], backends=backends,
-        warmup_seconds=values["warmup_seconds"], measure_seconds=values["measure_seconds"],
+        envs=envs,
+        num_envs=values["num_envs"],
+        backends=backends,
+        warmup_seconds=values["warmup_seconds"],
+        measure_seconds=values["measure_seconds"],
         repeats=values["repeats"],
     )
 
@@ -99,61 +105,97 @@ def form() -> None:
     with st.form("sweep"):
         left, middle, right = st.columns(3)
         with left:
-            envs = st.multiselect("Environments", common.env_choices(), default=DEFAULT_ENVS,
-                                  help="Cheapest first. The teaching env's cost is set below.")
+            envs = st.multiselect(
+                "Environments",
+                common.env_choices(),
+                default=DEFAULT_ENVS,
+                help="Cheapest first. The teaching env's cost is set below.",
+            )
             num_envs = st.multiselect(
-                "Numbers of envs N", common.N_CHOICES, default=DEFAULT_N,
+                "Numbers of envs N",
+                common.N_CHOICES,
+                default=DEFAULT_N,
                 help=f"This machine has {cpus} CPU(s): N above that is where one process per "
-                "env falls behind.")
+                "env falls behind.",
+            )
         with middle:
             chosen = st.multiselect(
-                "Backends", backends, default=[b for b in DEFAULT_BACKENDS if b in backends],
+                "Backends",
+                backends,
+                default=[b for b in DEFAULT_BACKENDS if b in backends],
                 format_func=describe,
                 help=f"Each is compared with {DEFAULT_REFERENCE} (the loop), measured in the "
                 "same run. The ceiling is not a backend: it is the machine's limit, measured "
-                "the same way, and every row's efficiency is its share of it.")
+                "the same way, and every row's efficiency is its share of it.",
+            )
             workers = st.multiselect(
-                "Pool workers K", [AUTO, *range(1, max(8, cpus) + 1)], default=[AUTO],
+                "Pool workers K",
+                [AUTO, *range(1, max(8, cpus) + 1)],
+                default=[AUTO],
                 help=f"{AUTO}: min(CPUs, N), the pool's default. Several values measure the "
-                "pool once per K; a K above an N of the grid is refused.")
+                "pool once per K; a K above an N of the grid is refused.",
+            )
         with right:
             measure_seconds = st.select_slider(
-                "Seconds per timed window", [0.1, 0.2, 0.3, 0.5, 1.0, 2.0], value=0.3)
-            repeats = st.slider("Timed windows per backend", 1, 10, 3,
-                                help="At least 2 to tell a real difference from noise: the "
-                                "verdict compares backends window by window.")
-            warmup_seconds = st.select_slider("Warm-up seconds", [0.0, 0.1, 0.2, 0.5, 1.0],
-                                              value=0.2)
+                "Seconds per timed window", [0.1, 0.2, 0.3, 0.5, 1.0, 2.0], value=0.3
+            )
+            repeats = st.slider(
+                "Timed windows per backend",
+                1,
+                10,
+                3,
+                help="At least 2 to tell a real difference from noise: the "
+                "verdict compares backends window by window.",
+            )
+            warmup_seconds = st.select_slider(
+                "Warm-up seconds", [0.0, 0.1, 0.2, 0.5, 1.0], value=0.2
+            )
         with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
             knob_left, knob_right = st.columns(2)
             with knob_left:
                 step_micros = st.text_input(
                     "Step time, microseconds (several, comma-separated, make a grid)",
-                    "10, 100, 1000")
-                cost_kind = st.radio("The step's time is spent", ["busy", "sleep"],
-                                     horizontal=True,
-                                     help="busy: computing (competes for CPUs); sleep: waiting "
-                                     "(parallelises even on one core)")
+                    "10, 100, 1000",
+                )
+                cost_kind = st.radio(
+                    "The step's time is spent",
+                    ["busy", "sleep"],
+                    horizontal=True,
+                    help="busy: computing (competes for CPUs); sleep: waiting "
+                    "(parallelises even on one core)",
+                )
             with knob_right:
                 step_spread = st.slider("Spread of the step time (relative)", 0.0, 2.0, 0.0)
-                straggler_probability = st.slider("Straggler probability per step",
-                                                  0.0, 0.2, 0.0, step=0.01)
-                straggler_factor = st.slider("A straggler step is this many times slower",
-                                             1.0, 100.0, 10.0)
-        label = st.text_input("Label (optional)", max_chars=80,
-                              placeholder="e.g. laptop on battery")
+                straggler_probability = st.slider(
+                    "Straggler probability per step", 0.0, 0.2, 0.0, step=0.01
+                )
+                straggler_factor = st.slider(
+                    "A straggler step is this many times slower", 1.0, 100.0, 10.0
+                )
+        label = st.text_input(
+            "Label (optional)", max_chars=80, placeholder="e.g. laptop on battery"
+        )
         allow_many = st.checkbox(
             f"Allow more than {limit} processes at once",
             help=f"One process per env at large N starts hundreds of processes on {cpus} "
-            "CPU(s): slow to start, heavy on memory, and the machine is sluggish meanwhile.")
+            "CPU(s): slow to start, heavy on memory, and the machine is sluggish meanwhile.",
+        )
         submitted = st.form_submit_button("Run", type="primary")
     if not submitted:
         return
     values = dict(
-        envs=envs, num_envs=num_envs, backends=chosen, workers=workers,
-        measure_seconds=measure_seconds, repeats=repeats, warmup_seconds=warmup_seconds,
-        step_micros=step_micros, cost_kind=cost_kind, step_spread=step_spread,
-        straggler_probability=straggler_probability, straggler_factor=straggler_factor,
+        envs=envs,
+        num_envs=num_envs,
+        backends=chosen,
+        workers=workers,
+        measure_seconds=measure_seconds,
+        repeats=repeats,
+        warmup_seconds=warmup_seconds,
+        step_micros=step_micros,
+        cost_kind=cost_kind,
+        step_spread=step_spread,
+        straggler_probability=straggler_probability,
+        straggler_factor=straggler_factor,
     )
     try:
         config = build_config(values)
@@ -162,10 +204,12 @@ def form() -> None:
         return
     processes = config.processes_at_once(cpus)
     if processes > limit and not allow_many:
-        st.error(f"Not started: this would run {processes:,} worker processes at once on "
-                 f"{cpus} CPU(s) (one per env for the one-process-per-env backends at the "
-                 f"largest N, all backends of a point open together). Tick \"Allow more than "
-                 f"{limit} processes at once\" to run it anyway, or pick a smaller N.")
+        st.error(
+            f"Not started: this would run {processes:,} worker processes at once on "
+            f"{cpus} CPU(s) (one per env for the one-process-per-env backends at the "
+            f'largest N, all backends of a point open together). Tick "Allow more than '
+            f'{limit} processes at once" to run it anyway, or pick a smaller N.'
+        )
         return
     common.queue_job(lambda: common.queue().submit_sweep(config, label=label.strip() or None))
 
@@ -173,18 +217,26 @@ def form() -> None:
 def settings_of(job: Job) -> list[tuple[str, str]]:
     """The sweep's settings in words, for a reopened job (see :func:`common.show_settings`)."""
     config = SweepConfig.from_dict(job.settings)
-    names = short_env_labels(BenchConfig(env.env_id, env_kwargs=dict(env.kwargs))
-                             for env in config.env_specs())
+    names = short_env_labels(
+        BenchConfig(env.env_id, env_kwargs=dict(env.kwargs)) for env in config.env_specs()
+    )
     envs = [env.label for env in config.env_specs()]
-    shared = {key: value for env in config.env_specs() for key, value in env.kwargs.items()
-              if all(other.kwargs.get(key) == value for other in config.env_specs())}
+    shared = {
+        key: value
+        for env in config.env_specs()
+        for key, value in env.kwargs.items()
+        if all(other.kwargs.get(key) == value for other in config.env_specs())
+    }
     cpus = (job.run.machine.get("usable_cpus") if job.run else None) or common.cpus()
     settings = [
         ("envs", ", ".join(names.get(label, label) for label in envs)),
         ("N", ", ".join(map(str, sorted(set(config.num_envs))))),
         ("backends", ", ".join(backend.label for backend in config.backend_specs())),
-        ("timing", f"{config.repeats} window(s) of {config.measure_seconds:g} s per backend "
-                   f"after {config.warmup_seconds:g} s of warm-up"),
+        (
+            "timing",
+            f"{config.repeats} window(s) of {config.measure_seconds:g} s per backend "
+            f"after {config.warmup_seconds:g} s of warm-up",
+        ),
         ("estimate", f"about {estimated_seconds(config, cpus):.0f} s"),
     ]
     if shared:
@@ -205,8 +257,7 @@ def results(job: Job) -> None:
     measurements = measurements_of(job)
     if not measurements:
         if job.status in ("queued", "running"):
-            st.caption("The verdict and the charts appear as soon as the first point is "
-                       "measured.")
+            st.caption("The verdict and the charts appear as soon as the first point is measured.")
         return
     cpus = (job.run.machine.get("usable_cpus") if job.run else None) or common.cpus()
     try:
@@ -216,24 +267,30 @@ def results(job: Job) -> None:
     env_names = short_env_labels(m.config for m in measurements)
     show_verdict(measurements, model, env_names)
     for name, figure in charts(job, measurements, model, cpus):
-        common.chart_and_code(figure, f"{name}-{job.id}", sweep_code(job.settings, name),
-                              wide=len(env_names) > 1)  # one panel per env: the whole width
+        common.chart_and_code(
+            figure, f"{name}-{job.id}", sweep_code(job.settings, name), wide=len(env_names) > 1
+        )  # one panel per env: the whole width
     st.subheader("Measurements")
-    common.table({
-        "env": env_names[m.config.env_label],
-        "N": m.config.num_envs,
-        "backend": m.config.backend_label,
-        "env steps/s": common.format_rate(m.mean),
-        "± std": common.format_rate(m.std),
-        f"x {DEFAULT_REFERENCE}": "—" if m.ratio is None else f"{m.ratio:.2f}x",
-        "of ceiling": "—" if m.efficiency is None else f"{m.efficiency:.0%}",
-    } for m in measurements)
+    common.table(
+        {
+            "env": env_names[m.config.env_label],
+            "N": m.config.num_envs,
+            "backend": m.config.backend_label,
+            "env steps/s": common.format_rate(m.mean),
+            "± std": common.format_rate(m.std),
+            f"x {DEFAULT_REFERENCE}": "—" if m.ratio is None else f"{m.ratio:.2f}x",
+            "of ceiling": "—" if m.efficiency is None else f"{m.efficiency:.0%}",
+        }
+        for m in measurements
+    )
     if model is not None:
         table, code = st.columns([3, 2])  # a text table, not a chart: beside its code
         with table:
             st.subheader("Overhead model")
-            st.caption("One step() of N envs takes N·t_env/c + t_os, c = min(workers, N, "
-                       "the ceiling's speed-up) (vecenvs/bench/model.py explains the fit).")
+            st.caption(
+                "One step() of N envs takes N·t_env/c + t_os, c = min(workers, N, "
+                "the ceiling's speed-up) (vecenvs/bench/model.py explains the fit)."
+            )
             st.code(model.format_table(), language=None)
         with code:
             common.show_code(sweep_code(job.settings, "model"))
@@ -275,9 +332,11 @@ def charts(job: Job, measurements: list[Measurement], model, cpus: int) -> list:
 
 
 st.title("Live comparison")
-st.caption("Which way of stepping N envs is fastest on this machine, and why. Each backend is "
-           f"timed in windows interleaved with {DEFAULT_REFERENCE} (the loop) and with the "
-           "ceiling (what no vector env can beat), so every speed-up and efficiency is "
-           "measured against runs a moment before on the same machine.")
+st.caption(
+    "Which way of stepping N envs is fastest on this machine, and why. Each backend is "
+    f"timed in windows interleaved with {DEFAULT_REFERENCE} (the loop) and with the "
+    "ceiling (what no vector env can beat), so every speed-up and efficiency is "
+    "measured against runs a moment before on the same machine."
+)
 form()
 common.show_jobs("sweep", results, settings_of)

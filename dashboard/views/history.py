@@ -26,8 +26,9 @@ def run_name(run: RunRecord) -> str:
     name = f"#{run.id} {run.kind} · {run.started_at[:16].replace('T', ' ')}"
     if run.label:
         label = " ".join(run.label.split())  # no line breaks in a legend
-        name += " · " + (label if len(label) <= LABEL_CHARACTERS
-                         else label[:LABEL_CHARACTERS - 1] + "…")
+        name += " · " + (
+            label if len(label) <= LABEL_CHARACTERS else label[: LABEL_CHARACTERS - 1] + "…"
+        )
     return name
 
 
@@ -41,9 +42,12 @@ def filtered(runs: list[RunRecord]) -> list[RunRecord]:
     keep = []
     for run in runs:
         host = str(run.machine.get("hostname", ""))
-        if ((not kinds or run.kind in kinds) and (not statuses or run.status in statuses)
-                and (not envs or set(envs) & set(run.env_ids))
-                and (not text or text.lower() in f"{run.label or ''} {host}".lower())):
+        if (
+            (not kinds or run.kind in kinds)
+            and (not statuses or run.status in statuses)
+            and (not envs or set(envs) & set(run.env_ids))
+            and (not text or text.lower() in f"{run.label or ''} {host}".lower())
+        ):
             keep.append(run)
     return keep
 
@@ -53,44 +57,75 @@ store = common.queue().store
 store.fail_abandoned_runs()
 runs = store.runs()
 if not runs:
-    st.info("No runs yet. Run a comparison, or `python -m vecenvs bench`: every run is saved "
-            f"in {common.plain(store.path)}.")
+    st.info(
+        "No runs yet. Run a comparison, or `python -m vecenvs bench`: every run is saved "
+        f"in {common.plain(store.path)}."
+    )
     st.stop()
 
 shown = filtered(runs)
-common.table({
-    "run": run.id, "kind": run.kind, "status": run.status,
-    "started (UTC)": run.started_at[:19].replace("T", " "), "label": run.label or "",
-    "host": str(run.machine.get("hostname", "")), "CPUs": str(run.machine.get("usable_cpus", "")),
-    "envs": ", ".join(run.env_ids), "N": ", ".join(map(str, run.num_envs)),
-    "backends": ", ".join(run.backends), "measurements": run.measurement_count,
-} for run in shown)
+common.table(
+    {
+        "run": run.id,
+        "kind": run.kind,
+        "status": run.status,
+        "started (UTC)": run.started_at[:19].replace("T", " "),
+        "label": run.label or "",
+        "host": str(run.machine.get("hostname", "")),
+        "CPUs": str(run.machine.get("usable_cpus", "")),
+        "envs": ", ".join(run.env_ids),
+        "N": ", ".join(map(str, run.num_envs)),
+        "backends": ", ".join(run.backends),
+        "measurements": run.measurement_count,
+    }
+    for run in shown
+)
 
 with_data = [run for run in shown if run.measurement_count]
 by_name = {run_name(run): run for run in with_data}
-picked = st.multiselect("Runs to overlay (two or more to compare)", list(by_name),
-                        default=list(by_name)[:1])
+picked = st.multiselect(
+    "Runs to overlay (two or more to compare)", list(by_name), default=list(by_name)[:1]
+)
 if picked:
-    metric = st.radio("Show", ["throughput", "speedup"], horizontal=True,
-                      format_func={"throughput": "throughput (env steps/s)",
-                                   "speedup": "speed-up over the loop (gym-sync)"}.get)
+    metric = st.radio(
+        "Show",
+        ["throughput", "speedup"],
+        horizontal=True,
+        format_func={
+            "throughput": "throughput (env steps/s)",
+            "speedup": "speed-up over the loop (gym-sync)",
+        }.get,
+    )
     ids = [by_name[name].id for name in picked]
     rows = store.measurements(ids)
-    per_run = {name: [Measurement.from_dict(row["data"]) for row in rows
-                      if row["run_id"] == by_name[name].id] for name in picked}
+    per_run = {
+        name: [
+            Measurement.from_dict(row["data"]) for row in rows if row["run_id"] == by_name[name].id
+        ]
+        for name in picked
+    }
     # PPO's training throughput and the vector env's stepping throughput are different
     # quantities: never one axis for both.
-    groups = {"env stepping": [name for name in picked if by_name[name].kind != "train"],
-              "training": [name for name in picked if by_name[name].kind == "train"]}
+    groups = {
+        "env stepping": [name for name in picked if by_name[name].kind != "train"],
+        "training": [name for name in picked if by_name[name].kind == "train"],
+    }
     for what, names in groups.items():
         if names:
-            figure = figures.runs_figure({name: per_run[name] for name in names},
-                                         metric=metric, what=what)
-            common.chart_and_code(figure, f"history-overlay-{what}",
-                                  history_code(str(store.path),
-                                               [by_name[name].id for name in names]),
-                                  wide=True)
+            figure = figures.runs_figure(
+                {name: per_run[name] for name in names}, metric=metric, what=what
+            )
+            common.chart_and_code(
+                figure,
+                f"history-overlay-{what}",
+                history_code(str(store.path), [by_name[name].id for name in names]),
+                wide=True,
+            )
     text = io.StringIO()
     count = store.export_csv(text, ids)
-    st.download_button(f"Export these {count} measurements as CSV", text.getvalue(),
-                       file_name="vecenvs-results.csv", mime="text/csv")
+    st.download_button(
+        f"Export these {count} measurements as CSV",
+        text.getvalue(),
+        file_name="vecenvs-results.csv",
+        mime="text/csv",
+    )

@@ -6,9 +6,9 @@ from __future__ import annotations
 import common
 import streamlit as st
 
+from vecenvs.bench.engine import CEILING, describe
 from vecenvs.bench.machine import machine_info
 from vecenvs.bench.snippets import machine_code
-from vecenvs.bench.engine import CEILING, describe
 from vecenvs.factory import BACKENDS, available_backends
 from vecenvs.profile import check_attach
 
@@ -30,10 +30,12 @@ with left:
     third.metric("Physical cores", info["physical_cores"] or "?")
     fourth.metric("Memory", f"{info['memory_bytes'] / 2**30:.1f} GiB")
     plain = common.plain
-    st.markdown(f"**CPU:** {plain(info['cpu_model'])}  \n**OS:** {plain(info['os'])}  \n"
-                f"**Python:** {plain(info['python'])} "
-                f"({plain(info['python_implementation'])})  \n"
-                f"**Host:** {plain(info['hostname'])}")
+    st.markdown(
+        f"**CPU:** {plain(info['cpu_model'])}  \n**OS:** {plain(info['os'])}  \n"
+        f"**Python:** {plain(info['python'])} "
+        f"({plain(info['python_implementation'])})  \n"
+        f"**Host:** {plain(info['hostname'])}"
+    )
 with code:
     common.show_code(machine_code())
 
@@ -46,9 +48,13 @@ if st.button("Check again"):
 
 st.subheader("Backends")
 installed = {*available_backends(), CEILING}
-common.table({"backend": name, "installed": "yes" if name in installed else "no",
-              "shown as": describe(name)} for name in [*BACKENDS, CEILING])
+common.table(
+    {"backend": name, "installed": "yes" if name in installed else "no", "shown as": describe(name)}
+    for name in [*BACKENDS, CEILING]
+)
 
 st.subheader("Package versions")
-common.table({"package": name, "version": version or "not installed"}
-             for name, version in info["packages"].items())
+common.table(
+    {"package": name, "version": version or "not installed"}
+    for name, version in info["packages"].items()
+)

@@ -32,8 +32,9 @@ def form() -> None:
             env_id = st.selectbox("Environment", common.env_choices())
             num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
         with middle:
-            backend = st.selectbox("Backend", backends, index=backends.index("subproc"),
-                                   format_func=describe_backend)
+            backend = st.selectbox(
+                "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
+            )
             workers = st.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
         with right:
             seconds = st.slider("Seconds of sampling", 1, 30, 3)
@@ -43,9 +44,12 @@ def form() -> None:
     if not submitted:
         return
     config = ProfileConfig(
-        env_id=env_id, num_envs=num_envs, backend=backend,
+        env_id=env_id,
+        num_envs=num_envs,
+        backend=backend,
         backend_kwargs={"num_workers": workers} if backend == "pool" else {},
-        seconds=seconds, rate=rate,
+        seconds=seconds,
+        rate=rate,
     )
     common.queue_job(lambda: common.queue().submit_profile(config, label=label.strip() or None))
 
@@ -57,47 +61,69 @@ def results(job: Job) -> None:
         return
     result = Breakdown.from_dict(summary["breakdown"])
     settings = summary["config"]
-    title = html.escape(f"{settings['backend']}, N={settings['num_envs']} x "  # plotly reads tags
-                        f"{settings['env_id']}: where each process spends its time", quote=False)
-    common.chart_and_code(breakdown_figure(result, title=title), f"breakdown-{job.id}",
-                          profile_code(settings))
+    title = html.escape(
+        f"{settings['backend']}, N={settings['num_envs']} x "  # plotly reads tags
+        f"{settings['env_id']}: where each process spends its time",
+        quote=False,
+    )
+    common.chart_and_code(
+        breakdown_figure(result, title=title), f"breakdown-{job.id}", profile_code(settings)
+    )
     rate = summary.get("steps_per_second")
-    st.caption(f"{summary['counted_samples']:,} samples counted (idle ones included: a "
-               "blocked worker is the point). "
-               + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else ""))
+    st.caption(
+        f"{summary['counted_samples']:,} samples counted (idle ones included: a "
+        "blocked worker is the point). "
+        + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else "")
+    )
     st.subheader("Share of each process's time, %")
-    common.table({"process": process, **{category: f"{100 * share:.1f}"
-                                         for category, share in shares.items()}}
-                 for process, shares in result.by_process().items())
+    common.table(
+        {
+            "process": process,
+            **{category: f"{100 * share:.1f}" for category, share in shares.items()},
+        }
+        for process, shares in result.by_process().items()
+    )
     st.subheader("Flame graph")
-    st.caption("Each box is a function; its width is its share of the samples, its colour its "
-               "category. Hover a box for its name and share.")
+    st.caption(
+        "Each box is a function; its width is its share of the samples, its colour its "
+        "category. Hover a box for its name and share."
+    )
     files = summary.get("files") or {}
     folder = common.queue().profiles_dir
     svg = common.read_project_text(files.get("svg"), folder)
     if svg is None:
-        st.warning(f"The flame graph file {common.plain(files.get('svg'))} is gone, or is not "
-                   f"one this dashboard wrote (under {common.plain(folder)}).")
+        st.warning(
+            f"The flame graph file {common.plain(files.get('svg'))} is gone, or is not "
+            f"one this dashboard wrote (under {common.plain(folder)})."
+        )
     else:
         # st.html sanitises (no scripts) and puts the SVG in the page itself, at the page's
         # width: hovering a box shows its <title>.
         st.html(svg)
     columns = st.columns(3)
-    for column, (name, mime) in zip(columns, [("svg", "image/svg+xml"),
-                                              ("speedscope", "application/json"),
-                                              ("collapsed", "text/plain")]):
+    for column, (name, mime) in zip(
+        columns,
+        [("svg", "image/svg+xml"), ("speedscope", "application/json"), ("collapsed", "text/plain")],
+    ):
         path = common.project_file(files.get(name), folder)
         if path is not None:
-            column.download_button(f"Download {path.name}", path.read_bytes(),
-                                   file_name=path.name, mime=mime,
-                                   key=f"download-{name}-{job.id}")
+            column.download_button(
+                f"Download {path.name}",
+                path.read_bytes(),
+                file_name=path.name,
+                mime=mime,
+                key=f"download-{name}-{job.id}",
+            )
         elif files.get(name):
-            column.caption(f"Not offered: {common.plain(files[name])} is not a file this "
-                           "dashboard wrote.")
+            column.caption(
+                f"Not offered: {common.plain(files[name])} is not a file this dashboard wrote."
+            )
 
 
 st.title("Profile")
-st.caption("Runs one configuration in its own process and samples it and its workers with "
-           "py-spy. Pipes, pickling and waiting show up as what they cost.")
+st.caption(
+    "Runs one configuration in its own process and samples it and its workers with "
+    "py-spy. Pipes, pickling and waiting show up as what they cost."
+)
 form()
 common.show_jobs("profile", results)

@@ -24,64 +24,89 @@ from vecenvs.factory import available_backends, describe_backend
 SMALL_MACHINE_CPUS = 4
 
 #: Backends PPO can train on here: lock-step ones (SB3 steps every env at once).
-TRAINABLE = ("sb3-dummy", "sb3-subproc", "multi", "subproc", "pool", "gym-sync", "gym-async",
-             "ray")
+TRAINABLE = ("sb3-dummy", "sb3-subproc", "multi", "subproc", "pool", "gym-sync", "gym-async", "ray")
 
 
 def form() -> None:
     """The training form; on *Train*, queue it and watch it."""
     installed = set(available_backends())
     if "sb3-dummy" not in installed:
-        st.error("Training needs Stable-Baselines3: pip install 'vecenvs[sb3]' "
-                 "(with -c constraints.txt for torch's CPU build).")
+        st.error(
+            "Training needs Stable-Baselines3: pip install 'vecenvs[sb3]' "
+            "(with -c constraints.txt for torch's CPU build)."
+        )
         return
     backends = [name for name in TRAINABLE if name in installed]
     with st.form("train"):
         left, middle, right = st.columns(3)
         with left:
-            env_id = st.selectbox("Environment", [e for e in common.env_choices()
-                                                  if e != common.TEACHING_ENV])
+            env_id = st.selectbox(
+                "Environment", [e for e in common.env_choices() if e != common.TEACHING_ENV]
+            )
             num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
         with middle:
-            chosen = st.multiselect("Vector envs to train on", backends,
-                                    default=["sb3-dummy", "multi", "pool"],
-                                    format_func=describe_backend)
+            chosen = st.multiselect(
+                "Vector envs to train on",
+                backends,
+                default=["sb3-dummy", "multi", "pool"],
+                format_func=describe_backend,
+            )
         with right:
-            timesteps = st.select_slider("Env steps per timed learn()",
-                                         [512, 1024, 2048, 4096, 8192, 16384], value=2048)
+            timesteps = st.select_slider(
+                "Env steps per timed learn()", [512, 1024, 2048, 4096, 8192, 16384], value=2048
+            )
             repeats = st.slider("Timed learn() calls", 1, 5, 2)
             # On few cores torch's threads and the workers fight over them: on our 2-core VM
             # PPO on the pool trained at ~1,900 env steps/s with torch's default, ~4,700 with 1.
             threads = st.radio(
-                "Threads for torch", [1, "default"], horizontal=True,
+                "Threads for torch",
+                [1, "default"],
+                horizontal=True,
                 index=0 if common.cpus() <= SMALL_MACHINE_CPUS else 1,
                 help="torch takes one thread per core by default. On few cores its threads "
                 f"and the vector env's worker processes compete for the CPUs, so on "
-                f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.")
+                f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
+            )
         label = st.text_input("Label (optional)", max_chars=80)
         submitted = st.form_submit_button("Train", type="primary")
     if not submitted:
         return
-    common.queue_job(lambda: common.queue().submit_training(
-        env_id, num_envs, chosen, timesteps=timesteps, repeats=repeats,
-        torch_threads=None if threads == "default" else threads, label=label.strip() or None))
+    common.queue_job(
+        lambda: common.queue().submit_training(
+            env_id,
+            num_envs,
+            chosen,
+            timesteps=timesteps,
+            repeats=repeats,
+            torch_threads=None if threads == "default" else threads,
+            label=label.strip() or None,
+        )
+    )
 
 
 def training_figure(rows: list[dict]) -> go.Figure:
     """Training throughput per backend, split into time stepping envs and the rest."""
     labels = [html.escape(row["backend"], quote=False) for row in rows]  # plotly reads tags
     figure = go.Figure()
-    figure.add_bar(name="stepping the envs", x=labels,
-                   y=[row["rate"] * row["env_share"] for row in rows], marker_color="#2ca02c",
-                   hovertemplate="%{x}: %{y:,.0f} env steps/s worth of env time<extra></extra>")
-    figure.add_bar(name="policy and updates", x=labels,
-                   y=[row["rate"] * (1 - row["env_share"]) for row in rows],
-                   marker_color="#7f7f7f",
-                   hovertemplate="%{x}: %{y:,.0f} env steps/s worth of learner time"
-                                 "<extra></extra>")
+    figure.add_bar(
+        name="stepping the envs",
+        x=labels,
+        y=[row["rate"] * row["env_share"] for row in rows],
+        marker_color="#2ca02c",
+        hovertemplate="%{x}: %{y:,.0f} env steps/s worth of env time<extra></extra>",
+    )
+    figure.add_bar(
+        name="policy and updates",
+        x=labels,
+        y=[row["rate"] * (1 - row["env_share"]) for row in rows],
+        marker_color="#7f7f7f",
+        hovertemplate="%{x}: %{y:,.0f} env steps/s worth of learner time<extra></extra>",
+    )
     figure.update_layout(
-        barmode="stack", title_text="PPO training throughput, split by where the time goes",
-        xaxis_title="vector env", yaxis_title="training throughput (env steps/s)",
+        barmode="stack",
+        title_text="PPO training throughput, split by where the time goes",
+        xaxis_title="vector env",
+        yaxis_title="training throughput (env steps/s)",
         legend_title_text="time spent",
     )
     return figure
@@ -95,19 +120,31 @@ def results(job: Job) -> None:
     for row in common.queue().store.measurements([job.run_id]):
         data = row["data"]
         measurement = Measurement.from_dict(data)
-        rows.append({"backend": measurement.config.backend, "rate": measurement.median,
-                     "env_share": data.get("env_share", 0.0)})
+        rows.append(
+            {
+                "backend": measurement.config.backend,
+                "rate": measurement.median,
+                "env_share": data.get("env_share", 0.0),
+            }
+        )
     if not rows:
         return
     common.chart_and_code(training_figure(rows), f"train-{job.id}", training_code(job.settings))
-    common.table({"vector env": row["backend"],
-                  "training env steps/s": common.format_rate(row["rate"]),
-                  "share stepping envs": f"{100 * row['env_share']:.0f}%"} for row in rows)
+    common.table(
+        {
+            "vector env": row["backend"],
+            "training env steps/s": common.format_rate(row["rate"]),
+            "share stepping envs": f"{100 * row['env_share']:.0f}%",
+        }
+        for row in rows
+    )
 
 
 st.title("Train")
-st.caption("Benchmarks time the vector env alone. In training, the policy's forward passes and "
-           "updates take their share too: this page trains Stable-Baselines3's PPO on each "
-           "vector env and shows both.")
+st.caption(
+    "Benchmarks time the vector env alone. In training, the policy's forward passes and "
+    "updates take their share too: this page trains Stable-Baselines3's PPO on each "
+    "vector env and shows both."
+)
 form()
 common.show_jobs("train", results)

@@ -34,14 +34,21 @@ from exercises.sandbox.client import (  # noqa: E402, F401  (re-exported for the
     StudentProcess,
     toolkit,
 )
-from exercises.sandbox.wire import type_name  # noqa: E402, F401  (re-exported for the checks)
+from exercises.sandbox.wire import type_name  # noqa: E402  (re-exported for the checks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--submission", default=str(EXERCISES / "student"),
-                     help="folder with the q*.py files to check (default: exercises/student)")
-    parser.addoption("--sandbox", default="auto", choices=("auto", *isolation.KINDS),
-                     help="where the student's code runs (default: the best this machine has)")
+    parser.addoption(
+        "--submission",
+        default=str(EXERCISES / "student"),
+        help="folder with the q*.py files to check (default: exercises/student)",
+    )
+    parser.addoption(
+        "--sandbox",
+        default="auto",
+        choices=("auto", *isolation.KINDS),
+        help="where the student's code runs (default: the best this machine has)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -115,7 +122,9 @@ def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: 
     the check with the student's traceback, which is what the student needs to see.
     """
     if not isinstance(function, RemoteFunction):
-        pytest.fail(f"expected a function, found {type_name(function)} {function!r:.60}", pytrace=False)
+        pytest.fail(
+            f"expected a function, found {type_name(function)} {function!r:.60}", pytrace=False
+        )
     return function.call_within(seconds, *args, **kwargs)
 
 

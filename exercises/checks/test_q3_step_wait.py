@@ -10,7 +10,16 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import RemoteObject, StudentCodeFailed, StudentError, attribute, call, load, toolkit, type_name
+from conftest import (
+    RemoteObject,
+    StudentCodeFailed,
+    StudentError,
+    attribute,
+    call,
+    load,
+    toolkit,
+    type_name,
+)
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
 from vecenvs.envs import faulty_env_fns
@@ -85,8 +94,11 @@ def make_envs(student):
     def build(env_fns, **kwargs):
         envs = call(env_class, env_fns, **kwargs)
         if not isinstance(envs, RemoteObject):
-            pytest.fail(f"MyPipeVecEnv(...) gave {type_name(envs)}: expected a vector env; is "
-                        "MyPipeVecEnv still a class, subclassing PipeVecEnv?", pytrace=False)
+            pytest.fail(
+                f"MyPipeVecEnv(...) gave {type_name(envs)}: expected a vector env; is "
+                "MyPipeVecEnv still a class, subclassing PipeVecEnv?",
+                pytrace=False,
+            )
         built.append(envs)
         return envs
 
@@ -106,18 +118,23 @@ def step(envs, actions, seconds=10.0, **kwargs):
 def same_as_by_hand(result, expected, when):
     """Fails unless ``result`` (what step_wait returned) holds the by-hand results, in env order."""
     assert isinstance(result, tuple) and len(result) == 5, (
-        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)")
+        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)"
+    )
     observations, rewards, terminations, truncations, _ = result
     for index, (observation, reward, terminated, truncated) in enumerate(expected):
         try:
-            same = (np.array_equal(np.asarray(observations[index]), observation)
-                    and rewards[index] == reward and terminations[index] == terminated
-                    and truncations[index] == truncated)
+            same = (
+                np.array_equal(np.asarray(observations[index]), observation)
+                and rewards[index] == reward
+                and terminations[index] == terminated
+                and truncations[index] == truncated
+            )
         except (TypeError, IndexError, ValueError, KeyError):
             same = False
         assert same, (
             f"{when}, env {index}: your results differ from stepping env {index} by hand. Are the "
-            "answers in env order (the order of self.parent_pipes), whatever order they arrived in?")
+            "answers in env order (the order of self.parent_pipes), whatever order they arrived in?"
+        )
 
 
 def test_returns_batched_arrays(make_envs, by_hand):
@@ -126,21 +143,27 @@ def test_returns_batched_arrays(make_envs, by_hand):
     envs.reset(seed=0)
     result = step(envs, [0, 1, 0])
     assert isinstance(result, tuple) and len(result) == 5, (
-        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)")
+        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)"
+    )
     observations, rewards, terminations, truncations, infos = result
-    expected = [("observations", observations, (NUM_ENVS, OBS_SIZE), np.float32),
-                ("rewards", rewards, (NUM_ENVS,), np.float64),
-                ("terminations", terminations, (NUM_ENVS,), np.bool_),
-                ("truncations", truncations, (NUM_ENVS,), np.bool_)]
+    expected = [
+        ("observations", observations, (NUM_ENVS, OBS_SIZE), np.float32),
+        ("rewards", rewards, (NUM_ENVS,), np.float64),
+        ("terminations", terminations, (NUM_ENVS,), np.bool_),
+        ("truncations", truncations, (NUM_ENVS,), np.bool_),
+    ]
     for name, value, shape, dtype in expected:
         assert isinstance(value, np.ndarray), (
-            f"{name} is a {type_name(value)}: expected a numpy array (np.stack / np.array)")
+            f"{name} is a {type_name(value)}: expected a numpy array (np.stack / np.array)"
+        )
         assert value.shape == shape, (
             f"{name} has shape {value.shape}: expected {shape}, one row per env in env order "
-            "(stack the envs' results along a new first axis)")
+            "(stack the envs' results along a new first axis)"
+        )
         assert value.dtype == dtype, f"{name} has dtype {value.dtype}: expected {np.dtype(dtype)}"
     assert isinstance(infos, (list, tuple)) and len(infos) == NUM_ENVS, (
-        f"infos should be a list of {NUM_ENVS} dicts, one per env; got {type_name(infos)}")
+        f"infos should be a list of {NUM_ENVS} dicts, one per env; got {type_name(infos)}"
+    )
     # The right shapes filled with the wrong numbers are not a step.
     same_as_by_hand(result, reference.step([0, 1, 0]), "step 1")
 
@@ -174,7 +197,8 @@ def test_steps_the_envs_in_parallel(make_envs, by_hand):
         f"{num_envs} envs that each sleep {seconds} s per step took {parallel:.2f} s for {steps} steps, "
         f"stepping them one after the other here took {sequential:.2f} s: in parallel it should take "
         "about 1/4 of that. Does step_wait wait for one worker before even looking at the next, "
-        "or send anything to the workers? (step_async already sent the actions)")
+        "or send anything to the workers? (step_async already sent the actions)"
+    )
 
 
 def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
@@ -182,23 +206,35 @@ def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand
     envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), worker=toolkit.answering_worker)
     reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
     envs.reset(seed=0)
-    same_as_by_hand(step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 1 fails)")
+    same_as_by_hand(
+        step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 1 fails)"
+    )
     envs.step_async([0] * NUM_ENVS)
     try:
         call(envs.step_wait, seconds=10.0)
     except StudentError as error:
         if not error.is_a("WorkerError"):
-            pytest.fail(f"env 1 failed, and step_wait raised {error.type_name}: {error.message}. Expected "
-                        "WorkerError(env_index, payload) for a (False, payload) reply", pytrace=False)
+            pytest.fail(
+                f"env 1 failed, and step_wait raised {error.type_name}: {error.message}. Expected "
+                "WorkerError(env_index, payload) for a (False, payload) reply",
+                pytrace=False,
+            )
         assert error.attributes.get("env_index") == 1, (
             f"WorkerError names env {error.attributes.get('env_index')!r}: the env that failed is env 1 "
-            "(the index of its pipe)")
+            "(the index of its pipe)"
+        )
         assert "deliberate failure in step" in error.message, (
-            "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)")
+            "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)"
+        )
     else:
-        pytest.fail("env 1 replied (False, traceback) but step_wait returned normally: check ok "
-                    "in each (ok, payload) reply and raise WorkerError", pytrace=False)
-    assert envs.waiting is False, "after step_wait (even one that raised), self.waiting must be False again"
+        pytest.fail(
+            "env 1 replied (False, traceback) but step_wait returned normally: check ok "
+            "in each (ok, payload) reply and raise WorkerError",
+            pytrace=False,
+        )
+    assert envs.waiting is False, (
+        "after step_wait (even one that raised), self.waiting must be False again"
+    )
 
 
 def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
@@ -206,7 +242,9 @@ def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
     envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty))
     reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
     envs.reset(seed=0)
-    same_as_by_hand(step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 2 hangs)")
+    same_as_by_hand(
+        step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 2 hangs)"
+    )
     envs.step_async([0] * NUM_ENVS)
     start = time.perf_counter()
     try:
@@ -214,14 +252,19 @@ def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
     except StudentError as error:
         waited = time.perf_counter() - start
         if not error.is_a("WorkerTimeout"):
-            pytest.fail(f"env 2 hung and step_wait raised {error.type_name}: {error.message}. Expected "
-                        "WorkerTimeout([2], timeout)", pytrace=False)
+            pytest.fail(
+                f"env 2 hung and step_wait raised {error.type_name}: {error.message}. Expected "
+                "WorkerTimeout([2], timeout)",
+                pytrace=False,
+            )
         indices = error.attributes.get("env_indices")
         assert isinstance(indices, list) and indices == [2], (
-            f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered")
+            f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered"
+        )
         assert waited >= 0.5, (
             f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
-            "silent workers until the deadline")
+            "silent workers until the deadline"
+        )
         assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
     else:
         pytest.fail("env 2 never answered, but step_wait returned", pytrace=False)

@@ -25,20 +25,31 @@ class Worker:
 
     def ask(self, command, data=None):
         """Sends one command; returns the ``(ok, payload)`` reply, or fails the check with why not."""
-        outcome = call(self.remote.ask, command.name, data, ANSWER_SECONDS, seconds=ANSWER_SECONDS + 10)
+        outcome = call(
+            self.remote.ask, command.name, data, ANSWER_SECONDS, seconds=ANSWER_SECONDS + 10
+        )
         if not isinstance(outcome, dict) or not ({"reply", "dead", "silent"} & set(outcome)):
-            pytest.fail(f"the harness could not tell what the worker did ({outcome!r:.80})", pytrace=False)
+            pytest.fail(
+                f"the harness could not tell what the worker did ({outcome!r:.80})", pytrace=False
+            )
         if "dead" in outcome:
-            pytest.fail(f"the worker process died while {outcome.get('doing')} (exit code {outcome['dead']}), "
-                        "without sending (False, traceback). Catch the exception around each command "
-                        "and send (False, traceback.format_exc()). (Exit code 1 at the first command "
-                        "often means careful_worker still raises NotImplementedError.)", pytrace=False)
+            pytest.fail(
+                f"the worker process died while {outcome.get('doing')} (exit code {outcome['dead']}), "
+                "without sending (False, traceback). Catch the exception around each command "
+                "and send (False, traceback.format_exc()). (Exit code 1 at the first command "
+                "often means careful_worker still raises NotImplementedError.)",
+                pytrace=False,
+            )
         if "silent" in outcome:
-            pytest.fail(f"the worker did not answer {command.name} within {ANSWER_SECONDS:g} s: is "
-                        "it stuck, or did it skip pipe.send for this command?", pytrace=False)
+            pytest.fail(
+                f"the worker did not answer {command.name} within {ANSWER_SECONDS:g} s: is "
+                "it stuck, or did it skip pipe.send for this command?",
+                pytrace=False,
+            )
         reply = outcome["reply"]
         assert isinstance(reply, tuple) and len(reply) == 2 and isinstance(reply[0], bool), (
-            f"the worker answered {command.name} with {reply!r:.80}: every reply must be (ok, payload)")
+            f"the worker answered {command.name} with {reply!r:.80}: every reply must be (ok, payload)"
+        )
         return reply
 
     def end_pipe(self):
@@ -81,7 +92,9 @@ def failing(fail_on, at):
     """A CartPole that raises at the ``at``-th ``fail_on``, with a message ending in a fresh
     token: only a real traceback carries it, no canned text can."""
     token = secrets.token_hex(4)
-    return toolkit.failing_env_fn(fail_on, at, token), f"deliberate failure in {fail_on} #{at} ({token})"
+    return toolkit.failing_env_fn(
+        fail_on, at, token
+    ), f"deliberate failure in {fail_on} #{at} ({token})"
 
 
 class CartPoleByHand:
@@ -103,16 +116,20 @@ def same_observation(payload, expected, command):
         same = np.array_equal(np.asarray(payload[0]), expected)
     except (TypeError, IndexError, ValueError, KeyError):
         same = False
-    assert same, (f"{command}'s payload {payload!r:.100} does not start with the env's observation: "
-                  "send what env.reset() / env.step() returned")
+    assert same, (
+        f"{command}'s payload {payload!r:.100} does not start with the env's observation: "
+        "send what env.reset() / env.step() returned"
+    )
 
 
 def assert_traceback(payload, message, command):
     assert isinstance(payload, str) and "Traceback (most recent call last)" in payload, (
         f"after the env raised in {command}, the payload should be the traceback text from "
-        f"traceback.format_exc(), got {payload!r:.120}")
+        f"traceback.format_exc(), got {payload!r:.120}"
+    )
     assert message in payload, (
-        "the traceback should end with the env's own error message (format_exc inside the except block)")
+        "the traceback should end with the env's own error message (format_exc inside the except block)"
+    )
 
 
 def test_serves_reset_step_and_close(start_worker):
@@ -120,16 +137,20 @@ def test_serves_reset_step_and_close(start_worker):
     by_hand = CartPoleByHand()
     ok, payload = worker.ask(Command.RESET, 0)
     assert ok, f"RESET failed:\n{payload}"
-    assert isinstance(payload, tuple) and len(payload) == 2, "RESET's payload must be (observation, info)"
+    assert isinstance(payload, tuple) and len(payload) == 2, (
+        "RESET's payload must be (observation, info)"
+    )
     same_observation(payload, by_hand.reset(0)[0], "RESET")
     ok, payload = worker.ask(Command.STEP, 1)
     assert ok, f"STEP failed:\n{payload}"
     assert isinstance(payload, tuple) and len(payload) == 5, (
-        "STEP's payload must be (observation, reward, terminated, truncated, info)")
+        "STEP's payload must be (observation, reward, terminated, truncated, info)"
+    )
     observation, reward, terminated, truncated, _ = by_hand.step(1)
     same_observation(payload, observation, "STEP")
     assert payload[1:4] == (reward, terminated, truncated), (
-        f"STEP's reward, terminated, truncated are {payload[1:4]!r:.80}: expected {(reward, terminated, truncated)}")
+        f"STEP's reward, terminated, truncated are {payload[1:4]!r:.80}: expected {(reward, terminated, truncated)}"
+    )
     assert worker.ask(Command.CLOSE) == (True, None), "CLOSE must be answered with (True, None)"
     alive, _ = worker.join(ANSWER_SECONDS)
     assert alive is False, "after answering CLOSE the worker must return (end its loop)"
@@ -166,8 +187,10 @@ def test_keeps_serving_after_an_error(start_worker):
     assert not ok, "the env raised in step #1, but the reply says ok=True"
     assert_traceback(payload, message, "step")
     ok, payload = worker.ask(Command.RESET, 1)
-    assert ok, (f"after reporting an error the worker should go on serving commands; RESET then "
-                f"failed:\n{payload}")
+    assert ok, (
+        f"after reporting an error the worker should go on serving commands; RESET then "
+        f"failed:\n{payload}"
+    )
     same_observation(payload, CartPoleByHand().reset(1)[0], "RESET")
 
 
@@ -183,9 +206,12 @@ def test_closes_its_env_on_close_and_when_the_parent_goes_away(start_worker):
             worker.end_pipe()  # the worker's recv() now raises EOFError
         alive, exitcode = worker.join(ANSWER_SECONDS)
         assert alive is False, (
-            f"after {how} the worker process is still running: leave the loop (on EOFError too)")
+            f"after {how} the worker process is still running: leave the loop (on EOFError too)"
+        )
         assert worker.env_was_closed(), (
-            f"after {how} the env was not closed: call env.close() in a finally block around the loop")
+            f"after {how} the env was not closed: call env.close() in a finally block around the loop"
+        )
         if how != "CLOSE":
             assert exitcode == 0, (
-                f"after {how} the worker ended with exit code {exitcode}: catch EOFError and return quietly")
+                f"after {how} the worker ended with exit code {exitcode}: catch EOFError and return quietly"
+            )

@@ -36,10 +36,15 @@ def made_up_profile():
     reads the rows gets it right."""
     rng = random.Random()
     while True:
-        rows = [{"process": process, "category": category, "samples": rng.randint(1, 400)}
-                for process in ("parent", "worker 0", "worker 1") for category in CATEGORIES]
+        rows = [
+            {"process": process, "category": category, "samples": rng.randint(1, 400)}
+            for process in ("parent", "worker 0", "worker 1")
+            for category in CATEGORIES
+        ]
         rng.shuffle(rows)
-        if all(_one_busiest(rows, process) for process in ("parent", "worker 0", "worker 1", "workers")):
+        if all(
+            _one_busiest(rows, process) for process in ("parent", "worker 0", "worker 1", "workers")
+        ):
             return rows
 
 
@@ -59,15 +64,22 @@ def check_shares(shares, profile, process):
     got = call(shares, rows, process)
     expected = true_shares(rows, process)
     assert isinstance(got, dict) and all(type(share) in (int, float) for share in got.values()), (
-        f"shares(...) returned {type_name(got)} {got!r:.80}: expected a dict category -> share (a number)")
+        f"shares(...) returned {type_name(got)} {got!r:.80}: expected a dict category -> share (a number)"
+    )
     assert math.isclose(sum(got.values()), 1.0, abs_tol=1e-6), (
         f"shares(rows, {process!r}) sums to {sum(got.values()):.3f}: divide each category's samples "
-        "by the process's total samples")
+        "by the process's total samples"
+    )
     for category, share in expected.items():
         assert math.isclose(got.get(category, 0.0), share, abs_tol=1e-6), (
             f"{profile}, {process!r}: share of {category!r} is {got.get(category, 0.0):.3f}, "
-            f"expected {share:.3f}" + (" (for 'workers', add up every process but the parent)"
-                                       if process == "workers" else ""))
+            f"expected {share:.3f}"
+            + (
+                " (for 'workers', add up every process but the parent)"
+                if process == "workers"
+                else ""
+            )
+        )
 
 
 def test_shares_of_one_process(q5):
@@ -87,14 +99,18 @@ def test_shares_of_the_workers_pooled(q5):
 def test_busiest(q5):
     busiest_of = attribute(q5, "busiest")
     made_up = made_up_profile()
-    cases = [(SUBPROC, PROFILES[SUBPROC], "parent"), (POOL, PROFILES[POOL], "parent"),
-             (POOL, PROFILES[POOL], "workers"), *(("a made-up profile", made_up, process)
-                                                  for process in ("parent", "worker 0", "workers"))]
+    cases = [
+        (SUBPROC, PROFILES[SUBPROC], "parent"),
+        (POOL, PROFILES[POOL], "parent"),
+        (POOL, PROFILES[POOL], "workers"),
+        *(("a made-up profile", made_up, process) for process in ("parent", "worker 0", "workers")),
+    ]
     for profile, rows, process in cases:
         got = call(busiest_of, rows, process)
         assert got == busiest(rows, process), (
             f"busiest(rows of {profile!r}, {process!r}) = {got!r}: that is not the category with "
-            "the largest share")
+            "the largest share"
+        )
 
 
 def check_category_answer(q5, name, expected, where):
@@ -102,30 +118,47 @@ def check_category_answer(q5, name, expected, where):
     if answer is None:
         pytest.fail(f"{name} is still None: look at {where} and give a category", pytrace=False)
     assert answer in CATEGORIES, f"{name} = {answer!r}: expected one of {CATEGORIES}"
-    assert answer == expected, f"{name} = {answer!r}: not where most of the time goes. Look at {where}"
+    assert answer == expected, (
+        f"{name} = {answer!r}: not where most of the time goes. Look at {where}"
+    )
 
 
 def test_answers_where_the_time_goes(q5):
-    check_category_answer(q5, "SUBPROC_PARENT_MOSTLY", busiest(PROFILES[SUBPROC], "parent"),
-                          "the parent's row of the SubprocVecEnv profile")
-    check_category_answer(q5, "SUBPROC_WORKERS_MOSTLY", busiest(PROFILES[SUBPROC], "workers"),
-                          "the SubprocVecEnv workers, pooled")
-    check_category_answer(q5, "POOL_WORKERS_MOSTLY", busiest(PROFILES[POOL], "workers"),
-                          "the pool's worker (N=128)")
+    check_category_answer(
+        q5,
+        "SUBPROC_PARENT_MOSTLY",
+        busiest(PROFILES[SUBPROC], "parent"),
+        "the parent's row of the SubprocVecEnv profile",
+    )
+    check_category_answer(
+        q5,
+        "SUBPROC_WORKERS_MOSTLY",
+        busiest(PROFILES[SUBPROC], "workers"),
+        "the SubprocVecEnv workers, pooled",
+    )
+    check_category_answer(
+        q5, "POOL_WORKERS_MOSTLY", busiest(PROFILES[POOL], "workers"), "the pool's worker (N=128)"
+    )
     share = attribute(q5, "SUBPROC_WORKERS_ENV_SHARE")
     expected = true_shares(PROFILES[SUBPROC], "workers")["env compute"]
     if share is None:
-        pytest.fail("SUBPROC_WORKERS_ENV_SHARE is still None: compute it with shares()", pytrace=False)
+        pytest.fail(
+            "SUBPROC_WORKERS_ENV_SHARE is still None: compute it with shares()", pytrace=False
+        )
     assert isinstance(share, (int, float)) and abs(share - expected) < 0.005, (
         f"SUBPROC_WORKERS_ENV_SHARE = {share!r}: expected the share as a number from 0 to 1 (not a "
-        "percentage) of the pooled workers' samples in 'env compute'")
+        "percentage) of the pooled workers' samples in 'env compute'"
+    )
 
 
 def test_answers_why(q5):
     answer = attribute(q5, "WHY_SUBPROC_WORKERS_WAIT")
     if answer is None:
         pytest.fail("WHY_SUBPROC_WORKERS_WAIT is still None: answer 'a', 'b' or 'c'", pytrace=False)
-    assert answer in ("a", "b", "c"), f"WHY_SUBPROC_WORKERS_WAIT = {answer!r}: answer 'a', 'b' or 'c'"
+    assert answer in ("a", "b", "c"), (
+        f"WHY_SUBPROC_WORKERS_WAIT = {answer!r}: answer 'a', 'b' or 'c'"
+    )
     assert answer == "b", (
         "not that one. Compare the workers' 'env compute' share with their 'waiting' share: if the "
-        "env were slow, which would be large? And processes have a GIL each, not one between them")
+        "env were slow, which would be large? And processes have a GIL each, not one between them"
+    )

@@ -157,7 +157,9 @@ class StudentProcess:
         """Evaluates ``expr`` over there and keeps the result there, as a :class:`RemoteObject`."""
         return self.ask("call", expr, f"building {expr!r}", seconds, keep=True)
 
-    def ask(self, op: str, target: Expr, doing: str, seconds: float = DEFAULT_SECONDS, **fields: Any) -> Any:
+    def ask(
+        self, op: str, target: Expr, doing: str, seconds: float = DEFAULT_SECONDS, **fields: Any
+    ) -> Any:
         """Sends one request about ``target``; returns what the answer means here.
 
         Returns:
@@ -170,12 +172,16 @@ class StudentProcess:
         filename = target.root.get("file")
         importing = op == "get" and filename is not None and len(target.steps) == 1
         if filename in self.hung_imports:
-            raise StudentTimeout(f"importing {filename} did not finish earlier, within "
-                                 f"{DEFAULT_SECONDS:g} s: does it wait for something at import?")
+            raise StudentTimeout(
+                f"importing {filename} did not finish earlier, within "
+                f"{DEFAULT_SECONDS:g} s: does it wait for something at import?"
+            )
         if "handle" in target.root and target.root.get("generation") != self.generation:
             raise StudentCrashed(f"{doing}: the process holding that object was stopped earlier")
         try:
-            reply = self._exchange({"op": op, "target": wire.encode(_plain(target)), **fields}, doing, seconds)
+            reply = self._exchange(
+                {"op": op, "target": wire.encode(_plain(target)), **fields}, doing, seconds
+            )
         except StudentTimeout:
             if importing and filename not in self._imported:
                 self.hung_imports.add(filename)
@@ -222,12 +228,24 @@ class StudentProcess:
         self.left_out = isolation.prepare_workspace(self.submission, self._workspace)
         ours, theirs = socket.socketpair()
         inside = isolation.paths(self.sandbox, self._workspace)
-        program = [sys.executable, "-m", "exercises.sandbox.runner", str(theirs.fileno()), inside["submission"]]
+        program = [
+            sys.executable,
+            "-m",
+            "exercises.sandbox.runner",
+            str(theirs.fileno()),
+            inside["submission"],
+        ]
         command, environment, folder = self.sandbox.command(self._workspace, program)
         try:
             # A session of its own: its process group is what stop() kills.
-            self._process = subprocess.Popen(command, env=environment, cwd=folder, stdin=subprocess.DEVNULL,
-                                             pass_fds=(theirs.fileno(),), start_new_session=True)
+            self._process = subprocess.Popen(
+                command,
+                env=environment,
+                cwd=folder,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
         finally:
             theirs.close()
         self._channel = ours
@@ -239,10 +257,16 @@ class StudentProcess:
             if "hello" not in hello:
                 raise wire.WireError("no hello")
         except (TimeoutError, EOFError, OSError, wire.WireError) as error:
-            how = self._ending() if not isinstance(error, TimeoutError) else "it did not start in time"
+            how = (
+                self._ending()
+                if not isinstance(error, TimeoutError)
+                else "it did not start in time"
+            )
             self.stop()
-            raise SandboxFailed(f"the {self.sandbox.kind} sandbox could not start Python ({how}); its own "
-                                "error is above. (--sandbox none runs student code without one.)") from None
+            raise SandboxFailed(
+                f"the {self.sandbox.kind} sandbox could not start Python ({how}); its own "
+                "error is above. (--sandbox none runs student code without one.)"
+            ) from None
 
     def _exchange(self, message: dict, doing: str, seconds: float) -> dict:
         """Sends ``message`` and waits for its reply; on any trouble, stops the process."""
@@ -260,16 +284,22 @@ class StudentProcess:
             self._fresh = False
             return reply
         except TimeoutError:
-            raise StudentTimeout(f"{doing} did not return within {seconds:g} s: is something waiting "
-                                 "forever (a recv() without a deadline, a loop that never ends)?") from None
+            raise StudentTimeout(
+                f"{doing} did not return within {seconds:g} s: is something waiting "
+                "forever (a recv() without a deadline, a loop that never ends)?"
+            ) from None
         except (EOFError, OSError):
-            raise StudentCrashed(f"the process running your code ended ({self._ending()}) during "
-                                 f"{doing}: look for sys.exit, os._exit, os.kill or a crash in "
-                                 "native code") from None
+            raise StudentCrashed(
+                f"the process running your code ended ({self._ending()}) during "
+                f"{doing}: look for sys.exit, os._exit, os.kill or a crash in "
+                "native code"
+            ) from None
         except wire.WireError as error:
-            raise BadAnswer(f"during {doing}, your code's process sent something that is not an "
-                            f"answer ({error}): does your code write to file descriptors it "
-                            "does not own?") from None
+            raise BadAnswer(
+                f"during {doing}, your code's process sent something that is not an "
+                f"answer ({error}): does your code write to file descriptors it "
+                "does not own?"
+            ) from None
         finally:
             if not answered:  # also when the check itself was interrupted (pytest-timeout)
                 self.stop()
@@ -292,7 +322,9 @@ class StudentProcess:
             raise self._failure(reply, target, doing)
         if isinstance(reply.get("callable"), dict):
             info = reply["callable"]
-            return RemoteFunction(self, target, str(info.get("name", "?")), info.get("is_class") is True)
+            return RemoteFunction(
+                self, target, str(info.get("name", "?")), info.get("is_class") is True
+            )
         if type(reply.get("handle")) is int:
             handle = Expr({"handle": reply["handle"], "generation": self.generation})
             return RemoteObject(self, handle, str(reply.get("type", "?")))
@@ -307,13 +339,19 @@ class StudentProcess:
         kind = reply.get("error")
         filename = str(reply.get("file", target.root.get("file", "?")))
         if kind == "no_file":
-            return ImportFailed(f"{filename} not found in {self.submission}: copy "
-                                f"exercises/student/{filename} there and fill it in")
+            return ImportFailed(
+                f"{filename} not found in {self.submission}: copy "
+                f"exercises/student/{filename} there and fill it in"
+            )
         if kind == "import_failed":
-            return ImportFailed(f"importing {filename} failed; fix this first:\n{reply.get('traceback', '')}")
+            return ImportFailed(
+                f"importing {filename} failed; fix this first:\n{reply.get('traceback', '')}"
+            )
         if kind == "missing":
             owner = repr(Expr(target.root, target.steps[:-1])) if target.steps else filename
-            return MissingName(f"{owner} has no {str(reply.get('name'))!r}: did you rename or delete it?")
+            return MissingName(
+                f"{owner} has no {str(reply.get('name'))!r}: did you rename or delete it?"
+            )
         if kind == "raised" and isinstance(reply.get("exception"), dict):
             error = StudentError(doing, reply["exception"])
             if error.is_a("builtins.NotImplementedError"):
@@ -331,7 +369,11 @@ def _plain(expr: Expr) -> Expr:
 def _plain_step(step: tuple) -> tuple:
     if step[0] == "attr":
         return step
-    return ("call", tuple(_as_sent(arg) for arg in step[1]), {key: _as_sent(value) for key, value in step[2].items()})
+    return (
+        "call",
+        tuple(_as_sent(arg) for arg in step[1]),
+        {key: _as_sent(value) for key, value in step[2].items()},
+    )
 
 
 def _as_sent(value: Any) -> Any:
@@ -351,10 +393,14 @@ def _as_sent(value: Any) -> Any:
 
 def _describe_call(name: str, args: tuple, kwargs: dict) -> str:
     """``split_envs(10, 3)``: how a call reads in a message (long arguments shortened)."""
+
     def short(value: Any) -> str:
         text = repr(value)
         return text if len(text) <= 40 else text[:37] + "..."
-    parts = [short(arg) for arg in args] + [f"{key}={short(value)}" for key, value in kwargs.items()]
+
+    parts = [short(arg) for arg in args] + [
+        f"{key}={short(value)}" for key, value in kwargs.items()
+    ]
     return f"{name}({', '.join(parts)})"
 
 
@@ -371,7 +417,9 @@ class RemoteModule:
 
     def get(self, name: str, seconds: float = DEFAULT_SECONDS) -> Any:
         """``module.name``: data, or a :class:`RemoteFunction` for a function or class."""
-        return self.student.ask("get", getattr(self.expr, name), f"importing {self.filename}", seconds)
+        return self.student.ask(
+            "get", getattr(self.expr, name), f"importing {self.filename}", seconds
+        )
 
 
 class RemoteFunction:
@@ -390,7 +438,9 @@ class RemoteFunction:
     def call_within(self, seconds: float, *args: Any, **kwargs: Any) -> Any:
         """Calls it with a deadline of ``seconds``."""
         doing = _describe_call(self.__name__, args, kwargs)
-        return self.student.ask("call", self.expr(*args, **kwargs), doing, seconds, keep=self.is_class)
+        return self.student.ask(
+            "call", self.expr(*args, **kwargs), doing, seconds, keep=self.is_class
+        )
 
     def __repr__(self) -> str:
         return f"<the student's {self.__name__}>"

@@ -54,16 +54,31 @@ KINDS = ("bwrap", "unshare", "none")
 # Namespaces for bwrap, most isolated first: a user namespace of its own lets us forbid nested
 # ones (--disable-userns, bubblewrap >= 0.8); the second works for root with an older bwrap.
 _BWRAP_VARIANTS = (
-    ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-     "--unshare-uts", "--unshare-cgroup-try"),
+    (
+        "--unshare-user",
+        "--disable-userns",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ),
     ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"),
 )
 # Always: no capabilities, a session of its own (no terminal tricks), and the whole sandbox
 # killed by the kernel if the process that started it dies.
 _BWRAP_ALWAYS = ("--cap-drop", "ALL", "--new-session", "--die-with-parent")
 # Read only from the host's /etc: what the dynamic linker and a Python process may look at.
-_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
-              "nsswitch.conf", "hosts")
+_ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+)
 
 
 @dataclass(frozen=True)
@@ -84,14 +99,20 @@ class Sandbox:
             return ""
         install = "Install bubblewrap (apt-get install bubblewrap) to grade in a sandbox."
         if self.kind == "unshare":
-            return (f"bubblewrap is not usable here ({self.why_not_better}). Student code runs in "
-                    "a PID namespace of its own (unshare), so nothing it starts survives it, but it "
-                    f"can read and change every file this user can, solutions included. {install}")
-        return (f"no sandbox could be made here ({self.why_not_better}). Student code runs as an "
-                "ordinary process: it can read and change every file this user can and signal "
-                f"its processes; only what it starts is still killed afterwards. {install}")
+            return (
+                f"bubblewrap is not usable here ({self.why_not_better}). Student code runs in "
+                "a PID namespace of its own (unshare), so nothing it starts survives it, but it "
+                f"can read and change every file this user can, solutions included. {install}"
+            )
+        return (
+            f"no sandbox could be made here ({self.why_not_better}). Student code runs as an "
+            "ordinary process: it can read and change every file this user can and signal "
+            f"its processes; only what it starts is still killed afterwards. {install}"
+        )
 
-    def command(self, workspace: Path, program: list[str]) -> tuple[list[str], dict[str, str], Path]:
+    def command(
+        self, workspace: Path, program: list[str]
+    ) -> tuple[list[str], dict[str, str], Path]:
         """The command line, environment and working folder that run ``program`` in here.
 
         ``program`` names paths as the student's process sees them (see :func:`paths`).
@@ -99,11 +120,15 @@ class Sandbox:
         inside = paths(self, workspace)
         environment = {
             "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": inside["tmp"], "TMPDIR": inside["tmp"], "LANG": "C.UTF-8",
+            "HOME": inside["tmp"],
+            "TMPDIR": inside["tmp"],
+            "LANG": "C.UTF-8",
             "PYTHONPATH": f"{inside['lab']}:{inside['packages']}",
             # No bytecode written next to the copies, no user site-packages, and the working
             # folder (the student's) not put before our packages on sys.path.
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONSAFEPATH": "1",
             "VECENVS_SANDBOX": self.kind,
         }
         if self.kind == "none":
@@ -111,14 +136,22 @@ class Sandbox:
         if self.kind == "unshare":
             user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
             return [*_unshare_prefix(), *user, *program], environment, workspace / "submission"
-        return [*_bwrap_prefix(self.bwrap_flags), *_bwrap_binds(workspace), *program], environment, Path("/")
+        return (
+            [*_bwrap_prefix(self.bwrap_flags), *_bwrap_binds(workspace), *program],
+            environment,
+            Path("/"),
+        )
 
 
 def paths(sandbox: Sandbox, workspace: Path) -> dict[str, str]:
     """Where the workspace's parts are, as the student's process sees them."""
     if sandbox.kind == "bwrap":
-        return {"lab": INSIDE_LAB, "packages": INSIDE_PACKAGES, "submission": INSIDE_SUBMISSION,
-                "tmp": "/tmp"}
+        return {
+            "lab": INSIDE_LAB,
+            "packages": INSIDE_PACKAGES,
+            "submission": INSIDE_SUBMISSION,
+            "tmp": "/tmp",
+        }
     return {name: str(workspace / name) for name in ("lab", "packages", "submission", "tmp")}
 
 
@@ -153,7 +186,9 @@ def copy_submission(folder: Path, into: Path) -> list[str]:
     notes: list[str] = []
     files = total = 0
     for root, folders, names in os.walk(folder, followlinks=False):
-        folders[:] = sorted(name for name in folders if not name.startswith(".") and name != "__pycache__")
+        folders[:] = sorted(
+            name for name in folders if not name.startswith(".") and name != "__pycache__"
+        )
         relative = Path(root).relative_to(folder)
         for name in sorted(names):
             source = Path(root) / name
@@ -162,8 +197,10 @@ def copy_submission(folder: Path, into: Path) -> list[str]:
                 continue
             size = source.stat().st_size
             if files + 1 > MAX_FILES or total + size > MAX_BYTES:
-                notes.append(f"{relative / name}: over the limit of {MAX_FILES} files or "
-                             f"{MAX_BYTES // 2**20} MiB, left out")
+                notes.append(
+                    f"{relative / name}: over the limit of {MAX_FILES} files or "
+                    f"{MAX_BYTES // 2**20} MiB, left out"
+                )
                 continue
             (into / relative).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, into / relative / name, follow_symlinks=False)
@@ -177,15 +214,27 @@ def vecenvs_folder() -> Path:
     spec = importlib.util.find_spec("vecenvs")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the vecenvs package is not importable: install it (make install)")
-    return Path(list(spec.submodule_search_locations)[0]).resolve()
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 # ---------------------------------------------------------------------------------- bubblewrap
 
 
 def _bwrap_prefix(flags: tuple[str, ...]) -> list[str]:
-    return ["bwrap", *flags, *_BWRAP_ALWAYS, *_system_binds(),
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--hostname", "sandbox"]
+    return [
+        "bwrap",
+        *flags,
+        *_BWRAP_ALWAYS,
+        *_system_binds(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--hostname",
+        "sandbox",
+    ]
 
 
 def _system_binds() -> list[str]:
@@ -206,11 +255,20 @@ def _bwrap_binds(workspace: Path) -> list[str]:
     args = []
     for path in python_folders():
         args += ["--ro-bind", str(path), str(path)]
-    return [*args,
-            "--ro-bind", str(workspace / "lab"), INSIDE_LAB,
-            "--ro-bind", str(vecenvs_folder()), f"{INSIDE_PACKAGES}/vecenvs",
-            "--bind", str(workspace / "submission"), INSIDE_SUBMISSION,
-            "--chdir", INSIDE_SUBMISSION]
+    return [
+        *args,
+        "--ro-bind",
+        str(workspace / "lab"),
+        INSIDE_LAB,
+        "--ro-bind",
+        str(vecenvs_folder()),
+        f"{INSIDE_PACKAGES}/vecenvs",
+        "--bind",
+        str(workspace / "submission"),
+        INSIDE_SUBMISSION,
+        "--chdir",
+        INSIDE_SUBMISSION,
+    ]
 
 
 @functools.cache
@@ -220,21 +278,33 @@ def python_folders() -> tuple[Path, ...]:
     Its installation and virtual environment, and its site-packages. Never a folder that holds
     the exercises (a checkout with the solutions, added to ``sys.path`` by an editable install).
     """
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                  *site.getsitepackages(), *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib",
-                                                                                  "purelib", "platlib"))}
+    candidates = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        *site.getsitepackages(),
+        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    }
     folders = set()
     # Each as given and resolved: a virtual environment reached through a link (.venv -> ...) is
     # run by the linked path, and its files live at the resolved one.
-    for path in {Path(os.path.abspath(c)) for c in candidates} | {Path(c).resolve() for c in candidates}:
+    for path in {Path(os.path.abspath(c)) for c in candidates} | {
+        Path(c).resolve() for c in candidates
+    }:
         if not path.is_dir() or path == Path("/") or path.is_relative_to("/usr"):
             continue  # /usr is shown whole already
         if EXERCISES.is_relative_to(path):
             continue  # would show the checks and the solutions
         folders.add(path)
     # A folder inside another one is shown with it.
-    return tuple(sorted(path for path in folders
-                        if not any(path != other and path.is_relative_to(other) for other in folders)))
+    return tuple(
+        sorted(
+            path
+            for path in folders
+            if not any(path != other and path.is_relative_to(other) for other in folders)
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------- unshare
@@ -263,8 +333,11 @@ def choose(requested: str = "auto") -> Sandbox:
             continue
         works, detail = _probe(kind)
         if works:
-            return Sandbox(kind, bwrap_flags=detail if kind == "bwrap" else (),
-                           why_not_better="; ".join(reasons))
+            return Sandbox(
+                kind,
+                bwrap_flags=detail if kind == "bwrap" else (),
+                why_not_better="; ".join(reasons),
+            )
         if requested == kind:
             raise RuntimeError(f"the {kind} sandbox does not work here: {detail}")
         reasons.append(f"{kind}: {detail}")
@@ -286,7 +359,10 @@ def _probe(kind: str):
         return False, "the bwrap command is not installed (Debian: apt-get install bubblewrap)"
     shown = [Path("/usr"), *python_folders()]
     if any(EXERCISES.is_relative_to(folder) for folder in shown):
-        return False, f"{EXERCISES} lies inside a folder the sandbox shows whole ({', '.join(map(str, shown))})"
+        return (
+            False,
+            f"{EXERCISES} lies inside a folder the sandbox shows whole ({', '.join(map(str, shown))})",
+        )
     error = ""
     for flags in _BWRAP_VARIANTS:
         ok, error = _runs([*_bwrap_prefix(flags), "true"])
@@ -297,8 +373,14 @@ def _probe(kind: str):
 
 def _runs(command: list[str]) -> tuple[bool, str]:
     try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=30, check=False)
+        done = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return False, str(error)
     last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]

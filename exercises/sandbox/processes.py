@@ -56,7 +56,11 @@ def kill_descendants(rounds: int = 20, seconds: float = 5.0, spare: set[int] = f
     killed = 0
     for _ in range(rounds):
         try:
-            found = [process for process in me.children(recursive=True) if process.pid not in spare and _running(process)]
+            found = [
+                process
+                for process in me.children(recursive=True)
+                if process.pid not in spare and _running(process)
+            ]
         except psutil.Error:
             break
         if not found:

@@ -59,7 +59,10 @@ class Runner:
         self.kept: dict[int, Any] = {}
         self.numbers = itertools.count(1)
         self.handlers: dict[str, Callable[[dict], dict]] = {
-            "get": self.get, "call": self.call, "clean": self.clean}
+            "get": self.get,
+            "call": self.call,
+            "clean": self.clean,
+        }
 
     def handle(self, request: dict) -> dict:
         """The reply to one request."""
@@ -76,8 +79,12 @@ class Runner:
     def get(self, request: dict) -> dict:
         value = self.target(request)
         if callable(value):
-            return {"callable": {"name": getattr(value, "__qualname__", type(value).__name__)[:200],
-                                 "is_class": isinstance(value, type)}}
+            return {
+                "callable": {
+                    "name": getattr(value, "__qualname__", type(value).__name__)[:200],
+                    "is_class": isinstance(value, type),
+                }
+            }
         return {"value": wire.encode(value)}
 
     def call(self, request: dict) -> dict:
@@ -105,10 +112,13 @@ class Runner:
             value = self.load(str(root["file"]))
         elif "handle" in root:
             if root["handle"] not in self.kept:
-                raise Refusal({"error": "bad_request", "detail": f"no object {root['handle']!r:.20}"})
+                raise Refusal(
+                    {"error": "bad_request", "detail": f"no object {root['handle']!r:.20}"}
+                )
             value = self.kept[root["handle"]]
         else:
             from exercises.sandbox import toolkit  # imported on first use: it imports gymnasium
+
             value = toolkit
         for step in expr.steps:
             if step[0] == "attr":
@@ -135,9 +145,11 @@ class Runner:
         sys.modules[spec.name] = module
         try:
             spec.loader.exec_module(module)
-        except BaseException as error:  # noqa: BLE001 - SystemExit at import too: report it
+        except BaseException as error:
             del sys.modules[spec.name]
-            return Refusal({"error": "import_failed", "file": filename, "traceback": student_traceback(error)})
+            return Refusal(
+                {"error": "import_failed", "file": filename, "traceback": student_traceback(error)}
+            )
         return module
 
     def attribute(self, value: Any, name: str) -> Any:
@@ -145,30 +157,40 @@ class Runner:
             return getattr(value, name)
         except AttributeError:
             raise Refusal({"error": "missing", "name": name}) from None
-        except BaseException as error:  # noqa: BLE001 - a property of the student's that raised
+        except BaseException as error:
             raise Refusal({"error": "raised", "exception": describe(error)}) from None
 
     def run(self, function: Any, args: list, kwargs: dict) -> Any:
         try:
             return function(*args, **kwargs)
-        except BaseException as error:  # noqa: BLE001 - whatever the student's code raises is an answer
+        except BaseException as error:
             raise Refusal({"error": "raised", "exception": describe(error)}) from None
 
 
 def describe(error: BaseException) -> dict:
     """An exception as data: its classes (most derived first), message, traceback, attributes."""
-    types = [f"{kind.__module__}.{kind.__qualname__}" for kind in type(error).__mro__
-             if issubclass(kind, BaseException)]
+    types = [
+        f"{kind.__module__}.{kind.__qualname__}"
+        for kind in type(error).__mro__
+        if issubclass(kind, BaseException)
+    ]
     try:
         message = str(error)
-    except Exception:  # noqa: BLE001 - a broken __str__
+    except Exception:
         message = "(its message could not be read)"
     attributes = {}
     with contextlib.suppress(Exception):
-        attributes = {key: value for key, value in vars(error).items()
-                      if isinstance(key, str) and not key.startswith("_")}
-    return {"types": types, "message": message[:4000], "traceback": student_traceback(error),
-            "attributes": wire.encode(attributes)}
+        attributes = {
+            key: value
+            for key, value in vars(error).items()
+            if isinstance(key, str) and not key.startswith("_")
+        }
+    return {
+        "types": types,
+        "message": message[:4000],
+        "traceback": student_traceback(error),
+        "attributes": wire.encode(attributes),
+    }
 
 
 def student_traceback(error: BaseException) -> str:
@@ -176,9 +198,10 @@ def student_traceback(error: BaseException) -> str:
     try:
         summary = traceback.TracebackException.from_exception(error)
         summary.stack = traceback.StackSummary.from_list(
-            [frame for frame in summary.stack if not frame.filename.startswith(OWN_FOLDER)])
+            [frame for frame in summary.stack if not frame.filename.startswith(OWN_FOLDER)]
+        )
         text = "".join(summary.format())
-    except Exception:  # noqa: BLE001 - an exception that cannot even be formatted
+    except Exception:
         text = f"{type(error).__name__} (its traceback could not be formatted)"
     return text[-4000:]
 
@@ -214,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             wire.send(channel, reply)
         except wire.WireError as error:  # an answer too large to send
-            wire.send(channel, {"id": request.get("id"), "error": "bad_reply", "detail": str(error)})
+            wire.send(
+                channel, {"id": request.get("id"), "error": "bad_reply", "detail": str(error)}
+            )
         except (BrokenPipeError, ConnectionError):
             return 0
 

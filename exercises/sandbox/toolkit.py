@@ -88,7 +88,7 @@ def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
                         observation, _ = env.reset()
                     reply = observation, reward, terminated, truncated, info
                 pipe.send((True, reply))
-            except Exception:  # noqa: BLE001 - every env error goes back to the parent
+            except Exception:
                 pipe.send((False, traceback.format_exc()))
     except EOFError:
         pass
@@ -120,8 +120,11 @@ class WorkerUnderTest:
         context = multiprocess.get_context("fork")
         self.pipe, worker_pipe = context.Pipe()
         recorded = functools.partial(_recorded, env_fn, self.marker)
-        self.process = context.Process(target=_run_worker, daemon=True,
-                                       args=(worker_function, worker_pipe, recorded, [self.pipe]))
+        self.process = context.Process(
+            target=_run_worker,
+            daemon=True,
+            args=(worker_function, worker_pipe, recorded, [self.pipe]),
+        )
         self.process.start()
         worker_pipe.close()
 

@@ -53,7 +53,7 @@ class Opaque:
     It is equal to nothing but itself, so no check can be passed with it.
     """
 
-    __slots__ = ("type_name", "text")
+    __slots__ = ("text", "type_name")
 
     def __init__(self, type_name: str, text: str = ""):
         self.type_name = type_name
@@ -108,7 +108,9 @@ class Expr:
         return Expr(self.root, (*self.steps, ("call", args, kwargs)))
 
     def __repr__(self) -> str:
-        root = self.root.get("file") or (f"object {self.root['handle']}" if "handle" in self.root else "toolkit")
+        root = self.root.get("file") or (
+            f"object {self.root['handle']}" if "handle" in self.root else "toolkit"
+        )
         text = str(root)
         for step in self.steps:
             text += f".{step[1]}" if step[0] == "attr" else "(...)"
@@ -125,7 +127,11 @@ def encode(value: Any, depth: int = 0) -> Any:
     if value is None or type(value) in (bool, str):
         return value
     if isinstance(value, Expr):
-        return {"$": "expr", "root": value.root, "steps": [_encode_step(step, depth) for step in value.steps]}
+        return {
+            "$": "expr",
+            "root": value.root,
+            "steps": [_encode_step(step, depth) for step in value.steps],
+        }
     # No numpy object can exist where numpy was never imported (question 1's code, say): then
     # there is no need to pay for importing it.
     np = sys.modules.get("numpy")
@@ -147,13 +153,26 @@ def encode(value: Any, depth: int = 0) -> Any:
             kind = "tuple" if isinstance(value, tuple) else "list"
             return {"$": kind, "items": [encode(item, depth + 1) for item in value]}
         if isinstance(value, dict):
-            return {"$": "dict", "items": [[encode(key, depth + 1), encode(item, depth + 1)]
-                                           for key, item in value.items()]}
-        if np and isinstance(value, np.ndarray) and value.dtype.kind in ARRAY_KINDS and value.dtype.fields is None:
+            return {
+                "$": "dict",
+                "items": [
+                    [encode(key, depth + 1), encode(item, depth + 1)] for key, item in value.items()
+                ],
+            }
+        if (
+            np
+            and isinstance(value, np.ndarray)
+            and value.dtype.kind in ARRAY_KINDS
+            and value.dtype.fields is None
+        ):
             array = np.ascontiguousarray(value)
-            return {"$": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape),
-                    "data": base64.b64encode(array.tobytes()).decode("ascii")}
-    except Exception as error:  # noqa: BLE001 - a value that breaks while being read is opaque
+            return {
+                "$": "ndarray",
+                "dtype": array.dtype.str,
+                "shape": list(array.shape),
+                "data": base64.b64encode(array.tobytes()).decode("ascii"),
+            }
+    except Exception as error:
         return _opaque(value, f"could not be read: {type(error).__name__}")
     return _opaque(value)
 
@@ -162,17 +181,24 @@ def _encode_step(step: tuple, depth: int) -> list:
     if step[0] == "attr":
         return ["attr", step[1]]
     _, args, kwargs = step
-    return ["call", [encode(arg, depth + 1) for arg in args],
-            {str(key): encode(item, depth + 1) for key, item in kwargs.items()}]
+    return [
+        "call",
+        [encode(arg, depth + 1) for arg in args],
+        {str(key): encode(item, depth + 1) for key, item in kwargs.items()},
+    ]
 
 
 def _opaque(value: Any, note: str = "") -> dict:
     kind = type(value)
     try:
         text = note or repr(value)
-    except Exception:  # noqa: BLE001 - a broken __repr__ is the student's; describe it without
+    except Exception:
         text = "its repr() failed"
-    return {"$": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}", "repr": str(text)[:200]}
+    return {
+        "$": "opaque",
+        "type": f"{kind.__module__}.{kind.__qualname__}",
+        "repr": str(text)[:200],
+    }
 
 
 # ---------------------------------------------------------------------------------------- decoding
@@ -197,8 +223,10 @@ def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
         items = [decode(item, evaluate, depth + 1) for item in _field(data, "items", list)]
         return items if tag == "list" else tuple(items)
     if tag == "dict":
-        pairs = [(decode(key, evaluate, depth + 1), decode(item, evaluate, depth + 1))
-                 for key, item in _field(data, "items", list)]
+        pairs = [
+            (decode(key, evaluate, depth + 1), decode(item, evaluate, depth + 1))
+            for key, item in _field(data, "items", list)
+        ]
         try:
             return dict(pairs)
         except TypeError:  # an unhashable key (a list, an array): not a dict the checks can use
@@ -209,7 +237,9 @@ def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
             raise WireError(f"not a float: {text[:20]}")
         return float(text)
     if tag == "range":
-        return range(_field(data, "start", int), _field(data, "stop", int), _field(data, "step", int))
+        return range(
+            _field(data, "start", int), _field(data, "stop", int), _field(data, "step", int)
+        )
     if tag == "ndarray":
         return _decode_array(data)
     if tag == "opaque":
@@ -222,8 +252,16 @@ def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
             if step[:1] == ["attr"] and len(step) == 2 and isinstance(step[1], str):
                 steps.append(("attr", step[1]))
             elif step[:1] == ["call"] and len(step) == 3:
-                steps.append(("call", [decode(arg, evaluate, depth + 1) for arg in step[1]],
-                              {str(key): decode(item, evaluate, depth + 1) for key, item in step[2].items()}))
+                steps.append(
+                    (
+                        "call",
+                        [decode(arg, evaluate, depth + 1) for arg in step[1]],
+                        {
+                            str(key): decode(item, evaluate, depth + 1)
+                            for key, item in step[2].items()
+                        },
+                    )
+                )
             else:
                 raise WireError(f"not a step: {str(step)[:80]}")
         return evaluate(Expr(_field(data, "root", dict), tuple(steps)))

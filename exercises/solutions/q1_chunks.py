@@ -4,7 +4,9 @@
 def split_envs(num_envs: int, num_workers: int) -> list[range]:
     """Env indices 0..num_envs-1 in ``num_workers`` consecutive chunks of near-equal size."""
     if not 1 <= num_workers <= num_envs:
-        raise ValueError(f"num_workers must be between 1 and num_envs={num_envs}, got {num_workers}")
+        raise ValueError(
+            f"num_workers must be between 1 and num_envs={num_envs}, got {num_workers}"
+        )
     # Every worker gets `base` envs; the last `extra` workers get one more (the first chunk is
     # the caller's, which also does the serial part of each step).
     base, extra = divmod(num_envs, num_workers)

@@ -17,15 +17,18 @@ def predicted_speedup(num_envs: int, t_env: float, t_os: float, workers: int, cp
     return num_envs * t_env / (num_envs * t_env / c + t_os)
 
 
-def t_os_from_speedup(num_envs: int, t_env: float, speedup: float, workers: int, cpus: int) -> float:
+def t_os_from_speedup(
+    num_envs: int, t_env: float, speedup: float, workers: int, cpus: int
+) -> float:
     """The overhead t_os that would make the model predict this measured ``speedup``."""
     c = concurrency(num_envs, workers, cpus)
     t_batch = num_envs * t_env / speedup  # the batch time this speed-up implies
     return t_batch - num_envs * t_env / c
 
 
-def break_even_num_envs(t_env: float, t_os: float, workers: int, cpus: int,
-                        max_envs: int = 100_000) -> int | None:
+def break_even_num_envs(
+    t_env: float, t_os: float, workers: int, cpus: int, max_envs: int = 100_000
+) -> int | None:
     """The smallest N (1 to ``max_envs``) at which the model's speed-up is at least 1."""
     for num_envs in range(1, max_envs + 1):
         if predicted_speedup(num_envs, t_env, t_os, workers, cpus) >= 1:

@@ -31,7 +31,9 @@ class MyPipeVecEnv(PipeVecEnv):
                     try:
                         replies[index] = pipe.recv()
                     except EOFError:  # the process died: say which env, not "EOFError"
-                        raise WorkerError(index, "(the worker process died without answering)") from None
+                        raise WorkerError(
+                            index, "(the worker process died without answering)"
+                        ) from None
         finally:
             self.waiting = False
         for index in range(self.num_envs):
@@ -39,6 +41,12 @@ class MyPipeVecEnv(PipeVecEnv):
             if not ok:
                 raise WorkerError(index, payload)
         observations, rewards, terminations, truncations, infos = zip(
-            *(replies[index][1] for index in range(self.num_envs)))
-        return (np.stack(observations), np.array(rewards, dtype=np.float64),
-                np.array(terminations, dtype=bool), np.array(truncations, dtype=bool), list(infos))
+            *(replies[index][1] for index in range(self.num_envs))
+        )
+        return (
+            np.stack(observations),
+            np.array(rewards, dtype=np.float64),
+            np.array(terminations, dtype=bool),
+            np.array(truncations, dtype=bool),
+            list(infos),
+        )

@@ -23,7 +23,7 @@ def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
                 return
             try:
                 reply = (True, _handle(env, command, data))
-            except Exception:  # noqa: BLE001 - every env error goes back to the parent
+            except Exception:
                 reply = (False, traceback.format_exc())
             pipe.send(reply)
     except EOFError:

@@ -28,7 +28,9 @@ def predicted_speedup(num_envs: int, t_env: float, t_os: float, workers: int, cp
     raise NotImplementedError("Exercise 2: write predicted_speedup")
 
 
-def t_os_from_speedup(num_envs: int, t_env: float, speedup: float, workers: int, cpus: int) -> float:
+def t_os_from_speedup(
+    num_envs: int, t_env: float, speedup: float, workers: int, cpus: int
+) -> float:
     """The overhead t_os that would make the model predict this measured ``speedup``.
 
     Solve the model for t_os: first the batch time the speed-up implies, then subtract the
@@ -37,8 +39,9 @@ def t_os_from_speedup(num_envs: int, t_env: float, speedup: float, workers: int,
     raise NotImplementedError("Exercise 2: write t_os_from_speedup")
 
 
-def break_even_num_envs(t_env: float, t_os: float, workers: int, cpus: int,
-                        max_envs: int = 100_000) -> int | None:
+def break_even_num_envs(
+    t_env: float, t_os: float, workers: int, cpus: int, max_envs: int = 100_000
+) -> int | None:
     """The smallest N (1 to ``max_envs``) at which the model's speed-up is at least 1.
 
     Returns None when no N up to ``max_envs`` gets there (for example with one worker, or one

@@ -54,8 +54,10 @@ __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 NAME = "ceiling"
 
 #: One line for tables and the dashboard.
-DESCRIPTION = ("the ceiling: min(K, N) processes each stepping their share of the envs in a "
-               "plain loop, no coordination (what no vector env can beat)")
+DESCRIPTION = (
+    "the ceiling: min(K, N) processes each stepping their share of the envs in a "
+    "plain loop, no coordination (what no vector env can beat)"
+)
 
 #: How many actions each env samples before timing and then cycles through (as the engine does).
 ACTION_RING_SIZE = 64
@@ -84,16 +86,20 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
     if unknown:
         raise ValueError(f"the ceiling takes only {', '.join(KWARGS)}; got {', '.join(unknown)}")
     workers = kwargs.get("num_workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
         raise ValueError(f"the ceiling's num_workers must be a whole number >= 1, got {workers!r}")
     method = kwargs.get("start_method")
     if method is not None and method not in multiprocess.get_all_start_methods():
-        raise ValueError(f"start_method {method!r} is not one of "
-                         f"{', '.join(multiprocess.get_all_start_methods())}")
+        raise ValueError(
+            f"start_method {method!r} is not one of "
+            f"{', '.join(multiprocess.get_all_start_methods())}"
+        )
     timeout = kwargs.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not timeout > 0):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
         raise ValueError(f"the ceiling's timeout must be a number of seconds > 0, got {timeout!r}")
 
 
@@ -111,11 +117,20 @@ class Ceiling:
             after a window's deadline.
     """
 
-    def __init__(self, env_id: str, num_envs: int, *, env_kwargs: Mapping[str, Any] | None = None,
-                 num_workers: int | None = None, seed: int = 0, start_method: str | None = None,
-                 timeout: float = 60.0):
-        check_kwargs({"num_workers": num_workers, "start_method": start_method,
-                      "timeout": timeout}, num_envs)
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        num_workers: int | None = None,
+        seed: int = 0,
+        start_method: str | None = None,
+        timeout: float = 60.0,
+    ):
+        check_kwargs(
+            {"num_workers": num_workers, "start_method": start_method, "timeout": timeout}, num_envs
+        )
         env_fns = env_fns_for(env_id, num_envs, **dict(env_kwargs or {}))
         self.num_envs = num_envs
         self.num_workers = min(num_workers or available_cpus(), num_envs)
@@ -149,8 +164,9 @@ class Ceiling:
             (env steps made by all processes, seconds from the common start to the end of the
             last process's last step).
         """
-        start_at = (time.perf_counter() + START_MARGIN_SECONDS
-                    + START_MARGIN_PER_WORKER * self.num_workers)
+        start_at = (
+            time.perf_counter() + START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
+        )
         for pipe in self._pipes:
             pipe.send((_Command.RUN, (start_at, seconds)))
         replies = self._gather(start_at + seconds + self.timeout, "stepping")
@@ -190,10 +206,13 @@ class Ceiling:
         while waiting:
             left = deadline - time.perf_counter()
             if left <= 0:
-                raise TimeoutError(f"ceiling process {min(waiting)} did not answer within "
-                                   f"{self.timeout:g} s while {doing}")
+                raise TimeoutError(
+                    f"ceiling process {min(waiting)} did not answer within "
+                    f"{self.timeout:g} s while {doing}"
+                )
             ready = multiprocess.connection.wait(
-                [*waiting.values(), *(s for s, i in sentinels.items() if i in waiting)], left)
+                [*waiting.values(), *(s for s, i in sentinels.items() if i in waiting)], left
+            )
             for item in ready:
                 index = sentinels.get(item)
                 if index is None:
@@ -203,14 +222,16 @@ class Ceiling:
                     except EOFError:
                         ok, payload = False, "the process closed its pipe"
                     if not ok:
-                        raise RuntimeError(f"ceiling process {index} failed while {doing}:\n"
-                                           f"{payload}")
+                        raise RuntimeError(
+                            f"ceiling process {index} failed while {doing}:\n{payload}"
+                        )
                     replies[index] = payload
                     del waiting[index]
                 elif index in waiting and not waiting[index].poll():
                     code = self._processes[index].exitcode
-                    raise RuntimeError(f"ceiling process {index} died while {doing} "
-                                       f"(exit code {code})")
+                    raise RuntimeError(
+                        f"ceiling process {index} died while {doing} (exit code {code})"
+                    )
         return [replies[index] for index in sorted(replies)]
 
 
@@ -237,15 +258,16 @@ def _work(env_fns: list[Callable[[], gym.Env]], seed: int, pipe: Any) -> None:
                     return
     except (EOFError, BrokenPipeError):
         pass  # the parent is gone: nobody to tell
-    except Exception:  # noqa: BLE001 - the parent re-raises it with this traceback
+    except Exception:
         pipe.send((False, traceback.format_exc()))
     finally:
         for env in envs:
             env.close()
 
 
-def _step_until(envs: list[gym.Env], actions: list[list[Any]], start_at: float,
-                seconds: float) -> tuple[int, float]:
+def _step_until(
+    envs: list[gym.Env], actions: list[list[Any]], start_at: float, seconds: float
+) -> tuple[int, float]:
     """Step every env in turn from ``start_at`` for ``seconds``; return (env steps, end time)."""
     clock = time.perf_counter
     time.sleep(max(0.0, start_at - clock()))

@@ -386,8 +386,9 @@ def compare(
         ValueError: a bad argument; nothing is built then.
         MeasurementCancelled: ``cancel()`` returned True.
     """
-    entries = [(entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1]))
-               for entry in backends]
+    entries = [
+        (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1])) for entry in backends
+    ]
     if not entries:
         raise ValueError("backends is empty; expected at least one backend name")
     if reference not in BACKENDS:
@@ -398,8 +399,9 @@ def compare(
         entries.append((reference, {}))
     # The reference is the entry named so with no arguments of its own (backend_kwargs may
     # still give it some, e.g. {"pool": {"num_workers": 2}} with reference="pool").
-    reference_index = next(index for index, (name, kwargs) in enumerate(entries)
-                           if name == reference and not kwargs)
+    reference_index = next(
+        index for index, (name, kwargs) in enumerate(entries) if name == reference and not kwargs
+    )
     names = {name for name, _ in entries}
     backend_kwargs = dict(backend_kwargs or {})
     stray = sorted(set(backend_kwargs) - names)
@@ -460,8 +462,12 @@ class MeasurementCancelled(Exception):
 class _Timer:
     """Runs timed windows for compare(): reports each one, and stops when asked to."""
 
-    def __init__(self, on_window: Callable[[], None] | None, cancel: Callable[[], bool] | None,
-                 on_stage: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        on_window: Callable[[], None] | None,
+        cancel: Callable[[], bool] | None,
+        on_stage: Callable[[str], None] | None = None,
+    ):
         self.on_window = on_window
         self.cancel = cancel
         self.on_stage = on_stage
@@ -549,9 +555,13 @@ class _Run:
         try:
             start = time.perf_counter()
             if config.backend == CEILING:  # not a vector env: processes that step on their own
-                self.envs = ceiling.Ceiling(config.env_id, config.num_envs,
-                                            env_kwargs=dict(config.env_kwargs), seed=config.seed,
-                                            **config.backend_kwargs)
+                self.envs = ceiling.Ceiling(
+                    config.env_id,
+                    config.num_envs,
+                    env_kwargs=dict(config.env_kwargs),
+                    seed=config.seed,
+                    **config.backend_kwargs,
+                )
             else:
                 self.envs = make_vec(
                     config.env_id,
@@ -577,7 +587,9 @@ class _Run:
             self.actions = [self.envs.action_space.sample() for _ in range(ACTION_RING_SIZE)]
             self.async_batch_size = _async_batch_size(self.envs)
             if self.async_batch_size is not None:  # send() takes batch_size actions at a time
-                batch = gym.vector.utils.batch_space(self.envs.single_action_space, self.async_batch_size)
+                batch = gym.vector.utils.batch_space(
+                    self.envs.single_action_space, self.async_batch_size
+                )
                 batch.seed(config.seed)
                 self.batch_actions = [batch.sample() for _ in range(ACTION_RING_SIZE)]
                 self.async_idle = np.arange(config.num_envs)
@@ -613,9 +625,7 @@ class _Run:
         parent_after = _cpu_seconds(parent)
         children_after = {process.pid: _cpu_seconds(process) for process in self.children}
 
-        self.peak_rss_bytes = max(
-            self.peak_rss_bytes, _rss([parent, *self.children])
-        )
+        self.peak_rss_bytes = max(self.peak_rss_bytes, _rss([parent, *self.children]))
 
         self.window_steps.append(steps)
         self.window_seconds.append(elapsed)
@@ -675,8 +685,9 @@ class _Run:
         # this wait would charge the window for the stragglers of steps it does not count;
         # the steps in flight at the deadline are left uncounted instead (at most N of them).
         # When batch_size does not divide N, the last few envs stay in flight until next time.
-        returned = [recv()[4]["env_id"]
-                    for _ in range(self.config.num_envs // self.async_batch_size)]
+        returned = [
+            recv()[4]["env_id"] for _ in range(self.config.num_envs // self.async_batch_size)
+        ]
         self.async_idle = np.concatenate(returned)
         return batches, batches * self.async_batch_size, elapsed
 
@@ -725,8 +736,9 @@ def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
     names = {}
     for env_id, variants in by_id.items():
         keys = list(dict.fromkeys(key for kwargs in variants.values() for key in kwargs))
-        differing = [key for key in keys
-                     if len({repr(kwargs.get(key)) for kwargs in variants.values()}) > 1]
+        differing = [
+            key for key in keys if len({repr(kwargs.get(key)) for kwargs in variants.values()}) > 1
+        ]
         for label, kwargs in variants.items():
             shown = [f"{key}={_short_value(kwargs.get(key))}" for key in differing]
             names[label] = " ".join([env_id, *shown])

@@ -116,7 +116,7 @@ def display_label(config: BenchConfig) -> str:
     label = config.backend_label
     if config.backend not in native_backends():
         return label
-    arguments = label[len(config.backend):].strip(" ()")
+    arguments = label[len(config.backend) :].strip(" ()")
     return f"{config.backend} (native C++" + (f"; {arguments})" if arguments else ")")
 
 
@@ -170,8 +170,9 @@ def seeds_figure(
         "within": lambda n: n <= cpus,
         "beyond": lambda n: n > cpus,
     }[case]
-    data = _Data.of([m for m in measurements if keep(m.config.num_envs)], reference,
-                    ceiling_as_backend=True)
+    data = _Data.of(
+        [m for m in measurements if keep(m.config.num_envs)], reference, ceiling_as_backend=True
+    )
     where = {"all": "", "within": f", N <= {cpus} CPUs", "beyond": f", N > {cpus} CPUs"}[case]
     title = f"Throughput by env cost (columns) and number of envs (rows){where}"
     if not data.latest:
@@ -182,8 +183,11 @@ def seeds_figure(
     figure = make_subplots(
         rows=len(rows),
         cols=len(columns),
-        subplot_titles=[_wrap(f"{data.env_names[env]}, N={n}", 110 // len(columns))
-                        for n in rows for env in columns],
+        subplot_titles=[
+            _wrap(f"{data.env_names[env]}, N={n}", 110 // len(columns))
+            for n in rows
+            for env in columns
+        ],
         vertical_spacing=min(0.3, 70 / height) if len(rows) > 1 else 0.1,
         horizontal_spacing=min(0.08, 0.3 / len(columns)),
     )
@@ -289,23 +293,48 @@ def throughput_figure(
             points = data.series(env, label)
             if points:
                 _add_points(
-                    figure, data, label, points, [m.mean for m in points], panel,
-                    errors=[m.std for m in points], lines=model is None,
+                    figure,
+                    data,
+                    label,
+                    points,
+                    [m.mean for m in points],
+                    panel,
+                    errors=[m.std for m in points],
+                    lines=model is None,
                     unit=_STEPS_PER_SECOND,
                 )
         ceiling = data.ceiling(env)
         if ceiling:
-            _add_limit(figure, data, panel, [m.config.num_envs for m in ceiling],
-                       [m.mean for m in ceiling], measured=True, unit=_STEPS_PER_SECOND)
+            _add_limit(
+                figure,
+                data,
+                panel,
+                [m.config.num_envs for m in ceiling],
+                [m.mean for m in ceiling],
+                measured=True,
+                unit=_STEPS_PER_SECOND,
+            )
         else:
             t_env = _t_env(data, model, env)
             if t_env is not None:
                 ns = data.env_num_envs(env)
-                _add_limit(figure, data, panel, ns, [min(n, cpus) / t_env for n in ns],
-                           measured=False, unit=_STEPS_PER_SECOND)
+                _add_limit(
+                    figure,
+                    data,
+                    panel,
+                    ns,
+                    [min(n, cpus) / t_env for n in ns],
+                    measured=False,
+                    unit=_STEPS_PER_SECOND,
+                )
     if model is not None:
-        _add_curves(figure, data, model, variant, lambda env, label, n: model.predict_throughput(
-            env, label, n, variant=variant))
+        _add_curves(
+            figure,
+            data,
+            model,
+            variant,
+            lambda env, label, n: model.predict_throughput(env, label, n, variant=variant),
+        )
     return _tidy_log_axes(figure)
 
 
@@ -342,22 +371,50 @@ def speedup_figure(
             points = data.series(env, label)
             if points:
                 _add_points(
-                    figure, data, label, points, [m.ratio for m in points], panel,
-                    errors=None, lines=model is None, unit=f"x {reference}",
+                    figure,
+                    data,
+                    label,
+                    points,
+                    [m.ratio for m in points],
+                    panel,
+                    errors=None,
+                    lines=model is None,
+                    unit=f"x {reference}",
                 )
         ns = data.env_num_envs(env)
-        _add_level(figure, data, panel, ns, 1.0, f"{reference} (the loop, the reference): 1x",
-                   _LEVEL_STYLE)
+        _add_level(
+            figure, data, panel, ns, 1.0, f"{reference} (the loop, the reference): 1x", _LEVEL_STYLE
+        )
         ceiling = data.ceiling(env)
         if ceiling:
-            _add_limit(figure, data, panel, [m.config.num_envs for m in ceiling],
-                       [m.ratio for m in ceiling], measured=True, unit=f"x {reference}")
+            _add_limit(
+                figure,
+                data,
+                panel,
+                [m.config.num_envs for m in ceiling],
+                [m.ratio for m in ceiling],
+                measured=True,
+                unit=f"x {reference}",
+            )
         else:
-            _add_limit(figure, data, panel, ns, [float(min(n, cpus)) for n in ns],
-                       measured=False, unit=f"x {reference}")
+            _add_limit(
+                figure,
+                data,
+                panel,
+                ns,
+                [float(min(n, cpus)) for n in ns],
+                measured=False,
+                unit=f"x {reference}",
+            )
     if model is not None:
-        _add_curves(figure, data, model, variant, lambda env, label, n: model.predict_speedup(
-            env, label, n, variant=variant), skip=(reference,))
+        _add_curves(
+            figure,
+            data,
+            model,
+            variant,
+            lambda env, label, n: model.predict_speedup(env, label, n, variant=variant),
+            skip=(reference,),
+        )
     return _tidy_log_axes(figure)
 
 
@@ -403,18 +460,37 @@ def efficiency_figure(
             points = data.series(env, label)
             if points:
                 _add_points(
-                    figure, data, label, points, [100 * _efficiency(m, limit) for m in points],
-                    panel, errors=[100 * m.std / limit(m.config.num_envs) for m in points],
-                    lines=False, unit="% of the ceiling",
+                    figure,
+                    data,
+                    label,
+                    points,
+                    [100 * _efficiency(m, limit) for m in points],
+                    panel,
+                    errors=[100 * m.std / limit(m.config.num_envs) for m in points],
+                    lines=False,
+                    unit="% of the ceiling",
                 )
-        _add_limit(figure, data, panel, data.env_num_envs(env),
-                   [100.0] * len(data.env_num_envs(env)), measured=env not in estimated,
-                   unit="%")
+        _add_limit(
+            figure,
+            data,
+            panel,
+            data.env_num_envs(env),
+            [100.0] * len(data.env_num_envs(env)),
+            measured=env not in estimated,
+            unit="%",
+        )
     if model is not None:
-        _add_curves(figure, data, model, variant, lambda env, label, n: (
-            100 * model.predict_throughput(env, label, n, variant=variant)
-            / _limit(data, model, env, cpus)(n)
-        ))
+        _add_curves(
+            figure,
+            data,
+            model,
+            variant,
+            lambda env, label, n: (
+                100
+                * model.predict_throughput(env, label, n, variant=variant)
+                / _limit(data, model, env, cpus)(n)
+            ),
+        )
     figure.update_yaxes(rangemode="tozero")
     return figure
 
@@ -444,15 +520,23 @@ def runs_figure(
         raise ValueError(f"metric must be 'throughput' or 'speedup', got {metric!r}")
     speedup = metric == "speedup"
     training = what == "training"
-    title = (("Speed-up" if speedup else "Training throughput" if training else "Throughput")
-             + " of the selected runs")
-    every = [m for measurements in runs.values() for m in measurements
-             if not speedup or (m.ratio is not None and m.config.backend != reference)]
+    title = (
+        "Speed-up" if speedup else "Training throughput" if training else "Throughput"
+    ) + " of the selected runs"
+    every = [
+        m
+        for measurements in runs.values()
+        for m in measurements
+        if not speedup or (m.ratio is not None and m.config.backend != reference)
+    ]
     data = _Data.of(every, reference, ceiling_as_backend=True)
     if not data.latest:
         return _empty_figure(title, "no measurements in the selected runs")
-    y_title = (f"speed-up over {reference} (x, log scale)" if speedup
-               else f"{'training ' if training else ''}throughput ({_STEPS_PER_SECOND}, log scale)")
+    y_title = (
+        f"speed-up over {reference} (x, log scale)"
+        if speedup
+        else f"{'training ' if training else ''}throughput ({_STEPS_PER_SECOND}, log scale)"
+    )
     figure = _facets(data, title, y_title, log_y=True)
     unit = f"x {reference}" if speedup else _STEPS_PER_SECOND
     drawn = {id(m) for m in every}
@@ -461,13 +545,22 @@ def runs_figure(
         color = _RUN_COLORS[index % len(_RUN_COLORS)]
         run_name = _text(run)
         group = f"run {index}"
-        figure.add_trace(go.Scatter(  # the run's legend entry: its colour
-            x=[None], y=[None], mode="lines", line={"color": color, "width": 3},
-            name=_text(_shorten(run, 48)), legendgroup=group,
-            legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
-            legendrank=index, hoverinfo="skip"))
-        run_data = _Data.of([m for m in measurements if id(m) in drawn], reference,
-                            ceiling_as_backend=True)
+        figure.add_trace(
+            go.Scatter(  # the run's legend entry: its colour
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"color": color, "width": 3},
+                name=_text(_shorten(run, 48)),
+                legendgroup=group,
+                legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
+                legendrank=index,
+                hoverinfo="skip",
+            )
+        )
+        run_data = _Data.of(
+            [m for m in measurements if id(m) in drawn], reference, ceiling_as_backend=True
+        )
         for panel, env in enumerate(data.envs, start=1):
             for label in run_data.backends:
                 points = run_data.series(env, label)
@@ -481,19 +574,30 @@ def runs_figure(
                         mode="lines+markers",
                         line={"color": color, "width": 1.5, "dash": dash_of[label]},
                         marker={"color": color, "size": 7},
-                        name=f"{data.names[label]} · {run_name}", legendgroup=group,
+                        name=f"{data.names[label]} · {run_name}",
+                        legendgroup=group,
                         showlegend=False,
-                        hovertemplate=("%{fullData.name}<br>N=%{x}<br>%{y:,.3~g} "
-                                       f"{unit}<extra></extra>"),
+                        hovertemplate=(
+                            f"%{{fullData.name}}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>"
+                        ),
                     ),
-                    row=row, col=col,
+                    row=row,
+                    col=col,
                 )
     for rank, label in enumerate(data.backends):  # the line style of each backend
-        figure.add_trace(go.Scatter(
-            x=[None], y=[None], mode="lines",
-            line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
-            name=data.names[label], legendgroup="backends", legendgrouptitle_text="backends",
-            legendrank=1000 + rank, hoverinfo="skip"))
+        figure.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
+                name=data.names[label],
+                legendgroup="backends",
+                legendgrouptitle_text="backends",
+                legendrank=1000 + rank,
+                hoverinfo="skip",
+            )
+        )
     figure.update_layout(legend={"groupclick": "togglegroup"})
     return _tidy_log_axes(figure)
 
@@ -520,27 +624,38 @@ def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = N
     figure = go.Figure()
     families = list(dict.fromkeys(str(row["label"]).split(" ")[0] for row in reversed(rows)))
     for family in families:
-        mine = [(name, row) for name, row in zip(names, rows)
-                if str(row["label"]).split(" ")[0] == family]
-        figure.add_trace(go.Bar(
-            x=[row["steps_per_second"] for _, row in mine],
-            y=[name for name, _ in mine],
-            error_x={"type": "data", "array": [row["std"] or 0 for _, row in mine],
-                     "visible": True},
-            orientation="h",
-            marker_color=_family_color(family),
-            text=["" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}x multi"
-                  for _, row in mine],
-            textposition="inside",
-            insidetextanchor="start",
-            name=_text(family),
-            hovertemplate="%{y}<br>%{x:,.0f} env steps/s<extra></extra>",
-        ))
+        mine = [
+            (name, row)
+            for name, row in zip(names, rows)
+            if str(row["label"]).split(" ")[0] == family
+        ]
+        figure.add_trace(
+            go.Bar(
+                x=[row["steps_per_second"] for _, row in mine],
+                y=[name for name, _ in mine],
+                error_x={
+                    "type": "data",
+                    "array": [row["std"] or 0 for _, row in mine],
+                    "visible": True,
+                },
+                orientation="h",
+                marker_color=_family_color(family),
+                text=[
+                    "" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}x multi"
+                    for _, row in mine
+                ],
+                textposition="inside",
+                insidetextanchor="start",
+                name=_text(family),
+                hovertemplate="%{y}<br>%{x:,.0f} env steps/s<extra></extra>",
+            )
+        )
     figure.update_layout(
-        title_text=title, showlegend=True, legend_title_text="backend family",
+        title_text=title,
+        showlegend=True,
+        legend_title_text="backend family",
         xaxis_title=f"throughput ({_STEPS_PER_SECOND}, median of the timed windows)",
-        yaxis={"title": "candidate (★ = chosen)", "categoryorder": "array",
-               "categoryarray": names},
+        yaxis={"title": "candidate (★ = chosen)", "categoryorder": "array", "categoryarray": names},
         barmode="overlay",
         height=max(280, 90 + 45 * len(rows)),
     )
@@ -570,8 +685,13 @@ class _Data:
     t_env: dict[str, float]
 
     @classmethod
-    def of(cls, measurements: Iterable[Measurement], reference: str, *,
-           ceiling_as_backend: bool = False) -> _Data:
+    def of(
+        cls,
+        measurements: Iterable[Measurement],
+        reference: str,
+        *,
+        ceiling_as_backend: bool = False,
+    ) -> _Data:
         measurements = list(measurements)
         latest = {}
         for measurement in measurements:  # a later measurement replaces an earlier one
@@ -583,12 +703,19 @@ class _Data:
             key=lambda env: (env not in t_env, t_env.get(env, 0.0), env),
         )
         families = {m.config.backend_label: m.config.backend for m in latest.values()}
-        backends = sorted((label for label, family in families.items()
-                           if ceiling_as_backend or family != CEILING),
-                          key=lambda label: (_family_rank(families[label]), _natural_key(label)))
+        backends = sorted(
+            (
+                label
+                for label, family in families.items()
+                if ceiling_as_backend or family != CEILING
+            ),
+            key=lambda label: (_family_rank(families[label]), _natural_key(label)),
+        )
         names = {m.config.backend_label: _text(display_label(m.config)) for m in latest.values()}
-        env_names = {label: _text(short)
-                     for label, short in short_env_labels(m.config for m in latest.values()).items()}
+        env_names = {
+            label: _text(short)
+            for label, short in short_env_labels(m.config for m in latest.values()).items()
+        }
         return cls(
             latest=latest,
             envs=envs,
@@ -610,9 +737,12 @@ class _Data:
         (several K) were measured."""
         best: dict[int, Measurement] = {}
         for (each_env, num_envs, _), measurement in self.latest.items():
-            if each_env == env and measurement.config.backend == CEILING:
-                if num_envs not in best or measurement.median > best[num_envs].median:
-                    best[num_envs] = measurement
+            if (
+                each_env == env
+                and measurement.config.backend == CEILING
+                and (num_envs not in best or measurement.median > best[num_envs].median)
+            ):
+                best[num_envs] = measurement
         return [best[n] for n in sorted(best)]
 
     def env_num_envs(self, env: str) -> list[int]:
@@ -636,8 +766,18 @@ _PANEL_HEIGHT = 360
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 #: One colour per run in the History overlay: plotly's qualitative "D3" and "Dark24" mixed,
 #: 10 distinct colours before any repeats.
-_RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-               "#7f7f7f", "#bcbd22", "#17becf")
+_RUN_COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 
 
 def _cell(data: _Data, panel: int) -> tuple[int, int]:
@@ -675,8 +815,14 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
     figure.update_layout(
         title_text=title,
         height=height,
-        legend={"orientation": "h", "yref": "container", "y": 0.0, "yanchor": "bottom",
-                "x": 0.0, "xanchor": "left"},
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0.0,
+            "yanchor": "bottom",
+            "x": 0.0,
+            "xanchor": "left",
+        },
         margin={"b": 40},
         uirevision=title,  # keeps the user's zoom and legend clicks across redraws
     )
@@ -716,7 +862,12 @@ def _add_points(
 
 
 def _add_level(
-    figure: go.Figure, data: _Data, panel: int, ns: list[int], level: float, name: str,
+    figure: go.Figure,
+    data: _Data,
+    panel: int,
+    ns: list[int],
+    level: float,
+    name: str,
     style: dict,
 ) -> None:
     """A horizontal line across ``ns`` (one legend entry per kind).
@@ -727,8 +878,16 @@ def _add_level(
     _add_line(figure, data, panel, [ns[0], ns[-1]], [level, level], name, style)
 
 
-def _add_limit(figure: go.Figure, data: _Data, panel: int, ns: list[int], values: list[float],
-               *, measured: bool, unit: str) -> None:
+def _add_limit(
+    figure: go.Figure,
+    data: _Data,
+    panel: int,
+    ns: list[int],
+    values: list[float],
+    *,
+    measured: bool,
+    unit: str,
+) -> None:
     """The machine's limit in one panel: the measured ceiling, or the estimate (it says which)."""
     if measured:
         name = "ceiling (measured): min(K, N) processes, no coordination"
@@ -739,8 +898,18 @@ def _add_limit(figure: go.Figure, data: _Data, panel: int, ns: list[int], values
     _add_line(figure, data, panel, ns, values, name, style, markers=measured, unit=unit)
 
 
-def _add_line(figure: go.Figure, data: _Data, panel: int, ns: list[int], values: list[float],
-              name: str, style: dict, *, markers: bool = False, unit: str = "") -> None:
+def _add_line(
+    figure: go.Figure,
+    data: _Data,
+    panel: int,
+    ns: list[int],
+    values: list[float],
+    name: str,
+    style: dict,
+    *,
+    markers: bool = False,
+    unit: str = "",
+) -> None:
     row, col = _cell(data, panel)
     group = "level: " + name
     figure.add_trace(
@@ -786,8 +955,9 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
                     name=f"{name} (model)",
                     legendgroup=label,
                     showlegend=False,
-                    hovertemplate=("model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}"
-                                   "<extra></extra>"),
+                    hovertemplate=(
+                        "model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}<extra></extra>"
+                    ),
                 ),
                 row=row,
                 col=col,
@@ -926,8 +1096,15 @@ def _empty_figure(title: str, message: str) -> go.Figure:
         xaxis={"visible": False},
         yaxis={"visible": False},
         annotations=[
-            {"text": message, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-             "showarrow": False, "font": {"size": 16}}
+            {
+                "text": message,
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+                "font": {"size": 16},
+            }
         ],
     )
     return figure
@@ -967,7 +1144,7 @@ def _natural_key(text: str) -> list[tuple[int, int | str]]:
 
 def _shade(color: str, amount: float) -> str:
     """``color`` mixed with white (amount > 0) or black (amount < 0) by ``abs(amount)``."""
-    channels = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    channels = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
     target = 255 if amount > 0 else 0
     mixed = [round(c + (target - c) * abs(amount)) for c in channels]
     return "#" + "".join(f"{c:02x}" for c in mixed)

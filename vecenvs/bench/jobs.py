@@ -185,8 +185,9 @@ class JobQueue:
 
     # --- Submitting -----------------------------------------------------------------------
 
-    def submit_sweep(self, config: Any, *, label: str | None = None,
-                     start_runner: bool = True) -> int:
+    def submit_sweep(
+        self, config: Any, *, label: str | None = None, start_runner: bool = True
+    ) -> int:
         """Queue a :class:`~vecenvs.bench.sweep.SweepConfig`; return the job's id.
 
         The config is checked first (:func:`~vecenvs.bench.sweep.validate_sweep`), so a bad
@@ -197,8 +198,9 @@ class JobQueue:
         validate_sweep(config)
         return self._submit("sweep", config.to_dict(), label, start_runner)
 
-    def submit_profile(self, config: Any, *, label: str | None = None,
-                       start_runner: bool = True) -> int:
+    def submit_profile(
+        self, config: Any, *, label: str | None = None, start_runner: bool = True
+    ) -> int:
         """Queue a :class:`~vecenvs.profile.ProfileConfig` (its ``output_dir`` is chosen by the
         runner, under :attr:`profiles_dir`); return the job's id. Checked first, like sweeps."""
         import dataclasses
@@ -206,52 +208,85 @@ class JobQueue:
         from vecenvs.profile.runner import validate_config
 
         if config.output_dir is not None:
-            raise ValueError("a queued profile's output_dir is chosen by the runner "
-                             f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}")
+            raise ValueError(
+                "a queued profile's output_dir is chosen by the runner "
+                f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}"
+            )
         validate_config(config)
-        settings = {key: value for key, value in dataclasses.asdict(config).items()
-                    if key != "output_dir"}
+        settings = {
+            key: value for key, value in dataclasses.asdict(config).items() if key != "output_dir"
+        }
         return self._submit("profile", settings, label, start_runner)
 
-    def submit_autotune(self, env_id: str, num_envs: int, budget_seconds: float, *,
-                        env_kwargs: Mapping[str, Any] | None = None, label: str | None = None,
-                        start_runner: bool = True) -> int:
+    def submit_autotune(
+        self,
+        env_id: str,
+        num_envs: int,
+        budget_seconds: float,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        start_runner: bool = True,
+    ) -> int:
         """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id. Checked
         first (:func:`~vecenvs.autotune.validate_autotune`), like sweeps."""
         from vecenvs.autotune import validate_autotune
 
         validate_autotune(env_id, num_envs, budget_seconds, env_kwargs=env_kwargs)
-        settings = {"env_id": env_id, "num_envs": num_envs, "budget_seconds": budget_seconds,
-                    "env_kwargs": dict(env_kwargs or {})}
+        settings = {
+            "env_id": env_id,
+            "num_envs": num_envs,
+            "budget_seconds": budget_seconds,
+            "env_kwargs": dict(env_kwargs or {}),
+        }
         return self._submit("autotune", settings, label, start_runner)
 
-    def submit_training(self, env_id: str, num_envs: int, backends: list[str], *,
-                        timesteps: int = 2048, repeats: int = 2,
-                        torch_threads: int | None = None, label: str | None = None,
-                        start_runner: bool = True) -> int:
+    def submit_training(
+        self,
+        env_id: str,
+        num_envs: int,
+        backends: list[str],
+        *,
+        timesteps: int = 2048,
+        repeats: int = 2,
+        torch_threads: int | None = None,
+        label: str | None = None,
+        start_runner: bool = True,
+    ) -> int:
         """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
         each backend); return the job's id. Checked first, like sweeps."""
         from vecenvs.bench.training import validate_training
 
         validate_training(env_id, num_envs, backends, timesteps, repeats)
-        if torch_threads is not None and (isinstance(torch_threads, bool)
-                                          or not isinstance(torch_threads, int)
-                                          or torch_threads < 1):
-            raise ValueError(f"torch_threads is {torch_threads!r}: expected a whole number "
-                             ">= 1 or None")
-        settings = {"env_id": env_id, "num_envs": num_envs, "backends": list(backends),
-                    "timesteps": timesteps, "repeats": repeats, "torch_threads": torch_threads}
+        if torch_threads is not None and (
+            isinstance(torch_threads, bool)
+            or not isinstance(torch_threads, int)
+            or torch_threads < 1
+        ):
+            raise ValueError(
+                f"torch_threads is {torch_threads!r}: expected a whole number >= 1 or None"
+            )
+        settings = {
+            "env_id": env_id,
+            "num_envs": num_envs,
+            "backends": list(backends),
+            "timesteps": timesteps,
+            "repeats": repeats,
+            "torch_threads": torch_threads,
+        }
         return self._submit("train", settings, label, start_runner)
 
-    def _submit(self, kind: str, settings: Mapping[str, Any], label: str | None,
-                start_runner: bool) -> int:
+    def _submit(
+        self, kind: str, settings: Mapping[str, Any], label: str | None, start_runner: bool
+    ) -> int:
         """Insert the job, unless the very same one was submitted a moment ago and is still
         unfinished (see :data:`DUPLICATE_SECONDS`): then that one's id is the answer."""
         if label is not None and not isinstance(label, str):
             raise ValueError(f"label must be a string or None, got {label!r}")
         settings_json = _to_json(settings)
         recent = (datetime.now(timezone.utc) - timedelta(seconds=DUPLICATE_SECONDS)).isoformat(
-            timespec="milliseconds")
+            timespec="milliseconds"
+        )
         # One write transaction for the look and the insert: two clicks arriving together
         # cannot both find no duplicate.
         with self.store.transaction(write=True) as connection:
@@ -261,7 +296,8 @@ class JobQueue:
                 "AND jobs.submitted_at >= ? AND (jobs.state = 'queued' OR (jobs.state = "
                 "'started' AND (jobs.run_id IS NULL OR runs.status = 'running'))) "
                 "ORDER BY jobs.id DESC LIMIT 1",
-                (kind, settings_json, label or None, recent)).fetchone()
+                (kind, settings_json, label or None, recent),
+            ).fetchone()
             if same is not None:
                 return same["id"]
             job_id = connection.execute(
@@ -287,7 +323,8 @@ class JobQueue:
         """The newest jobs first; ``unfinished=True`` keeps only those queued or running."""
         with self.store.transaction(write=False) as connection:
             records = connection.execute(
-                "SELECT * FROM jobs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+                "SELECT * FROM jobs ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
         jobs = [self._job(record) for record in records]
         return [job for job in jobs if not job.finished] if unfinished else jobs
 
@@ -308,10 +345,16 @@ class JobQueue:
             with contextlib.suppress(StoreError):
                 run = self.store.run(record["run_id"])
         return Job(
-            id=record["id"], kind=record["kind"], settings=json.loads(record["settings"]),
-            label=record["label"], state=record["state"], submitted_at=record["submitted_at"],
-            run_id=record["run_id"], cancel_requested=bool(record["cancel_requested"]),
-            progress=json.loads(record["progress"]) if record["progress"] else {}, run=run,
+            id=record["id"],
+            kind=record["kind"],
+            settings=json.loads(record["settings"]),
+            label=record["label"],
+            state=record["state"],
+            submitted_at=record["submitted_at"],
+            run_id=record["run_id"],
+            cancel_requested=bool(record["cancel_requested"]),
+            progress=json.loads(record["progress"]) if record["progress"] else {},
+            run=run,
         )
 
     def wait(self, job_id: int, timeout: float) -> Job:
@@ -327,8 +370,10 @@ class JobQueue:
             if job.finished:
                 return job
             if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} is still {job.status} after {timeout:g} s "
-                                   f"({job.progress.get('message', 'no progress reported')})")
+                raise TimeoutError(
+                    f"job {job_id} is still {job.status} after {timeout:g} s "
+                    f"({job.progress.get('message', 'no progress reported')})"
+                )
             if job.status == "queued" and not self.runner_alive():
                 self.ensure_runner()  # its runner died before taking it
             time.sleep(POLL_SECONDS)
@@ -341,19 +386,20 @@ class JobQueue:
         ``"dropped"``, ``"requested"`` or ``"finished"`` (it had already ended)."""
         with self.store.transaction(write=True) as connection:
             dropped = connection.execute(
-                "UPDATE jobs SET state = 'cancelled' WHERE id = ? AND state = 'queued'",
-                (job_id,)).rowcount
+                "UPDATE jobs SET state = 'cancelled' WHERE id = ? AND state = 'queued'", (job_id,)
+            ).rowcount
             if dropped:
                 return "dropped"
             connection.execute(
-                "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'started'",
-                (job_id,))
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'started'", (job_id,)
+            )
         return "finished" if self.get(job_id).finished else "requested"
 
     def _cancel_requested(self, job_id: int) -> bool:
         with self.store.transaction(write=False) as connection:
             (requested,) = connection.execute(
-                "SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                "SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)
+            ).fetchone()
         return bool(requested)
 
     # --- Runner processes -----------------------------------------------------------------
@@ -383,7 +429,9 @@ class JobQueue:
         try:
             runner = subprocess.Popen(
                 [sys.executable, "-m", "vecenvs.bench.jobs", "--store", str(self.store.path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         finally:
             log.close()
@@ -415,7 +463,8 @@ class JobQueue:
     def _next_queued(self) -> int | None:
         with self.store.transaction(write=False) as connection:
             record = connection.execute(
-                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
+            ).fetchone()
         return None if record is None else record["id"]
 
     def _run_next(self) -> None:
@@ -424,8 +473,11 @@ class JobQueue:
 
         def say_waiting(holder: str) -> None:
             _Progress(self, job_id).update(
-                0, 0, f"waiting for another benchmark on this machine to finish (pid {holder})",
-                force=True)
+                0,
+                0,
+                f"waiting for another benchmark on this machine to finish (pid {holder})",
+                force=True,
+            )
 
         # Give up when everything waiting has been cancelled meanwhile.
         with machine_turn(say_waiting, give_up=lambda: self._next_queued() is None):
@@ -438,7 +490,8 @@ class JobQueue:
         queue emptied meanwhile (everything cancelled)."""
         with self.store.transaction(write=True) as connection:
             record = connection.execute(
-                "SELECT * FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+                "SELECT * FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
+            ).fetchone()
             if record is None:
                 return None
             connection.execute("UPDATE jobs SET state = 'started' WHERE id = ?", (record["id"],))
@@ -468,12 +521,13 @@ class JobQueue:
         except KeyboardInterrupt:
             self.store.finish_run(job.run_id, "cancelled", error="the runner was interrupted")
             raise
-        except Exception as error:  # noqa: BLE001 - one job's failure must not stop the queue
+        except Exception as error:
             print(f"job {job.id} (run {job.run_id}) failed:", file=sys.stderr)
             traceback.print_exc()
             if self.store.run(job.run_id).status == "running":  # run_sweep marks its own
-                self.store.finish_run(job.run_id, "failed",
-                                      error=f"{type(error).__name__}: {error}")
+                self.store.finish_run(
+                    job.run_id, "failed", error=f"{type(error).__name__}: {error}"
+                )
         finally:
             progress.flush()
 
@@ -493,8 +547,14 @@ class JobQueue:
         def on_stage(message: str) -> None:
             progress.update(done, total, message, force=True)
 
-        result = run_sweep(config, store=self.store, run_id=job.run_id, on_window=on_window,
-                           on_stage=on_stage, cancel=lambda: self._cancel_requested(job.id))
+        result = run_sweep(
+            config,
+            store=self.store,
+            run_id=job.run_id,
+            on_window=on_window,
+            on_stage=on_stage,
+            cancel=lambda: self._cancel_requested(job.id),
+        )
         progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
 
     def _execute_profile(self, job: Job, progress: _Progress) -> None:
@@ -516,7 +576,6 @@ class JobQueue:
             return
         self.store.finish_run(job.run_id, "done", summary=result.to_dict())
 
-
     def _execute_autotune(self, job: Job, progress: _Progress) -> None:
         from vecenvs.autotune import autotune
 
@@ -524,23 +583,35 @@ class JobQueue:
         progress.update(0, 0, "measuring the first candidate", force=True)
 
         def on_result(step: Any) -> None:
-            progress.update(step.done, step.total,
-                            f"measured {step.measurement.config.backend_label} "
-                            f"({step.done} of {step.total})", force=True)
+            progress.update(
+                step.done,
+                step.total,
+                f"measured {step.measurement.config.backend_label} ({step.done} of {step.total})",
+                force=True,
+            )
 
-        result = autotune(settings["env_id"], settings["num_envs"], settings["budget_seconds"],
-                          env_kwargs=settings.get("env_kwargs"), on_result=on_result,
-                          cancel=lambda: self._cancel_requested(job.id), store=self.store,
-                          run_id=job.run_id)
+        result = autotune(
+            settings["env_id"],
+            settings["num_envs"],
+            settings["budget_seconds"],
+            env_kwargs=settings.get("env_kwargs"),
+            on_result=on_result,
+            cancel=lambda: self._cancel_requested(job.id),
+            store=self.store,
+            run_id=job.run_id,
+        )
         if result.cancelled:
             outcome = "cancelled"
         elif result.measurements:
             outcome = f"best: {result.best.label}"
         else:
             outcome = "nothing fitted in the budget: raise it"
-        progress.update(len(result.measurements), len(result.measurements) + len(result.skipped),
-                        outcome, force=True)
-
+        progress.update(
+            len(result.measurements),
+            len(result.measurements) + len(result.skipped),
+            outcome,
+            force=True,
+        )
 
     def _execute_training(self, job: Job, progress: _Progress) -> None:
         from vecenvs.bench.training import compare_training
@@ -553,10 +624,18 @@ class JobQueue:
             progress.update(round(fraction * steps), steps, message)
 
         cancelled = lambda: self._cancel_requested(job.id)  # noqa: E731
-        compare_training(settings["env_id"], settings["num_envs"], settings["backends"],
-                         timesteps=settings["timesteps"], repeats=settings["repeats"],
-                         torch_threads=settings.get("torch_threads"), on_progress=on_progress,
-                         cancel=cancelled, store=self.store, run_id=job.run_id)
+        compare_training(
+            settings["env_id"],
+            settings["num_envs"],
+            settings["backends"],
+            timesteps=settings["timesteps"],
+            repeats=settings["repeats"],
+            torch_threads=settings.get("torch_threads"),
+            on_progress=on_progress,
+            cancel=cancelled,
+            store=self.store,
+            run_id=job.run_id,
+        )
         progress.update(steps, steps, "cancelled" if cancelled() else "done", force=True)
         self.store.finish_run(job.run_id, "cancelled" if cancelled() else "done")
 
@@ -582,8 +661,9 @@ class _Progress:
         if self._pending is None:
             return
         with self._queue.store.transaction(write=True) as connection:
-            connection.execute("UPDATE jobs SET progress = ? WHERE id = ?",
-                               (_to_json(self._pending), self._job_id))
+            connection.execute(
+                "UPDATE jobs SET progress = ? WHERE id = ?", (_to_json(self._pending), self._job_id)
+            )
         self._pending, self._last_write = None, time.monotonic()
 
 
@@ -644,8 +724,9 @@ def machine_turn(
 
 def main(argv: list[str] | None = None) -> int:
     """The runner process: ``python -m vecenvs.bench.jobs --store PATH``."""
-    parser = argparse.ArgumentParser(prog="python -m vecenvs.bench.jobs",
-                                     description="Run the queued jobs of a results store.")
+    parser = argparse.ArgumentParser(
+        prog="python -m vecenvs.bench.jobs", description="Run the queued jobs of a results store."
+    )
     parser.add_argument("--store", required=True, help="the results store (SQLite file)")
     arguments = parser.parse_args(argv)
     # SIGTERM (e.g. `kill`) stops the current job the way Ctrl-C does: envs closed, run cancelled.

@@ -163,8 +163,11 @@ def format_machine(info: dict[str, Any]) -> str:
         parts.append(f"{info.get('python_implementation', 'Python')} {info['python']}")
     if info.get("hostname"):
         parts.append(f"host {info['hostname']}")
-    installed = [f"{name} {version}" for name, version in (info.get("packages") or {}).items()
-                 if version is not None]
+    installed = [
+        f"{name} {version}"
+        for name, version in (info.get("packages") or {}).items()
+        if version is not None
+    ]
     if installed:
         parts.append(", ".join(installed))
     return "; ".join(parts)
@@ -203,17 +206,23 @@ class MachineLoad:
 
     def sentence(self) -> str:
         """The check in words, with its numbers and what follows from them."""
-        average = ("" if self.load_average is None
-                   else f" (1-minute load average {self.load_average:.2f})")
-        text = (f"Load check: other programs used {self.others_share:.0%} of this machine's "
-                f"{self.cpus} CPUs over the last {self.seconds:.1f} s{average}. ")
+        average = (
+            "" if self.load_average is None else f" (1-minute load average {self.load_average:.2f})"
+        )
+        text = (
+            f"Load check: other programs used {self.others_share:.0%} of this machine's "
+            f"{self.cpus} CPUs over the last {self.seconds:.1f} s{average}. "
+        )
         if self.busy:
             return text + (
                 f"BUSY (busy from {self.threshold:.0%}): numbers measured now will be lower and "
                 "noisier than on a quiet machine, close calls can go either way, and conclusions "
-                "drawn from them may not hold on a quiet run. Rerun when the machine is quiet.")
-        return text + (f"Quiet (busy from {self.threshold:.0%}): the numbers measured now should "
-                       "repeat; still, rerun a cell before believing a surprising one.")
+                "drawn from them may not hold on a quiet run. Rerun when the machine is quiet."
+            )
+        return text + (
+            f"Quiet (busy from {self.threshold:.0%}): the numbers measured now should "
+            "repeat; still, rerun a cell before believing a surprising one."
+        )
 
 
 def machine_load(seconds: float = 1.0, threshold: float = BUSY_SHARE) -> MachineLoad:
@@ -293,7 +302,10 @@ def _macos_cpu_model() -> str:
         # A timeout, because a stuck sysctl must not stop a benchmark from being saved.
         completed = subprocess.run(
             ["sysctl", "-n", "machdep.cpu.brand_string"],
-            capture_output=True, text=True, timeout=5, check=True,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return ""

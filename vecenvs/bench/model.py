@@ -136,6 +136,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -338,7 +339,10 @@ class OverheadModel:
     """How many reference measurements there were."""
 
     def concurrency(
-        self, backend_label: str, num_envs: float, workers: float | None = None,
+        self,
+        backend_label: str,
+        num_envs: float,
+        workers: float | None = None,
         env_label: str | None = None,
     ) -> float:
         """c = min(workers, N, capacity(N)): how many envs step at once (``workers`` from the
@@ -348,8 +352,7 @@ class OverheadModel:
                 workers = 1
             else:
                 workers = self._backend(backend_label).workers_at(num_envs)
-        capacity = (self.cpus if env_label is None
-                    else self._env(env_label).capacity(num_envs))
+        capacity = self.cpus if env_label is None else self._env(env_label).capacity(num_envs)
         return max(1, min(workers, num_envs, capacity))
 
     def predict_speedup(
@@ -397,9 +400,7 @@ class OverheadModel:
 
         Takes the same arguments as :meth:`predict_speedup`.
         """
-        speedup = self.predict_speedup(
-            env_label, backend_label, num_envs, workers, variant=variant
-        )
+        speedup = self.predict_speedup(env_label, backend_label, num_envs, workers, variant=variant)
         return speedup * self._env(env_label).single_env_rate
 
     def table(self) -> list[dict[str, Any]]:
@@ -501,8 +502,10 @@ class OverheadModel:
             env_rows,
         )
         if not all(row["ceiling_measured"] for row in self.env_table()):
-            lines.append("~: no ceiling measured: estimated as CPUs x 1 env (add the backend "
-                         "'ceiling' to measure it)")
+            lines.append(
+                "~: no ceiling measured: estimated as CPUs x 1 env (add the backend "
+                "'ceiling' to measure it)"
+            )
         lines.append("")
         backend_rows = []
         for row in self.table():
@@ -522,8 +525,16 @@ class OverheadModel:
             )
         lines += _align(
             [
-                "backend", "workers", "points", "t_os (us)", "R^2 log", "med. error",
-                "a (us)", "b (us/env)", "R^2 log", "med. error",
+                "backend",
+                "workers",
+                "points",
+                "t_os (us)",
+                "R^2 log",
+                "med. error",
+                "a (us)",
+                "b (us/env)",
+                "R^2 log",
+                "med. error",
             ],
             backend_rows,
         )
@@ -852,9 +863,12 @@ def _quality(points: list[_Point], fixed: float, per_env: float, *, clamped: boo
     return OverheadFit(fixed, per_env, r2, statistics.median(errors), clamped)
 
 
-def _ceilings(measurements: Sequence[Measurement], env_t: dict[str, float],
-              point_t: dict[tuple[str, int], list[float]], cpus: int,
-              ) -> dict[str, tuple[tuple[int, float], ...]]:
+def _ceilings(
+    measurements: Sequence[Measurement],
+    env_t: dict[str, float],
+    point_t: dict[tuple[str, int], list[float]],
+    cpus: int,
+) -> dict[str, tuple[tuple[int, float], ...]]:
     """Env label -> the measured ceiling as (N, efficiency per process), N ascending.
 
     A ceiling's efficiency per process is its speed-up over the reference (its paired
@@ -885,7 +899,7 @@ def _interpolate_log(points: Sequence[tuple[int, float]], num_envs: float) -> fl
     beyond the first and the last."""
     if num_envs <= points[0][0]:
         return points[0][1]
-    for (low, low_value), (high, high_value) in zip(points, points[1:]):
+    for (low, low_value), (high, high_value) in itertools.pairwise(points):
         if num_envs <= high:
             where = math.log(num_envs / low) / math.log(high / low)
             return low_value + where * (high_value - low_value)

@@ -24,11 +24,11 @@ from vecenvs.bench.sweep import SweepConfig
 __all__ = [
     "FIGURES",
     "autotune_code",
-    "training_code",
     "history_code",
     "machine_code",
     "profile_code",
     "sweep_code",
+    "training_code",
 ]
 
 #: The figure name -> the call drawing it from ``result`` and ``model``.
@@ -75,8 +75,11 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
     ]
     if config.reference != DEFAULT_REFERENCE:
         arguments.append(f"reference={config.reference!r}")
-    arguments += [f"{name}={getattr(config, name)!r}" for name in _TIMING
-                  if getattr(config, name) != getattr(defaults, name)]
+    arguments += [
+        f"{name}={getattr(config, name)!r}"
+        for name in _TIMING
+        if getattr(config, name) != getattr(defaults, name)
+    ]
     lines = [
         f"from vecenvs.bench import {', '.join(sorted(set(imports)))}",
         "",
@@ -96,78 +99,95 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
 def profile_code(settings: Mapping[str, Any]) -> str:
     """The script that profiles one configuration (a ``ProfileConfig``'s fields) and shows
     the breakdown chart and where the flame graph is."""
-    shown = {key: value for key, value in settings.items()
-             if key in ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs",
-                        "seconds", "rate") and value not in ({}, None)}
+    shown = {
+        key: value
+        for key, value in settings.items()
+        if key
+        in ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seconds", "rate")
+        and value not in ({}, None)
+    }
     arguments = [f"    {key}={value!r}," for key, value in shown.items()]
-    return "\n".join([
-        "from vecenvs.profile import ProfileConfig, breakdown_figure, profile",
-        "",
-        "result = profile(ProfileConfig(",
-        *arguments,
-        "))",
-        "print(result.breakdown.format_table())",
-        "breakdown_figure(result.breakdown).show()",
-        "print('flame graph:', result.svg_path)  # open it in a browser",
-    ])
+    return "\n".join(
+        [
+            "from vecenvs.profile import ProfileConfig, breakdown_figure, profile",
+            "",
+            "result = profile(ProfileConfig(",
+            *arguments,
+            "))",
+            "print(result.breakdown.format_table())",
+            "breakdown_figure(result.breakdown).show()",
+            "print('flame graph:', result.svg_path)  # open it in a browser",
+        ]
+    )
 
 
 def autotune_code(settings: Mapping[str, Any]) -> str:
     """The script that runs the same autotune search and prints its table."""
-    arguments = [repr(settings["env_id"]), f"num_envs={settings['num_envs']!r}",
-                 f"budget_seconds={settings['budget_seconds']!r}"]
+    arguments = [
+        repr(settings["env_id"]),
+        f"num_envs={settings['num_envs']!r}",
+        f"budget_seconds={settings['budget_seconds']!r}",
+    ]
     if settings.get("env_kwargs"):
         arguments.append(f"env_kwargs={dict(settings['env_kwargs'])!r}")
-    return "\n".join([
-        "from vecenvs.autotune import autotune",
-        "from vecenvs.bench import figures",
-        "",
-        f"result = autotune({', '.join(arguments)})",
-        "print(result.format_table())",
-        "print('best:', result.best.backend, result.best.kwargs)",
-        "figures.autotune_figure(result.table).show()",
-    ])
+    return "\n".join(
+        [
+            "from vecenvs.autotune import autotune",
+            "from vecenvs.bench import figures",
+            "",
+            f"result = autotune({', '.join(arguments)})",
+            "print(result.format_table())",
+            "print('best:', result.best.backend, result.best.kwargs)",
+            "figures.autotune_figure(result.table).show()",
+        ]
+    )
 
 
 def training_code(settings: Mapping[str, Any]) -> str:
     """The script that measures PPO's training throughput on the same backends."""
-    return "\n".join([
-        "from vecenvs.bench.training import compare_training",
-        "",
-        f"results = compare_training({settings['env_id']!r}, {settings['num_envs']!r}, "
-        f"{list(settings['backends'])!r},",
-        f"                           timesteps={settings['timesteps']!r}, "
-        f"repeats={settings['repeats']!r}, "
-        f"torch_threads={settings.get('torch_threads')!r})",
-        "for result in results:",
-        "    m = result.measurement",
-        "    print(f'{m.config.backend:12s} {m.median:8,.0f} env steps/s in training, '",
-        "          f'{result.env_share:.0%} of it stepping envs')",
-    ])
+    return "\n".join(
+        [
+            "from vecenvs.bench.training import compare_training",
+            "",
+            f"results = compare_training({settings['env_id']!r}, {settings['num_envs']!r}, "
+            f"{list(settings['backends'])!r},",
+            f"                           timesteps={settings['timesteps']!r}, "
+            f"repeats={settings['repeats']!r}, "
+            f"torch_threads={settings.get('torch_threads')!r})",
+            "for result in results:",
+            "    m = result.measurement",
+            "    print(f'{m.config.backend:12s} {m.median:8,.0f} env steps/s in training, '",
+            "          f'{result.env_share:.0%} of it stepping envs')",
+        ]
+    )
 
 
 def history_code(store_path: str, run_ids: Iterable[int]) -> str:
     """The script that reads runs back from a results store and exports them as CSV."""
     ids = list(run_ids)
-    return "\n".join([
-        "from vecenvs.bench import ResultsStore",
-        "from vecenvs.bench.engine import Measurement",
-        "",
-        f"store = ResultsStore({str(store_path)!r})",
-        f"rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works",
-        "measurements = [Measurement.from_dict(row['data']) for row in rows]",
-        f"store.export_csv('results.csv', {ids!r})",
-    ])
+    return "\n".join(
+        [
+            "from vecenvs.bench import ResultsStore",
+            "from vecenvs.bench.engine import Measurement",
+            "",
+            f"store = ResultsStore({str(store_path)!r})",
+            f"rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works",
+            "measurements = [Measurement.from_dict(row['data']) for row in rows]",
+            f"store.export_csv('results.csv', {ids!r})",
+        ]
+    )
 
 
 def machine_code() -> str:
     """The script that prints what the machine page shows."""
-    return "\n".join([
-        "from vecenvs.bench.machine import format_machine, machine_info",
-        "from vecenvs.factory import available_backends",
-        "from vecenvs.profile import check_attach",
-        "",
-        "print(format_machine(machine_info()))",
-        "print('backends installed:', ', '.join(available_backends()))",
-        "print(check_attach().message)",
-    ])
+    return "\n".join(
+        [
+            "from vecenvs.bench.machine import format_machine, machine_info",
+            "from vecenvs.factory import available_backends",
+            "from vecenvs.profile import check_attach",
+            "",
+            "print(format_machine(machine_info()))",
+            "print('backends installed:', ', '.join(available_backends()))",
+            "print(check_attach().message)",
+        ]
+    )

@@ -41,8 +41,14 @@ __all__ = ["RENDERER", "add_static_fallback", "png"]
 RENDERER = "vecenvs_png"
 
 _DPI = 100
-_DASHES: dict[str, Any] = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-.",
-                           "longdash": (0, (8, 3)), "longdashdot": (0, (8, 3, 2, 3))}
+_DASHES: dict[str, Any] = {
+    "solid": "-",
+    "dash": "--",
+    "dot": ":",
+    "dashdot": "-.",
+    "longdash": (0, (8, 3)),
+    "longdashdot": (0, (8, 3, 2, 3)),
+}
 # The plot area within the picture: room for the axis titles on the left, the title above
 # (pixels) and the legend below (pixels, plus a line per row of the legend).
 _LEFT, _RIGHT = 0.09, 0.98
@@ -69,13 +75,19 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     height = height or layout.get("height") or 450
     picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)
     FigureCanvasAgg(picture)
-    names = {_plain(t.get("name")) for t in traces if t.get("name") and t.get("showlegend") is not False}
+    names = {
+        _plain(t.get("name")) for t in traces if t.get("name") and t.get("showlegend") is not False
+    }
     columns = max(1, min(len(names), int(width // 260)))
     legend_rows = -(-len(names) // columns)
     # Horizontal bars are labelled on the left with their categories: give them room.
     labelled = any(t.get("type") == "bar" and t.get("orientation") == "h" for t in traces)
-    area = (0.3 if labelled else _LEFT, _RIGHT, (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height,
-            1 - _TOP_PIXELS / height)
+    area = (
+        0.3 if labelled else _LEFT,
+        _RIGHT,
+        (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height,
+        1 - _TOP_PIXELS / height,
+    )
 
     axes = _axes_for(picture, layout, traces, area)
     legend: dict[str, Any] = {}
@@ -102,11 +114,24 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     for note in layout.get("annotations", []):
         _annotate(picture, note, area)
     if skipped:
-        picture.text(0.5, 0.5, f"(not drawn here: {', '.join(sorted(set(skipped)))} traces)",
-                     ha="center", va="center", color="#7f7f7f")
+        picture.text(
+            0.5,
+            0.5,
+            f"(not drawn here: {', '.join(sorted(set(skipped)))} traces)",
+            ha="center",
+            va="center",
+            color="#7f7f7f",
+        )
     if legend:
-        picture.legend(list(legend.values()), list(legend), loc="lower left", ncol=columns,
-                       fontsize=8, frameon=False, bbox_to_anchor=(0.01, 0.0))
+        picture.legend(
+            list(legend.values()),
+            list(legend),
+            loc="lower left",
+            ncol=columns,
+            fontsize=8,
+            frameon=False,
+            bbox_to_anchor=(0.01, 0.0),
+        )
     buffer = io.BytesIO()
     picture.savefig(buffer, format="png")
     return buffer.getvalue()
@@ -126,9 +151,11 @@ def add_static_fallback() -> bool:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        warnings.warn("matplotlib is not installed: figures stay interactive only, and an "
-                      "exported HTML page will not show them (pip install matplotlib)",
-                      stacklevel=2)
+        warnings.warn(
+            "matplotlib is not installed: figures stay interactive only, and an "
+            "exported HTML page will not show them (pip install matplotlib)",
+            stacklevel=2,
+        )
         return False
 
     class _PictureRenderer(MimetypeRenderer):
@@ -138,7 +165,10 @@ def add_static_fallback() -> bool:
             try:
                 picture = png(fig_dict)
             except Exception as error:  # the interactive figure must not fail with its picture
-                warnings.warn(f"no still picture of this figure: {type(error).__name__}: {error}", stacklevel=2)
+                warnings.warn(
+                    f"no still picture of this figure: {type(error).__name__}: {error}",
+                    stacklevel=2,
+                )
                 return {}
             return {"image/png": base64.b64encode(picture).decode("ascii")}
 
@@ -160,8 +190,12 @@ def _layout_key(axis_name: str) -> str:
     return axis_name[0] + "axis" + axis_name[1:]
 
 
-def _axes_for(picture: Any, layout: Mapping[str, Any], traces: Sequence[Mapping[str, Any]],
-              area: tuple[float, float, float, float]) -> dict:
+def _axes_for(
+    picture: Any,
+    layout: Mapping[str, Any],
+    traces: Sequence[Mapping[str, Any]],
+    area: tuple[float, float, float, float],
+) -> dict:
     """One matplotlib axes per (x axis, y axis) pair the traces use, placed by the plotly
     axes' domains within ``area`` (left, right, bottom, top); an empty figure gets none."""
     pairs = list(dict.fromkeys((t.get("xaxis") or "x", t.get("yaxis") or "y") for t in traces))
@@ -194,7 +228,7 @@ def _style_axis(ax: Any, which: str, axis: Mapping[str, Any]) -> None:
     if span and all(isinstance(v, (int, float)) for v in span):
         low, high = span
         if axis.get("type") == "log":  # plotly gives a log axis's range in powers of ten
-            low, high = 10.0 ** low, 10.0 ** high
+            low, high = 10.0**low, 10.0**high
         getattr(ax, f"set_{which}lim")(low, high)
     ticks, texts = axis.get("tickvals"), axis.get("ticktext")
     if ticks is not None and all(isinstance(v, (int, float)) for v in ticks):
@@ -221,15 +255,23 @@ def _no_labels() -> Any:
     return NullFormatter()
 
 
-def _annotate(picture: Any, note: Mapping[str, Any], area: tuple[float, float, float, float]) -> None:
+def _annotate(
+    picture: Any, note: Mapping[str, Any], area: tuple[float, float, float, float]
+) -> None:
     """A plotly annotation in paper coordinates (subplot titles, "nothing to draw" notes)."""
     text = _plain(note.get("text"))
     if not text or note.get("xref", "paper") != "paper" or note.get("yref", "paper") != "paper":
         return
     x, y = _place(area, float(note.get("x", 0.5)), float(note.get("y", 0.5)))
     anchors = {"bottom": "bottom", "top": "top", "middle": "center"}
-    picture.text(x, y, text, fontsize=9, ha={"left": "left", "right": "right"}.get(
-        note.get("xanchor"), "center"), va=anchors.get(note.get("yanchor"), "center"))
+    picture.text(
+        x,
+        y,
+        text,
+        fontsize=9,
+        ha={"left": "left", "right": "right"}.get(note.get("xanchor"), "center"),
+        va=anchors.get(note.get("yanchor"), "center"),
+    )
 
 
 def _plain(text: Any) -> str:
@@ -308,17 +350,29 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
         extent = {"height": width} if horizontal else {"width": width}
         if base is not None:
             extent["left" if horizontal else "bottom"] = base
-        container = draw(where, values, color=color, alpha=trace.get("opacity") or 1.0,
-                         **extent, **({"xerr" if horizontal else "yerr": errors} if errors else {}))
+        container = draw(
+            where,
+            values,
+            color=color,
+            alpha=trace.get("opacity") or 1.0,
+            **extent,
+            **({"xerr" if horizontal else "yerr": errors} if errors else {}),
+        )
         if mode == "stack":
             for c, v in zip(cats, values):
                 stacked[c] = stacked.get(c, 0.0) + (0.0 if math.isnan(v) else v)
         for text, spot in zip(_array(trace.get("text")), where):  # labels at each bar's base
             if text:
                 x, y = (0, spot) if horizontal else (spot, 0)
-                ax.annotate(_plain(text), (x, y), fontsize=7, va="center" if horizontal else "bottom",
-                            ha="left" if horizontal else "center", xytext=(3, 0) if horizontal else (0, 3),
-                            textcoords="offset points")
+                ax.annotate(
+                    _plain(text),
+                    (x, y),
+                    fontsize=7,
+                    va="center" if horizontal else "bottom",
+                    ha="left" if horizontal else "center",
+                    xytext=(3, 0) if horizontal else (0, 3),
+                    textcoords="offset points",
+                )
         _legend_entry(legend, trace, container)
     if not numeric:
         ticks = [position[c] for c in categories]
@@ -326,8 +380,12 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
         if horizontal:
             ax.set_yticks(ticks, labels)
         else:
-            ax.set_xticks(ticks, labels, rotation=20 if len(categories) > 4 else 0, ha="right"
-                          if len(categories) > 4 else "center")
+            ax.set_xticks(
+                ticks,
+                labels,
+                rotation=20 if len(categories) > 4 else 0,
+                ha="right" if len(categories) > 4 else "center",
+            )
 
 
 def _legend_entry(legend: dict[str, Any], trace: Mapping[str, Any], handle: Any) -> None:

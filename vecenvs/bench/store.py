@@ -209,8 +209,15 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 #: The measurement columns, in the order they are listed and exported.
 _MEASUREMENT_COLUMNS = (
-    "env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs",
-    "mean", "median", "std", "ratio",
+    "env_id",
+    "env_kwargs",
+    "num_envs",
+    "backend",
+    "backend_kwargs",
+    "mean",
+    "median",
+    "std",
+    "ratio",
 )
 
 #: Facts about the machine copied into every flat measurement row (and CSV line).
@@ -428,8 +435,15 @@ class ResultsStore:
             cursor = connection.execute(
                 "INSERT INTO runs (kind, status, started_at, label, settings, machine, pid, host) "
                 "VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
-                (kind, _now(), label, settings_json, machine_json, os.getpid(),
-                 socket.gethostname()),
+                (
+                    kind,
+                    _now(),
+                    label,
+                    settings_json,
+                    machine_json,
+                    os.getpid(),
+                    socket.gethostname(),
+                ),
             )
             return cursor.lastrowid
 
@@ -478,16 +492,13 @@ class ResultsStore:
         """
         _check_run_id(run_id)
         if status not in FINAL_STATUSES:
-            raise StoreError(
-                f"status must be one of {', '.join(FINAL_STATUSES)}, got {status!r}"
-            )
+            raise StoreError(f"status must be one of {', '.join(FINAL_STATUSES)}, got {status!r}")
         if error is not None and not isinstance(error, str):
             raise StoreError(f"error must be a string or None, got {error!r}")
         summary_json = None if summary is None else _to_json(summary)
         with self._transaction(write=True) as connection:
             cursor = connection.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? "
-                "WHERE id = ?",
+                "UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE id = ?",
                 (status, _now(), summary_json, error, run_id),
             )
             if cursor.rowcount == 0:
@@ -510,18 +521,25 @@ class ResultsStore:
         with self._transaction(write=False) as connection:
             candidates = connection.execute(
                 "SELECT id, pid, started_at FROM runs "
-                "WHERE status = 'running' AND host = ? AND pid IS NOT NULL", (host,),
+                "WHERE status = 'running' AND host = ? AND pid IS NOT NULL",
+                (host,),
             ).fetchall()
-        abandoned = [record["id"] for record in candidates
-                     if not _process_alive(record["pid"], record["started_at"], psutil)]
+        abandoned = [
+            record["id"]
+            for record in candidates
+            if not _process_alive(record["pid"], record["started_at"], psutil)
+        ]
         for run_id in abandoned:
             with self._transaction(write=True) as connection:
                 connection.execute(
                     "UPDATE runs SET status = 'failed', finished_at = ?, error = ? "
                     "WHERE id = ? AND status = 'running'",
-                    (_now(), "the process running it ended without finishing it (killed, or "
-                     "the machine restarted); the measurements saved before that are kept",
-                     run_id),
+                    (
+                        _now(),
+                        "the process running it ended without finishing it (killed, or "
+                        "the machine restarted); the measurements saved before that are kept",
+                        run_id,
+                    ),
                 )
         return abandoned
 
@@ -541,13 +559,17 @@ class ResultsStore:
             limit: at most this many (the newest); ``None`` for all.
             kind: only runs of this kind, e.g. ``"bench"``.
         """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise StoreError(f"limit must be a whole number >= 1 or None, got {limit!r}")
         with self._transaction(write=False) as connection:
             return _select_runs(
-                connection, "WHERE (:kind IS NULL OR kind = :kind)", {"kind": kind},
-                newest_first=True, limit=limit,
+                connection,
+                "WHERE (:kind IS NULL OR kind = :kind)",
+                {"kind": kind},
+                newest_first=True,
+                limit=limit,
             )
 
     def run(self, run_id: int) -> RunRecord:
@@ -563,8 +585,10 @@ class ResultsStore:
     def kinds(self) -> list[str]:
         """The kinds of run in the store, e.g. ``["bench", "sweep"]``."""
         with self._transaction(write=False) as connection:
-            return [kind for (kind,) in connection.execute(
-                "SELECT DISTINCT kind FROM runs ORDER BY kind")]
+            return [
+                kind
+                for (kind,) in connection.execute("SELECT DISTINCT kind FROM runs ORDER BY kind")
+            ]
 
     def measurements(self, run_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """Measurements as flat rows, ready for a table or ``pandas.DataFrame(rows)``.
@@ -588,8 +612,9 @@ class ResultsStore:
 
     # --- Exporting ------------------------------------------------------------------------
 
-    def export_json(self, path_or_file: str | os.PathLike[str] | IO[str],
-                    run_ids: Iterable[int] | None = None) -> int:
+    def export_json(
+        self, path_or_file: str | os.PathLike[str] | IO[str], run_ids: Iterable[int] | None = None
+    ) -> int:
         """Write runs as JSON: a list of runs, oldest first, each with its measurements.
 
         Each run has every :class:`RunRecord` field (machine, settings, summary, ...) and
@@ -611,19 +636,22 @@ class ResultsStore:
             rows = self._measurements(connection, [run.id for run in runs])
         by_run: dict[int, list[dict[str, Any]]] = {run.id: [] for run in runs}
         for row in rows:
-            by_run[row["run_id"]].append({
-                "id": row["measurement_id"],
-                "recorded_at": row["recorded_at"],
-                **{name: row[name] for name in _MEASUREMENT_COLUMNS},
-                "data": row["data"],
-            })
+            by_run[row["run_id"]].append(
+                {
+                    "id": row["measurement_id"],
+                    "recorded_at": row["recorded_at"],
+                    **{name: row[name] for name in _MEASUREMENT_COLUMNS},
+                    "data": row["data"],
+                }
+            )
         document = [{**run.to_dict(), "measurements": by_run[run.id]} for run in runs]
         # Everything is read before the file is touched: a failure leaves no half-written file.
         _write_text(path_or_file, json.dumps(document, indent=2, allow_nan=False) + "\n")
         return len(runs)
 
-    def export_csv(self, path_or_file: str | os.PathLike[str] | IO[str],
-                   run_ids: Iterable[int] | None = None) -> int:
+    def export_csv(
+        self, path_or_file: str | os.PathLike[str] | IO[str], run_ids: Iterable[int] | None = None
+    ) -> int:
         """Write measurements as CSV: one line per measurement, with its run and machine.
 
         The columns are those of :meth:`measurements` (the kwargs as JSON text), then every
@@ -703,7 +731,9 @@ class ResultsStore:
             # isolation_level=None: we begin and commit transactions ourselves (see _transaction).
             # check_same_thread=False: threads may share the store; self._lock serializes them.
             connection = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
+                self.path,
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
                 check_same_thread=False,
             )
         except sqlite3.Error as error:
@@ -769,8 +799,10 @@ class ResultsStore:
         if getattr(error, "sqlite_errorname", "") == "SQLITE_NOTADB" or (
             "not a database" in str(error)
         ):
-            return (f"results store {self.path} is not a SQLite database (is it some other "
-                    "file?); choose another path, or move that file away")
+            return (
+                f"results store {self.path} is not a SQLite database (is it some other "
+                "file?); choose another path, or move that file away"
+            )
         return f"results store {self.path} cannot be used: {error}"
 
     @contextlib.contextmanager
@@ -794,8 +826,10 @@ class ResultsStore:
                     connection.execute("ROLLBACK")
                 hint = ""
                 if "locked" in str(error):
-                    hint = (f" (another process has been writing for over "
-                            f"{BUSY_TIMEOUT_SECONDS:g} s: is one stuck?)")
+                    hint = (
+                        f" (another process has been writing for over "
+                        f"{BUSY_TIMEOUT_SECONDS:g} s: is one stuck?)"
+                    )
                 raise StoreError(f"results store {self.path}: {error}{hint}") from None
             except BaseException:
                 if connection.in_transaction:
@@ -817,7 +851,8 @@ class ResultsStore:
     def _unknown_run(self, connection: sqlite3.Connection, run_id: int) -> StoreError:
         """The error for a run id the store does not have, saying which ids it does have."""
         low, high, count = connection.execute(
-            "SELECT min(id), max(id), count(*) FROM runs").fetchone()
+            "SELECT min(id), max(id), count(*) FROM runs"
+        ).fetchone()
         if count == 0:
             has = "has no runs yet"
         elif low == high:
@@ -826,17 +861,18 @@ class ResultsStore:
             has = f"has runs {low}-{high}"
         return StoreError(f"unknown run id {run_id}; the store {self.path} {has}")
 
-    def _runs_for_export(self, connection: sqlite3.Connection,
-                         run_ids: Iterable[int] | None) -> list[RunRecord]:
+    def _runs_for_export(
+        self, connection: sqlite3.Connection, run_ids: Iterable[int] | None
+    ) -> list[RunRecord]:
         """The runs ``run_ids`` (checked), or all runs; oldest first."""
         if run_ids is None:
             return _select_runs(connection, "", {}, newest_first=False)
         wanted = _unique_run_ids(run_ids)
-        return sorted((self._run(connection, run_id) for run_id in wanted),
-                      key=lambda run: run.id)
+        return sorted((self._run(connection, run_id) for run_id in wanted), key=lambda run: run.id)
 
-    def _measurements(self, connection: sqlite3.Connection,
-                      run_ids: Iterable[int] | None) -> list[dict[str, Any]]:
+    def _measurements(
+        self, connection: sqlite3.Connection, run_ids: Iterable[int] | None
+    ) -> list[dict[str, Any]]:
         """The flat measurement rows of :meth:`measurements`, read on ``connection``."""
         query = (
             "SELECT m.*, r.kind AS run_kind, r.status AS run_status, "
@@ -861,26 +897,28 @@ class ResultsStore:
             if run_id not in machines:
                 machines[run_id] = _from_json(record["run_machine"]) or {}
             machine = machines[run_id]
-            rows.append({
-                "run_id": run_id,
-                "run_kind": record["run_kind"],
-                "run_status": record["run_status"],
-                "run_started_at": record["run_started_at"],
-                "run_label": record["run_label"],
-                **{name: machine.get(name) for name in _MACHINE_COLUMNS},
-                "measurement_id": record["id"],
-                "recorded_at": record["recorded_at"],
-                "env_id": record["env_id"],
-                "env_kwargs": _from_json(record["env_kwargs"]),
-                "num_envs": record["num_envs"],
-                "backend": record["backend"],
-                "backend_kwargs": _from_json(record["backend_kwargs"]),
-                "mean": record["mean"],
-                "median": record["median"],
-                "std": record["std"],
-                "ratio": record["ratio"],
-                "data": _from_json(record["data"]),
-            })
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "run_kind": record["run_kind"],
+                    "run_status": record["run_status"],
+                    "run_started_at": record["run_started_at"],
+                    "run_label": record["run_label"],
+                    **{name: machine.get(name) for name in _MACHINE_COLUMNS},
+                    "measurement_id": record["id"],
+                    "recorded_at": record["recorded_at"],
+                    "env_id": record["env_id"],
+                    "env_kwargs": _from_json(record["env_kwargs"]),
+                    "num_envs": record["num_envs"],
+                    "backend": record["backend"],
+                    "backend_kwargs": _from_json(record["backend_kwargs"]),
+                    "mean": record["mean"],
+                    "median": record["median"],
+                    "std": record["std"],
+                    "ratio": record["ratio"],
+                    "data": _from_json(record["data"]),
+                }
+            )
         return rows
 
 
@@ -943,8 +981,10 @@ def _select_runs(
 def _check_path(path: Path) -> None:
     """Raise StoreError unless ``path`` can hold a results store; create its directory."""
     if path.is_dir():
-        raise StoreError(f"results store {path} is a directory; expected a file name such as "
-                         f"{path / 'results.sqlite'}")
+        raise StoreError(
+            f"results store {path} is a directory; expected a file name such as "
+            f"{path / 'results.sqlite'}"
+        )
     # A file where a directory should be: mkdir's own "File exists" would only puzzle.
     for ancestor in path.parents:
         if ancestor.exists():
@@ -955,15 +995,21 @@ def _check_path(path: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise StoreError(f"results store {path}: cannot create the directory {directory} "
-                         f"({error.strerror or error})") from None
+        raise StoreError(
+            f"results store {path}: cannot create the directory {directory} "
+            f"({error.strerror or error})"
+        ) from None
     # SQLite writes its log files (results.sqlite-wal, -shm) next to the file, even to read.
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise StoreError(f"results store {path}: the directory {directory} is not writable; "
-                         "choose a path in a directory you can write to")
+        raise StoreError(
+            f"results store {path}: the directory {directory} is not writable; "
+            "choose a path in a directory you can write to"
+        )
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        raise StoreError(f"results store {path} is not readable and writable by you; "
-                         "check its permissions or choose another path")
+        raise StoreError(
+            f"results store {path} is not readable and writable by you; "
+            "check its permissions or choose another path"
+        )
 
 
 def _process_alive(pid: int, started_at: str, psutil: Any) -> bool:
@@ -1007,8 +1053,10 @@ def _measurement_columns(
         data = _plain(measurement)
         config = data.get("config")
         if not isinstance(config, dict):
-            raise StoreError("a measurement dict needs a 'config' dict, as Measurement.to_dict() "
-                             f"gives; got keys {sorted(data)}")
+            raise StoreError(
+                "a measurement dict needs a 'config' dict, as Measurement.to_dict() "
+                f"gives; got keys {sorted(data)}"
+            )
         missing = [key for key in ("env_id", "num_envs", "backend") if key not in config]
         if missing:
             raise StoreError(f"the measurement's config has no {', '.join(missing)}")
@@ -1016,8 +1064,10 @@ def _measurement_columns(
     else:
         # Only these attributes are relied on; everything else travels in to_dict().
         config = measurement.config
-        config = {name: getattr(config, name)
-                  for name in ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")}
+        config = {
+            name: getattr(config, name)
+            for name in ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")
+        }
         numbers = {name: getattr(measurement, name) for name in ("mean", "median", "std", "ratio")}
         data = _plain(measurement.to_dict())
     if isinstance(config["num_envs"], bool) or not isinstance(config["num_envs"], int):

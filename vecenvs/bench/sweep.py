@@ -173,10 +173,12 @@ class SweepConfig:
         return {
             "envs": [{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
             "num_envs": sorted(set(self.num_envs)),
-            "backends": [{"name": b.name, "kwargs": dict(b.kwargs)}
-                         for b in self.backend_specs()],
-            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name not in ("envs", "num_envs", "backends")},
+            "backends": [{"name": b.name, "kwargs": dict(b.kwargs)} for b in self.backend_specs()],
+            **{
+                f.name: getattr(self, f.name)
+                for f in dataclasses.fields(self)
+                if f.name not in ("envs", "num_envs", "backends")
+            },
         }
 
     @classmethod
@@ -186,8 +188,11 @@ class SweepConfig:
             envs=[EnvSpec(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
             num_envs=list(data["num_envs"]),
             backends=[Backend(b["name"], dict(b.get("kwargs") or {})) for b in data["backends"]],
-            **{f.name: data[f.name] for f in dataclasses.fields(cls)
-               if f.name not in ("envs", "num_envs", "backends") and f.name in data},
+            **{
+                f.name: data[f.name]
+                for f in dataclasses.fields(cls)
+                if f.name not in ("envs", "num_envs", "backends") and f.name in data
+            },
         )
 
 
@@ -237,8 +242,9 @@ class SweepResult:
         """Fit the overhead model (:func:`vecenvs.bench.model.fit_overhead_model`) to this sweep."""
         from vecenvs.bench.model import fit_overhead_model
 
-        return fit_overhead_model(self.measurements, cpus=self.cpus,
-                                  reference=self.config.reference)
+        return fit_overhead_model(
+            self.measurements, cpus=self.cpus, reference=self.config.reference
+        )
 
 
 def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[EnvSpec]:
@@ -249,8 +255,10 @@ def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[EnvSpec]:
         ['vecenvs/Costly-v0 (step_seconds=1e-05)', 'vecenvs/Costly-v0 (step_seconds=0.001)']
     """
     keys = list(kwarg_values)
-    return [EnvSpec(env_id, dict(zip(keys, values)))
-            for values in itertools.product(*(kwarg_values[key] for key in keys))]
+    return [
+        EnvSpec(env_id, dict(zip(keys, values)))
+        for values in itertools.product(*(kwarg_values[key] for key in keys))
+    ]
 
 
 def validate_sweep(config: SweepConfig) -> None:
@@ -264,8 +272,11 @@ def validate_sweep(config: SweepConfig) -> None:
         ValueError: naming the bad value and what was expected.
     """
     envs, backends = config.env_specs(), config.backend_specs()
-    for name, values in (("envs", envs), ("num_envs", list(config.num_envs)),
-                         ("backends", backends)):
+    for name, values in (
+        ("envs", envs),
+        ("num_envs", list(config.num_envs)),
+        ("backends", backends),
+    ):
         if not values:
             raise ValueError(f"{name} is empty; expected at least one")
     labels = [backend.label for backend in backends]
@@ -275,13 +286,19 @@ def validate_sweep(config: SweepConfig) -> None:
     for env in envs:
         for num_envs in config.num_envs:
             for backend in backends:
-                validate_config(BenchConfig(
-                    env_id=env.env_id, num_envs=num_envs, backend=backend.name,
-                    backend_kwargs=dict(backend.kwargs), env_kwargs=dict(env.kwargs),
-                    warmup_seconds=config.warmup_seconds,
-                    measure_seconds=config.measure_seconds,
-                    repeats=config.repeats, seed=config.seed,
-                ))
+                validate_config(
+                    BenchConfig(
+                        env_id=env.env_id,
+                        num_envs=num_envs,
+                        backend=backend.name,
+                        backend_kwargs=dict(backend.kwargs),
+                        env_kwargs=dict(env.kwargs),
+                        warmup_seconds=config.warmup_seconds,
+                        measure_seconds=config.measure_seconds,
+                        repeats=config.repeats,
+                        seed=config.seed,
+                    )
+                )
         try:
             gym.make(env.env_id, **env.kwargs).close()
         except Exception as error:  # the env's own complaint, e.g. an unknown argument
@@ -348,22 +365,36 @@ def run_sweep(
             if bar is not None:
                 bar.set_description(f"{env.label}, N={num_envs}")
             results = compare(
-                env.env_id, num_envs, [(b.name, b.kwargs) for b in backends],
-                reference=config.reference, env_kwargs=env.kwargs,
-                warmup_seconds=config.warmup_seconds, measure_seconds=config.measure_seconds,
-                repeats=config.repeats, seed=config.seed, interleave=config.interleave,
-                on_window=window_done, cancel=cancel,
-                on_stage=None if on_stage is None else (
+                env.env_id,
+                num_envs,
+                [(b.name, b.kwargs) for b in backends],
+                reference=config.reference,
+                env_kwargs=env.kwargs,
+                warmup_seconds=config.warmup_seconds,
+                measure_seconds=config.measure_seconds,
+                repeats=config.repeats,
+                seed=config.seed,
+                interleave=config.interleave,
+                on_window=window_done,
+                cancel=cancel,
+                on_stage=None
+                if on_stage is None
+                else (
                     lambda message, where=f"{env.label}, N={num_envs}": on_stage(
-                        f"{where}: {message}")),
+                        f"{where}: {message}"
+                    )
+                ),
             )
             measurements.extend(results)
             if store is not None:
                 for result in results:
                     store.add_measurement(run_id, result)
             if on_result is not None:
-                on_result(SweepProgress((env, num_envs), results, done, len(points),
-                                        time.perf_counter() - started))
+                on_result(
+                    SweepProgress(
+                        (env, num_envs), results, done, len(points), time.perf_counter() - started
+                    )
+                )
     except MeasurementCancelled:
         status = "cancelled"
     except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
@@ -375,8 +406,14 @@ def run_sweep(
             bar.close()
         if store is not None:
             store.finish_run(run_id, status, summary=_summary(measurements, config), error=error)
-    return SweepResult(config, measurements, status == "cancelled",
-                       time.perf_counter() - started, available_cpus(), run_id)
+    return SweepResult(
+        config,
+        measurements,
+        status == "cancelled",
+        time.perf_counter() - started,
+        available_cpus(),
+        run_id,
+    )
 
 
 #: Backends that start one process per env.
@@ -412,4 +449,3 @@ def _progress_bar(total: int):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="window", disable=None, leave=False)
-

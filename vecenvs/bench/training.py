@@ -34,8 +34,7 @@ import psutil
 from vecenvs.bench.engine import BenchConfig, Measurement, validate_config
 from vecenvs.factory import check_backend_available, make_vec
 
-__all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training",
-           "validate_training"]
+__all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "validate_training"]
 
 #: Backends that are SB3's own vector envs, used as they are (no adapter in between).
 SB3_OWN = ("sb3-dummy", "sb3-subproc")
@@ -64,12 +63,17 @@ class TrainingResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The measurement's dict with ``env_seconds``, ``learn_seconds`` and ``env_share``."""
-        return {**self.measurement.to_dict(), "env_seconds": self.env_seconds,
-                "learn_seconds": self.learn_seconds, "env_share": self.env_share}
+        return {
+            **self.measurement.to_dict(),
+            "env_seconds": self.env_seconds,
+            "learn_seconds": self.learn_seconds,
+            "env_share": self.env_share,
+        }
 
 
-def validate_training(env_id: str, num_envs: int, backends: Sequence[str], timesteps: int,
-                      repeats: int = 2) -> None:
+def validate_training(
+    env_id: str, num_envs: int, backends: Sequence[str], timesteps: int, repeats: int = 2
+) -> None:
     """Check the arguments of :func:`compare_training` before anything is built.
 
     Raises:
@@ -83,9 +87,11 @@ def validate_training(env_id: str, num_envs: int, backends: Sequence[str], times
             raise ValueError(f"{name} is {value!r}: expected a whole number >= {low}")
     for backend in backends:
         if backend in ("pool-async", "envpool"):
-            raise ValueError(f"backend {backend!r} can't be trained on through to_sb3 here "
-                             "(SB3 steps every env in lock-step, and envpool brings its own "
-                             "envs); pick another")
+            raise ValueError(
+                f"backend {backend!r} can't be trained on through to_sb3 here "
+                "(SB3 steps every env in lock-step, and envpool brings its own "
+                "envs); pick another"
+            )
         validate_config(BenchConfig(env_id, num_envs, backend))
 
 
@@ -120,24 +126,34 @@ def measure_training(
     from stable_baselines3 import PPO
 
     validate_training(env_id, num_envs, [backend], timesteps, repeats)
-    if torch_threads is not None and (isinstance(torch_threads, bool)
-                                      or not isinstance(torch_threads, int) or torch_threads < 1):
-        raise ValueError(f"torch_threads is {torch_threads!r}: expected a whole number >= 1 "
-                         "or None")
+    if torch_threads is not None and (
+        isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1
+    ):
+        raise ValueError(
+            f"torch_threads is {torch_threads!r}: expected a whole number >= 1 or None"
+        )
     threads_before = torch.get_num_threads()
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
     try:
-        return _measure_training(PPO, env_id, num_envs, backend, backend_kwargs, timesteps,
-                                 repeats, seed, on_progress)
+        return _measure_training(
+            PPO, env_id, num_envs, backend, backend_kwargs, timesteps, repeats, seed, on_progress
+        )
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _measure_training(PPO: Any, env_id: str, num_envs: int, backend: str,  # noqa: N803
-                      backend_kwargs: Mapping[str, Any] | None, timesteps: int, repeats: int,
-                      seed: int, on_progress: Callable[[str, float], None] | None = None,
-                      ) -> TrainingResult:
+def _measure_training(
+    PPO: Any,
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    backend_kwargs: Mapping[str, Any] | None,
+    timesteps: int,
+    repeats: int,
+    seed: int,
+    on_progress: Callable[[str, float], None] | None = None,
+) -> TrainingResult:
     """The timing of :func:`measure_training`, once everything is checked and set."""
     started = time.perf_counter()
     warmup_steps = N_STEPS * num_envs
@@ -153,8 +169,16 @@ def _measure_training(PPO: Any, env_id: str, num_envs: int, backend: str,  # noq
 
         callback = _rollout_callback(report)
     try:
-        model = PPO("MlpPolicy", venv, n_steps=N_STEPS, batch_size=min(64, N_STEPS * num_envs),
-                    n_epochs=4, device="cpu", seed=seed, verbose=0)
+        model = PPO(
+            "MlpPolicy",
+            venv,
+            n_steps=N_STEPS,
+            batch_size=min(64, N_STEPS * num_envs),
+            n_epochs=4,
+            device="cpu",
+            seed=seed,
+            verbose=0,
+        )
         startup = time.perf_counter() - started
         model.learn(total_timesteps=warmup_steps, callback=callback)  # warm-up
         children = psutil.Process().children(recursive=True)
@@ -171,14 +195,28 @@ def _measure_training(PPO: Any, env_id: str, num_envs: int, backend: str,  # noq
         rss = sum(_rss(p) for p in [psutil.Process(), *children])
     finally:
         venv.close()
-    config = BenchConfig(env_id, num_envs, backend, dict(backend_kwargs or {}),
-                         warmup_seconds=0.0, measure_seconds=max(window_seconds),
-                         repeats=repeats, seed=seed)
+    config = BenchConfig(
+        env_id,
+        num_envs,
+        backend,
+        dict(backend_kwargs or {}),
+        warmup_seconds=0.0,
+        measure_seconds=max(window_seconds),
+        repeats=repeats,
+        seed=seed,
+    )
     measurement = Measurement(
-        config=config, throughputs=throughputs, window_steps=window_steps,
-        window_seconds=window_seconds, startup_seconds=startup, parent_cpu_seconds=0.0,
-        children_cpu_seconds=0.0, child_processes=len(children), rss_bytes=rss,
-        children_uss_bytes=None, peak_rss_bytes=rss,
+        config=config,
+        throughputs=throughputs,
+        window_steps=window_steps,
+        window_seconds=window_seconds,
+        startup_seconds=startup,
+        parent_cpu_seconds=0.0,
+        children_cpu_seconds=0.0,
+        child_processes=len(children),
+        rss_bytes=rss,
+        children_uss_bytes=None,
+        peak_rss_bytes=rss,
     )
     return TrainingResult(measurement, venv.env_seconds, sum(window_seconds))
 
@@ -213,10 +251,18 @@ def compare_training(
     validate_training(env_id, num_envs, backends, timesteps, repeats)
     own_run = store is not None and run_id is None
     if own_run:
-        run_id = store.start_run("train", {"env_id": env_id, "num_envs": num_envs,
-                                           "backends": list(backends), "timesteps": timesteps,
-                                           "repeats": repeats, "seed": seed,
-                                           "torch_threads": torch_threads})
+        run_id = store.start_run(
+            "train",
+            {
+                "env_id": env_id,
+                "num_envs": num_envs,
+                "backends": list(backends),
+                "timesteps": timesteps,
+                "repeats": repeats,
+                "seed": seed,
+                "torch_threads": torch_threads,
+            },
+        )
     results: list[TrainingResult] = []
     status = "done"
     try:
@@ -226,12 +272,23 @@ def compare_training(
                 break
             overall = None
             if on_progress is not None:
+
                 def overall(message: str, fraction: float, index: int = index) -> None:
-                    on_progress(f"{message} ({index + 1} of {len(backends)} vector envs)",
-                                (index + fraction) / len(backends))
-            result = measure_training(env_id, num_envs, backend, timesteps=timesteps,
-                                      repeats=repeats, seed=seed, torch_threads=torch_threads,
-                                      on_progress=overall)
+                    on_progress(
+                        f"{message} ({index + 1} of {len(backends)} vector envs)",
+                        (index + fraction) / len(backends),
+                    )
+
+            result = measure_training(
+                env_id,
+                num_envs,
+                backend,
+                timesteps=timesteps,
+                repeats=repeats,
+                seed=seed,
+                torch_threads=torch_threads,
+                on_progress=overall,
+            )
             results.append(result)
             if store is not None:
                 store.add_measurement(run_id, result.to_dict())
@@ -260,8 +317,9 @@ def _rollout_callback(report: Callable[[int], None]) -> Any:
     return _Report()
 
 
-def _sb3_vec_env(env_id: str, num_envs: int, backend: str, backend_kwargs: dict[str, Any],
-                 seed: int) -> Any:
+def _sb3_vec_env(
+    env_id: str, num_envs: int, backend: str, backend_kwargs: dict[str, Any], seed: int
+) -> Any:
     """SB3's own vec env for ``sb3-*``; otherwise ours, in SAME_STEP mode, through to_sb3.
 
     Either way each episode's return and length are recorded, as SB3 users do: ``make_vec_env``
@@ -277,8 +335,11 @@ def _sb3_vec_env(env_id: str, num_envs: int, backend: str, backend_kwargs: dict[
 
     from vecenvs.sb3 import to_sb3
 
-    return VecMonitor(to_sb3(make_vec(env_id, num_envs, backend=backend,
-                                      autoreset_mode="SameStep", **backend_kwargs)))
+    return VecMonitor(
+        to_sb3(
+            make_vec(env_id, num_envs, backend=backend, autoreset_mode="SameStep", **backend_kwargs)
+        )
+    )
 
 
 def _rss(process: psutil.Process) -> int:

@@ -40,8 +40,17 @@ from dataclasses import dataclass
 from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
 from vecenvs.bench.model import BackendFit, OverheadModel
 
-__all__ = ["GOOD", "POOR", "ROUGH", "FitQuality", "Verdict", "fit_quality", "format_verdicts",
-           "model_qualities", "verdicts"]
+__all__ = [
+    "GOOD",
+    "POOR",
+    "ROUGH",
+    "FitQuality",
+    "Verdict",
+    "fit_quality",
+    "format_verdicts",
+    "model_qualities",
+    "verdicts",
+]
 
 GOOD, ROUGH, POOR = "good", "rough", "poor"
 
@@ -94,29 +103,43 @@ class Verdict:
     def sentence(self, env_name: str | None = None) -> str:
         """The verdict as one plain-text sentence (``env_name``: how to call the env)."""
         where = f"{env_name or self.env_label}, N={self.num_envs}"
-        spread = (f" ({self.low:.2f}-{self.high:.2f}x over {self.windows} paired windows)"
-                  if self.windows > 1 else " (one timed window: no spread to judge by)")
-        ceiling = ("" if self.efficiency is None
-                   else f"; {self.efficiency:.0%} of the machine's ceiling")
+        spread = (
+            f" ({self.low:.2f}-{self.high:.2f}x over {self.windows} paired windows)"
+            if self.windows > 1
+            else " (one timed window: no spread to judge by)"
+        )
+        ceiling = (
+            "" if self.efficiency is None else f"; {self.efficiency:.0%} of the machine's ceiling"
+        )
         if self.runner_up is None:
-            return (f"{where}: {_name(self.best, self.reference)} is the only backend measured:"
-                    f" {self.speedup:.2f}x {self.reference}{spread}{ceiling}.")
+            return (
+                f"{where}: {_name(self.best, self.reference)} is the only backend measured:"
+                f" {self.speedup:.2f}x {self.reference}{spread}{ceiling}."
+            )
         if self.close:
-            why = ("a single window cannot tell them apart" if self.windows < 2 else
-                   f"window by window it was {self.margin_low:.2f}-{self.margin_high:.2f}x the "
-                   "other, so not faster in every round")
-            return (f"{where}: too close to call between {_name(self.best, self.reference)} "
-                    f"at {self.speedup:.2f}x {self.reference} and "
-                    f"{_name(self.runner_up, self.reference)} "
-                    f"at {self.runner_up_speedup:.2f}x: {why}.")
-        return (f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
-                f"{self.reference}{spread}, faster than every other backend in every round, "
-                f"{self.margin_low:.2f}-{self.margin_high:.2f}x its closest rival, "
-                f"{_name(self.runner_up, self.reference)}{ceiling}.")
+            why = (
+                "a single window cannot tell them apart"
+                if self.windows < 2
+                else f"window by window it was {self.margin_low:.2f}-{self.margin_high:.2f}x the "
+                "other, so not faster in every round"
+            )
+            return (
+                f"{where}: too close to call between {_name(self.best, self.reference)} "
+                f"at {self.speedup:.2f}x {self.reference} and "
+                f"{_name(self.runner_up, self.reference)} "
+                f"at {self.runner_up_speedup:.2f}x: {why}."
+            )
+        return (
+            f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
+            f"{self.reference}{spread}, faster than every other backend in every round, "
+            f"{self.margin_low:.2f}-{self.margin_high:.2f}x its closest rival, "
+            f"{_name(self.runner_up, self.reference)}{ceiling}."
+        )
 
 
-def verdicts(measurements: Iterable[Measurement], *,
-             reference: str = DEFAULT_REFERENCE) -> list[Verdict]:
+def verdicts(
+    measurements: Iterable[Measurement], *, reference: str = DEFAULT_REFERENCE
+) -> list[Verdict]:
     """One :class:`Verdict` per (env, N) with measured speed-ups, in the order first measured.
 
     Measurements without a ratio (not from :func:`~vecenvs.bench.compare`) and the ceiling are
@@ -127,8 +150,9 @@ def verdicts(measurements: Iterable[Measurement], *,
         config = measurement.config
         if config.backend == CEILING or measurement.ratio is None:
             continue
-        points.setdefault((config.env_label, config.num_envs), {})[config.backend_label] = \
+        points.setdefault((config.env_label, config.num_envs), {})[config.backend_label] = (
             measurement
+        )
     found = []
     for (env_label, num_envs), by_label in points.items():
         ranked = sorted(by_label.values(), key=lambda m: (-m.ratio, -m.median))
@@ -136,21 +160,30 @@ def verdicts(measurements: Iterable[Measurement], *,
         ratios = best.paired_ratios or [best.ratio]
         # The rival is the one that came closest in its worst round for the winner, not merely
         # the second by median: a backend third by median may still have won one round.
-        rivals = [(other, [own / theirs for own, theirs in zip(best.throughputs,
-                                                               other.throughputs)])
-                  for other in ranked[1:]]
-        runner, margins = min(rivals, key=lambda rival: min(rival[1], default=math.inf),
-                              default=(None, []))
-        found.append(Verdict(
-            env_label=env_label, num_envs=num_envs, best=best.config.backend_label,
-            speedup=best.ratio, low=min(ratios), high=max(ratios),
-            windows=min(len(ratios), len(margins)) if runner is not None else len(ratios),
-            runner_up=None if runner is None else runner.config.backend_label,
-            runner_up_speedup=None if runner is None else runner.ratio,
-            margin_low=min(margins) if margins else None,
-            margin_high=max(margins) if margins else None,
-            efficiency=best.efficiency, reference=reference,
-        ))
+        rivals = [
+            (other, [own / theirs for own, theirs in zip(best.throughputs, other.throughputs)])
+            for other in ranked[1:]
+        ]
+        runner, margins = min(
+            rivals, key=lambda rival: min(rival[1], default=math.inf), default=(None, [])
+        )
+        found.append(
+            Verdict(
+                env_label=env_label,
+                num_envs=num_envs,
+                best=best.config.backend_label,
+                speedup=best.ratio,
+                low=min(ratios),
+                high=max(ratios),
+                windows=min(len(ratios), len(margins)) if runner is not None else len(ratios),
+                runner_up=None if runner is None else runner.config.backend_label,
+                runner_up_speedup=None if runner is None else runner.ratio,
+                margin_low=min(margins) if margins else None,
+                margin_high=max(margins) if margins else None,
+                efficiency=best.efficiency,
+                reference=reference,
+            )
+        )
     return found
 
 
@@ -182,11 +215,12 @@ def fit_quality(fit: BackendFit) -> FitQuality:
         sentence += "; do not trust its curve"
         per_env = fit.per_env
         if per_env is not None:
-            per_env_word = _word(per_env.median_relative_error,
-                                 math.nan if loop else per_env.r2)
+            per_env_word = _word(per_env.median_relative_error, math.nan if loop else per_env.r2)
             if per_env_word != POOR:
-                sentence += (f", though an overhead growing with N fits it {per_env_word} "
-                             f"({_numbers(per_env.median_relative_error, per_env.r2)})")
+                sentence += (
+                    f", though an overhead growing with N fits it {per_env_word} "
+                    f"({_numbers(per_env.median_relative_error, per_env.r2)})"
+                )
     elif fit.constant.clamped:
         sentence += "; its overhead came out below zero and was set to 0"
     return FitQuality(fit.label, word, sentence + ".")
@@ -220,9 +254,12 @@ def _name(label: str, reference: str) -> str:
     return f"{label} (the loop)" if reference in _LOOPS else f"{label} (the reference)"
 
 
-
-def format_verdicts(measurements: Iterable[Measurement], model: OverheadModel | None = None, *,
-                    reference: str = DEFAULT_REFERENCE) -> str:
+def format_verdicts(
+    measurements: Iterable[Measurement],
+    model: OverheadModel | None = None,
+    *,
+    reference: str = DEFAULT_REFERENCE,
+) -> str:
     """The verdicts and the model's fit quality as plain text, for a terminal."""
     lines = ["Verdict (from the paired windows):"]
     lines += [f"  {verdict.sentence()}" for verdict in verdicts(measurements, reference=reference)]

@@ -52,17 +52,42 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(run=_run_autotune, parser=parser)
     add = parser.add_argument
-    add("--env", default="CartPole-v1", metavar="ID", help="gymnasium env id (default: %(default)s)")
-    add("--env-kwarg", action="append", type=env_kwarg, metavar="KEY=VALUE", default=[],
-        help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'); repeatable")
-    add("--num-envs", type=positive_int, default=16, metavar="N",
-        help="number of envs stepped together (default: %(default)s)")
-    add("--budget", type=positive_float, default=20.0, metavar="S",
-        help="seconds the whole search may take, process startup included (default: %(default)g)")
-    add("--seed", type=int, default=0, help="seed of the resets and sampled actions (default: %(default)s)")
+    add(
+        "--env", default="CartPole-v1", metavar="ID", help="gymnasium env id (default: %(default)s)"
+    )
+    add(
+        "--env-kwarg",
+        action="append",
+        type=env_kwarg,
+        metavar="KEY=VALUE",
+        default=[],
+        help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'); repeatable",
+    )
+    add(
+        "--num-envs",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help="number of envs stepped together (default: %(default)s)",
+    )
+    add(
+        "--budget",
+        type=positive_float,
+        default=20.0,
+        metavar="S",
+        help="seconds the whole search may take, process startup included (default: %(default)g)",
+    )
+    add(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the resets and sampled actions (default: %(default)s)",
+    )
     output = parser.add_argument_group("output")
     add_store_arguments(output)
-    output.add_argument("--json", metavar="PATH", help="also write the result (table and measurements) as JSON")
+    output.add_argument(
+        "--json", metavar="PATH", help="also write the result (table and measurements) as JSON"
+    )
 
 
 def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -72,8 +97,12 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     env_kwargs = {}
     for key, value in args.env_kwarg:
         if key in env_kwargs and env_kwargs[key] != value:
-            return fail(parser, f"--env-kwarg {key} given twice ({env_kwargs[key]!r} and {value!r}); "
-                                "autotune measures one env: give each key once", code=EXIT_BAD_INPUT)
+            return fail(
+                parser,
+                f"--env-kwarg {key} given twice ({env_kwargs[key]!r} and {value!r}); "
+                "autotune measures one env: give each key once",
+                code=EXIT_BAD_INPUT,
+            )
         env_kwargs[key] = value
     try:
         if args.json:
@@ -84,13 +113,25 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     def show(progress) -> None:
         measurement = progress.measurement
-        print(f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
-              f"{measurement.median:,.0f} steps/s", file=sys.stderr, flush=True)
+        print(
+            f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
+            f"{measurement.median:,.0f} steps/s",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
         with machine_turn(parser):
-            result = autotune(args.env, args.num_envs, args.budget, env_kwargs=env_kwargs,
-                              seed=args.seed, on_result=show, store=store, label=args.label)
+            result = autotune(
+                args.env,
+                args.num_envs,
+                args.budget,
+                env_kwargs=env_kwargs,
+                seed=args.seed,
+                on_result=show,
+                store=store,
+                label=args.label,
+            )
     except ValueError as error:  # checked before anything was measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     except KeyboardInterrupt:
@@ -109,6 +150,8 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             file.write("\n")
         print(f"\nwrote the result to {args.json}")
     if result.run_id is not None:
-        print(f"\nsaved as run {result.run_id}: `python -m vecenvs results show {result.run_id}`"
-              f"{'' if args.store is None else f' --store {args.store}'}")
+        print(
+            f"\nsaved as run {result.run_id}: `python -m vecenvs results show {result.run_id}`"
+            f"{'' if args.store is None else f' --store {args.store}'}"
+        )
     return EXIT_OK

@@ -35,7 +35,6 @@ from typing import Any
 
 import vecenvs
 from vecenvs import bench
-from vecenvs.bench.verdict import format_verdicts
 from vecenvs.bench.sweep import (
     Backend,
     EnvSpec,
@@ -45,6 +44,7 @@ from vecenvs.bench.sweep import (
     run_sweep,
     validate_sweep,
 )
+from vecenvs.bench.verdict import format_verdicts
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -85,16 +85,23 @@ SEEDS_PRESET = {
 _COSTLY = ("vecenvs/Costly-v0", (("step_seconds", 1e-4), ("cost_kind", "busy")))
 CORE_PRESETS = {
     "core16": {
-        "points": {"CartPole-v1": (64, 256, 1024), "Acrobot-v1": (64, 256), "HumanoidStandup-v5": (64,), _COSTLY: (64, 256)},
+        "points": {
+            "CartPole-v1": (64, 256, 1024),
+            "Acrobot-v1": (64, 256),
+            "HumanoidStandup-v5": (64,),
+            _COSTLY: (64, 256),
+        },
         "backends": ("pool", "pool-async", "gym-async-shm", bench.CEILING),
         "workers": (4, 8, 16),
-        "seconds": 1.0, "repeats": 3,
+        "seconds": 1.0,
+        "repeats": 3,
     },
     "core2": {
         "points": {"CartPole-v1": (32, 128), "Acrobot-v1": (128,), "HumanoidStandup-v5": (32,)},
         "backends": ("pool", "pool-async", "gym-async-shm", bench.CEILING),
         "workers": (2,),
-        "seconds": 2.0, "repeats": 5,
+        "seconds": 2.0,
+        "repeats": 5,
     },
 }
 
@@ -113,69 +120,122 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Every option that can be repeated builds a grid: all combinations are measured. "
             "Results are saved in the results store (see `vecenvs results --help`)."
         ),
-        epilog="examples:\n" + "\n".join(
+        epilog="examples:\n"
+        + "\n".join(
             line for line in __doc__.split("::")[1].strip("\n").split("\n\n")[0].splitlines()
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench_parser.set_defaults(run=_run_bench, parser=bench_parser)
     add = bench_parser.add_argument
-    add("--env", action="append", metavar="ID",
-        help=f"gymnasium env id; repeat for several (default: {', '.join(DEFAULT_ENVS)})")
-    add("--num-envs", action="append", type=positive_int, metavar="N",
+    add(
+        "--env",
+        action="append",
+        metavar="ID",
+        help=f"gymnasium env id; repeat for several (default: {', '.join(DEFAULT_ENVS)})",
+    )
+    add(
+        "--num-envs",
+        action="append",
+        type=positive_int,
+        metavar="N",
         help="number of envs stepped together; repeat for several "
-             f"(default: {' and '.join(map(str, DEFAULT_NUM_ENVS))})")
-    add("--backend", action="append", choices=[*BACKENDS, bench.CEILING], metavar="NAME",
+        f"(default: {' and '.join(map(str, DEFAULT_NUM_ENVS))})",
+    )
+    add(
+        "--backend",
+        action="append",
+        choices=[*BACKENDS, bench.CEILING],
+        metavar="NAME",
         help=f"backend to measure, one of {', '.join([*BACKENDS, bench.CEILING])}; repeat for "
-             f"several (default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is "
-             f"always measured too, as the reference; {bench.CEILING} is the machine's limit: "
-             "min(CPUs, N) processes stepping with no coordination)")
-    add("--workers", action="append", type=positive_int, metavar="K",
+        f"several (default: {', '.join(DEFAULT_BACKENDS)}; {bench.DEFAULT_REFERENCE} is "
+        f"always measured too, as the reference; {bench.CEILING} is the machine's limit: "
+        "min(CPUs, N) processes stepping with no coordination)",
+    )
+    add(
+        "--workers",
+        action="append",
+        type=positive_int,
+        metavar="K",
         help="processes of the pool backends, threads of envpool (default: their own choice); "
-             "repeat to measure the pool with each K")
-    add("--start-method", choices=multiprocessing.get_all_start_methods(),
+        "repeat to measure the pool with each K",
+    )
+    add(
+        "--start-method",
+        choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
-             "sb3-subproc (default: Python's default on this system)")
-    add("--env-kwarg", action="append", type=env_kwarg, metavar="KEY=VALUE", default=[],
+        "sb3-subproc (default: Python's default on this system)",
+    )
+    add(
+        "--env-kwarg",
+        action="append",
+        type=env_kwarg,
+        metavar="KEY=VALUE",
+        default=[],
         help="argument for gym.make, for every --env; VALUE is a Python literal (1e-3, True, "
-             "'text'), anything else is taken as a string; repeat a KEY with other values to "
-             "measure each (e.g. the teaching env's step_seconds or obs_size)")
-    add("--preset", choices=["seeds", *CORE_PRESETS],
+        "'text'), anything else is taken as a string; repeat a KEY with other values to "
+        "measure each (e.g. the teaching env's step_seconds or obs_size)",
+    )
+    add(
+        "--preset",
+        choices=["seeds", *CORE_PRESETS],
         help="a ready-made grid: 'seeds' = the seeds' figure (CartPole-v1, Acrobot-v1 and "
-             "HumanoidStandup-v5 with N=1..64, multi/subproc/pool/gym-async); 'core16' and "
-             "'core2' = the core's targets on 16 and 2 cores (the pool at several K, the async "
-             "pool, gym-async-shm and the ceiling, each env at its own N); --env, --num-envs, "
-             "--backend and --workers still override its parts")
+        "HumanoidStandup-v5 with N=1..64, multi/subproc/pool/gym-async); 'core16' and "
+        "'core2' = the core's targets on 16 and 2 cores (the pool at several K, the async "
+        "pool, gym-async-shm and the ceiling, each env at its own N); --env, --num-envs, "
+        "--backend and --workers still override its parts",
+    )
     timing = bench_parser.add_argument_group("timing")
     timing.add_argument(
-        "--seconds", type=positive_float, metavar="S",
+        "--seconds",
+        type=positive_float,
+        metavar="S",
         help=f"length of each timed window (default: {bench.BenchConfig.measure_seconds:g}, "
-             f"--quick: {bench.QUICK['measure_seconds']:g})")
+        f"--quick: {bench.QUICK['measure_seconds']:g})",
+    )
     timing.add_argument(
-        "--warmup", type=non_negative_float, metavar="S",
+        "--warmup",
+        type=non_negative_float,
+        metavar="S",
         help=f"untimed stepping before the first window (default: "
-             f"{bench.BenchConfig.warmup_seconds:g}, --quick: {bench.QUICK['warmup_seconds']:g})")
+        f"{bench.BenchConfig.warmup_seconds:g}, --quick: {bench.QUICK['warmup_seconds']:g})",
+    )
     timing.add_argument(
-        "--repeats", type=positive_int, metavar="R",
+        "--repeats",
+        type=positive_int,
+        metavar="R",
         help=f"timed windows per backend (default: {bench.BenchConfig.repeats}, "
-             f"--quick: {bench.QUICK['repeats']})")
+        f"--quick: {bench.QUICK['repeats']})",
+    )
     timing.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help="short warm-up and windows: a rough first look (explicit --seconds, --warmup and "
-             "--repeats still win)")
+        "--repeats still win)",
+    )
     timing.add_argument(
-        "--sequential", action="store_true",
+        "--sequential",
+        action="store_true",
         help="measure the backends one after the other instead of interleaving their windows "
-             "(uses less memory: only one backend's processes exist at a time)")
-    timing.add_argument("--seed", type=int, default=bench.BenchConfig.seed,
-                        help="seed of the resets and sampled actions (default: %(default)s)")
+        "(uses less memory: only one backend's processes exist at a time)",
+    )
+    timing.add_argument(
+        "--seed",
+        type=int,
+        default=bench.BenchConfig.seed,
+        help="seed of the resets and sampled actions (default: %(default)s)",
+    )
     output = bench_parser.add_argument_group("output")
     add_store_arguments(output)
-    output.add_argument("--json", metavar="PATH",
-                        help="also write every measurement to this JSON file")
-    output.add_argument("--html", metavar="PATH",
-                        help="also write the charts (the seeds' figure, throughput and speed-up "
-                             "with the model's curves) to this HTML file")
+    output.add_argument(
+        "--json", metavar="PATH", help="also write every measurement to this JSON file"
+    )
+    output.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the charts (the seeds' figure, throughput and speed-up "
+        "with the model's curves) to this HTML file",
+    )
 
 
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -190,29 +250,42 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
-        print(f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
-              "being measured", file=sys.stderr)
+        print(
+            f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
+            "being measured",
+            file=sys.stderr,
+        )
 
     points = config.points()
     per_backend = config.warmup_seconds + config.repeats * config.measure_seconds
-    print(f"measuring {len(points)} point(s) x {len(config.backend_specs())} backends, "
-          f"about {len(points) * len(config.backend_specs()) * per_backend:.0f} s plus startup"
-          f"{'' if store is None else f'; saving to {store.path}'}", file=sys.stderr, flush=True)
+    print(
+        f"measuring {len(points)} point(s) x {len(config.backend_specs())} backends, "
+        f"about {len(points) * len(config.backend_specs()) * per_backend:.0f} s plus startup"
+        f"{'' if store is None else f'; saving to {store.path}'}",
+        file=sys.stderr,
+        flush=True,
+    )
 
     def show(progress: SweepProgress) -> None:
-        _write(format_table(progress.measurements, reference=config.reference,
-                            interleaved=config.interleave) + "\n")
+        _write(
+            format_table(
+                progress.measurements, reference=config.reference, interleaved=config.interleave
+            )
+            + "\n"
+        )
 
     try:
         with machine_turn(parser):
-            result = run_sweep(config, on_result=show, store=store, label=args.label,
-                               progress=True)
+            result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted{_kept(store)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as error:  # a backend crashed or could not be built
-        return fail(parser, f"measuring failed: {type(error).__name__}: {error}{_kept(store)}",
-                    code=EXIT_FAILED)
+        return fail(
+            parser,
+            f"measuring failed: {type(error).__name__}: {error}{_kept(store)}",
+            code=EXIT_FAILED,
+        )
     finally:
         if store is not None:
             store.close()
@@ -233,8 +306,10 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         _write_html(args.html, result, model)
         print(f"\nwrote the charts to {args.html} (open it in a browser)")
     if result.run_id is not None:
-        print(f"\nsaved as run {result.run_id}: `python -m vecenvs results show "
-              f"{result.run_id}`{'' if args.store is None else f' --store {args.store}'}")
+        print(
+            f"\nsaved as run {result.run_id}: `python -m vecenvs results show "
+            f"{result.run_id}`{'' if args.store is None else f' --store {args.store}'}"
+        )
     return EXIT_OK
 
 
@@ -243,12 +318,21 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     preset = SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
     only = None
     if "points" in preset and not (args.env or args.num_envs):
-        specs = [EnvSpec(env[0], dict(env[1])) if isinstance(env, tuple) else EnvSpec(env) for env in preset["points"]]
+        specs = [
+            EnvSpec(env[0], dict(env[1])) if isinstance(env, tuple) else EnvSpec(env)
+            for env in preset["points"]
+        ]
         if importlib.util.find_spec("mujoco") is None:
             specs = [spec for spec in specs if spec.env_id != "HumanoidStandup-v5"]
-        preset = {**preset, "envs": specs, "num_envs": sorted({n for ns in preset["points"].values() for n in ns})}
+        preset = {
+            **preset,
+            "envs": specs,
+            "num_envs": sorted({n for ns in preset["points"].values() for n in ns}),
+        }
         only = [(spec.label, n) for spec, ns in zip(specs, preset["points"].values()) for n in ns]
-    env_ids = unique(args.env or preset.get("envs") or DEFAULT_ENVS) if only is None else preset["envs"]
+    env_ids = (
+        unique(args.env or preset.get("envs") or DEFAULT_ENVS) if only is None else preset["envs"]
+    )
     if args.preset == "seeds" and not args.env and importlib.util.find_spec("mujoco") is None:
         env_ids = [env for env in env_ids if env != "HumanoidStandup-v5"]
     grid: dict[str, list[Any]] = {}
@@ -256,8 +340,11 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         grid.setdefault(key, [])
         if value not in grid[key]:
             grid[key].append(value)
-    envs: list[EnvSpec] = [spec for env_id in env_ids
-                           for spec in ([env_id] if isinstance(env_id, EnvSpec) else env_grid(env_id, **grid))]
+    envs: list[EnvSpec] = [
+        spec
+        for env_id in env_ids
+        for spec in ([env_id] if isinstance(env_id, EnvSpec) else env_grid(env_id, **grid))
+    ]
     workers = unique(args.workers or preset.get("workers") or [])
 
     names = unique(args.backend or preset.get("backends") or DEFAULT_BACKENDS)
@@ -283,13 +370,21 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     for option, key in (("seconds", "measure_seconds"), ("repeats", "repeats")):
         if option in preset and not args.quick:
             timing[key] = preset[option]
-    for option, key in (("warmup", "warmup_seconds"), ("seconds", "measure_seconds"),
-                        ("repeats", "repeats")):
+    for option, key in (
+        ("warmup", "warmup_seconds"),
+        ("seconds", "measure_seconds"),
+        ("repeats", "repeats"),
+    ):
         if getattr(args, option) is not None:
             timing[key] = getattr(args, option)
     return SweepConfig(
-        envs=envs, num_envs=unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS),
-        backends=backends, seed=args.seed, interleave=not args.sequential, only=only, **timing,
+        envs=envs,
+        num_envs=unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS),
+        backends=backends,
+        seed=args.seed,
+        interleave=not args.sequential,
+        only=only,
+        **timing,
     )
 
 
@@ -305,8 +400,9 @@ def _fit(result):
         return None
 
 
-def format_speedups(results: Sequence[bench.Measurement], *,
-                    reference: str = bench.DEFAULT_REFERENCE) -> str:
+def format_speedups(
+    results: Sequence[bench.Measurement], *, reference: str = bench.DEFAULT_REFERENCE
+) -> str:
     """One line per backend, one column per (env, N): the speed-up over ``reference``.
 
     The quickest way to see the seeds' claims: which backends stay below 1.0x, and how the
@@ -314,18 +410,37 @@ def format_speedups(results: Sequence[bench.Measurement], *,
     """
     points = list(dict.fromkeys((r.config.env_label, r.config.num_envs) for r in results))
     backends = list(dict.fromkeys(r.config.backend_label for r in results))
-    ratios = {(r.config.backend_label, r.config.env_label, r.config.num_envs): r.ratio
-              for r in results}
+    ratios = {
+        (r.config.backend_label, r.config.env_label, r.config.num_envs): r.ratio for r in results
+    }
     header = ["backend", *(f"{env} N={n}" for env, n in points)]
-    rows = [[backend, *("-" if ratios.get((backend, env, n)) is None
-                        else f"{ratios[(backend, env, n)]:.2f}x" for env, n in points)]
-            for backend in backends]
+    rows = [
+        [
+            backend,
+            *(
+                "-"
+                if ratios.get((backend, env, n)) is None
+                else f"{ratios[(backend, env, n)]:.2f}x"
+                for env, n in points
+            ),
+        ]
+        for backend in backends
+    ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [f"speed-up over {reference} (median of paired windows):",
-             "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(header, widths)))]
-    lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                        for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    lines = [
+        f"speed-up over {reference} (median of paired windows):",
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(header, widths))
+        ),
+    ]
+    lines += [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths))
+        )
+        for row in rows
+    ]
     return "\n".join(lines)
 
 
@@ -358,16 +473,17 @@ def _write_html(path: str, result, model) -> None:
     """Write the sweep's charts into one self-contained HTML page."""
     from vecenvs.bench import figures
 
-    charts = [*figures.seeds_figures(result.measurements, cpus=result.cpus).values(),
-              figures.throughput_figure(result.measurements, model),
-              figures.speedup_figure(result.measurements, model),
-              figures.efficiency_figure(result.measurements, model)]
+    charts = [
+        *figures.seeds_figures(result.measurements, cpus=result.cpus).values(),
+        figures.throughput_figure(result.measurements, model),
+        figures.speedup_figure(result.measurements, model),
+        figures.efficiency_figure(result.measurements, model),
+    ]
     with open(path, "w", encoding="utf-8") as file:
         file.write("<html><head><meta charset='utf-8'><title>vecenvs bench</title></head><body>")
         for index, chart in enumerate(charts):
             # plotly.js is embedded once, in the first chart, so the page works offline.
-            file.write(chart.to_html(full_html=False,
-                                     include_plotlyjs=True if index == 0 else False))
+            file.write(chart.to_html(full_html=False, include_plotlyjs=index == 0))
         file.write("</body></html>\n")
 
 
@@ -391,8 +507,18 @@ def format_table(
         f"windows per backend after {first.warmup_seconds:g} s warm-up, "
         f"{'interleaved' if interleaved else 'one backend after the other'}; {cpus} CPUs"
     )
-    header = ("backend", "steps/s (mean ± std)", f"x {reference}", "of ceiling", "startup s",
-              "procs", "RSS MB", "workers USS MB", "CPU s parent", "CPU s children")
+    header = (
+        "backend",
+        "steps/s (mean ± std)",
+        f"x {reference}",
+        "of ceiling",
+        "startup s",
+        "procs",
+        "RSS MB",
+        "workers USS MB",
+        "CPU s parent",
+        "CPU s children",
+    )
     rows = [
         (
             r.config.backend_label,
@@ -409,15 +535,26 @@ def format_table(
         for r in results
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [title, "  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                              for i, (h, w) in enumerate(zip(header, widths)))]
+    lines = [
+        title,
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))
+        ),
+    ]
     lines.append("-" * len(lines[1]))
     for row in rows:
-        lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                               for i, (cell, w) in enumerate(zip(row, widths))))
+        lines.append(
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths))
+            )
+        )
 
-    many = [r.config.backend for r in results
-            if r.config.backend in ONE_PROCESS_PER_ENV and r.config.num_envs > cpus]
+    many = [
+        r.config.backend
+        for r in results
+        if r.config.backend in ONE_PROCESS_PER_ENV and r.config.num_envs > cpus
+    ]
     if many:
         lines.append(
             f"note: {', '.join(many)} start{'s' if len(many) == 1 else ''} one process per env: "

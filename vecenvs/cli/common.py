@@ -42,8 +42,12 @@ def machine_turn(parser: argparse.ArgumentParser) -> Iterator[None]:
     from vecenvs.bench.jobs import machine_turn as take_turn
 
     def say(holder: str) -> None:
-        print(f"{parser.prog}: another benchmark is running on this machine (pid {holder}); "
-              "waiting for it to finish (Ctrl-C to stop waiting)", file=sys.stderr, flush=True)
+        print(
+            f"{parser.prog}: another benchmark is running on this machine (pid {holder}); "
+            "waiting for it to finish (Ctrl-C to stop waiting)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     with take_turn(say):
         yield
@@ -51,9 +55,12 @@ def machine_turn(parser: argparse.ArgumentParser) -> Iterator[None]:
 
 def add_store_arguments(group: argparse._ArgumentGroup) -> None:
     """``--store``, ``--no-store`` and ``--label``: where a measuring command saves its run."""
-    group.add_argument("--store", metavar="PATH",
-                       help="SQLite results store to save the run in (default: $VECENVS_STORE, "
-                            "else ~/.local/share/vecenvs/results.sqlite)")
+    group.add_argument(
+        "--store",
+        metavar="PATH",
+        help="SQLite results store to save the run in (default: $VECENVS_STORE, "
+        "else ~/.local/share/vecenvs/results.sqlite)",
+    )
     group.add_argument("--no-store", action="store_true", help="do not save the run")
     group.add_argument("--label", help="a name for the run in the store")
 

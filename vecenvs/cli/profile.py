@@ -74,31 +74,76 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     profile_parser.set_defaults(run=_run_profile, parser=profile_parser)
     defaults = profiling.ProfileConfig()
     add = profile_parser.add_argument
-    add("--env", default=defaults.env_id, metavar="ID",
-        help="gymnasium env id (default: %(default)s)")
-    add("--num-envs", type=positive_int, default=defaults.num_envs, metavar="N",
-        help="number of envs stepped together (default: %(default)s)")
-    add("--backend", choices=list(BACKENDS), default=defaults.backend, metavar="NAME",
-        help=f"backend to profile, one of {', '.join(BACKENDS)} (default: %(default)s)")
-    add("--workers", type=positive_int, metavar="K",
-        help="worker processes of the pool backend (default: the pool's own choice)")
-    add("--env-kwarg", action="append", type=env_kwarg, metavar="KEY=VALUE", default=[],
+    add(
+        "--env",
+        default=defaults.env_id,
+        metavar="ID",
+        help="gymnasium env id (default: %(default)s)",
+    )
+    add(
+        "--num-envs",
+        type=positive_int,
+        default=defaults.num_envs,
+        metavar="N",
+        help="number of envs stepped together (default: %(default)s)",
+    )
+    add(
+        "--backend",
+        choices=list(BACKENDS),
+        default=defaults.backend,
+        metavar="NAME",
+        help=f"backend to profile, one of {', '.join(BACKENDS)} (default: %(default)s)",
+    )
+    add(
+        "--workers",
+        type=positive_int,
+        metavar="K",
+        help="worker processes of the pool backend (default: the pool's own choice)",
+    )
+    add(
+        "--env-kwarg",
+        action="append",
+        type=env_kwarg,
+        metavar="KEY=VALUE",
+        default=[],
         help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
-             "else is taken as a string; repeat for several")
-    add("--seconds", type=positive_int, metavar="S",
+        "else is taken as a string; repeat for several",
+    )
+    add(
+        "--seconds",
+        type=positive_int,
+        metavar="S",
         help=f"how long py-spy samples, whole seconds (default: {defaults.seconds}, "
-             f"--quick: {QUICK_SECONDS})")
-    add("--rate", type=_rate, default=defaults.rate, metavar="R",
-        help="samples per second, 1 to 1000 (default: %(default)s)")
-    add("--quick", action="store_true",
-        help=f"sample for {QUICK_SECONDS} s: a first look (an explicit --seconds still wins)")
-    add("--out", metavar="DIR",
-        help="directory for the files (default: profiles/<date>-<time>-<backend>-<env>-N<n>)")
-    add("--seed", type=int, default=defaults.seed,
-        help="seed of the reset and sampled actions (default: %(default)s)")
-    add("--nonblocking", action="store_true",
-        help="let py-spy sample without pausing the processes: less disturbance, a few torn "
-             "stacks")
+        f"--quick: {QUICK_SECONDS})",
+    )
+    add(
+        "--rate",
+        type=_rate,
+        default=defaults.rate,
+        metavar="R",
+        help="samples per second, 1 to 1000 (default: %(default)s)",
+    )
+    add(
+        "--quick",
+        action="store_true",
+        help=f"sample for {QUICK_SECONDS} s: a first look (an explicit --seconds still wins)",
+    )
+    add(
+        "--out",
+        metavar="DIR",
+        help="directory for the files (default: profiles/<date>-<time>-<backend>-<env>-N<n>)",
+    )
+    add(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        help="seed of the reset and sampled actions (default: %(default)s)",
+    )
+    add(
+        "--nonblocking",
+        action="store_true",
+        help="let py-spy sample without pausing the processes: less disturbance, a few torn stacks",
+    )
 
 
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -107,8 +152,11 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         env_id=args.env,
         num_envs=args.num_envs,
         backend=args.backend,
-        backend_kwargs=({"num_workers": args.workers}
-                        if args.workers is not None and args.backend == "pool" else {}),
+        backend_kwargs=(
+            {"num_workers": args.workers}
+            if args.workers is not None and args.backend == "pool"
+            else {}
+        ),
         env_kwargs=dict(args.env_kwarg),
         seconds=args.seconds or (QUICK_SECONDS if args.quick else profiling.ProfileConfig.seconds),
         rate=args.rate,
@@ -121,41 +169,64 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers is not None and args.backend != "pool":
-        print(f"{parser.prog}: note: --workers only applies to the pool backend, not to "
-              f"{args.backend}", file=sys.stderr)
+        print(
+            f"{parser.prog}: note: --workers only applies to the pool backend, not to "
+            f"{args.backend}",
+            file=sys.stderr,
+        )
 
-    print(f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
-          f"py-spy samples for {config.seconds} s (plus start-up)...", file=sys.stderr, flush=True)
+    print(
+        f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
+        f"py-spy samples for {config.seconds} s (plus start-up)...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         with machine_turn(parser):
             result = profiling.profile(config)
     except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted (every process it started has been stopped)",
-              file=sys.stderr)
+        print(
+            f"{parser.prog}: interrupted (every process it started has been stopped)",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     except profiling.ProfilerError as error:  # py-spy missing or not allowed, target crashed
         return fail(parser, error, code=EXIT_FAILED)
 
-    print(f"{config.backend} stepping {config.num_envs} x {config.env_id}: share of each "
-          "process's time")
+    print(
+        f"{config.backend} stepping {config.num_envs} x {config.env_id}: share of each "
+        "process's time"
+    )
     print(result.breakdown.format_table())
     if result.steps_per_second is not None:
-        print(f"\nunder the profiler: {result.steps_per_second:,.0f} env steps/s (py-spy slows "
-              "the processes down; `vecenvs bench` measures speed)")
+        print(
+            f"\nunder the profiler: {result.steps_per_second:,.0f} env steps/s (py-spy slows "
+            "the processes down; `vecenvs bench` measures speed)"
+        )
     excluded = result.breakdown.excluded
     if excluded:
-        names = sorted({item.thread if item.reason == "not the main thread" else item.process
-                        for item in excluded})
-        print(f"not in the table: {len(excluded)} other thread(s) or helper process(es) "
-              f"({', '.join(names)}); they are in the speedscope file")
+        names = sorted(
+            {
+                item.thread if item.reason == "not the main thread" else item.process
+                for item in excluded
+            }
+        )
+        print(
+            f"not in the table: {len(excluded)} other thread(s) or helper process(es) "
+            f"({', '.join(names)}); they are in the speedscope file"
+        )
     print()
     print(_LEGEND.format(rate=config.rate))
     print()
-    print(_FILES_HELP.format(
-        directory=result.svg_path.parent, svg=result.svg_path.name,
-        speedscope=result.speedscope_path.name, collapsed=result.collapsed_path.name,
-        summary=result.summary_path.name,
-    ))
+    print(
+        _FILES_HELP.format(
+            directory=result.svg_path.parent,
+            svg=result.svg_path.name,
+            speedscope=result.speedscope_path.name,
+            collapsed=result.collapsed_path.name,
+            summary=result.summary_path.name,
+        )
+    )
     return EXIT_OK
 
 

@@ -41,8 +41,10 @@ from vecenvs.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail, positive_int
 __all__ = ["add_parser", "format_measurements", "format_runs"]
 
 #: How the default store is chosen, for ``--help`` (see :func:`default_store_path`).
-_DEFAULT_STORE_RULE = (f"${STORE_ENV_VAR} if set, else $XDG_DATA_HOME/vecenvs/results.sqlite, "
-                       "else ~/.local/share/vecenvs/results.sqlite")
+_DEFAULT_STORE_RULE = (
+    f"${STORE_ENV_VAR} if set, else $XDG_DATA_HOME/vecenvs/results.sqlite, "
+    "else ~/.local/share/vecenvs/results.sqlite"
+)
 
 #: Widest a cell of the ``list`` table may be before it is cut short with "...".
 MAX_CELL_WIDTH = 36
@@ -73,40 +75,54 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = results_parser.add_subparsers(
-        title="actions", dest="action", required=True, metavar="ACTION",
+        title="actions",
+        dest="action",
+        required=True,
+        metavar="ACTION",
     )
 
     # Every action reads a store: one definition of --store, shared through `parents`.
     store_option = argparse.ArgumentParser(add_help=False)
     store_option.add_argument(
-        "--store", metavar="PATH", type=Path,
+        "--store",
+        metavar="PATH",
+        type=Path,
         help=f"the results store to read (default: {_default_store_where()}, which is "
-             f"{_DEFAULT_STORE_RULE})",
+        f"{_DEFAULT_STORE_RULE})",
     )
 
     list_parser = actions.add_parser(
-        "list", parents=[store_option],
+        "list",
+        parents=[store_option],
         help="the runs, newest first: what was measured, when, and on which machine",
         description="List the runs in the store, newest first, one line each.",
     )
     list_parser.set_defaults(run=_run_list, parser=list_parser)
-    list_parser.add_argument("--limit", type=positive_int, metavar="N",
-                             help="show only the newest N runs (default: all)")
-    list_parser.add_argument("--kind", metavar="KIND",
-                             help="show only runs of this kind, e.g. bench, sweep or profile")
+    list_parser.add_argument(
+        "--limit", type=positive_int, metavar="N", help="show only the newest N runs (default: all)"
+    )
+    list_parser.add_argument(
+        "--kind", metavar="KIND", help="show only runs of this kind, e.g. bench, sweep or profile"
+    )
 
     show_parser = actions.add_parser(
-        "show", parents=[store_option],
+        "show",
+        parents=[store_option],
         help="one run: its machine, settings, summary and every measurement",
         description="Show one run: the machine it ran on, its settings and summary, and a "
-                    "table of its measurements.",
+        "table of its measurements.",
     )
     show_parser.set_defaults(run=_run_show, parser=show_parser)
-    show_parser.add_argument("run_id", type=positive_int, metavar="RUN_ID",
-                             help="the run's id, as `results list` shows it")
+    show_parser.add_argument(
+        "run_id",
+        type=positive_int,
+        metavar="RUN_ID",
+        help="the run's id, as `results list` shows it",
+    )
 
     export_parser = actions.add_parser(
-        "export", parents=[store_option],
+        "export",
+        parents=[store_option],
         help="write runs to CSV (one line per measurement) or JSON (runs with measurements)",
         description=(
             "Write the store's runs to a file, or to stdout. CSV has one line per measurement "
@@ -116,15 +132,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     export_parser.set_defaults(run=_run_export, parser=export_parser)
     export_parser.add_argument(
-        "--format", choices=("csv", "json"),
+        "--format",
+        choices=("csv", "json"),
         help="the file format (default: from the -o file's extension, .csv or .json)",
     )
     export_parser.add_argument(
-        "--run", action="extend", nargs="+", type=positive_int, metavar="ID", dest="run_ids",
+        "--run",
+        action="extend",
+        nargs="+",
+        type=positive_int,
+        metavar="ID",
+        dest="run_ids",
         help="export only this run; repeat or give several ids (default: every run)",
     )
-    export_parser.add_argument("-o", "--output", metavar="PATH", type=Path,
-                               help="the file to write (default: stdout)")
+    export_parser.add_argument(
+        "-o", "--output", metavar="PATH", type=Path, help="the file to write (default: stdout)"
+    )
 
 
 # --- list ---------------------------------------------------------------------------------
@@ -145,8 +168,10 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if not runs:
         if kinds:
-            _write_out(f"no runs of kind {args.kind!r} in {path}; it has runs of kind: "
-                       f"{', '.join(kinds)}\n")
+            _write_out(
+                f"no runs of kind {args.kind!r} in {path}; it has runs of kind: "
+                f"{', '.join(kinds)}\n"
+            )
         else:
             _write_out(_no_results(path) + "\n")
         return EXIT_OK
@@ -154,16 +179,28 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         shown = f"the newest {len(runs)} run{'s' if len(runs) != 1 else ''} (--limit {args.limit})"
     else:
         shown = f"{len(runs)} run{'s' if len(runs) != 1 else ''}, newest first,"
-    _write_out(f"{format_runs(runs)}\n\n{shown} in {store.path}.\n"
-               "For one run's numbers: python -m vecenvs results show ID"
-               f"{_store_suffix(args)}\n")
+    _write_out(
+        f"{format_runs(runs)}\n\n{shown} in {store.path}.\n"
+        "For one run's numbers: python -m vecenvs results show ID"
+        f"{_store_suffix(args)}\n"
+    )
     return EXIT_OK
 
 
 def format_runs(runs: Sequence[RunRecord]) -> str:
     """A plain-text table of runs, one line each (what ``results list`` prints)."""
-    header = ("id", "started", "kind", "status", "label", "envs", "N", "backends",
-              "meas.", "machine")
+    header = (
+        "id",
+        "started",
+        "kind",
+        "status",
+        "label",
+        "envs",
+        "N",
+        "backends",
+        "meas.",
+        "machine",
+    )
     rows = [
         (
             str(run.id),
@@ -202,10 +239,18 @@ def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if run.label:
         lines.append(f"  label     {run.label}")
     took = run.duration_seconds
-    lines.append(f"  started   {_local_time(run.started_at, seconds=True)} (local time)"
-                 + ("" if took is None else f", took {_duration(took)}"))
-    lines.append(textwrap.fill(format_machine(run.machine), width=100,
-                               initial_indent="  machine   ", subsequent_indent=" " * 12))
+    lines.append(
+        f"  started   {_local_time(run.started_at, seconds=True)} (local time)"
+        + ("" if took is None else f", took {_duration(took)}")
+    )
+    lines.append(
+        textwrap.fill(
+            format_machine(run.machine),
+            width=100,
+            initial_indent="  machine   ",
+            subsequent_indent=" " * 12,
+        )
+    )
     if run.error:
         lines.append(f"  error     {run.error}")
     lines.append("")
@@ -221,11 +266,14 @@ def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         lines.append(f"measurements ({len(rows)}), in env steps per second:")
         lines.append(format_measurements(rows, reference=reference))
         divided_by = f"{reference}'s" if reference else "the reference backend's"
-        lines.append(f"x {reference or 'ref'}: steps/s divided by {divided_by}, measured in the "
-                     "same run on the same machine.")
+        lines.append(
+            f"x {reference or 'ref'}: steps/s divided by {divided_by}, measured in the "
+            "same run on the same machine."
+        )
     else:
-        lines.append("no measurements" + (" yet: the run is still going" if run.status ==
-                                          "running" else ""))
+        lines.append(
+            "no measurements" + (" yet: the run is still going" if run.status == "running" else "")
+        )
     _write_out("\n".join(lines) + "\n")
     return EXIT_OK
 
@@ -237,8 +285,14 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
         rows: the rows to show, in order.
         reference: the backend the ratios are relative to, for the column title.
     """
-    header = ("env", "N", "backend", "steps/s (mean ± std)", f"x {reference or 'ref'}",
-              "of ceiling")
+    header = (
+        "env",
+        "N",
+        "backend",
+        "steps/s (mean ± std)",
+        f"x {reference or 'ref'}",
+        "of ceiling",
+    )
     table_rows = [
         (
             row["env_id"] + _describe_kwargs(row["env_kwargs"]),
@@ -269,8 +323,9 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if file_format is None:
         suffix = output.suffix.lower() if output is not None else ""
         if suffix not in (".csv", ".json"):
-            return fail(parser, "which format? add --format csv or --format json",
-                        code=EXIT_BAD_INPUT)
+            return fail(
+                parser, "which format? add --format csv or --format json", code=EXIT_BAD_INPUT
+            )
         file_format = suffix[1:]
     # Check the output before reading anything: no point reading a large store only to fail.
     problem = None if output is None else _output_problem(output)
@@ -295,8 +350,9 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         with open(output, "w", encoding="utf-8", newline="") as file:
             file.write(text.getvalue())
     except OSError as error:
-        return fail(parser, f"cannot write -o {output}: {error.strerror or error}",
-                    code=EXIT_BAD_INPUT)
+        return fail(
+            parser, f"cannot write -o {output}: {error.strerror or error}", code=EXIT_BAD_INPUT
+        )
     what = "measurement" if file_format == "csv" else "run"
     _write_out(f"wrote {count} {what}{'s' if count != 1 else ''} to {output}\n")
     return EXIT_OK
@@ -337,8 +393,10 @@ def _default_store_where() -> str:
 
 def _no_results(path: Path) -> str:
     """The friendly words for a store that does not exist yet."""
-    return (f"no results yet in {path}; run `python -m vecenvs bench --quick` to make some, "
-            "or pass --store PATH to read another store")
+    return (
+        f"no results yet in {path}; run `python -m vecenvs bench --quick` to make some, "
+        "or pass --store PATH to read another store"
+    )
 
 
 def _write_out(text: str) -> None:
@@ -353,14 +411,15 @@ def _write_out(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]],
-           right_aligned: set[int]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
     """Columns padded to their widest cell; numbers (``right_aligned``) flush right."""
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(cell.rjust(width) if i in right_aligned else cell.ljust(width)
-                         for i, (cell, width) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            cell.rjust(width) if i in right_aligned else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     title = line(header)
     return "\n".join([title, "-" * len(title), *(line(row) for row in rows)])
@@ -395,8 +454,11 @@ def _machine_short(machine: dict[str, Any]) -> str:
     """``host, N CPUs, CPU model``, for one cell of the ``list`` table."""
     # The CPU model last: when the cell is too wide, its tail is what is cut.
     cpus = machine.get("usable_cpus") or machine.get("logical_cpus")
-    parts = [machine.get("hostname", "?"), *([f"{cpus} CPUs"] if cpus else []),
-             machine.get("cpu_model", "?")]
+    parts = [
+        machine.get("hostname", "?"),
+        *([f"{cpus} CPUs"] if cpus else []),
+        machine.get("cpu_model", "?"),
+    ]
     return ", ".join(map(str, parts))
 
 

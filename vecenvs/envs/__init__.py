@@ -27,7 +27,15 @@ from vecenvs.envs.dict_obs import DictObsEnv
 from vecenvs.envs.faulty import FaultyEnv, faulty_env_fns
 from vecenvs.envs.spaces import SPACES, SpacesEnv
 
-__all__ = ["ENV_IDS", "SPACES", "CostlyEnv", "DictObsEnv", "FaultyEnv", "SpacesEnv", "faulty_env_fns"]
+__all__ = [
+    "ENV_IDS",
+    "SPACES",
+    "CostlyEnv",
+    "DictObsEnv",
+    "FaultyEnv",
+    "SpacesEnv",
+    "faulty_env_fns",
+]
 
 #: Registered id -> keyword arguments of ``gymnasium.register``. Entry points are strings, so
 #: gymnasium imports the module only when the env is first made.
@@ -39,7 +47,10 @@ _REGISTRATIONS: dict[str, dict[str, Any]] = {
     },
     "vecenvs/Faulty-v0": {"entry_point": "vecenvs.envs.faulty:FaultyEnv"},
     # Its spaces include ones gymnasium's env checker cannot sample-check (Graph, a custom Space).
-    "vecenvs/Spaces-v0": {"entry_point": "vecenvs.envs.spaces:SpacesEnv", "disable_env_checker": True},
+    "vecenvs/Spaces-v0": {
+        "entry_point": "vecenvs.envs.spaces:SpacesEnv",
+        "disable_env_checker": True,
+    },
 }
 
 #: The ids this package registers.

@@ -14,7 +14,7 @@ random actions both endings are common.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -59,7 +59,7 @@ class DictObsEnv(gym.Env):
     deterministic under ``reset(seed=...)``.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self):
         bound = _POSITION_BOUND
@@ -116,9 +116,7 @@ class DictObsEnv(gym.Env):
             raise gym.error.ResetNeeded("DictObsEnv: call reset() before step()")
         push = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
         jitter = self.np_random.normal(0.0, _NOISE, size=2)
-        self._velocity = np.clip(
-            _FRICTION * self._velocity + _PUSH * push + jitter, -1.0, 1.0
-        )
+        self._velocity = np.clip(_FRICTION * self._velocity + _PUSH * push + jitter, -1.0, 1.0)
         self._position = self._position + _DT * self._velocity
         self._steps += 1
 

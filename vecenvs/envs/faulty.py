@@ -38,7 +38,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -82,7 +82,7 @@ class FaultyEnv(gym.Env):
     """
 
     # No rendering: check_env would otherwise try to make the env with every render mode.
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(
         self,
@@ -98,7 +98,9 @@ class FaultyEnv(gym.Env):
         if how not in FAIL_HOWS:
             raise ValueError(f"how must be one of {FAIL_HOWS}, got {how!r}")
         if how == "bad-observation" and fail_on not in ("reset", "step"):
-            raise ValueError(f"how='bad-observation' needs fail_on='reset' or 'step', got {fail_on!r}")
+            raise ValueError(
+                f"how='bad-observation' needs fail_on='reset' or 'step', got {fail_on!r}"
+            )
         self.fail_on = fail_on
         self.at = at
         self.how = how

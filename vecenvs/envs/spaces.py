@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -62,7 +62,9 @@ SPACES: dict[str, Callable[[], gym.Space]] = {
     "box-float64-unbounded": lambda: spaces.Box(-np.inf, np.inf, shape=(2, 2), dtype=np.float64),
     "box-image": lambda: spaces.Box(0, 255, shape=(4, 4, 3), dtype=np.uint8),
     "box-int": lambda: spaces.Box(-5, 5, shape=(2,), dtype=np.int32),
-    "box-bool": lambda: spaces.Box(np.array([False, False, True]), np.array([True, False, True]), dtype=np.bool_),
+    "box-bool": lambda: spaces.Box(
+        np.array([False, False, True]), np.array([True, False, True]), dtype=np.bool_
+    ),
     "box-float16": lambda: spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float16),
     "discrete": lambda: spaces.Discrete(4),
     "discrete-start": lambda: spaces.Discrete(3, start=-1),
@@ -73,15 +75,29 @@ SPACES: dict[str, Callable[[], gym.Space]] = {
         {
             "position": spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32),
             "mode": spaces.Discrete(3),
-            "inner": spaces.Dict({"flags": spaces.MultiBinary(2), "level": spaces.Box(0, 9, shape=(), dtype=np.int64)}),
+            "inner": spaces.Dict(
+                {
+                    "flags": spaces.MultiBinary(2),
+                    "level": spaces.Box(0, 9, shape=(), dtype=np.int64),
+                }
+            ),
         }
     ),
-    "tuple": lambda: spaces.Tuple((spaces.Discrete(2), spaces.Tuple((spaces.Box(0.0, 1.0, shape=(1,)), spaces.MultiDiscrete([3, 3]))))),
+    "tuple": lambda: spaces.Tuple(
+        (
+            spaces.Discrete(2),
+            spaces.Tuple((spaces.Box(0.0, 1.0, shape=(1,)), spaces.MultiDiscrete([3, 3]))),
+        )
+    ),
     "sequence": lambda: spaces.Sequence(spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)),
     "sequence-stacked": lambda: spaces.Sequence(spaces.Discrete(5), stack=True),
-    "graph": lambda: spaces.Graph(node_space=spaces.Box(-1.0, 1.0, shape=(2,)), edge_space=spaces.Discrete(3)),
+    "graph": lambda: spaces.Graph(
+        node_space=spaces.Box(-1.0, 1.0, shape=(2,)), edge_space=spaces.Discrete(3)
+    ),
     "graph-no-edges": lambda: spaces.Graph(node_space=spaces.Discrete(4), edge_space=None),
-    "one-of": lambda: spaces.OneOf((spaces.Discrete(3), spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32))),
+    "one-of": lambda: spaces.OneOf(
+        (spaces.Discrete(3), spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32))
+    ),
     "custom": lambda: Parity(),
 }
 
@@ -98,7 +114,7 @@ class SpacesEnv(gym.Env):
         ValueError: an unknown space name, naming the ones there are.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self, observation: str = "box", action: str = "discrete", max_steps: int = 12):
         for name in (observation, action):
@@ -110,7 +126,9 @@ class SpacesEnv(gym.Env):
         self.steps = 0
         self.actions_seen: list[Any] = []
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
             self.observation_space.seed(seed)
@@ -123,7 +141,13 @@ class SpacesEnv(gym.Env):
         terminated = bool(self.np_random.random() < 0.1)
         truncated = self.steps >= self.max_steps
         reward = float(self.np_random.normal())
-        return self.observation_space.sample(), reward, terminated, truncated, self._infos(reset=False)
+        return (
+            self.observation_space.sample(),
+            reward,
+            terminated,
+            truncated,
+            self._infos(reset=False),
+        )
 
     def _infos(self, reset: bool) -> dict[str, Any]:
         """Infos of many kinds; which keys an env reports depends on its seeded generator."""

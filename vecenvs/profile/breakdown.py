@@ -126,8 +126,10 @@ class Breakdown:
         pooled: dict[str, Counter[str]] = defaultdict(Counter)
         for row in self.rows:
             pooled["parent" if row.process == "parent" else "workers"][row.category] += row.samples
-        return {role: _shares(counts) for role, counts in sorted(
-            pooled.items(), key=lambda item: item[0] != "parent")}
+        return {
+            role: _shares(counts)
+            for role, counts in sorted(pooled.items(), key=lambda item: item[0] != "parent")
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready values."""
@@ -139,29 +141,37 @@ class Breakdown:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Breakdown:
         """The breakdown :meth:`to_dict` described (e.g. read back from a results store)."""
-        return cls(rows=[BreakdownRow(**row) for row in data["rows"]],
-                   excluded=[ExcludedThread(**item) for item in data.get("excluded", [])])
+        return cls(
+            rows=[BreakdownRow(**row) for row in data["rows"]],
+            excluded=[ExcludedThread(**item) for item in data.get("excluded", [])],
+        )
 
     def format_table(self, max_workers: int = MAX_WORKERS_SHOWN) -> str:
         """A plain-text table: one line per process, one column per category (% of that
         process's samples). More than ``max_workers`` workers are shown as one pooled line.
         """
         shares = self.by_process()
-        lines_for = [(process, shares[process], self.samples(process))
-                     for process in self.processes
-                     if process == "parent" or len(self.workers) <= max_workers]
+        lines_for = [
+            (process, shares[process], self.samples(process))
+            for process in self.processes
+            if process == "parent" or len(self.workers) <= max_workers
+        ]
         if self.workers and len(self.workers) > max_workers:
             pooled = self.by_role()["workers"]
             total = sum(self.samples(worker) for worker in self.workers)
             lines_for.append((f"workers (all {len(self.workers)})", pooled, total))
         header = ("process", "samples", *CATEGORIES)
-        body = [(name, str(total), *(f"{100 * share[category]:.1f}%" for category in CATEGORIES))
-                for name, share, total in lines_for]
+        body = [
+            (name, str(total), *(f"{100 * share[category]:.1f}%" for category in CATEGORIES))
+            for name, share, total in lines_for
+        ]
         widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
 
         def line(cells: Sequence[str]) -> str:
-            return "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                             for i, (cell, width) in enumerate(zip(cells, widths)))
+            return "  ".join(
+                cell.ljust(width) if i == 0 else cell.rjust(width)
+                for i, (cell, width) in enumerate(zip(cells, widths))
+            )
 
         lines = [line(header), "-" * len(line(header)), *(line(row) for row in body)]
         return "\n".join(lines)
@@ -184,8 +194,11 @@ def breakdown(samples: Iterable[StackSample], rules: Sequence[Rule] = RULES) -> 
     excluded: Counter[tuple[str, str, str]] = Counter()
     for sample in samples:
         if not is_counted(sample):
-            reason = ("a helper process, not a worker" if sample.process.startswith("helper")
-                      else "not the main thread")
+            reason = (
+                "a helper process, not a worker"
+                if sample.process.startswith("helper")
+                else "not the main thread"
+            )
             excluded[(sample.process, sample.thread, reason)] += sample.count
             continue
         counts[sample.process][classify(sample.stack, rules)] += sample.count
@@ -196,18 +209,23 @@ def breakdown(samples: Iterable[StackSample], rules: Sequence[Rule] = RULES) -> 
         total = sum(counts[process].values())
         for category in CATEGORIES:
             samples_in = counts[process][category]
-            rows.append(BreakdownRow(process, threads[process], category, samples_in,
-                                     samples_in / total))
+            rows.append(
+                BreakdownRow(process, threads[process], category, samples_in, samples_in / total)
+            )
     return Breakdown(
         rows=rows,
-        excluded=[ExcludedThread(process, thread, count, reason)
-                  for (process, thread, reason), count in sorted(
-                      excluded.items(), key=lambda item: process_sort_key(item[0][0]))],
+        excluded=[
+            ExcludedThread(process, thread, count, reason)
+            for (process, thread, reason), count in sorted(
+                excluded.items(), key=lambda item: process_sort_key(item[0][0])
+            )
+        ],
     )
 
 
-def breakdown_figure(result: Breakdown, *, title: str | None = None,
-                     max_workers: int = MAX_WORKERS_SHOWN) -> Any:
+def breakdown_figure(
+    result: Breakdown, *, title: str | None = None, max_workers: int = MAX_WORKERS_SHOWN
+) -> Any:
     """A plotly figure: one stacked horizontal bar per process, one colour per category.
 
     More than ``max_workers`` workers are drawn as one pooled bar. Needs plotly (a dependency

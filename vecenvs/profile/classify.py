@@ -135,7 +135,9 @@ class Rule:
         if self.files and not module.startswith(self.files):
             return False
         if self.functions and not any(
-            frame.name == name or frame.name.endswith("." + name) or f".{name}.<locals>." in f".{frame.name}"
+            frame.name == name
+            or frame.name.endswith("." + name)
+            or f".{name}.<locals>." in f".{frame.name}"
             for name in self.functions
         ):
             return False
@@ -151,69 +153,145 @@ _CONNECTION = ("multiprocessing/connection.py", "multiprocess/connection.py")
 #: The order only matters between rules that can match the same frame.
 RULES: tuple[Rule, ...] = (
     # ----- neutral: vecenvs' generic helpers work for whoever calls them.
-    Rule(None, "vecenvs' helpers (nested batches, the futex system call) do their caller's work",
-         files=("vecenvs/multi_env.py", "vecenvs/workers.py"), functions=("tree_map", "_futex")),
+    Rule(
+        None,
+        "vecenvs' helpers (nested batches, the futex system call) do their caller's work",
+        files=("vecenvs/multi_env.py", "vecenvs/workers.py"),
+        functions=("tree_map", "_futex"),
+    ),
     # ----- waiting: nothing to do until another process acts.
-    Rule(WAITING, "vecenvs spins on a word in shared memory until the other side moves it",
-         files=("vecenvs/workers.py",), functions=("_spin_until",)),
+    Rule(
+        WAITING,
+        "vecenvs spins on a word in shared memory until the other side moves it",
+        files=("vecenvs/workers.py",),
+        functions=("_spin_until",),
+    ),
     # (Bare method names: Python 3.10 reports `sleep`, 3.11+ `Doorbell.sleep`; both match.)
-    Rule(WAITING, "vecenvs sleeps on a doorbell (a futex), or in poll(), until the other side "
-                  "answers, gives a command or dies",
-         files=("vecenvs/workers.py",),
-         functions=("sleep", "_sleep_until_given", "_wait_done", "_message")),
-    Rule(WAITING, "the async pool watches its envs' done words until enough are ready",
-         files=("vecenvs/async_pool.py",), functions=("_wait_for",)),
-    Rule(WAITING, "multiprocessing's poll()/wait(): blocked until a pipe has data",
-         files=_CONNECTION, functions=("wait", "poll", "_poll")),
-    Rule(WAITING, "reading the 4-byte length of the next message blocks until the other "
-                  "process sends one",
-         files=_CONNECTION, functions=("_recv_bytes",), line_contains="_recv(4)"),
-    Rule(WAITING, "blocked in a selector, lock, condition or queue",
-         files=("selectors.py", "threading.py", "queue.py", "multiprocessing/synchronize.py",
-                "multiprocess/synchronize.py", "multiprocessing/queues.py",
-                "multiprocess/queues.py")),
+    Rule(
+        WAITING,
+        "vecenvs sleeps on a doorbell (a futex), or in poll(), until the other side "
+        "answers, gives a command or dies",
+        files=("vecenvs/workers.py",),
+        functions=("sleep", "_sleep_until_given", "_wait_done", "_message"),
+    ),
+    Rule(
+        WAITING,
+        "the async pool watches its envs' done words until enough are ready",
+        files=("vecenvs/async_pool.py",),
+        functions=("_wait_for",),
+    ),
+    Rule(
+        WAITING,
+        "multiprocessing's poll()/wait(): blocked until a pipe has data",
+        files=_CONNECTION,
+        functions=("wait", "poll", "_poll"),
+    ),
+    Rule(
+        WAITING,
+        "reading the 4-byte length of the next message blocks until the other process sends one",
+        files=_CONNECTION,
+        functions=("_recv_bytes",),
+        line_contains="_recv(4)",
+    ),
+    Rule(
+        WAITING,
+        "blocked in a selector, lock, condition or queue",
+        files=(
+            "selectors.py",
+            "threading.py",
+            "queue.py",
+            "multiprocessing/synchronize.py",
+            "multiprocess/synchronize.py",
+            "multiprocessing/queues.py",
+            "multiprocess/queues.py",
+        ),
+    ),
     # ----- serialization: objects <-> bytes.
-    Rule(SERIALIZATION, "pickle, dill and multiprocessing's ForkingPickler turn objects into "
-                        "bytes and back",
-         files=("pickle.py", "_compat_pickle.py", "dill/", "cloudpickle/",
-                "multiprocessing/reduction.py", "multiprocess/reduction.py")),
-    Rule(SERIALIZATION, "vecenvs' worker messages are pickled by workers.dumps and unpickled by "
-                        "workers.loads",
-         files=("vecenvs/workers.py",), functions=("dumps", "loads")),
-    Rule(SERIALIZATION, "Connection.recv ends by unpickling what it read (pickle.loads, in C)",
-         files=_CONNECTION, functions=("recv",), line_contains="loads("),
+    Rule(
+        SERIALIZATION,
+        "pickle, dill and multiprocessing's ForkingPickler turn objects into bytes and back",
+        files=(
+            "pickle.py",
+            "_compat_pickle.py",
+            "dill/",
+            "cloudpickle/",
+            "multiprocessing/reduction.py",
+            "multiprocess/reduction.py",
+        ),
+    ),
+    Rule(
+        SERIALIZATION,
+        "vecenvs' worker messages are pickled by workers.dumps and unpickled by workers.loads",
+        files=("vecenvs/workers.py",),
+        functions=("dumps", "loads"),
+    ),
+    Rule(
+        SERIALIZATION,
+        "Connection.recv ends by unpickling what it read (pickle.loads, in C)",
+        files=_CONNECTION,
+        functions=("recv",),
+        line_contains="loads(",
+    ),
     # ----- pipe & shared-memory I/O: moving bytes between processes.
-    Rule(PIPE_IO, "multiprocessing's Connection writing bytes to a pipe or reading them "
-                  "(its inner _send/_recv are neutral: their caller says which read it is)",
-         files=_CONNECTION,
-         functions=("send", "send_bytes", "_send_bytes", "recv", "recv_bytes", "_recv_bytes",
-                    "recv_bytes_into")),
-    Rule(PIPE_IO, "reading and writing shared memory with gymnasium's and vecenvs' helpers",
-         files=("gymnasium/vector/utils/shared_memory.py",)),
-    Rule(PIPE_IO, "ringing a doorbell wakes the processes asleep on it (a futex system call, "
-                  "as writing to a pipe wakes its reader)",
-         files=("vecenvs/workers.py",), functions=("ring",)),
-    Rule(PIPE_IO, "the pool's workers write their results into shared memory, and the parent "
-                  "reads them",
-         files=("vecenvs/workers.py",),
-         functions=("write_observations", "read_observations", "write_actions", "read_actions")),
+    Rule(
+        PIPE_IO,
+        "multiprocessing's Connection writing bytes to a pipe or reading them "
+        "(its inner _send/_recv are neutral: their caller says which read it is)",
+        files=_CONNECTION,
+        functions=(
+            "send",
+            "send_bytes",
+            "_send_bytes",
+            "recv",
+            "recv_bytes",
+            "_recv_bytes",
+            "recv_bytes_into",
+        ),
+    ),
+    Rule(
+        PIPE_IO,
+        "reading and writing shared memory with gymnasium's and vecenvs' helpers",
+        files=("gymnasium/vector/utils/shared_memory.py",),
+    ),
+    Rule(
+        PIPE_IO,
+        "ringing a doorbell wakes the processes asleep on it (a futex system call, "
+        "as writing to a pipe wakes its reader)",
+        files=("vecenvs/workers.py",),
+        functions=("ring",),
+    ),
+    Rule(
+        PIPE_IO,
+        "the pool's workers write their results into shared memory, and the parent reads them",
+        files=("vecenvs/workers.py",),
+        functions=("write_observations", "read_observations", "write_actions", "read_actions"),
+    ),
     # ----- env compute: the work we want done. Vector wrappers first: they work on the batch.
-    Rule(BOOKKEEPING, "gymnasium's vector wrappers work on the whole batch",
-         files=("gymnasium/wrappers/vector/",)),
-    Rule(ENV_COMPUTE, "an env's own code and its per-env wrappers (TimeLimit, OrderEnforcing, "
-                      "PassiveEnvChecker): work each env needs wherever it runs",
-         files=("gymnasium/envs/", "gymnasium/wrappers/", "gymnasium/core.py",
-                "vecenvs/envs/")),
+    Rule(
+        BOOKKEEPING,
+        "gymnasium's vector wrappers work on the whole batch",
+        files=("gymnasium/wrappers/vector/",),
+    ),
+    Rule(
+        ENV_COMPUTE,
+        "an env's own code and its per-env wrappers (TimeLimit, OrderEnforcing, "
+        "PassiveEnvChecker): work each env needs wherever it runs",
+        files=("gymnasium/envs/", "gymnasium/wrappers/", "gymnasium/core.py", "vecenvs/envs/"),
+    ),
     # ----- other: the profiled loop itself is not the vector env's work.
-    Rule(OTHER, "the loop that drives the profiled vector env",
-         files=("vecenvs/profile/",)),
+    Rule(OTHER, "the loop that drives the profiled vector env", files=("vecenvs/profile/",)),
     # ----- bookkeeping: the rest of the vector env.
-    Rule(BOOKKEEPING, "vector-env code: checking actions, dispatching, batching, merging infos",
-         files=("vecenvs/", "gymnasium/vector/", "stable_baselines3/common/vec_env/",
-                "envpool/")),
+    Rule(
+        BOOKKEEPING,
+        "vector-env code: checking actions, dispatching, batching, merging infos",
+        files=("vecenvs/", "gymnasium/vector/", "stable_baselines3/common/vec_env/", "envpool/"),
+    ),
     # Last: an env that lives elsewhere (ale_py, a notebook) is still an env.
-    Rule(ENV_COMPUTE, "the step/reset of an env defined outside gymnasium",
-         functions=("step", "reset")),
+    Rule(
+        ENV_COMPUTE,
+        "the step/reset of an env defined outside gymnasium",
+        functions=("step", "reset"),
+    ),
 )
 
 
@@ -269,7 +347,7 @@ def module_path(file: str) -> str:
     for pattern in (_INSTALLED, _STDLIB):
         matches = list(pattern.finditer(file))
         if matches:
-            return file[matches[-1].end():].replace("\\", "/")
+            return file[matches[-1].end() :].replace("\\", "/")
     parts = re.split(r"[/\\]", file)
     for index in range(len(parts) - 2, -1, -1):
         if parts[index] in _PACKAGES:

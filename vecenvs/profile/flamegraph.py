@@ -89,9 +89,15 @@ def flame_tree(samples: Iterable[StackSample], rules: Sequence[Rule] = RULES) ->
     return root
 
 
-def flamegraph_svg(samples: Iterable[StackSample], *, title: str = "Flame graph",
-                   subtitle: str = "", width: int = 1200, min_width: float = 0.3,
-                   rules: Sequence[Rule] = RULES) -> str:
+def flamegraph_svg(
+    samples: Iterable[StackSample],
+    *,
+    title: str = "Flame graph",
+    subtitle: str = "",
+    width: int = 1200,
+    min_width: float = 0.3,
+    rules: Sequence[Rule] = RULES,
+) -> str:
     """The flame graph of ``samples`` as SVG text.
 
     Args:
@@ -105,23 +111,34 @@ def flamegraph_svg(samples: Iterable[StackSample], *, title: str = "Flame graph"
     """
     root = flame_tree(samples, rules)
     total = max(root.samples, 1)
-    processes = [root.children[key]
-                 for key in sorted(root.children, key=lambda key: process_sort_key(key[0]))]
-    height = (HEADER_HEIGHT + 2 * MARGIN
-              + sum(_depth(process) + 1 for process in processes) * ROW_HEIGHT
-              + BAND_GAP * max(0, len(processes) - 1))
+    processes = [
+        root.children[key]
+        for key in sorted(root.children, key=lambda key: process_sort_key(key[0]))
+    ]
+    height = (
+        HEADER_HEIGHT
+        + 2 * MARGIN
+        + sum(_depth(process) + 1 for process in processes) * ROW_HEIGHT
+        + BAND_GAP * max(0, len(processes) - 1)
+    )
 
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>\n',
         # width 100% with a viewBox: the picture scales to its container instead of being cut.
-        (f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
-         f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" '
-         f'font-family="Verdana, sans-serif" font-size="{FONT_SIZE}">\n'),
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
+            f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" '
+            f'font-family="Verdana, sans-serif" font-size="{FONT_SIZE}">\n'
+        ),
         '<rect width="100%" height="100%" fill="#ffffff"/>\n',
-        (f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="16">{escape(title)}'
-         "</text>\n"),
-        (f'<text x="{width / 2}" y="38" text-anchor="middle" fill="#555555">{escape(subtitle)}'
-         "</text>\n"),
+        (
+            f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="16">{escape(title)}'
+            "</text>\n"
+        ),
+        (
+            f'<text x="{width / 2}" y="38" text-anchor="middle" fill="#555555">{escape(subtitle)}'
+            "</text>\n"
+        ),
         *_legend(root, y=HEADER_HEIGHT - 8),
     ]
     # One band per process, the parent first. Flame graphs grow upwards: the process on the
@@ -142,8 +159,15 @@ def write_flamegraph(samples: Iterable[StackSample], path: str | PathLike[str], 
         file.write(flamegraph_svg(samples, **options))
 
 
-def _draw(node: FlameNode, x: float, y: float, scale: float, total: int, process: FlameNode,
-          min_width: float) -> list[str]:
+def _draw(
+    node: FlameNode,
+    x: float,
+    y: float,
+    scale: float,
+    total: int,
+    process: FlameNode,
+    min_width: float,
+) -> list[str]:
     """The SVG of ``node`` at (x, y) and, above it, of everything it called."""
     box_width = node.samples * scale
     if box_width < min_width:
@@ -151,8 +175,10 @@ def _draw(node: FlameNode, x: float, y: float, scale: float, total: int, process
     parts = [
         "<g>",
         f"<title>{escape(_tooltip(node, total, process))}</title>",
-        (f'<rect x="{x:.2f}" y="{y}" width="{box_width:.2f}" height="{ROW_HEIGHT - 1}" '
-         f'fill="{CATEGORY_COLORS[node.category]}" rx="2"/>'),
+        (
+            f'<rect x="{x:.2f}" y="{y}" width="{box_width:.2f}" height="{ROW_HEIGHT - 1}" '
+            f'fill="{CATEGORY_COLORS[node.category]}" rx="2"/>'
+        ),
     ]
     fits = int((box_width - 6) / CHAR_WIDTH)
     if fits >= 3:
@@ -175,11 +201,16 @@ def _tooltip(node: FlameNode, total: int, process: FlameNode) -> str:
         shown = ", ".join(map(str, seen[:6])) + (", ..." if len(seen) > 6 else "")
         lines.append(f"{module_path(node.file)}:{shown}")
     share_of_process = f", {100 * node.samples / process.samples:.1f}% of {process.name}"
-    lines.append(f"{node.samples} sample{'s' * (node.samples != 1)}, "
-                 f"{100 * node.samples / total:.1f}% of all"
-                 + ("" if node is process else share_of_process))
-    lines.append(", ".join(f"{category} {100 * count / node.samples:.0f}%"
-                           for category, count in node.categories.most_common()))
+    lines.append(
+        f"{node.samples} sample{'s' * (node.samples != 1)}, "
+        f"{100 * node.samples / total:.1f}% of all" + ("" if node is process else share_of_process)
+    )
+    lines.append(
+        ", ".join(
+            f"{category} {100 * count / node.samples:.0f}%"
+            for category, count in node.categories.most_common()
+        )
+    )
     return "\n".join(lines)
 
 
@@ -189,9 +220,11 @@ def _legend(root: FlameNode, y: float) -> list[str]:
     for category in CATEGORIES:
         share = root.categories[category] / max(root.samples, 1)
         text = f"{category} {100 * share:.0f}%"
-        parts.append(f'<g><rect x="{x:.1f}" y="{y - 11}" width="12" height="12" '
-                     f"fill={quoteattr(CATEGORY_COLORS[category])}/>"
-                     f'<text x="{x + 17:.1f}" y="{y}">{escape(text)}</text></g>\n')
+        parts.append(
+            f'<g><rect x="{x:.1f}" y="{y - 11}" width="12" height="12" '
+            f"fill={quoteattr(CATEGORY_COLORS[category])}/>"
+            f'<text x="{x + 17:.1f}" y="{y}">{escape(text)}</text></g>\n'
+        )
         x += 30 + CHAR_WIDTH * len(text)
     return parts
 

@@ -118,9 +118,10 @@ def permission_message(said: str, pid: int | None) -> str:
     return (
         f"py-spy is not allowed to read {what}: sampling another process's stack needs "
         "ptrace permission, and this system refused it.\n"
-        "py-spy said:\n" + "".join(f"  {line}\n" for line in lines or ["(nothing)"]) +
-        "What to do:\n"
-        "  Linux: run as root (e.g. sudo env \"PATH=$PATH\" python -m vecenvs profile ...), or "
+        "py-spy said:\n"
+        + "".join(f"  {line}\n" for line in lines or ["(nothing)"])
+        + "What to do:\n"
+        '  Linux: run as root (e.g. sudo env "PATH=$PATH" python -m vecenvs profile ...), or '
         "let your user trace its own processes: "
         "echo 0 | sudo tee /proc/sys/kernel/yama/ptrace_scope\n"
         "  Docker: start the container with --cap-add SYS_PTRACE (Kubernetes: add SYS_PTRACE "
@@ -142,7 +143,10 @@ def check_attach(
         return AttachCheck(False, str(error))
     sleeper = subprocess.Popen(
         [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(120)"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         # py-spy can only read an interpreter that has started: wait for its first line.
@@ -150,9 +154,14 @@ def check_attach(
         if not ready:
             return AttachCheck(False, "could not start a Python process to try py-spy on")
         try:
-            result = subprocess.run([executable, "dump", "--pid", str(sleeper.pid)],
-                                    check=False, capture_output=True, text=True,
-                                    errors="replace", timeout=timeout)
+            result = subprocess.run(
+                [executable, "dump", "--pid", str(sleeper.pid)],
+                check=False,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return AttachCheck(False, f"py-spy dump did not answer within {timeout:g} s")
         said = (result.stderr or "").strip() or (result.stdout or "").strip()

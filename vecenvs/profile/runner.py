@@ -76,8 +76,14 @@ from vecenvs.profile.pyspy import (
 )
 from vecenvs.profile.stacks import StackSample, read_speedscope, write_collapsed
 
-__all__ = ["Profile", "ProfileConfig", "check_output_dir", "default_output_dir", "profile",
-           "validate_config"]
+__all__ = [
+    "Profile",
+    "ProfileConfig",
+    "check_output_dir",
+    "default_output_dir",
+    "profile",
+    "validate_config",
+]
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -187,11 +193,17 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         """Everything but the samples, as JSON-ready values."""
         return {
-            "config": {key: (str(value) if isinstance(value, os.PathLike) else value)
-                       for key, value in dataclasses.asdict(self.config).items()},
+            "config": {
+                key: (str(value) if isinstance(value, os.PathLike) else value)
+                for key, value in dataclasses.asdict(self.config).items()
+            },
             "processes": {str(pid): label for pid, label in self.processes.items()},
-            "files": {"speedscope": str(self.speedscope_path), "svg": str(self.svg_path),
-                      "collapsed": str(self.collapsed_path), "summary": str(self.summary_path)},
+            "files": {
+                "speedscope": str(self.speedscope_path),
+                "svg": str(self.svg_path),
+                "collapsed": str(self.collapsed_path),
+                "summary": str(self.summary_path),
+            },
             "py_spy_command": self.py_spy_command,
             "steps_per_second": self.steps_per_second,
             "counted_samples": self.counted_samples,
@@ -214,13 +226,24 @@ def validate_config(config: ProfileConfig) -> None:
         ValueError: naming the bad value and what was expected.
     """
     # The env, backend and N are checked exactly as the benchmark checks them.
-    validate_bench_config(BenchConfig(
-        env_id=config.env_id, num_envs=config.num_envs, backend=config.backend,
-        backend_kwargs=config.backend_kwargs, env_kwargs=config.env_kwargs, seed=config.seed,
-    ))
+    validate_bench_config(
+        BenchConfig(
+            env_id=config.env_id,
+            num_envs=config.num_envs,
+            backend=config.backend,
+            backend_kwargs=config.backend_kwargs,
+            env_kwargs=config.env_kwargs,
+            seed=config.seed,
+        )
+    )
     check_backend_available(config.backend)  # a peer whose library is missing: say what to install
-    _check_whole(config.seconds, "seconds", 1, None,
-                 "a whole number of seconds >= 1 (py-spy samples for whole seconds)")
+    _check_whole(
+        config.seconds,
+        "seconds",
+        1,
+        None,
+        "a whole number of seconds >= 1 (py-spy samples for whole seconds)",
+    )
     _check_whole(config.rate, "rate", 1, 1000, "a whole number of samples per second, 1 to 1000")
     _check_seconds(config.warmup_seconds, "warmup_seconds", zero_ok=True)
     _check_seconds(config.start_timeout, "start_timeout", zero_ok=False)
@@ -236,10 +259,13 @@ def validate_config(config: ProfileConfig) -> None:
                 )
     try:
         gym.make(config.env_id, **config.env_kwargs).close()
-    except Exception as error:  # noqa: BLE001 - the env's own complaint, e.g. an unknown argument
+    except Exception as error:
         arguments = ", ".join(f"{key}={value!r}" for key, value in config.env_kwargs.items())
-        raise ValueError(f"cannot make {config.env_id}" + (f" ({arguments})" if arguments else "")
-                         + f": {type(error).__name__}: {error}") from None
+        raise ValueError(
+            f"cannot make {config.env_id}"
+            + (f" ({arguments})" if arguments else "")
+            + f": {type(error).__name__}: {error}"
+        ) from None
     if config.output_dir is not None:
         if not isinstance(config.output_dir, (str, os.PathLike)):
             raise ValueError(f"output_dir must be a path, got {config.output_dir!r}")
@@ -255,11 +281,15 @@ def check_output_dir(path: str | os.PathLike[str]) -> None:
     while not existing.exists():  # the nearest ancestor that exists decides
         existing = existing.parent
     if not existing.is_dir():
-        raise ValueError(f"output directory {str(path)!r} cannot be created: "
-                         f"{str(existing)!r} is not a directory")
+        raise ValueError(
+            f"output directory {str(path)!r} cannot be created: "
+            f"{str(existing)!r} is not a directory"
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"output directory {str(path)!r} is not writable "
-                         f"({str(existing)!r} does not let us write in it)")
+        raise ValueError(
+            f"output directory {str(path)!r} is not writable "
+            f"({str(existing)!r} does not let us write in it)"
+        )
 
 
 def default_output_dir(config: ProfileConfig, now: datetime.datetime | None = None) -> Path:
@@ -298,8 +328,9 @@ def profile(
     validate_config(config)
     executable = find_py_spy(py_spy)
     report = on_progress or (lambda message, fraction: None)
-    output_dir = Path(config.output_dir if config.output_dir is not None
-                      else default_output_dir(config))
+    output_dir = Path(
+        config.output_dir if config.output_dir is not None else default_output_dir(config)
+    )
     check_output_dir(output_dir)
     created = not output_dir.exists()
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -311,18 +342,33 @@ def profile(
         raise
 
 
-def _profile(config: ProfileConfig, executable: str, output_dir: Path,
-             report: ProgressCallback) -> Profile:
+def _profile(
+    config: ProfileConfig, executable: str, output_dir: Path, report: ProgressCallback
+) -> Profile:
     """The work of :func:`profile`, once everything has been checked."""
     speedscope_path = output_dir / "speedscope.json"
     with _Target(config) as target:
-        report(f"starting {config.backend} with {config.num_envs} x {config.env_id} "
-               "(build, reset, warm-up)", 0.0)
+        report(
+            f"starting {config.backend} with {config.num_envs} x {config.env_id} "
+            "(build, reset, warm-up)",
+            0.0,
+        )
         processes = target.wait_ready()
         command = [
-            executable, "record", "--pid", str(target.pid), "--subprocesses", "--idle",
-            "--format", "speedscope", "--rate", str(config.rate),
-            "--duration", str(config.seconds), "--output", str(speedscope_path),
+            executable,
+            "record",
+            "--pid",
+            str(target.pid),
+            "--subprocesses",
+            "--idle",
+            "--format",
+            "speedscope",
+            "--rate",
+            str(config.rate),
+            "--duration",
+            str(config.seconds),
+            "--output",
+            str(speedscope_path),
             *(["--nonblocking"] if config.nonblocking else []),
         ]
         _record(command, config.seconds, target, report)
@@ -333,8 +379,9 @@ def _profile(config: ProfileConfig, executable: str, output_dir: Path,
     samples = read_speedscope(speedscope_path, processes)
     counted = [sample for sample in samples if is_counted(sample)]
     if not counted:
-        raise ProfilerError(f"py-spy recorded no samples of the parent or its workers "
-                            f"(see {speedscope_path})")
+        raise ProfilerError(
+            f"py-spy recorded no samples of the parent or its workers (see {speedscope_path})"
+        )
     result = Profile(
         config=config,
         breakdown=breakdown(samples),  # (it leaves out, and lists, what is not counted)
@@ -350,12 +397,15 @@ def _profile(config: ProfileConfig, executable: str, output_dir: Path,
     result.collapsed_path.write_text(write_collapsed(counted), encoding="utf-8")
     workers = len(result.breakdown.workers)
     write_flamegraph(
-        counted, result.svg_path,
+        counted,
+        result.svg_path,
         title=f"{config.backend} stepping {config.num_envs} x {config.env_id}",
-        subtitle=(f"py-spy, {config.rate} samples/s for {config.seconds} s, idle included; "
-                  f"main threads of the parent and {workers} worker{'s' * (workers != 1)}; "
-                  f"{result.counted_samples} samples; colour = what most samples of a box "
-                  "were doing"),
+        subtitle=(
+            f"py-spy, {config.rate} samples/s for {config.seconds} s, idle included; "
+            f"main threads of the parent and {workers} worker{'s' * (workers != 1)}; "
+            f"{result.counted_samples} samples; colour = what most samples of a box "
+            "were doing"
+        ),
     )
     with open(result.summary_path, "w", encoding="utf-8") as file:
         json.dump(result.to_dict(), file, indent=2)
@@ -366,8 +416,14 @@ def _profile(config: ProfileConfig, executable: str, output_dir: Path,
 
 def _record(command: list[str], seconds: int, target: _Target, report: ProgressCallback) -> None:
     """Run py-spy record, reporting progress; raise a clear error if it fails."""
-    spy = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, errors="replace")
+    spy = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+    )
     try:
         start = time.perf_counter()
         limit = seconds + PY_SPY_GRACE_SECONDS
@@ -378,10 +434,14 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
             except subprocess.TimeoutExpired:
                 elapsed = time.perf_counter() - start
                 if elapsed > limit:
-                    raise ProfilerError(f"py-spy did not finish within {limit:.0f} s "
-                                        f"(sampling {seconds} s): {' '.join(command)}") from None
-                report(f"sampling with py-spy ({int(min(elapsed, seconds))} of {seconds} s)",
-                       0.1 + 0.8 * min(elapsed / seconds, 1.0))
+                    raise ProfilerError(
+                        f"py-spy did not finish within {limit:.0f} s "
+                        f"(sampling {seconds} s): {' '.join(command)}"
+                    ) from None
+                report(
+                    f"sampling with py-spy ({int(min(elapsed, seconds))} of {seconds} s)",
+                    0.1 + 0.8 * min(elapsed / seconds, 1.0),
+                )
     finally:
         if spy.poll() is None:  # interrupted or too slow: py-spy must not outlive us
             spy.kill()
@@ -417,12 +477,22 @@ class _Target:
         backend_kwargs = dict(config.backend_kwargs)
         workers = backend_kwargs.pop("num_workers", None)
         command = [
-            sys.executable, "-m", "vecenvs.profile.target",
-            "--env", config.env_id, "--num-envs", str(config.num_envs),
-            "--backend", config.backend, "--seed", str(config.seed),
-            "--warmup", repr(float(config.warmup_seconds)),
+            sys.executable,
+            "-m",
+            "vecenvs.profile.target",
+            "--env",
+            config.env_id,
+            "--num-envs",
+            str(config.num_envs),
+            "--backend",
+            config.backend,
+            "--seed",
+            str(config.seed),
+            "--warmup",
+            repr(float(config.warmup_seconds)),
             # A safety net: it stops by itself if nobody stops it (we died, say).
-            "--max-seconds", repr(config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS),
+            "--max-seconds",
+            repr(config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS),
             *(["--workers", str(workers)] if workers is not None else []),
             *(f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()),
             *(f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()),
@@ -431,12 +501,17 @@ class _Target:
         environment = dict(os.environ)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
         environment["PYTHONPATH"] = os.pathsep.join(
-            [package_root, *filter(None, [environment.get("PYTHONPATH")])])
+            [package_root, *filter(None, [environment.get("PYTHONPATH")])]
+        )
         # Errors go to a file, not a pipe: a pipe nobody reads fills up and blocks the writer.
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-            text=True, env=environment,
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=environment,
             # A session of its own: the target and all its workers form one process group,
             # which can be stopped as a whole, and a Ctrl-C in our terminal reaches only us.
             start_new_session=hasattr(os, "killpg"),
@@ -444,8 +519,9 @@ class _Target:
         self.pid = self.process.pid
         try:
             self.tracked = [psutil.Process(self.pid)]
-            threading.Thread(target=self._read_lines, name="vecenvs-profile-target-stdout",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._read_lines, name="vecenvs-profile-target-stdout", daemon=True
+            ).start()
         except BaseException as error:
             # A `with` block whose __enter__ fails never calls __exit__: stop the target here.
             self.__exit__(type(error), error, error.__traceback__)
@@ -509,8 +585,10 @@ class _Target:
             self.raise_if_dead("before it was ready")
             raise ProfilerError("the profiled process closed its output before it was ready")
         if not message["ready"]:
-            raise ProfilerError(f"building {self.config.backend} with {self.config.num_envs} x "
-                                f"{self.config.env_id} failed: {message.get('error')}")
+            raise ProfilerError(
+                f"building {self.config.backend} with {self.config.num_envs} x "
+                f"{self.config.env_id} failed: {message.get('error')}"
+            )
         processes = {int(pid): label for pid, label in message["processes"].items()}
         for pid in processes:
             if pid != self.pid:
@@ -532,8 +610,9 @@ class _Target:
         try:
             message = self._next_message(time.perf_counter() + STOP_SECONDS, "done")
         except ProfilerError:
-            logger.warning("the profiled process did not stop within %g s: killing it",
-                           STOP_SECONDS)
+            logger.warning(
+                "the profiled process did not stop within %g s: killing it", STOP_SECONDS
+            )
         self._wait_exit(5.0)
         if message is None:
             self.raise_if_dead("while it was being profiled")
@@ -630,15 +709,27 @@ def _is_literal(value: Any) -> bool:
         return False
 
 
-def _check_whole(value: object, name: str, minimum: int, maximum: int | None,
-                 expected: str) -> None:
-    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
-            or (maximum is not None and value > maximum)):
+def _check_whole(
+    value: object, name: str, minimum: int, maximum: int | None, expected: str
+) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
         raise ValueError(f"{name} must be {expected}, got {value!r}")
 
 
 def _check_seconds(value: object, name: str, zero_ok: bool) -> None:
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value < 0 or (value == 0 and not zero_ok)):
-        raise ValueError(f"{name} must be a finite number of seconds "
-                         f"{'>= 0' if zero_ok else '> 0'}, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero_ok)
+    ):
+        raise ValueError(
+            f"{name} must be a finite number of seconds "
+            f"{'>= 0' if zero_ok else '> 0'}, got {value!r}"
+        )

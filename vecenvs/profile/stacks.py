@@ -183,13 +183,17 @@ def read_collapsed(text: str, processes: Mapping[int, str] | None = None) -> lis
             continue
         stack_text, _, count_text = line.rstrip().rpartition(" ")
         if not stack_text or not count_text.isdigit():
-            raise ValueError(f"collapsed stacks, line {number}: expected 'frame;frame;... count', "
-                             f"got {line[:80]!r}")
+            raise ValueError(
+                f"collapsed stacks, line {number}: expected 'frame;frame;... count', "
+                f"got {line[:80]!r}"
+            )
         process, thread, pid, rest = _collapsed_root(stack_text, labels)
         stack = tuple(_parse_frame(part) for part in rest.split(";")) if rest else ()
         counts[(process, thread, stack, pid)] += int(count_text)
-    return [StackSample(process, thread, stack, count, pid)
-            for (process, thread, stack, pid), count in counts.items()]
+    return [
+        StackSample(process, thread, stack, count, pid)
+        for (process, thread, stack, pid), count in counts.items()
+    ]
 
 
 def merge(samples: Iterable[StackSample]) -> list[StackSample]:
@@ -197,8 +201,10 @@ def merge(samples: Iterable[StackSample]) -> list[StackSample]:
     counts: Counter[tuple[str, str, tuple[Frame, ...], int | None]] = Counter()
     for sample in samples:
         counts[(sample.process, sample.thread, sample.stack, sample.pid)] += sample.count
-    return [StackSample(process, thread, stack, count, pid)
-            for (process, thread, stack, pid), count in counts.items()]
+    return [
+        StackSample(process, thread, stack, count, pid)
+        for (process, thread, stack, pid), count in counts.items()
+    ]
 
 
 def _without_process_frames(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
@@ -219,12 +225,12 @@ def _collapsed_root(stack_text: str, labels: Mapping[int, str]) -> tuple[str, st
         rest = stack_text
         while (match := re.match(r'process (\d+):"(?:[^"\\]|\\.)*"(?:;|$)', rest)) is not None:
             pid = int(match.group(1))
-            rest = rest[match.end():]
+            rest = rest[match.end() :]
         thread = MAIN_THREAD
         thread_match = re.match(r"thread \([^)]*\)(?:: ([^;]*))?(?:;|$)", rest)
         if thread_match is not None:
             thread = thread_match.group(1) or thread
-            rest = rest[thread_match.end():]
+            rest = rest[thread_match.end() :]
         return labels.get(pid, f"pid {pid}"), thread, pid, rest
     root, _, rest = stack_text.partition(";")
     match = _ROOT_TEXT.match(root)

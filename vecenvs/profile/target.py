@@ -65,8 +65,11 @@ def process_labels(envs: Any) -> dict[int, str]:
     """
     me = psutil.Process()
     labels = {me.pid: PARENT}
-    known = [process.pid for process in getattr(envs, "processes", []) or []
-             if getattr(process, "pid", None) is not None]
+    known = [
+        process.pid
+        for process in getattr(envs, "processes", []) or []
+        if getattr(process, "pid", None) is not None
+    ]
     for index, pid in enumerate(known):
         labels[pid] = worker_label(index)
     others = []
@@ -78,8 +81,14 @@ def process_labels(envs: Any) -> dict[int, str]:
             created = child.create_time()
         except psutil.Error:  # ended meanwhile: it will not be sampled either
             continue
-        helper = next((name for name in ("forkserver", "resource_tracker", "semaphore_tracker")
-                       if name in command), None)
+        helper = next(
+            (
+                name
+                for name in ("forkserver", "resource_tracker", "semaphore_tracker")
+                if name in command
+            ),
+            None,
+        )
         if helper is not None:
             labels[child.pid] = f"helper: {helper}"
         else:
@@ -104,15 +113,32 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-envs", type=int, required=True, help="number of envs (N)")
     parser.add_argument("--backend", required=True, help="a name from vecenvs.BACKENDS")
     parser.add_argument("--workers", type=int, help="num_workers, for the pool backend")
-    parser.add_argument("--env-kwarg", action="append", type=_literal_kwarg, default=[],
-                        metavar="KEY=LITERAL", help="argument for gym.make (a Python literal)")
-    parser.add_argument("--backend-kwarg", action="append", type=_literal_kwarg, default=[],
-                        metavar="KEY=LITERAL", help="argument for the backend (a Python literal)")
+    parser.add_argument(
+        "--env-kwarg",
+        action="append",
+        type=_literal_kwarg,
+        default=[],
+        metavar="KEY=LITERAL",
+        help="argument for gym.make (a Python literal)",
+    )
+    parser.add_argument(
+        "--backend-kwarg",
+        action="append",
+        type=_literal_kwarg,
+        default=[],
+        metavar="KEY=LITERAL",
+        help="argument for the backend (a Python literal)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the reset and the actions")
-    parser.add_argument("--max-seconds", type=float, default=600.0,
-                        help="stop stepping after this long even if stdin stays open")
-    parser.add_argument("--warmup", type=float, default=WARMUP_SECONDS,
-                        help="untimed stepping before saying ready")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=600.0,
+        help="stop stepping after this long even if stdin stays open",
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=WARMUP_SECONDS, help="untimed stepping before saying ready"
+    )
     return parser.parse_args(argv)
 
 
@@ -142,15 +168,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     envs = None
     try:
         try:
-            envs = vecenvs.make_vec(args.env, args.num_envs, args.backend,
-                                    env_kwargs=dict(args.env_kwarg), **backend_kwargs)
+            envs = vecenvs.make_vec(
+                args.env,
+                args.num_envs,
+                args.backend,
+                env_kwargs=dict(args.env_kwarg),
+                **backend_kwargs,
+            )
             envs.reset(seed=args.seed)
             envs.action_space.seed(args.seed)
             actions = [envs.action_space.sample() for _ in range(ACTION_RING_SIZE)]
             labels = process_labels(envs)
-        except Exception as error:  # noqa: BLE001 - any failure to build is reported, not raised
-            _say({"ready": False, "error": f"{type(error).__name__}: {error}",
-                  "traceback": traceback.format_exc()})
+        except Exception as error:
+            _say(
+                {
+                    "ready": False,
+                    "error": f"{type(error).__name__}: {error}",
+                    "traceback": traceback.format_exc(),
+                }
+            )
             return 1
 
         step = envs.step
@@ -165,10 +201,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # as the benchmark's: checking an Event costs well under a microsecond. The thread
         # sleeps in read() and is not counted in the breakdown (only main threads are).
         stop = threading.Event()
-        threading.Thread(target=_watch_stdin, args=(stop,), name="vecenvs-profile-stop",
-                         daemon=True).start()
-        _say({"ready": True, "pid": psutil.Process().pid,
-              "processes": {str(pid): label for pid, label in labels.items()}})
+        threading.Thread(
+            target=_watch_stdin, args=(stop,), name="vecenvs-profile-stop", daemon=True
+        ).start()
+        _say(
+            {
+                "ready": True,
+                "pid": psutil.Process().pid,
+                "processes": {str(pid): label for pid, label in labels.items()},
+            }
+        )
 
         is_stopped = stop.is_set
         steps = 0
@@ -182,8 +224,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if envs is not None:
             envs.close()
-    _say({"done": True, "steps": steps, "seconds": seconds,
-          "steps_per_second": args.num_envs * steps / seconds if seconds > 0 else None})
+    _say(
+        {
+            "done": True,
+            "steps": steps,
+            "seconds": seconds,
+            "steps_per_second": args.num_envs * steps / seconds if seconds > 0 else None,
+        }
+    )
     return 0
 
 

@@ -67,12 +67,16 @@ def _check_batch(run: CheckRun, space: gym.Space, value: Any, what: str, space_n
     if found:
         where, expected, got = found
         if expected.startswith("a value inside"):
-            hint = ("the type, dtype and shape are right but a value is outside the space: check "
-                    "that row i holds env i's observation exactly as the env returned it")
+            hint = (
+                "the type, dtype and shape are right but a value is outside the space: check "
+                "that row i holds env i's observation exactly as the env returned it"
+            )
         else:
-            hint = ("build the batch with gymnasium.vector.utils.create_empty_array("
-                    "single_observation_space, n=num_envs) and fill it with "
-                    "gymnasium.vector.utils.concatenate(single_observation_space, per_env_obs, out)")
+            hint = (
+                "build the batch with gymnasium.vector.utils.create_empty_array("
+                "single_observation_space, n=num_envs) and fill it with "
+                "gymnasium.vector.utils.concatenate(single_observation_space, per_env_obs, out)"
+            )
         run.problem(f"{where} must be an element of {space_name}", expected, got, hint)
 
 
@@ -198,10 +202,13 @@ def _check_attributes(
             'metadata["autoreset_mode"] must be the autoreset mode the env was built with',
             repr(mode),
             repr(got_mode),
-            ("store the AutoresetMode member, not its string value: gymnasium's vector "
-             "wrappers compare it with AutoresetMode.NEXT_STEP etc." if as_string else
-             'set self.metadata = {**first_env.metadata, "autoreset_mode": autoreset_mode}, '
-             "with autoreset_mode converted by AutoresetMode(autoreset_mode)"),
+            (
+                "store the AutoresetMode member, not its string value: gymnasium's vector "
+                "wrappers compare it with AutoresetMode.NEXT_STEP etc."
+                if as_string
+                else 'set self.metadata = {**first_env.metadata, "autoreset_mode": autoreset_mode}, '
+                "with autoreset_mode converted by AutoresetMode(autoreset_mode)"
+            ),
         )
 
 
@@ -253,13 +260,21 @@ def _check_reset_and_step(run: CheckRun, venv: VectorEnv, num_envs: int) -> None
             run, venv.observation_space, observations, "step() observations", "observation_space"
         )
         _check_flags(
-            run, rewards, "rewards", np.float64, num_envs,
+            run,
+            rewards,
+            "rewards",
+            np.float64,
+            num_envs,
             "gymnasium's vector envs return rewards as float64: build them with "
             "np.zeros(num_envs, dtype=np.float64) and fill in each env's reward",
         )
         for name, flags in (("terminations", terminations), ("truncations", truncations)):
             _check_flags(
-                run, flags, name, np.bool_, num_envs,
+                run,
+                flags,
+                name,
+                np.bool_,
+                num_envs,
                 f"build {name} with np.zeros(num_envs, dtype=np.bool_) and fill in each env's flag",
             )
         if not isinstance(infos, dict):
@@ -336,8 +351,12 @@ def _check_attr_methods(run: CheckRun, venv: VectorEnv, env_id: str, num_envs: i
         "False for every env",
         call_hint,
     )
-    in_order('call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False) (a keyword '
-             "argument)", got, (False,) * num_envs, call_hint)
+    in_order(
+        'call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False) (a keyword argument)',
+        got,
+        (False,) * num_envs,
+        call_hint,
+    )
 
     run.attempt(
         f"set_attr({_PROBE_ATTRIBUTE!r}, 7)",
@@ -351,8 +370,12 @@ def _check_attr_methods(run: CheckRun, venv: VectorEnv, env_id: str, num_envs: i
         "7 for every env",
         get_hint,
     )
-    in_order(f"get_attr after set_attr({_PROBE_ATTRIBUTE!r}, 7) (one value for all envs)", got,
-             (7,) * num_envs, set_hint)
+    in_order(
+        f"get_attr after set_attr({_PROBE_ATTRIBUTE!r}, 7) (one value for all envs)",
+        got,
+        (7,) * num_envs,
+        set_hint,
+    )
 
 
 def _check_with_block(
@@ -368,11 +391,17 @@ def _check_with_block(
     if not (hasattr(kind, "__enter__") and hasattr(kind, "__exit__")):
         close_quietly(venv)
         wording = f"{kind.__qualname__} does not support `with` (no __enter__/__exit__)"
-        hint = ("add __enter__ (return self) and __exit__ (call self.close() and return False) so "
-                "students can write `with make_vec(...) as envs:`")
+        hint = (
+            "add __enter__ (return self) and __exit__ (call self.close() and return False) so "
+            "students can write `with make_vec(...) as envs:`"
+        )
         if required:
-            run.stop("`with make_vector_env(...) as envs:` must work", "__enter__ and __exit__",
-                     wording, hint)
+            run.stop(
+                "`with make_vector_env(...) as envs:` must work",
+                "__enter__ and __exit__",
+                wording,
+                hint,
+            )
         run.note(f"{wording}; gymnasium's own VectorEnv does not either. Hint: {hint}")
         return
     try:
@@ -385,10 +414,15 @@ def _check_with_block(
                     "end __enter__ with `return self`",
                 )
             venv.reset(seed=0)
-    except Exception as err:  # noqa: BLE001 - the finding
+    except Exception as err:
         close_quietly(venv)
-        run.stop("a `with` block around reset(seed=0) raised", "no exception",
-                 exception_summary(err), "see the traceback", details=traceback_tail(err))
+        run.stop(
+            "a `with` block around reset(seed=0) raised",
+            "no exception",
+            exception_summary(err),
+            "see the traceback",
+            details=traceback_tail(err),
+        )
     if getattr(venv, "closed", None) is not True:
         close_quietly(venv)
         run.problem(

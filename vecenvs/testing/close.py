@@ -24,9 +24,11 @@ from vecenvs.testing.running import (
 
 
 def _check_raises_when_closed(run: CheckRun, doing: str, action: Callable[[], Any]) -> None:
-    hint = ("start reset(), step() and the other methods with `if self.closed: raise "
-            "gymnasium.error.ClosedEnvironmentError(...)`: a closed vector env must not quietly "
-            "keep working (its workers are gone)")
+    hint = (
+        "start reset(), step() and the other methods with `if self.closed: raise "
+        "gymnasium.error.ClosedEnvironmentError(...)`: a closed vector env must not quietly "
+        "keep working (its workers are gone)"
+    )
     finished, _, error = in_thread(action, CLOSE_SECONDS)
     if not finished:
         run.problem(
@@ -36,11 +38,17 @@ def _check_raises_when_closed(run: CheckRun, doing: str, action: Callable[[], An
             hint,
         )
     elif error is None:
-        run.problem(f"{doing} after close() must raise", "gymnasium.error.ClosedEnvironmentError",
-                    "it returned normally", hint)
+        run.problem(
+            f"{doing} after close() must raise",
+            "gymnasium.error.ClosedEnvironmentError",
+            "it returned normally",
+            hint,
+        )
     elif not isinstance(error, ClosedEnvironmentError):
-        run.note(f"{doing} after close() raised {exception_summary(error)}; this is accepted, but "
-                 f"gymnasium.error.ClosedEnvironmentError is what users catch")
+        run.note(
+            f"{doing} after close() raised {exception_summary(error)}; this is accepted, but "
+            f"gymnasium.error.ClosedEnvironmentError is what users catch"
+        )
 
 
 def check_close(
@@ -91,8 +99,12 @@ def check_close(
                 "VectorEnv.close() sets self.closed = True and calls close_extras(): put your "
                 "clean-up in close_extras, or set self.closed = True yourself",
             )
-        run.attempt("a second close()", venv.close, "nothing (closing twice is harmless)",
-                    "begin close() with `if self.closed: return`, as VectorEnv.close does")
+        run.attempt(
+            "a second close()",
+            venv.close,
+            "nothing (closing twice is harmless)",
+            "begin close() with `if self.closed: return`, as VectorEnv.close does",
+        )
         _check_raises_when_closed(run, "reset()", lambda: venv.reset(seed=0))
         _check_raises_when_closed(run, "step(actions)", lambda: venv.step(actions))
     close_quietly(venv)

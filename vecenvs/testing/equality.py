@@ -52,7 +52,7 @@ def _scalars_equal(a: Any, b: Any) -> bool:
             return bool(equal.all())
         if bool(equal):
             return True
-    except Exception:  # noqa: BLE001 - uncomparable objects fall back to their repr
+    except Exception:
         return repr(a) == repr(b)
     # NaN is the one float that is not equal to itself.
     return isinstance(a, (float, np.floating)) and bool(np.isnan(a)) and bool(np.isnan(b))
@@ -72,12 +72,22 @@ def _find_difference(
             return _Difference(path, "type differs", "a dict", f"a {type_name(got)}", env_index)
         missing = [key for key in expected if key not in got]
         if missing:
-            return _Difference(path, f"missing key(s) {missing}", sorted(map(str, expected)),
-                               sorted(map(str, got)), env_index)
+            return _Difference(
+                path,
+                f"missing key(s) {missing}",
+                sorted(map(str, expected)),
+                sorted(map(str, got)),
+                env_index,
+            )
         extra = [key for key in got if key not in expected]
         if extra:
-            return _Difference(path, f"unexpected key(s) {extra}", sorted(map(str, expected)),
-                               sorted(map(str, got)), env_index)
+            return _Difference(
+                path,
+                f"unexpected key(s) {extra}",
+                sorted(map(str, expected)),
+                sorted(map(str, got)),
+                env_index,
+            )
         for key in expected:
             found = _find_difference(expected[key], got[key], f"{path}[{key!r}]", env_index)
             if found:
@@ -124,8 +134,13 @@ def _find_difference(
                     )
         return _Difference(path, "values differ", expected, got, env_index)
     if type(got) is not type(expected):
-        return _Difference(path, "type differs", f"{type_name(expected)} {show(expected)}",
-                           f"{type_name(got)} {show(got)}", env_index)
+        return _Difference(
+            path,
+            "type differs",
+            f"{type_name(expected)} {show(expected)}",
+            f"{type_name(got)} {show(got)}",
+            env_index,
+        )
     if not _scalars_equal(expected, got):
         return _Difference(path, "values differ", expected, got, env_index)
     return None
@@ -148,41 +163,57 @@ def _mismatch_hint(
         dtype = "np.float64" if field == "rewards" else "np.bool_"
         return f"gymnasium returns {field} as {dtype}: build the array with dtype={dtype}"
     if layout_problem and field == "observations":
-        return ("build observation batches with gymnasium.vector.utils.create_empty_array("
-                "single_observation_space, n=num_envs) and fill them with "
-                "gymnasium.vector.utils.concatenate, so dtypes and shapes follow the space")
+        return (
+            "build observation batches with gymnasium.vector.utils.create_empty_array("
+            "single_observation_space, n=num_envs) and fill them with "
+            "gymnasium.vector.utils.concatenate, so dtypes and shapes follow the space"
+        )
     if index is not None and mode is AutoresetMode.NEXT_STEP and ended_before[index]:
-        return (f"env {index}'s episode ended on the previous step. Check your autoreset: in "
-                f"NEXT_STEP mode the step after termination or truncation must reset that env "
-                f"(ignoring its action) and return the reset observation, reward 0, and "
-                f"terminated=False, truncated=False")
+        return (
+            f"env {index}'s episode ended on the previous step. Check your autoreset: in "
+            f"NEXT_STEP mode the step after termination or truncation must reset that env "
+            f"(ignoring its action) and return the reset observation, reward 0, and "
+            f"terminated=False, truncated=False"
+        )
     if index is not None and mode is AutoresetMode.NEXT_STEP and ended_now[index]:
-        return (f"env {index}'s episode ends on this step. In NEXT_STEP mode this step returns the "
-                f"episode's last observation and reward as the env gave them; the reset happens on "
-                f"the next step, not now")
+        return (
+            f"env {index}'s episode ends on this step. In NEXT_STEP mode this step returns the "
+            f"episode's last observation and reward as the env gave them; the reset happens on "
+            f"the next step, not now"
+        )
     swapped = _swapped_row(difference) if field == "observations" else None
     if swapped is not None:
-        return (f"env {index}'s result is what env {swapped} should have returned: results are "
-                f"written at the wrong index. Keep results in env order when gathering them from "
-                f"the workers (worker w's envs are a fixed slice of the env indices)")
+        return (
+            f"env {index}'s result is what env {swapped} should have returned: results are "
+            f"written at the wrong index. Keep results in env order when gathering them from "
+            f"the workers (worker w's envs are a fixed slice of the env indices)"
+        )
     if mode is AutoresetMode.SAME_STEP and (
         "final_" in difference.path + difference.problem or (index is not None and ended_now[index])
     ):
-        return ("in SAME_STEP mode an env whose episode ends is reset within the same step: return "
-                "the reset observation (and reset info), and put the episode's last observation "
-                "in infos['final_obs'][i] and its last info in infos['final_info'] (add both with "
-                "self._add_info(infos, {'final_obs': obs, 'final_info': info}, i), which also sets "
-                "the '_final_obs'/'_final_info' masks)")
+        return (
+            "in SAME_STEP mode an env whose episode ends is reset within the same step: return "
+            "the reset observation (and reset info), and put the episode's last observation "
+            "in infos['final_obs'][i] and its last info in infos['final_info'] (add both with "
+            "self._add_info(infos, {'final_obs': obs, 'final_info': info}, i), which also sets "
+            "the '_final_obs'/'_final_info' masks)"
+        )
     if mode is AutoresetMode.DISABLED and field.startswith("reset"):
-        return ("reset(options={'reset_mask': mask}) must reset exactly the envs where mask is "
-                "True, leave the others untouched, and return their observations in place")
+        return (
+            "reset(options={'reset_mask': mask}) must reset exactly the envs where mask is "
+            "True, leave the others untouched, and return their observations in place"
+        )
     if field.startswith("infos"):
-        return ("infos must be built like VectorEnv._add_info does it: for every key an array of "
-                "length num_envs and a bool mask '_key' saying which envs reported it; use "
-                "self._add_info(infos, env_info, i) for each env in order")
+        return (
+            "infos must be built like VectorEnv._add_info does it: for every key an array of "
+            "length num_envs and a bool mask '_key' saying which envs reported it; use "
+            "self._add_info(infos, env_info, i) for each env in order"
+        )
     if index is not None:
-        return (f"env {index} diverged from the reference: check that env i is stepped with "
-                f"actions[i], exactly once per step, and that its result is written at index i")
+        return (
+            f"env {index} diverged from the reference: check that env i is stepped with "
+            f"actions[i], exactly once per step, and that its result is written at index i"
+        )
     return "compare your step() with gymnasium.vector.SyncVectorEnv.step"
 
 
@@ -259,7 +290,9 @@ def check_matches_sync(
     try:
         with run.running():
             venv = build(run, make_vector_env, env_fns, mode)
-            episode_ends = _compare_runs(run, reference, venv, num_envs, steps, seed, mode, transform_actions)
+            episode_ends = _compare_runs(
+                run, reference, venv, num_envs, steps, seed, mode, transform_actions
+            )
             if hasattr(reference.envs[0].unwrapped, "actions_seen"):
                 _compare_actions_seen(run, reference, venv)
     finally:
@@ -283,9 +316,15 @@ def check_matches_sync(
 def _compare_actions_seen(run: CheckRun, reference: SyncVectorEnv, venv: VectorEnv) -> None:
     """Every env received exactly the actions SyncVectorEnv's did: same types, dtypes, values."""
     expected = reference.get_attr("actions_seen")
-    got = run.attempt("get_attr('actions_seen')", lambda: venv.get_attr("actions_seen"), "each env's actions",
-                      "get_attr must return each env's attribute, in env order")
-    difference = _find_difference(tuple(expected), tuple(got) if isinstance(got, (tuple, list)) else got, "actions_seen")
+    got = run.attempt(
+        "get_attr('actions_seen')",
+        lambda: venv.get_attr("actions_seen"),
+        "each env's actions",
+        "get_attr must return each env's attribute, in env order",
+    )
+    difference = _find_difference(
+        tuple(expected), tuple(got) if isinstance(got, (tuple, list)) else got, "actions_seen"
+    )
     if difference is not None:
         run.stop(
             f"the actions each env received are not what SyncVectorEnv's envs received ({difference.problem})",
@@ -310,8 +349,14 @@ def _compare_runs(
     """Drive both vector envs in lockstep; stop at the first difference. Returns episode ends."""
     no_ends = np.zeros(num_envs, dtype=bool)
 
-    def compare(when: str, fields: Sequence[str], expected: tuple, got: Any,
-                ended_before: np.ndarray, ended_now: np.ndarray) -> None:
+    def compare(
+        when: str,
+        fields: Sequence[str],
+        expected: tuple,
+        got: Any,
+        ended_before: np.ndarray,
+        ended_now: np.ndarray,
+    ) -> None:
         if not isinstance(got, tuple) or len(got) != len(fields):
             run.stop(
                 f"{when} must return a {len(fields)}-tuple",
@@ -359,9 +404,12 @@ def _compare_runs(
         # Each side gets its own copy: a backend that writes into the actions must not change
         # what the reference is given.
         expected = reference.step(copy.deepcopy(actions))
-        got = run.attempt(when, lambda: venv.step(copy.deepcopy(actions)),
-                          "(observations, rewards, terminations, truncations, infos)",
-                          "see the traceback for where step() failed")
+        got = run.attempt(
+            when,
+            lambda actions=actions: venv.step(copy.deepcopy(actions)),
+            "(observations, rewards, terminations, truncations, infos)",
+            "see the traceback for where step() failed",
+        )
         ended_now = np.logical_or(expected[2], expected[3])
         compare(when, step_fields, expected, got, ended_before, ended_now)
         episode_ends += int(ended_now.sum())
@@ -369,8 +417,12 @@ def _compare_runs(
             # No autoreset: the caller resets the ended envs, as a training loop would.
             when = f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}"
             expected = reference.reset(options={"reset_mask": ended_now.copy()})
-            got = run.attempt(when, lambda: venv.reset(options={"reset_mask": ended_now.copy()}),
-                              "(observations, infos)", "see the traceback for where reset() failed")
+            got = run.attempt(
+                when,
+                lambda ended_now=ended_now: venv.reset(options={"reset_mask": ended_now.copy()}),
+                "(observations, infos)",
+                "see the traceback for where reset() failed",
+            )
             compare(when, reset_fields, expected, got, no_ends, no_ends)
             ended_now = no_ends
         ended_before = ended_now

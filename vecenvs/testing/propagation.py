@@ -28,8 +28,13 @@ _FAIL_AT = 2
 PHASES = ("make", "reset", "step", "call")
 
 
-def _drive_to_failure(make_vector_env: MakeVectorEnv, env_fns: list, mode: AutoresetMode,
-                      phase: str, built: dict[str, Any]) -> None:
+def _drive_to_failure(
+    make_vector_env: MakeVectorEnv,
+    env_fns: list,
+    mode: AutoresetMode,
+    phase: str,
+    built: dict[str, Any],
+) -> None:
     """Build the vector env and use it until the faulty env's chosen call has been made.
 
     A few calls more than needed are made, so an off-by-one in counting still reaches it.
@@ -184,8 +189,10 @@ def check_error_propagation(
                 "error raised in the parent, so the student sees what went wrong inside the env",
             )
         if isinstance(error, (EOFError, BrokenPipeError, ConnectionResetError)):
-            run.note(f"the error was a bare {type(error).__name__}: the worker probably died "
-                     "instead of reporting the exception")
+            run.note(
+                f"the error was a bare {type(error).__name__}: the worker probably died "
+                "instead of reporting the exception"
+            )
     close_quietly(built.get("venv"))
     after = f"after the failed {phase} and close()"
     check_no_children_left(run, before, after, child_exit_timeout)

@@ -109,7 +109,7 @@ class CheckRun:
         """Run one call into the vector env; if it raises, record that and stop the check."""
         try:
             return action()
-        except Exception as err:  # noqa: BLE001 - any exception from the backend is the finding
+        except Exception as err:
             self.stop(
                 f"{doing} raised an exception",
                 expected,

@@ -21,9 +21,7 @@ CHILD_EXIT_SECONDS = 5.0
 CLOSE_SECONDS = 10.0
 
 
-def build(
-    run: CheckRun, make_vector_env: MakeVectorEnv, env_fns: list, mode: AutoresetMode
-) -> Any:
+def build(run: CheckRun, make_vector_env: MakeVectorEnv, env_fns: list, mode: AutoresetMode) -> Any:
     return run.attempt(
         f"make_vector_env(env_fns, autoreset_mode={mode})",
         lambda: make_vector_env(env_fns, autoreset_mode=mode),
@@ -47,7 +45,7 @@ def in_thread(action: Callable[[], Any], timeout: float) -> tuple[bool, Any, Bas
     def target() -> None:
         try:
             outcome["result"] = action()
-        except BaseException as err:  # noqa: BLE001 - handed back to the caller to judge
+        except BaseException as err:
             outcome["error"] = err
 
     thread = threading.Thread(target=target, name="vecenvs-conformance-check", daemon=True)

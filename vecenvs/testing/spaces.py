@@ -75,16 +75,28 @@ def check_spaces(
     env_kwargs = {"observation": observation, "action": action}
     if may_refuse and not shared_memory_can_hold(observation):
         try:
-            venv = make_vector_env(env_fns_for("vecenvs/Spaces-v0", num_envs, **env_kwargs), autoreset_mode=AutoresetMode(autoreset_mode))
+            venv = make_vector_env(
+                env_fns_for("vecenvs/Spaces-v0", num_envs, **env_kwargs),
+                autoreset_mode=AutoresetMode(autoreset_mode),
+            )
         except (TypeError, ValueError) as error:
             text = str(error)
             if "shared memory" not in text and "shared_memory" not in text:
                 raise
-            return [f"refused {observation!r} observations, as gymnasium does with shared memory: "
-                    f"{type(error).__name__}: {text.splitlines()[0][:160]}"]
+            return [
+                f"refused {observation!r} observations, as gymnasium does with shared memory: "
+                f"{type(error).__name__}: {text.splitlines()[0][:160]}"
+            ]
         close_quietly(venv)  # it took them: then what it returns must be right
-    return check_matches_sync(make_vector_env, "vecenvs/Spaces-v0", num_envs, steps, autoreset_mode=autoreset_mode,
-                              env_kwargs=env_kwargs, transform_actions=transform_actions)
+    return check_matches_sync(
+        make_vector_env,
+        "vecenvs/Spaces-v0",
+        num_envs,
+        steps,
+        autoreset_mode=autoreset_mode,
+        env_kwargs=env_kwargs,
+        transform_actions=transform_actions,
+    )
 
 
 def _contains(space: Any, kinds: tuple[type, ...]) -> bool:
@@ -104,4 +116,3 @@ def _only_gymnasium_spaces(space: Any) -> bool:
     if isinstance(space, (spaces.Tuple, spaces.OneOf)):
         return all(_only_gymnasium_spaces(sub) for sub in space.spaces)
     return isinstance(space, known)
-

@@ -71,18 +71,32 @@ def check_vector_env(
             notes = check(make_vector_env, *args, **kwargs)
         except ConformanceError as err:
             failures.extend(err.failures)
-        except Exception as err:  # noqa: BLE001 - a check that cannot run is a failure too
-            failures.append(Failure(name, f"the check could not run: {exception_summary(err)}\n"
-                                          f"{traceback_tail(err)}"))
+        except Exception as err:
+            failures.append(
+                Failure(
+                    name,
+                    f"the check could not run: {exception_summary(err)}\n{traceback_tail(err)}",
+                )
+            )
         else:
             report.append((name, "ok" if not notes else "ok; notes: " + " | ".join(notes)))
 
     for env_id in env_ids:
         for mode in map(AutoresetMode, autoreset_modes):
-            run(f"check_api[{env_id}, {mode.value}]", check_api, env_id, autoreset_mode=mode,
-                require_context_manager=require_context_manager)
-            run(f"check_matches_sync[{env_id}, {mode.value}]", check_matches_sync, env_id,
-                steps=_steps_for(env_id), autoreset_mode=mode)
+            run(
+                f"check_api[{env_id}, {mode.value}]",
+                check_api,
+                env_id,
+                autoreset_mode=mode,
+                require_context_manager=require_context_manager,
+            )
+            run(
+                f"check_matches_sync[{env_id}, {mode.value}]",
+                check_matches_sync,
+                env_id,
+                steps=_steps_for(env_id),
+                autoreset_mode=mode,
+            )
     run("check_close[CartPole-v1]", check_close)
     if check_errors:
         for phase in PHASES:

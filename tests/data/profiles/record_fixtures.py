@@ -47,9 +47,16 @@ def record_speedscope() -> None:
     """The speedscope files, through :func:`vecenvs.profile.profile` itself."""
     with tempfile.TemporaryDirectory() as scratch:
         for name, (backend, num_envs, backend_kwargs) in FIXTURES.items():
-            result = profile(ProfileConfig("CartPole-v1", num_envs, backend,
-                                           backend_kwargs=backend_kwargs, seconds=2,
-                                           output_dir=Path(scratch) / name))
+            result = profile(
+                ProfileConfig(
+                    "CartPole-v1",
+                    num_envs,
+                    backend,
+                    backend_kwargs=backend_kwargs,
+                    seconds=2,
+                    output_dir=Path(scratch) / name,
+                )
+            )
             shutil.copy(result.speedscope_path, HERE / f"{name}.speedscope.json")
             labels = {str(pid): label for pid, label in result.processes.items()}
             (HERE / f"{name}.processes.json").write_text(json.dumps(labels, indent=1) + "\n")
@@ -57,23 +64,57 @@ def record_speedscope() -> None:
             print(result.breakdown.format_table())
 
 
-
 def record_raw() -> None:
     """py-spy's raw format (collapsed stacks whose first frames are `process <pid>:"<cmd>"`),
     of the pool with one worker, recorded the way profile() records speedscope."""
     target = subprocess.Popen(
-        [sys.executable, "-m", "vecenvs.profile.target", "--env", "CartPole-v1", "--num-envs",
-         "4", "--backend", "pool", "--workers", "2", "--max-seconds", "60"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "vecenvs.profile.target",
+            "--env",
+            "CartPole-v1",
+            "--num-envs",
+            "4",
+            "--backend",
+            "pool",
+            "--workers",
+            "2",
+            "--max-seconds",
+            "60",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = json.loads(target.stdout.readline())
-        subprocess.run([find_py_spy(), "record", "--pid", str(ready["pid"]), "--subprocesses",
-                        "--idle", "--threads", "--format", "raw", "--rate", "50", "--duration", "1",
-                        "--output", str(HERE / "pool-raw.txt")], check=True, capture_output=True)
+        subprocess.run(
+            [
+                find_py_spy(),
+                "record",
+                "--pid",
+                str(ready["pid"]),
+                "--subprocesses",
+                "--idle",
+                "--threads",
+                "--format",
+                "raw",
+                "--rate",
+                "50",
+                "--duration",
+                "1",
+                "--output",
+                str(HERE / "pool-raw.txt"),
+            ],
+            check=True,
+            capture_output=True,
+        )
         (HERE / "pool-raw.processes.json").write_text(json.dumps(ready["processes"]) + "\n")
     finally:
         target.communicate("stop\n", timeout=30)
     print("pool-raw.txt", (HERE / "pool-raw.txt").stat().st_size, "bytes")
+
 
 if __name__ == "__main__":
     main()
