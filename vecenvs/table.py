@@ -1,0 +1,43 @@
+"""One plain-text table formatter, for every table the CLI, the notebooks and the dashboard print.
+
+>>> print(format_table(["backend", "steps/s"], [["pool", "12,345"], ["gym-sync", "6,789"]]))
+backend   steps/s
+-----------------
+pool       12,345
+gym-sync    6,789
+
+Columns are as wide as their widest cell; the first column is flush left and the others, which
+hold numbers, flush right (``left=`` names other columns to keep flush left).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+
+def format_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    left: Collection[int] = (0,),
+    title: str | None = None,
+) -> str:
+    """``rows`` under ``header``, a rule between them, optionally a ``title`` line above.
+
+    Args:
+        header: the column titles.
+        rows: the cells, each turned into text with ``str``.
+        left: the indices of the columns aligned left (default: the first only).
+        title: a line printed above the table.
+    """
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if i in left else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths))
+        ).rstrip()
+
+    head = line(header)
+    return "\n".join([*([title] if title else []), head, "-" * len(head), *map(line, cells)])
