@@ -62,7 +62,7 @@ from vecenvs.errors import (
 )
 from vecenvs.multi_env import ActionChecker, expand_seeds, split_reset_mask, tree_map
 from vecenvs.pool import PoolVecEnv
-from vecenvs.workers import MESSAGE, PARENT_SLEEPING, Command, fence
+from vecenvs.workers import MESSAGE, PARENT_SLEEPING, Command, SharedArea, fence
 
 __all__ = ["AsyncPoolVecEnv"]
 
@@ -99,6 +99,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
         >>> observations.shape, len(infos["env_id"])
         ((2, 4), 2)
     """
+
+    area: SharedArea  # always one: every env is in a worker, told what to do through it
 
     def __init__(
         self,
@@ -185,7 +187,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         checker = self._checker(len(env_ids))
         checker(actions)
         workers = np.unique(self._worker_of[env_ids])
-        if self._in_action_dtypes(actions):
+        if self._in_action_dtypes(self.area, actions):
             # The fast path: actions and the request itself in shared memory, one word per worker.
             self.area.write_actions(actions, env_ids)
             self.area.env_requested[env_ids] += 1
@@ -197,9 +199,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
             if any(self.workers[w].asleep() for w in workers):
                 self.area.worker_bell.ring()
             return
-        env_actions = list(
-            iterate(batch_space(self.single_action_space, len(env_ids)), actions)
-        )  # as given
+        # Each env's action, as given.
+        env_actions = list(iterate(batch_space(self.single_action_space, len(env_ids)), actions))
         for worker_index in workers:
             positions = np.flatnonzero(self._worker_of[env_ids] == worker_index)
             values = [env_actions[p] for p in positions]
@@ -444,24 +445,17 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 infos = self._infos._add_info(infos, info, position)
         if self.shared_memory:
             area = self.area
-            rewards, terminations, truncations = (
-                area.rewards[env_ids],
-                area.terminations[env_ids],
-                area.truncations[env_ids],
-            )
-            if (
-                area.array_observations
-            ):  # indexing with an array copies: valid after the next send()
+            rewards = area.rewards[env_ids]
+            terminations, truncations = area.terminations[env_ids], area.truncations[env_ids]
+            if area.array_observations:  # indexing with an array copies: valid after next send()
                 observations = tree_map(lambda leaf: leaf[env_ids], area.observations)
             else:
                 every = area.read_observations()
                 observations = tuple(every[env] for env in env_ids)
         else:
-            observations = concatenate(
-                self.single_observation_space,
-                [self._env_obs[env] for env in env_ids],
-                create_empty_array(self.single_observation_space, n=len(env_ids), fn=np.zeros),
-            )
+            space = self.single_observation_space
+            empty: Any = create_empty_array(space, n=len(env_ids), fn=np.zeros)
+            observations = concatenate(space, [self._env_obs[env] for env in env_ids], empty)
         infos["env_id"] = env_ids.astype(np.int32)
         infos["_env_id"] = np.ones(len(env_ids), dtype=np.bool_)
         return observations, rewards, terminations, truncations, infos

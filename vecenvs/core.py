@@ -77,6 +77,8 @@ from vecenvs.errors import (
 )
 from vecenvs.multi_env import (
     ActionChecker,
+    ResetResult,
+    StepResult,
     batched_spaces,
     check_indices,
     expand_seeds,
@@ -213,7 +215,7 @@ class ChunkedVecEnv(VectorEnv):
         self.shared_memory = self.area is not None and self.area.has_data
         if not self.shared_memory:  # the parent batches what the workers send
             self._env_obs: list[Any] = [None] * self.num_envs
-            self._observations = create_empty_array(
+            self._observations: Any = create_empty_array(
                 self.single_observation_space, n=self.num_envs, fn=np.zeros
             )
             self._rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -230,13 +232,15 @@ class ChunkedVecEnv(VectorEnv):
         """The worker processes (``multiprocess.Process``), if the workers are processes."""
         return [worker.process for worker in self.workers if hasattr(worker, "process")]
 
+    # Gymnasium's own vector envs also give one seed and one generator per env here, where
+    # VectorEnv's annotations say one of each.
     @property
-    def np_random_seed(self) -> tuple[int, ...]:
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
         """Each env's ``np_random_seed``."""
         return self.get_attr("np_random_seed")
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
         """Each env's ``np_random`` generator."""
         return self.get_attr("np_random")
 
@@ -247,7 +251,7 @@ class ChunkedVecEnv(VectorEnv):
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ):
+    ) -> ResetResult:
         """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
@@ -270,7 +274,7 @@ class ChunkedVecEnv(VectorEnv):
         self._state = AsyncState.WAITING_RESET
 
     @_one_caller
-    def reset_wait(self, timeout: float | None = None):
+    def reset_wait(self, timeout: float | None = None) -> ResetResult:
         """Waits for the reset sent by :meth:`reset_async`; returns observations and infos."""
         timeout = self._check_waiting(
             AsyncState.WAITING_RESET, "reset_wait", "reset_async", timeout
@@ -282,7 +286,7 @@ class ChunkedVecEnv(VectorEnv):
 
     # ----------------------------------------------------------------- step
 
-    def step(self, actions: Any):
+    def step(self, actions: Any) -> StepResult:
         """Steps every env; returns observations, rewards, terminations, truncations, infos."""
         self.step_async(actions)
         return self.step_wait()
@@ -294,14 +298,15 @@ class ChunkedVecEnv(VectorEnv):
         if self._needs_reset:
             raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
         self.check_actions(actions)
-        if self._in_action_dtypes(actions):
+        area = self.area
+        if area is not None and self._in_action_dtypes(area, actions):
             # The fast path: the actions go into shared memory, each worker is told by two words.
-            self.area.write_actions(actions)
+            area.write_actions(actions)
             for worker in self.workers:
                 worker.post_step()
             fence()  # (see fence(): the workers' "I am asleep" must not be missed)
             if any(worker.asleep() for worker in self.workers):
-                self.area.worker_bell.ring()  # one system call wakes every sleeping worker
+                area.worker_bell.ring()  # one system call wakes every sleeping worker
         else:
             env_actions = list(iterate(self.action_space, actions))  # each env's action, as given
             for worker, chunk in zip(self.workers, self.chunks):
@@ -309,7 +314,7 @@ class ChunkedVecEnv(VectorEnv):
         self._state = AsyncState.WAITING_STEP
 
     @_one_caller
-    def step_wait(self, timeout: float | None = None):
+    def step_wait(self, timeout: float | None = None) -> StepResult:
         """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
 
         With a chunk of its own, this is where the calling process steps it.
@@ -322,9 +327,9 @@ class ChunkedVecEnv(VectorEnv):
         self._state = AsyncState.DEFAULT
         return self._results(answers)
 
-    def _in_action_dtypes(self, actions: Any) -> bool:
+    def _in_action_dtypes(self, area: SharedArea, actions: Any) -> bool:
         """Whether the actions can go through shared memory unchanged: arrays of its dtypes."""
-        if not self.shared_memory or self.area.actions is None:
+        if not self.shared_memory or area.actions is None:
             return False
 
         def fits(target: np.ndarray, given: Any) -> bool:
@@ -335,7 +340,7 @@ class ChunkedVecEnv(VectorEnv):
             )
 
         try:
-            return all(_flatten(tree_map(fits, self.area.actions, actions)))
+            return all(_flatten(tree_map(fits, area.actions, actions)))
         except (KeyError, TypeError, IndexError, ValueError):
             return False
 
@@ -411,16 +416,15 @@ class ChunkedVecEnv(VectorEnv):
         indices: Sequence[int],
         payload_for: Callable[[list[int], list[int]], Any],
         doing: str,
-    ) -> tuple[Any, ...]:
+    ) -> Any:
         self._check_idle(doing)
         indices = check_indices(indices, self.num_envs)
         self._post_per_env(command, indices, payload_for)
         results = self._per_env_results(self._gather(doing, self.timeout))
         if command is Command.SET_ATTR:
             return None
-        order = sorted(
-            range(len(indices)), key=lambda position: indices[position]
-        )  # results come in env order
+        # The results come in env order.
+        order = sorted(range(len(indices)), key=lambda position: indices[position])
         ordered = [None] * len(indices)
         for result, position in zip(results, order):
             ordered[position] = result
@@ -487,14 +491,14 @@ class ChunkedVecEnv(VectorEnv):
                         self._state = AsyncState.DEFAULT
                     raise
         if crashes:
-            crash = min(crashes, key=lambda error: error.env_index)
+            first = min(crashes, key=lambda error: error.env_index)
             if close_on_crash:
                 self._close_after_failure()
-                crash.args = (
-                    crash.args[0]
-                    + "\n\nThe vector env has been closed (its envs are out of step): make a new one.",
+                closed = (
+                    "The vector env has been closed (its envs are out of step): make a new one."
                 )
-            raise crash
+                first.args = (f"{first.args[0]}\n\n{closed}",)
+            raise first
         return answers
 
     def _results(self, answers: dict[int, Any]) -> tuple[Any, ...]:
@@ -502,6 +506,7 @@ class ChunkedVecEnv(VectorEnv):
         chunk_infos = []
         if self.shared_memory:  # the data is in shared memory already: only infos came
             area = self.area
+            assert area is not None
             for worker_index, infos in answers.items():
                 if infos:
                     chunk_infos.append((self.chunks[worker_index].start, infos))

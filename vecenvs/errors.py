@@ -197,7 +197,7 @@ def crash_error(report: CrashReport, cause: type[BaseException] | None = None) -
     :attr:`~EnvCrashedError.error_type` still names the env's class.
     """
     error_class = (
-        _crash_class(cause)
+        _crash_class(cause)  # type: ignore[arg-type]  # exception classes are hashable
         if isinstance(cause, type) and issubclass(cause, Exception)
         else EnvCrashedError
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -49,6 +49,8 @@ from vecenvs.errors import ClosedEnvironmentError, CrashReport
 __all__ = [
     "ActionChecker",
     "MultiEnv",
+    "ResetResult",
+    "StepResult",
     "batched_spaces",
     "check_indices",
     "expand_seeds",
@@ -57,6 +59,11 @@ __all__ = [
     "split_reset_mask",
     "tree_map",
 ]
+
+#: What ``reset`` returns: the batched observations and the infos.
+ResetResult = tuple[Any, dict[str, Any]]
+#: What ``step`` returns: observations, rewards, terminations, truncations (arrays of N) and infos.
+StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
 class MultiEnv(VectorEnv):
@@ -139,28 +146,29 @@ class MultiEnv(VectorEnv):
         self._env_obs: list[Any] = [
             None
         ] * self.num_envs  # each env's latest observation, unbatched
-        self._observations = create_empty_array(
+        self._observations: Any = create_empty_array(
             self.single_observation_space, n=self.num_envs, fn=np.zeros
         )
         self._rewards = np.zeros(self.num_envs, dtype=np.float64)
         self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._autoreset_envs = np.zeros(
-            self.num_envs, dtype=np.bool_
-        )  # NEXT_STEP: reset these on the next step
+        # NEXT_STEP: reset these on the next step.
+        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
 
     @property
     def env_observations(self) -> list[Any]:
         """Each env's latest observation, as the env returned it (not batched)."""
         return self._env_obs
 
+    # Gymnasium's own vector envs also give one seed and one generator per env here, where
+    # VectorEnv's annotations say one of each.
     @property
-    def np_random_seed(self) -> tuple[int, ...]:
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
         """Each env's ``np_random_seed``."""
         return self.get_attr("np_random_seed")
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
         """Each env's ``np_random`` generator."""
         return self.get_attr("np_random")
 
@@ -171,15 +179,14 @@ class MultiEnv(VectorEnv):
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ):
+    ) -> ResetResult:
         """Resets the envs (all, or those in ``options["reset_mask"]``); returns observations and infos."""
         self._check_open()
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
         indices = range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist()
-        self._terminations[indices] = self._truncations[indices] = self._autoreset_envs[indices] = (
-            False
-        )
+        for flags in (self._terminations, self._truncations, self._autoreset_envs):
+            flags[indices] = False
         infos: dict[str, Any] = {}
         for index in indices:
             try:
@@ -192,13 +199,13 @@ class MultiEnv(VectorEnv):
                 infos = self._add_info(infos, info, index)
         return self._batch_observations(), infos
 
-    def step(self, actions: Any):
+    def step(self, actions: Any) -> StepResult:
         """Steps every env with its action; returns observations, rewards, terminations, truncations, infos."""
         self._check_open()
         self.check_actions(actions)
         return self.step_each(iterate(self.action_space, actions))
 
-    def step_each(self, env_actions: Iterable[Any]):
+    def step_each(self, env_actions: Iterable[Any]) -> StepResult:
         """Steps env i with the i-th of ``env_actions`` (one action per env, unbatched, already checked).
 
         This is the hot loop, and :meth:`step` without the check; a pool worker calls it with
@@ -246,7 +253,8 @@ class MultiEnv(VectorEnv):
             if self._next_step and self._autoreset_envs[index]:
                 doing = "reset (autoreset)"  # the previous step ended this env's episode
                 observation, info = env.reset()
-                reward, terminated, truncated, final = 0.0, False, False, None
+                reward: SupportsFloat = 0.0
+                terminated, truncated, final = False, False, None
             else:
                 observation, reward, terminated, truncated, info = env.step(action)
                 final = None
@@ -397,7 +405,8 @@ def _misfit(space: gym.Space, observations: list[Any]) -> int:
     """The first env whose observation cannot be batched alone (the one to blame), else 0."""
     for index, observation in enumerate(observations):
         try:
-            concatenate(space, [observation], create_empty_array(space, n=1, fn=np.zeros))
+            empty: Any = create_empty_array(space, n=1, fn=np.zeros)
+            concatenate(space, [observation], empty)
         except Exception:
             return index
     return 0
@@ -563,7 +572,7 @@ class _BoundsCheck:
 
     def __init__(self, where: str, space: gym.Space, num_envs: int):
         self.where, self.num_envs = where, num_envs
-        self.shape = (num_envs, *space.shape)
+        self.shape = (num_envs, *(space.shape or ()))
         if isinstance(space, spaces.Discrete):
             low, high = space.start, space.start + space.n - 1
         elif isinstance(space, spaces.MultiDiscrete):
@@ -571,6 +580,7 @@ class _BoundsCheck:
         elif isinstance(space, spaces.MultiBinary):
             low, high = 0, 1
         else:
+            assert isinstance(space, spaces.Box)
             low, high = space.low, space.high
         self.low, self.high = np.asarray(low), np.asarray(high)
         # The dtype kinds accepted: b(ool), i(nt), u(nsigned), f(loat).

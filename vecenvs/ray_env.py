@@ -125,6 +125,7 @@ class ChunkActor:
 
     def serve(self, command: Command, payload: Any) -> tuple[bool, Any]:
         """Carries out one command (see :meth:`Chunk.serve <vecenvs.workers.Chunk.serve>`)."""
+        assert self.chunk is not None, "start() made the chunk"
         try:
             return True, self.chunk.serve(command, payload)
         except EnvCrashedError as crash:

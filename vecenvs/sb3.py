@@ -122,10 +122,10 @@ class VectorEnvAsSB3(VecEnv):
     """
 
     def __init__(self, vector_env: VectorEnv):
-        check_for_nested_spaces(
-            vector_env.single_observation_space
-        )  # as SB3's own vec envs refuse them
-        self.vector_env = vector_env
+        # Nested spaces are refused, as SB3's own vec envs refuse them.
+        check_for_nested_spaces(vector_env.single_observation_space)
+        # Any: besides VectorEnv's API, call/get_attr/set_attr and maybe step_async/step_wait.
+        self.vector_env: Any = vector_env
         self.autoreset_mode = AutoresetMode(
             vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         )
@@ -256,7 +256,7 @@ class VectorEnvAsSB3(VecEnv):
         self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any
     ) -> Any:
         """NEXT_STEP or DISABLED: reset the ended envs now; return the observations with theirs replaced."""
-        for index in np.flatnonzero(dones):
+        for index in np.flatnonzero(dones).tolist():
             env_infos[index]["terminal_observation"] = _tree_row(observations, index)
         reset_observations, reset_infos = self.vector_env.reset(
             options={"reset_mask": dones.copy()}
@@ -324,9 +324,8 @@ class VectorEnvAsSB3(VecEnv):
         indices = list(self._get_indices(indices))
         venv = self.vector_env
         if hasattr(venv, "set_attr_at"):
-            venv.set_attr_at(
-                indices, attr_name, [value] * len(indices)
-            )  # a list: one value each, even a list value
+            # A list: one value each, even when the value is a list.
+            venv.set_attr_at(indices, attr_name, [value] * len(indices))
         elif isinstance(venv, gym.vector.SyncVectorEnv):
             for index in indices:
                 venv.envs[index].set_wrapper_attr(attr_name, value)

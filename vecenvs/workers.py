@@ -185,10 +185,9 @@ class Chunk:
         envs = self.envs
         if command is Command.STEP:
             if payload is None:  # the actions are in shared memory
-                payload = iterate(
-                    envs.action_space,
-                    self.area.read_actions(slice(self.rows.start, self.rows.stop)),
-                )
+                assert self.area is not None
+                actions = self.area.read_actions(slice(self.rows.start, self.rows.stop))
+                payload = iterate(envs.action_space, actions)
             _, rewards, terminations, truncations, infos = envs.step_each(payload)
             return self._results(rewards, terminations, truncations, infos)
         if command is Command.RESET:
@@ -208,15 +207,13 @@ class Chunk:
 
     def serve_each(self, command: Command, payload: Any) -> Iterator[tuple[int, Any]]:
         """The async pool's per-env commands: yields ``(env index, answer)`` as each env is done."""
-        indices, values, options = (
-            payload  # values: one seed (RESET_ENVS) or action (STEP_ENVS) per env
-        )
-        if (
-            command is Command.STEP_ENVS and values is None
-        ):  # the actions are in shared memory: all at once
-            values = list(
-                iterate(self.envs.action_space, self.area.read_actions(np.asarray(indices)))
-            )
+        # values: one seed (RESET_ENVS) or action (STEP_ENVS) per env; None: the actions are in
+        # shared memory, read all at once.
+        indices, values, options = payload
+        if command is Command.STEP_ENVS and values is None:
+            assert self.area is not None
+            actions = self.area.read_actions(np.asarray(indices))
+            values = list(iterate(self.envs.action_space, actions))
         for position, index in enumerate(indices):
             local = index - self.rows.start
             if command is Command.RESET_ENVS:
@@ -309,7 +306,7 @@ class SharedArea:
             self.has_data,
         ) = layout
         size = _Allocator.measure(self._allocate)
-        self.fd = _anonymous_file(size) if fd is None else fd
+        self.fd: int | None = _anonymous_file(size) if fd is None else fd
         self.memory = mmap.mmap(self.fd, size)
         self._allocate(_Allocator(self.memory))
         if fd is not None:
@@ -328,15 +325,18 @@ class SharedArea:
         self.bells = allocator.words("i", 2 * 16)  # two 32-bit words, a cache line apart
         self.env_done = allocator.words("q", self.num_envs)  # commands each env has carried out
         self.env_reply = allocator.words("q", self.num_envs)
-        self.env_requested = np.frombuffer(
-            allocator.words("q", self.num_envs), dtype=np.int64
-        )  # steps asked in shared memory
+        # Steps asked in shared memory (the async pool).
+        self.env_requested = np.frombuffer(allocator.words("q", self.num_envs), dtype=np.int64)
         self.env_finished_at = np.frombuffer(allocator.words("d", self.num_envs), dtype=np.float64)
-        self.observations = self.observations_memory = self.actions = None
+        # Gymnasium's shared-memory layout of the spaces (none without data: see has_data).
+        self.observations_memory: Any = None
+        self.observations = self.actions = None
         self.array_observations = _is_array_space(self.observation_space)
         if self.has_data:
             self.observations_memory = create_shared_memory(
-                self.observation_space, n=self.num_envs, ctx=allocator
+                self.observation_space,
+                n=self.num_envs,
+                ctx=allocator,  # type: ignore[arg-type]  # a stand-in for multiprocessing
             )
             if self.array_observations:  # views: what the workers write shows at once
                 self.observations = read_from_shared_memory(
@@ -346,7 +346,11 @@ class SharedArea:
             self.terminations = np.frombuffer(allocator.words("b", self.num_envs), dtype=np.bool_)
             self.truncations = np.frombuffer(allocator.words("b", self.num_envs), dtype=np.bool_)
             if _is_array_space(self.action_space):  # else the actions travel pickled
-                memory = create_shared_memory(self.action_space, n=self.num_envs, ctx=allocator)
+                memory = create_shared_memory(
+                    self.action_space,
+                    n=self.num_envs,
+                    ctx=allocator,  # type: ignore[arg-type]  # a stand-in for multiprocessing
+                )
                 self.actions = read_from_shared_memory(self.action_space, memory, n=self.num_envs)
         if allocator.memory is not None:
             # A ctypes view of the block keeps it mapped for as long as we hand its address to futex.
@@ -426,7 +430,7 @@ class _Allocator:
 
     def words(self, typecode: str, size: int) -> memoryview:
         """The next slice, as a memoryview of ``typecode`` items (the fastest to index from Python)."""
-        return self.Array(typecode, size).get_obj().cast(typecode)
+        return self.Array(typecode, size).get_obj().cast(typecode)  # type: ignore[call-overload]
 
 
 class _Block:
@@ -489,6 +493,7 @@ _FUTEX_WAIT, _FUTEX_WAKE = 0, 1
 
 def _futex(address: int, operation: int, value: int, timeout: Any) -> int:
     """Linux's ``futex(address, operation, value, timeout)`` system call (see :class:`Doorbell`)."""
+    assert _SYSCALL is not None, "futex is used only where it was found"
     syscall, number = _SYSCALL
     return syscall(
         ctypes.c_long(number),
@@ -697,9 +702,8 @@ class ProcessWorker:
         self.line: memoryview | None = None  # None: every command and answer goes over the pipe
         self.generation = 0  # of the last command given
         self.spin = AdaptiveSpin(spin_seconds)
-        parent_pipe, child_pipe = (
-            context.Pipe()
-        )  # a socket pair, which can also carry a file descriptor
+        # A socket pair, which can also carry a file descriptor.
+        parent_pipe, child_pipe = context.Pipe()
         self.process = context.Process(
             target=run_worker,
             args=(
@@ -752,6 +756,7 @@ class ProcessWorker:
         """Gives a STEP whose actions are in shared memory: two words, no system call. The
         caller rings the workers' doorbell once for all (see :meth:`asleep`)."""
         line = self.line
+        assert line is not None, "only in control mode"
         line[STEPS] += 1
         self.generation += 1
         line[GENERATION] = self.generation
@@ -760,6 +765,7 @@ class ProcessWorker:
     def post_requests(self) -> None:
         """Tells the worker that some of its envs have steps asked in shared memory (the async
         pool's ``env_requested``): one word. Their results are flagged per env, not answered."""
+        assert self.line is not None, "only in control mode"
         self.generation += 1
         self.line[GENERATION] = self.generation
 
@@ -770,9 +776,10 @@ class ProcessWorker:
 
     def asleep(self) -> bool:
         """Whether the worker sleeps on the doorbell (ring it after giving commands)."""
-        return bool(self.line[SLEEPING])
+        return self.line is not None and bool(self.line[SLEEPING])
 
     def _announce(self) -> None:
+        assert self.line is not None and self.area is not None, "only in control mode"
         self.generation += 1
         self.line[GENERATION] = self.generation
         fence()
@@ -799,20 +806,21 @@ class ProcessWorker:
             if ok and self.area is not None and doing == "setup":
                 self.line = self.area.line(self.index)  # from now on, commands go through the words
         else:
-            self._wait_done(self.awaiting[0], deadline, doing)
-            ok, payload = (
-                (True, None) if self.line[REPLY] == NOTHING else self._message(deadline, doing)[1:]
-            )
+            self._wait_done(self.line, self.awaiting[0], deadline, doing)
+            if self.line[REPLY] == NOTHING:
+                ok, payload = True, None
+            else:
+                ok, payload = self._message(deadline, doing)[1:]
         self.awaiting.popleft()
         if not ok:
             raise payload.to_error()
         return payload
 
-    def _wait_done(self, generation: int, deadline: float, doing: str) -> None:
+    def _wait_done(self, line: memoryview, generation: int, deadline: float, doing: str) -> None:
         """Waits until the worker's *done* word reaches ``generation``: spin, then sleep."""
-        line = self.line
         if line[DONE] >= generation or _spin_until(line, DONE, generation, self.spin):
             return
+        assert self.area is not None
         header, bell = self.area.header, self.area.parent_bell
         header[PARENT_SLEEPING] = 1
         try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -115,7 +115,7 @@ class CostlyEnv(gym.Env):
         ValueError: a knob is out of range; the message names the knob and the bad value.
     """
 
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata = {"render_modes": []}
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ random actions both endings are common.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -59,9 +59,9 @@ class DictObsEnv(gym.Env):
     deterministic under ``reset(seed=...)``.
     """
 
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata = {"render_modes": []}
 
-    def __init__(self):
+    def __init__(self) -> None:
         bound = _POSITION_BOUND
         self.observation_space = spaces.Dict(
             {
@@ -112,7 +112,7 @@ class DictObsEnv(gym.Env):
         Raises:
             gymnasium.error.ResetNeeded: ``reset`` was never called.
         """
-        if self._position is None:
+        if self._position is None or self._velocity is None:
             raise gym.error.ResetNeeded("DictObsEnv: call reset() before step()")
         push = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
         jitter = self.np_random.normal(0.0, _NOISE, size=2)
@@ -139,6 +139,7 @@ class DictObsEnv(gym.Env):
 
     def _observation(self, distance: float) -> dict[str, Any]:
         """Build a fresh observation dict (new arrays every time: callers may keep them)."""
+        assert self._position is not None and self._velocity is not None, "reset() came first"
         x, y = self._position
         return {
             "position": np.array([x, y, distance], dtype=np.float32),

@@ -38,7 +38,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -82,7 +82,7 @@ class FaultyEnv(gym.Env):
     """
 
     # No rendering: check_env would otherwise try to make the env with every render mode.
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata = {"render_modes": []}
 
     def __init__(
         self,
@@ -155,8 +155,10 @@ class FaultyEnv(gym.Env):
             The inner env's ``(observation, reward, terminated, truncated, info)``.
         """
         bad = self._count("step")
-        observation, *rest = self.inner.step(action)
-        return (np.zeros(7, dtype=np.float32) if bad else observation), *rest
+        observation, reward, terminated, truncated, info = self.inner.step(action)
+        if bad:
+            observation = np.zeros(7, dtype=np.float32)
+        return observation, float(reward), terminated, truncated, info
 
     def ping(self, value: Any = None) -> Any:
         """Return ``value`` unchanged (or fail, on the chosen call): a target for ``call``.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,7 +47,7 @@ class Parity(gym.Space):
         return 2 * int(self.np_random.integers(0, 49)) + int(self.odd)
 
     def contains(self, x: Any) -> bool:
-        return isinstance(x, (int, np.integer)) and 0 <= x <= 98 and x % 2 == int(self.odd)
+        return bool(isinstance(x, (int, np.integer)) and 0 <= x <= 98 and x % 2 == int(self.odd))
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Parity) and other.odd == self.odd
@@ -68,7 +68,9 @@ SPACES: dict[str, Callable[[], gym.Space]] = {
     "box-float16": lambda: spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float16),
     "discrete": lambda: spaces.Discrete(4),
     "discrete-start": lambda: spaces.Discrete(3, start=-1),
-    "multi-discrete": lambda: spaces.MultiDiscrete([[2, 3], [4, 5]], start=[[0, 1], [-1, 0]]),
+    "multi-discrete": lambda: spaces.MultiDiscrete(
+        np.array([[2, 3], [4, 5]]), start=np.array([[0, 1], [-1, 0]])
+    ),
     "multi-binary": lambda: spaces.MultiBinary([2, 3]),
     "text": lambda: spaces.Text(min_length=1, max_length=6, charset="abcdef"),
     "dict": lambda: spaces.Dict(
@@ -114,7 +116,7 @@ class SpacesEnv(gym.Env):
         ValueError: an unknown space name, naming the ones there are.
     """
 
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata = {"render_modes": []}
 
     def __init__(self, observation: str = "box", action: str = "discrete", max_steps: int = 12):
         for name in (observation, action):
