@@ -60,7 +60,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.error import CustomSpaceError
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.async_vector_env import AsyncState
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
@@ -77,6 +77,7 @@ from vecenvs.errors import (
 )
 from vecenvs.multi_env import (
     ActionChecker,
+    EnvsVectorEnv,
     ResetResult,
     StepResult,
     batched_spaces,
@@ -113,7 +114,7 @@ def _one_caller(method: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
-class ChunkedVecEnv(VectorEnv):
+class ChunkedVecEnv(EnvsVectorEnv):
     """Base class: N envs in K chunks, each stepped by a worker (see the module docstring).
 
     Subclasses decide the workers, in :meth:`_start_workers`, and whether they share a
@@ -231,18 +232,6 @@ class ChunkedVecEnv(VectorEnv):
     def processes(self) -> list[Any]:
         """The worker processes (``multiprocess.Process``), if the workers are processes."""
         return [worker.process for worker in self.workers if hasattr(worker, "process")]
-
-    # Gymnasium's own vector envs also give one seed and one generator per env here, where
-    # VectorEnv's annotations say one of each.
-    @property
-    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
-        """Each env's ``np_random_seed``."""
-        return self.get_attr("np_random_seed")
-
-    @property  # type: ignore[misc]
-    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """Each env's ``np_random`` generator."""
-        return self.get_attr("np_random")
 
     # ----------------------------------------------------------------- reset
 

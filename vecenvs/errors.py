@@ -21,6 +21,7 @@ import pickle
 import traceback
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import multiprocess
 from gymnasium.error import (  # re-exported: one place to import every error from
@@ -78,13 +79,25 @@ class EnvCrashedError(VecEnvError):
     # The env's exception class may have its own __str__ (KeyError quotes its message): ours wins.
     __str__ = BaseException.__str__
 
-    def __reduce__(self):
-        # The class may be made on the fly: pickle the recipe, not the class.
+    def report(self) -> CrashReport:
+        """This error as plain data, to pass on to another process (see :class:`CrashReport`)."""
         cause = next((base for base in type(self).__bases__ if base is not EnvCrashedError), None)
-        report = CrashReport(
-            self.env_index, self.command, self.error_type, self.message, self.remote_traceback
+        try:
+            error_class = pickle.dumps(cause) if cause is not None else None
+        except Exception:  # a class the other side could not load anyway
+            error_class = None
+        return CrashReport(
+            self.env_index,
+            self.command,
+            self.error_type,
+            self.message,
+            self.remote_traceback,
+            error_class,
         )
-        return _rebuild_crash, (report, cause, self.args)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The class may be made on the fly: pickle the recipe, not the class.
+        return _rebuild_crash, (self.report(), self.args)
 
 
 class WorkerDiedError(VecEnvError):
@@ -223,10 +236,8 @@ def _crash_class(cause: type[BaseException]) -> type[EnvCrashedError]:
         return EnvCrashedError
 
 
-def _rebuild_crash(
-    report: CrashReport, cause: type[BaseException] | None, args: tuple
-) -> EnvCrashedError:
-    error = crash_error(report, cause)
+def _rebuild_crash(report: CrashReport, args: tuple) -> EnvCrashedError:
+    error = report.to_error()
     error.args = args
     return error
 

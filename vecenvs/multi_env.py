@@ -48,6 +48,7 @@ from vecenvs.errors import ClosedEnvironmentError, CrashReport
 
 __all__ = [
     "ActionChecker",
+    "EnvsVectorEnv",
     "MultiEnv",
     "ResetResult",
     "StepResult",
@@ -66,7 +67,29 @@ ResetResult = tuple[Any, dict[str, Any]]
 StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
-class MultiEnv(VectorEnv):
+class EnvsVectorEnv(VectorEnv):
+    """A VectorEnv of N gymnasium envs of its own: each env's seed and generator, read from it.
+
+    Gymnasium's own vector envs also give one seed and one generator per env here, where
+    VectorEnv's annotations say one of each.
+    """
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Each env's ``np_random_seed``."""
+        return self.get_attr("np_random_seed")
+
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Each env's ``np_random`` generator."""
+        return self.get_attr("np_random")
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Each env's attribute ``name``."""
+        raise NotImplementedError
+
+
+class MultiEnv(EnvsVectorEnv):
     """Steps N environments sequentially in the calling process.
 
     Args:
@@ -159,18 +182,6 @@ class MultiEnv(VectorEnv):
     def env_observations(self) -> list[Any]:
         """Each env's latest observation, as the env returned it (not batched)."""
         return self._env_obs
-
-    # Gymnasium's own vector envs also give one seed and one generator per env here, where
-    # VectorEnv's annotations say one of each.
-    @property
-    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
-        """Each env's ``np_random_seed``."""
-        return self.get_attr("np_random_seed")
-
-    @property  # type: ignore[misc]
-    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """Each env's ``np_random`` generator."""
-        return self.get_attr("np_random")
 
     # ----------------------------------------------------------------- reset and step
 

@@ -112,13 +112,7 @@ class ChunkActor:
         try:
             self.chunk = Chunk(*self.arguments)
         except EnvCrashedError as crash:
-            return False, CrashReport(
-                crash.env_index,
-                crash.command,
-                crash.error_type,
-                crash.message,
-                crash.remote_traceback,
-            )
+            return False, crash.report()
         except Exception as error:  # e.g. spaces that differ between the chunk's envs
             return False, CrashReport.of(self.arguments[1], "make", error)
         return True, (*self.chunk.hello(), (socket.gethostname(), os.getpid()))
@@ -129,13 +123,7 @@ class ChunkActor:
         try:
             return True, self.chunk.serve(command, payload)
         except EnvCrashedError as crash:
-            return False, CrashReport(
-                crash.env_index,
-                crash.command,
-                crash.error_type,
-                crash.message,
-                crash.remote_traceback,
-            )
+            return False, crash.report()
         except Exception as error:  # not one env's fault (a bad argument...): reported all the same
             return False, CrashReport.of(self.arguments[1], command.value, error)
 

@@ -927,7 +927,7 @@ def run_worker(
         try:
             chunk = Chunk(env_fns, first_index, autoreset_mode, observation_mode)
         except EnvCrashedError as crash:
-            send((None, False, _report_of(crash)))
+            send((None, False, crash.report()))
             return
         except Exception as error:  # e.g. spaces that differ between the chunk's envs
             send((None, False, CrashReport.of(first_index, "make", error)))
@@ -1044,7 +1044,7 @@ def _serve_each(
                 _flag(area, done, send)
                 done, flagged_at = [], time.perf_counter()
     except EnvCrashedError as crash:
-        done.append((crash.env_index, False, _report_of(crash)))
+        done.append((crash.env_index, False, crash.report()))
     _flag(area, done, send)
 
 
@@ -1069,28 +1069,9 @@ def _serve(chunk: Chunk, command: Command, payload: Any) -> tuple[bool, Any]:
     try:
         return True, chunk.serve(command, payload)
     except EnvCrashedError as crash:
-        return False, _report_of(crash)
+        return False, crash.report()
     except Exception as error:  # not an env's fault: a bad argument, or a bug here
         return False, CrashReport.of(chunk.rows.start, command.value, error)
-
-
-def _report_of(crash: EnvCrashedError) -> CrashReport:
-    cause = next((base for base in type(crash).__bases__ if base is not EnvCrashedError), None)
-    return CrashReport(
-        crash.env_index,
-        crash.command,
-        crash.error_type,
-        crash.message,
-        crash.remote_traceback,
-        _pickled_class(cause),
-    )
-
-
-def _pickled_class(cause: type | None) -> bytes | None:
-    try:
-        return pickle.dumps(cause) if cause is not None else None
-    except Exception:
-        return None
 
 
 def _sleep_until_given(line: memoryview, seen: int, bell: Doorbell) -> None:
