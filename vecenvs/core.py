@@ -149,6 +149,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self._owner = os.getpid()  # a forked child holding a copy of this object must not close it
         self._lock = threading.RLock()
         self.workers: list[Any] = []
+        self.area: SharedArea | None = None  # set before anything can fail: close() reads both
         env_fns = check_env_fns(env_fns)
         self.num_envs = len(env_fns)
         self.num_workers = check_whole_number("num_workers", num_workers, 1, self.num_envs)
@@ -160,7 +161,6 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.chunks = split_evenly(self.num_envs, self.num_workers)
         self._state = AsyncState.DEFAULT
         self._needs_reset = ""  # why the envs are out of step (an interrupted step), or ""
-        self.area: SharedArea | None = None
         try:
             self._start_workers(env_fns)
             self._greet(start_timeout, shared_memory)
