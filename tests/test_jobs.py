@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from vecenvs.bench import QUICK, EnvSpec, ResultsStore, SweepConfig
-from vecenvs.bench.jobs import JobQueue, _flock, machine_lock_path
+from vecenvs.bench.jobs import JobQueue, machine_lock_path, try_lock
 from vecenvs.bench.store import _MIGRATIONS, SCHEMA_VERSION
 from vecenvs.profile import ProfileConfig
 
@@ -195,7 +195,7 @@ def test_sigterm_to_the_runner_cancels_its_run_cleanly(queue):
 
 
 def test_a_second_runner_for_the_same_store_exits_at_once(queue):
-    with _flock(queue.runner_lock_path) as held:
+    with try_lock(queue.runner_lock_path) as held:
         assert held
         assert queue.runner_alive()
         started = time.monotonic()
@@ -277,7 +277,7 @@ def test_fail_abandoned_runs_leaves_live_and_finished_runs_alone(tmp_path):
 
 
 def test_the_bench_command_waits_for_the_machine_lock_and_says_so(machine_lock_in_tmp):
-    with _flock(machine_lock_path()) as held:
+    with try_lock(machine_lock_path()) as held:
         assert held
         bench = subprocess.Popen(
             [

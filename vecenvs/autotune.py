@@ -51,6 +51,7 @@ from vecenvs.bench.engine import (
     measure,
     validate_config,
 )
+from vecenvs.bench.store import recording
 from vecenvs.bench.sweep import Backend
 from vecenvs.workers import available_cpus
 
@@ -211,7 +212,7 @@ class AutotuneResult:
             raise ValueError("nothing was measured: raise the budget")
         finalists = [m for m in self.head_to_head if m.ratio is not None]
         if finalists:
-            winner = max(finalists, key=lambda m: m.ratio)
+            winner = max(finalists, key=lambda m: m.ratio or 0.0)
         else:
             winner = max(self.measurements, key=lambda m: m.median)
         return Candidate(winner.config.backend, dict(winner.config.backend_kwargs))
@@ -372,66 +373,47 @@ def autotune(
     env_kwargs = dict(env_kwargs or {})
     planned, configs = _plan(env_id, num_envs, budget_seconds, env_kwargs, candidates_to_try, seed)
     deadline = started + budget_seconds
-    if run_id is not None and store is None:
-        raise ValueError(f"run_id={run_id!r} needs the store it belongs to; got store=None")
-    if store is not None and run_id is None:
-        run_id = store.start_run(
-            "autotune",
-            {
-                "env_id": env_id,
-                "env_kwargs": env_kwargs,
-                "num_envs": num_envs,
-                "budget_seconds": budget_seconds,
-                "candidates": [c.label for c in planned],
-            },
-            label=label,
+    settings = {
+        "env_id": env_id,
+        "env_kwargs": env_kwargs,
+        "num_envs": num_envs,
+        "budget_seconds": budget_seconds,
+        "candidates": [c.label for c in planned],
+    }
+    with recording(store, "autotune", settings, label=label, run_id=run_id) as run:
+        result = AutotuneResult(
+            configs[0].env_label,
+            num_envs,
+            available_cpus(),
+            budget_seconds,
+            elapsed_seconds=0.0,
+            measurements=[],
+            skipped=[],
+            run_id=run.id,
         )
-
-    result = AutotuneResult(
-        configs[0].env_label, num_envs, available_cpus(), budget_seconds, 0.0, [], [], run_id=run_id
-    )
-    status, error_text = "done", None
-    try:
-        for index, (candidate, config) in enumerate(zip(planned, configs)):
-            if cancel is not None and cancel():
-                result.cancelled = True
-                result.skipped += planned[index:]
-                status = "cancelled"
-                break
-            if (
-                time.perf_counter() + _cost(candidate, config, result.measurements, num_envs)
-                > deadline
-            ):
-                result.skipped.append(candidate)
-                continue
-            measurement = measure(config)
-            result.measurements.append(measurement)
-            if store is not None:
-                store.add_measurement(run_id, measurement)
-            if on_result is not None:
-                on_result(
-                    AutotuneProgress(
-                        measurement,
-                        len(result.measurements),
-                        len(planned),
-                        time.perf_counter() - started,
-                    )
-                )
-        if not result.cancelled:
-            result.head_to_head = _head_to_head(result, configs[0], deadline, cancel)
-    except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
-        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
-        error_text = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        result.elapsed_seconds = time.perf_counter() - started
-        if store is not None:
-            summary = None
+        try:
+            for index, (candidate, config) in enumerate(zip(planned, configs)):
+                if cancel is not None and cancel():
+                    result.cancelled = run.cancelled = True
+                    result.skipped += planned[index:]
+                    break
+                cost = _cost(candidate, config, result.measurements, num_envs)
+                if time.perf_counter() + cost > deadline:
+                    result.skipped.append(candidate)
+                    continue
+                measurement = measure(config)
+                result.measurements.append(measurement)
+                run.add(measurement)
+                if on_result is not None:
+                    elapsed = time.perf_counter() - started
+                    done = len(result.measurements)
+                    on_result(AutotuneProgress(measurement, done, len(planned), elapsed))
+            if not result.cancelled:
+                result.head_to_head = _head_to_head(result, configs[0], deadline, cancel)
+        finally:
+            result.elapsed_seconds = time.perf_counter() - started
             if result.measurements:  # the table and the winner; the measurements are saved rows
-                summary = {
-                    key: value for key, value in result.to_dict().items() if key != "measurements"
-                }
-            store.finish_run(run_id, status, summary=summary, error=error_text)
+                run.summary = {k: v for k, v in result.to_dict().items() if k != "measurements"}
     return result
 
 

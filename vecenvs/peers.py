@@ -104,7 +104,7 @@ def make_sb3_subproc(
     )
     # _RegisteringFactory: SB3's workers import SB3, not vecenvs. Unpickling this class imports
     # vecenvs, which registers the teaching envs, so they can be made under forkserver and spawn.
-    factories = [_RegisteringFactory(env_fn) for env_fn in env_fns]
+    factories: list[Callable[[], gym.Env]] = [_RegisteringFactory(f) for f in env_fns]
     return SB3VecEnv(SubprocVecEnv(factories, start_method=start_method))
 
 

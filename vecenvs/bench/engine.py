@@ -54,6 +54,7 @@ import numpy as np
 import psutil
 
 from vecenvs.bench import ceiling
+from vecenvs.bench.store import RunCancelled
 from vecenvs.factory import (
     BACKENDS,
     WORKER_BACKENDS,
@@ -455,7 +456,7 @@ def _paired(result: Measurement, other: Measurement) -> list[float]:
     return [own / theirs for own, theirs in zip(result.throughputs, other.throughputs)]
 
 
-class MeasurementCancelled(Exception):
+class MeasurementCancelled(RunCancelled):
     """Raised by :func:`compare` (and the sweeps built on it) when its ``cancel()`` said so."""
 
 
@@ -531,7 +532,8 @@ class _Run:
 
     def __init__(self, config: BenchConfig):
         self.config = config
-        self.envs: gym.vector.VectorEnv | None = None
+        # A vector env, or the ceiling's processes (ceiling.Ceiling); None until entered.
+        self.envs: Any = None
         self.actions: list[Any] = []
         self.children: list[psutil.Process] = []
         self.throughputs: list[float] = []
@@ -630,13 +632,13 @@ class _Run:
         self.window_steps.append(steps)
         self.window_seconds.append(elapsed)
         self.throughputs.append(env_steps / elapsed)
-        self.parent_cpu_seconds += parent_after - parent_before
+        if parent_before is not None and parent_after is not None:
+            self.parent_cpu_seconds += parent_after - parent_before
         # A process that ended mid-window (None) has no "after": leave it out rather than guess.
-        self.children_cpu_seconds += sum(
-            children_after[pid] - before
-            for pid, before in children_before.items()
-            if before is not None and children_after[pid] is not None
-        )
+        for pid, before in children_before.items():
+            after = children_after[pid]
+            if before is not None and after is not None:
+                self.children_cpu_seconds += after - before
 
     def _step_for(self, seconds: float) -> tuple[int, int, float]:
         """Step until ``seconds`` have passed; return (batches, env steps, seconds it really took)."""
@@ -666,7 +668,8 @@ class _Run:
     def _send_recv_for(self, seconds: float) -> tuple[int, int, float]:
         """:meth:`_step_for` for an async backend: recv a batch, send it its actions, repeat."""
         send, recv = self.envs.send, self.envs.recv
-        actions = self.batch_actions
+        actions, batch_size = self.batch_actions, self.async_batch_size
+        assert batch_size is not None, "only for a backend with send() and recv()"
         ring_size = len(actions)
         clock = time.perf_counter
         batches = 0
@@ -685,11 +688,9 @@ class _Run:
         # this wait would charge the window for the stragglers of steps it does not count;
         # the steps in flight at the deadline are left uncounted instead (at most N of them).
         # When batch_size does not divide N, the last few envs stay in flight until next time.
-        returned = [
-            recv()[4]["env_id"] for _ in range(self.config.num_envs // self.async_batch_size)
-        ]
+        returned = [recv()[4]["env_id"] for _ in range(self.config.num_envs // batch_size)]
         self.async_idle = np.concatenate(returned)
-        return batches, batches * self.async_batch_size, elapsed
+        return batches, batches * batch_size, elapsed
 
     def result(self) -> Measurement:
         """The measurement so far, as a :class:`Measurement`."""

@@ -834,7 +834,7 @@ def _add_points(
     data: _Data,
     label: str,
     points: list[Measurement],
-    values: list[float],
+    values: Sequence[float | None],
     panel: int,
     *,
     errors: list[float] | None,
@@ -883,7 +883,7 @@ def _add_limit(
     data: _Data,
     panel: int,
     ns: list[int],
-    values: list[float],
+    values: Sequence[float | None],
     *,
     measured: bool,
     unit: str,
@@ -903,7 +903,7 @@ def _add_line(
     data: _Data,
     panel: int,
     ns: list[int],
-    values: list[float],
+    values: Sequence[float | None],
     name: str,
     style: dict,
     *,
@@ -984,7 +984,7 @@ def _limit(data: _Data, model: OverheadModel | None, env: str, cpus: int):
     it between measured N, or the measurements themselves), else min(N, CPUs) / t_env."""
     if model is not None and env in model.envs:
         return model.envs[env].limit
-    measured = {m.config.num_envs: m.mean for m in data.ceiling(env)}
+    measured: dict[float, float] = {m.config.num_envs: m.mean for m in data.ceiling(env)}
     t_env = _t_env(data, model, env)
 
     def limit(num_envs: float) -> float:

@@ -16,8 +16,8 @@ reads the store and redraws. Hence:
   (:meth:`ResultsStore.fail_abandoned_runs`) and the next page load starts a new runner for
   the jobs still waiting.
 
-Two locks (``fcntl.flock`` on small files: the kernel releases them when their process dies,
-so a crash never leaves one held) make this safe:
+Two locks (``filelock`` on small files: the OS releases them when their process dies, so a
+crash never leaves one held, on Linux, macOS and Windows alike) make this safe:
 
 - the **runner lock**, one per store file: at most one runner serves a store's queue. A second
   runner started at the same moment finds it held and exits at once;
@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -73,7 +72,18 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from vecenvs.bench.store import ResultsStore, RunRecord, StoreError, _now, _to_json
+import filelock
+
+from vecenvs.bench.store import (
+    ResultsStore,
+    Run,
+    RunCancelled,
+    RunRecord,
+    StoreError,
+    recording,
+    to_json,
+    utc_now,
+)
 
 __all__ = [
     "JOB_KINDS",
@@ -283,7 +293,7 @@ class JobQueue:
         unfinished (see :data:`DUPLICATE_SECONDS`): then that one's id is the answer."""
         if label is not None and not isinstance(label, str):
             raise ValueError(f"label must be a string or None, got {label!r}")
-        settings_json = _to_json(settings)
+        settings_json = to_json(settings)
         recent = (datetime.now(timezone.utc) - timedelta(seconds=DUPLICATE_SECONDS)).isoformat(
             timespec="milliseconds"
         )
@@ -303,8 +313,9 @@ class JobQueue:
             job_id = connection.execute(
                 "INSERT INTO jobs (kind, settings, label, state, submitted_at) "
                 "VALUES (?, ?, ?, 'queued', ?)",
-                (kind, settings_json, label or None, _now()),
+                (kind, settings_json, label or None, utc_now()),
             ).lastrowid
+            assert job_id is not None  # (always set after an INSERT)
         if start_runner:
             self.ensure_runner()
         return job_id
@@ -407,7 +418,7 @@ class JobQueue:
     def runner_alive(self) -> bool:
         """True if some process holds this store's runner lock (is serving the queue)."""
         self._reap()
-        with _flock(self.runner_lock_path) as held:
+        with try_lock(self.runner_lock_path) as held:
             return not held
 
     def ensure_runner(self) -> subprocess.Popen | None:
@@ -450,7 +461,7 @@ class JobQueue:
         Returns at once if another runner already serves this store.
         """
         while True:
-            with _flock(self.runner_lock_path) as held:
+            with try_lock(self.runner_lock_path) as held:
                 if not held:
                     return
                 while self._next_queued() is not None:
@@ -470,6 +481,8 @@ class JobQueue:
     def _run_next(self) -> None:
         """Take the machine lock, then the oldest queued job, and run it."""
         job_id = self._next_queued()
+        if job_id is None:
+            return
 
         def say_waiting(holder: str) -> None:
             _Progress(self, job_id).update(
@@ -507,31 +520,26 @@ class JobQueue:
     def _execute(self, job: Job) -> None:
         """Run one started job; whatever happens, its run ends done, cancelled or failed."""
         progress = _Progress(self, job.id)
+        execute = {
+            "sweep": self._execute_sweep,
+            "profile": self._execute_profile,
+            "autotune": self._execute_autotune,
+            "train": self._execute_training,
+        }
         try:
-            if job.kind == "sweep":
-                self._execute_sweep(job, progress)
-            elif job.kind == "profile":
-                self._execute_profile(job, progress)
-            elif job.kind == "autotune":
-                self._execute_autotune(job, progress)
-            elif job.kind == "train":
-                self._execute_training(job, progress)
-            else:
-                raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
-        except KeyboardInterrupt:
-            self.store.finish_run(job.run_id, "cancelled", error="the runner was interrupted")
-            raise
-        except Exception as error:
+            with recording(self.store, job.kind, job.settings, run_id=job.run_id) as run:
+                if job.kind not in execute:
+                    raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
+                execute[job.kind](job, run, progress)
+        except RunCancelled:
+            progress.update(0, 0, "cancelled", force=True)
+        except Exception:  # the run is marked failed with the error; the queue goes on
             print(f"job {job.id} (run {job.run_id}) failed:", file=sys.stderr)
             traceback.print_exc()
-            if self.store.run(job.run_id).status == "running":  # run_sweep marks its own
-                self.store.finish_run(
-                    job.run_id, "failed", error=f"{type(error).__name__}: {error}"
-                )
         finally:
             progress.flush()
 
-    def _execute_sweep(self, job: Job, progress: _Progress) -> None:
+    def _execute_sweep(self, job: Job, run: Run, progress: _Progress) -> None:
         from vecenvs.bench.sweep import SweepConfig, run_sweep
 
         config = SweepConfig.from_dict(job.settings)
@@ -557,7 +565,7 @@ class JobQueue:
         )
         progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
 
-    def _execute_profile(self, job: Job, progress: _Progress) -> None:
+    def _execute_profile(self, job: Job, run: Run, progress: _Progress) -> None:
         from vecenvs.profile.runner import ProfileConfig, profile
 
         output_dir = self.profiles_dir / f"run-{job.run_id}"
@@ -566,17 +574,11 @@ class JobQueue:
         def on_progress(message: str, fraction: float) -> None:
             progress.update(round(fraction * 100), 100, message)
             if self._cancel_requested(job.id):
-                raise _Cancelled
+                raise RunCancelled  # the profiler cleans up on any exception
 
-        try:
-            result = profile(config, on_progress=on_progress)
-        except _Cancelled:
-            self.store.finish_run(job.run_id, "cancelled")
-            progress.update(0, 100, "cancelled", force=True)
-            return
-        self.store.finish_run(job.run_id, "done", summary=result.to_dict())
+        run.summary = profile(config, on_progress=on_progress).to_dict()
 
-    def _execute_autotune(self, job: Job, progress: _Progress) -> None:
+    def _execute_autotune(self, job: Job, run: Run, progress: _Progress) -> None:
         from vecenvs.autotune import autotune
 
         settings = job.settings
@@ -613,7 +615,7 @@ class JobQueue:
             force=True,
         )
 
-    def _execute_training(self, job: Job, progress: _Progress) -> None:
+    def _execute_training(self, job: Job, run: Run, progress: _Progress) -> None:
         from vecenvs.bench.training import compare_training
 
         settings = job.settings
@@ -637,11 +639,6 @@ class JobQueue:
             run_id=job.run_id,
         )
         progress.update(steps, steps, "cancelled" if cancelled() else "done", force=True)
-        self.store.finish_run(job.run_id, "cancelled" if cancelled() else "done")
-
-
-class _Cancelled(Exception):
-    """Raised from a profile's progress callback to stop it (it cleans up on any exception)."""
 
 
 class _Progress:
@@ -662,29 +659,35 @@ class _Progress:
             return
         with self._queue.store.transaction(write=True) as connection:
             connection.execute(
-                "UPDATE jobs SET progress = ? WHERE id = ?", (_to_json(self._pending), self._job_id)
+                "UPDATE jobs SET progress = ? WHERE id = ?", (to_json(self._pending), self._job_id)
             )
         self._pending, self._last_write = None, time.monotonic()
 
 
 @contextlib.contextmanager
-def _flock(path: Path) -> Iterator[bool]:
-    """Try to take an exclusive lock on ``path`` without waiting; yield whether we got it."""
+def try_lock(path: Path) -> Iterator[bool]:
+    """Try to take the lock ``path`` without waiting; yield whether we hold it.
+
+    ``filelock`` takes an OS lock (``flock`` on Unix, ``msvcrt`` on Windows) that is freed when
+    its holder dies, so a crash never leaves one held. The holder writes its pid beside it, in
+    ``<path>.pid``, for the "waiting for" message.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as file:
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            file.seek(0)
-            file.truncate()
-            file.write(f"{os.getpid()}\n")  # who holds it, for the "waiting for" message
-            file.flush()
-            yield True
-        finally:
-            fcntl.flock(file, fcntl.LOCK_UN)
+    lock = filelock.FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        yield False
+        return
+    try:
+        _pid_file(path).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        yield True
+    finally:
+        lock.release()
+
+
+def _pid_file(lock_path: Path) -> Path:
+    return lock_path.with_name(lock_path.name + ".pid")
 
 
 @contextlib.contextmanager
@@ -709,12 +712,13 @@ def machine_turn(
     path = machine_lock_path()
     told = False
     while True:
-        with _flock(path) as held:
+        with try_lock(path) as held:
             if held:
                 yield True
                 return
         if not told and on_wait is not None:
-            on_wait(path.read_text(encoding="utf-8").strip() or "?")
+            holder = _pid_file(path)
+            on_wait(holder.read_text(encoding="utf-8").strip() if holder.exists() else "?")
             told = True
         if give_up is not None and give_up():
             yield False

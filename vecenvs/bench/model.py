@@ -290,7 +290,7 @@ class BackendFit:
         """The constant variant's median relative error of the speed-up."""
         return self.constant.median_relative_error
 
-    def workers_at(self, num_envs: int) -> int:
+    def workers_at(self, num_envs: float) -> float:
         """How many envs this backend steps at once with ``num_envs`` envs (before the CPUs)."""
         if self.workers is None:
             return num_envs
@@ -630,7 +630,7 @@ def fit_overhead_model(
         )
     # The reference at the same env and N: the very measurement each ratio was divided by.
     point_t = defaultdict(list)
-    reference_points = defaultdict(int)
+    reference_points: defaultdict[Any, int] = defaultdict(int)
     for measurement in measurements:
         rate = _reference_rate(measurement, reference)
         if rate is not None:

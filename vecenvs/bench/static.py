@@ -269,8 +269,8 @@ def _annotate(
         y,
         text,
         fontsize=9,
-        ha={"left": "left", "right": "right"}.get(note.get("xanchor"), "center"),
-        va=anchors.get(note.get("yanchor"), "center"),
+        ha={"left": "left", "right": "right"}.get(note.get("xanchor") or "", "center"),
+        va=anchors.get(note.get("yanchor") or "", "center"),
     )
 
 
@@ -347,7 +347,7 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
         errors = (trace.get("error_x" if horizontal else "error_y") or {}).get("array")
         errors = _numbers(errors) if errors is not None else None
         draw = ax.barh if horizontal else ax.bar
-        extent = {"height": width} if horizontal else {"width": width}
+        extent: dict[str, Any] = {"height": width} if horizontal else {"width": width}
         if base is not None:
             extent["left" if horizontal else "bottom"] = base
         container = draw(

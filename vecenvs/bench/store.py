@@ -128,9 +128,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "STORE_ENV_VAR",
     "ResultsStore",
+    "Run",
+    "RunCancelled",
     "RunRecord",
     "StoreError",
     "default_store_path",
+    "recording",
 ]
 
 #: The environment variable that, when set, says where the results store is.
@@ -305,6 +308,72 @@ class RunRecord:
         return dataclasses.asdict(self)
 
 
+class RunCancelled(Exception):
+    """A run stopped because someone asked it to (the dashboard's Cancel, a job's deadline)."""
+
+
+class Run:
+    """A run being recorded: what the body of ``with recording(...) as run:`` fills in.
+
+    Attributes:
+        id: the run's id in the store (None when there is no store).
+        summary: a JSON-ready result of the whole run, saved when the run ends.
+        cancelled: set it when the body stopped early on request, without raising.
+    """
+
+    def __init__(self, store: ResultsStore | None, run_id: int | None):
+        self.store, self.id = store, run_id
+        self.summary: Any = None
+        self.cancelled = False
+
+    def add(self, measurement: Measurement | Mapping[str, Any]) -> None:
+        """Save one measurement in the run (nothing without a store)."""
+        if self.store is not None and self.id is not None:
+            self.store.add_measurement(self.id, measurement)
+
+
+@contextlib.contextmanager
+def recording(
+    store: ResultsStore | None,
+    kind: str,
+    settings: Mapping[str, Any],
+    *,
+    label: str | None = None,
+    run_id: int | None = None,
+) -> Iterator[Run]:
+    """The one lifecycle of a run: ``with recording(store, "sweep", settings) as run:``.
+
+    The run starts here (or is the caller's ``run_id``, already started), and ends when the
+    block does: *done* (or *cancelled* if the body set ``run.cancelled``), *cancelled* on
+    :class:`RunCancelled` or Ctrl-C, *failed* with the error's text on any other exception,
+    which goes on up. A run that something else has already ended is left as it is, so blocks
+    may nest: the innermost ends the run. A process killed mid-run cannot end it; the store
+    finds such runs when it is read (:meth:`ResultsStore.fail_abandoned_runs`). Without a store
+    (``None``), nothing is saved and ``run.id`` is None.
+    """
+    if store is None:
+        if run_id is not None:
+            raise ValueError(f"run_id={run_id!r} needs the store it belongs to; got store=None")
+        yield Run(None, None)
+        return
+    if run_id is None:
+        run_id = store.start_run(kind, settings, label=label)
+    run = Run(store, run_id)
+    status, error = "done", None
+    try:
+        yield run
+        if run.cancelled:
+            status = "cancelled"
+    except (RunCancelled, KeyboardInterrupt):
+        status = "cancelled"
+        raise
+    except BaseException as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        store.finish_run(run_id, status, summary=run.summary, error=error, if_running=True)
+
+
 def default_store_path() -> Path:
     """Where the results store is when no path is given.
 
@@ -429,15 +498,15 @@ class ResultsStore:
         if label is not None and not isinstance(label, str):
             raise StoreError(f"label must be a string or None, got {label!r}")
         # Gathered before the transaction, to keep the time the write lock is held short.
-        machine_json = _to_json(machine_info() if machine is None else machine)
-        settings_json = _to_json(settings)
+        machine_json = to_json(machine_info() if machine is None else machine)
+        settings_json = to_json(settings)
         with self._transaction(write=True) as connection:
             cursor = connection.execute(
                 "INSERT INTO runs (kind, status, started_at, label, settings, machine, pid, host) "
                 "VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
                 (
                     kind,
-                    _now(),
+                    utc_now(),
                     label,
                     settings_json,
                     machine_json,
@@ -445,7 +514,7 @@ class ResultsStore:
                     socket.gethostname(),
                 ),
             )
-            return cursor.lastrowid
+            return int(cursor.lastrowid or 0)  # (always set after an INSERT)
 
     def add_measurement(self, run_id: int, measurement: Measurement | Mapping[str, Any]) -> int:
         """Save one measurement as part of run ``run_id``.
@@ -464,15 +533,15 @@ class ResultsStore:
         """
         _check_run_id(run_id)
         columns, data = _measurement_columns(measurement)
-        data_json = _to_json(data)
+        data_json = to_json(data)
         with self._transaction(write=True) as connection:
             self._require_run(connection, run_id)
             cursor = connection.execute(
                 f"INSERT INTO measurements (run_id, recorded_at, {', '.join(columns)}, data) "
                 f"VALUES (?, ?, {', '.join('?' * len(columns))}, ?)",
-                (run_id, _now(), *columns.values(), data_json),
+                (run_id, utc_now(), *columns.values(), data_json),
             )
-            return cursor.lastrowid
+            return int(cursor.lastrowid or 0)  # (always set after an INSERT)
 
     def finish_run(
         self,
@@ -481,28 +550,33 @@ class ResultsStore:
         *,
         summary: Any = None,
         error: str | None = None,
+        if_running: bool = False,
     ) -> None:
         """Record that a run has ended. Calling it again overwrites what the last call wrote.
+
+        Most code ends its runs with :func:`recording` rather than calling this.
 
         Args:
             run_id: what :meth:`start_run` returned.
             status: ``"done"``, ``"cancelled"`` or ``"failed"``.
             summary: a JSON-ready result of the whole run, e.g. the fitted overhead model.
             error: why the run failed, e.g. the message of the exception.
+            if_running: leave the run as it is if it has ended already.
         """
         _check_run_id(run_id)
         if status not in FINAL_STATUSES:
             raise StoreError(f"status must be one of {', '.join(FINAL_STATUSES)}, got {status!r}")
         if error is not None and not isinstance(error, str):
             raise StoreError(f"error must be a string or None, got {error!r}")
-        summary_json = None if summary is None else _to_json(summary)
+        summary_json = None if summary is None else to_json(summary)
         with self._transaction(write=True) as connection:
             cursor = connection.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE id = ?",
-                (status, _now(), summary_json, error, run_id),
+                "UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE id = ?"
+                + (" AND status = 'running'" if if_running else ""),
+                (status, utc_now(), summary_json, error, run_id),
             )
             if cursor.rowcount == 0:
-                raise self._unknown_run(connection, run_id)
+                self._require_run(connection, run_id)
 
     def fail_abandoned_runs(self) -> list[int]:
         """Mark as failed the runs still ``"running"`` whose process has ended on this host.
@@ -535,7 +609,7 @@ class ResultsStore:
                     "UPDATE runs SET status = 'failed', finished_at = ?, error = ? "
                     "WHERE id = ? AND status = 'running'",
                     (
-                        _now(),
+                        utc_now(),
                         "the process running it ended without finishing it (killed, or "
                         "the machine restarted); the measurements saved before that are kept",
                         run_id,
@@ -1074,10 +1148,10 @@ def _measurement_columns(
         raise StoreError(f"num_envs must be a whole number, got {config['num_envs']!r}")
     columns = {
         "env_id": str(config["env_id"]),
-        "env_kwargs": _to_json(config.get("env_kwargs") or {}),
+        "env_kwargs": to_json(config.get("env_kwargs") or {}),
         "num_envs": config["num_envs"],
         "backend": str(config["backend"]),
-        "backend_kwargs": _to_json(config.get("backend_kwargs") or {}),
+        "backend_kwargs": to_json(config.get("backend_kwargs") or {}),
         **{name: _plain(_number(value)) for name, value in numbers.items()},
     }
     return columns, data
@@ -1117,7 +1191,7 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _to_json(value: Any) -> str:
+def to_json(value: Any) -> str:
     """Compact JSON text of ``value`` made plain, keys sorted (equal values, equal text)."""
     return json.dumps(_plain(value), sort_keys=True, allow_nan=False)
 
@@ -1127,7 +1201,7 @@ def _from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def _now() -> str:
+def utc_now() -> str:
     """The time now, in UTC, as ISO-8601 text with milliseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 

@@ -44,6 +44,7 @@ from vecenvs.bench.engine import (
     describe_kwargs,
     validate_config,
 )
+from vecenvs.bench.store import recording
 from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
@@ -345,10 +346,6 @@ def run_sweep(
     validate_sweep(config)
     points = config.points()
     backends = config.backend_specs()
-    if run_id is not None and store is None:
-        raise ValueError(f"run_id={run_id!r} needs the store it belongs to; got store=None")
-    if store is not None and run_id is None:
-        run_id = store.start_run("sweep", config.to_dict(), label=label)
     bar = _progress_bar(config.windows) if progress else None
 
     def window_done() -> None:
@@ -359,61 +356,42 @@ def run_sweep(
 
     started = time.perf_counter()
     measurements: list[Measurement] = []
-    status, error = "done", None
-    try:
-        for done, (env, num_envs) in enumerate(points, start=1):
-            if bar is not None:
-                bar.set_description(f"{env.label}, N={num_envs}")
-            results = compare(
-                env.env_id,
-                num_envs,
-                [(b.name, b.kwargs) for b in backends],
-                reference=config.reference,
-                env_kwargs=env.kwargs,
-                warmup_seconds=config.warmup_seconds,
-                measure_seconds=config.measure_seconds,
-                repeats=config.repeats,
-                seed=config.seed,
-                interleave=config.interleave,
-                on_window=window_done,
-                cancel=cancel,
-                on_stage=None
-                if on_stage is None
-                else (
-                    lambda message, where=f"{env.label}, N={num_envs}": on_stage(
-                        f"{where}: {message}"
-                    )
-                ),
-            )
-            measurements.extend(results)
-            if store is not None:
-                for result in results:
-                    store.add_measurement(run_id, result)
-            if on_result is not None:
-                on_result(
-                    SweepProgress(
-                        (env, num_envs), results, done, len(points), time.perf_counter() - started
-                    )
+    with recording(store, "sweep", config.to_dict(), label=label, run_id=run_id) as run:
+        run.summary = _summary(measurements, config)
+        try:
+            for done, (env, num_envs) in enumerate(points, start=1):
+                if bar is not None:
+                    bar.set_description(f"{env.label}, N={num_envs}")
+                where = f"{env.label}, N={num_envs}"
+                results = compare(
+                    env.env_id,
+                    num_envs,
+                    [(b.name, b.kwargs) for b in backends],
+                    reference=config.reference,
+                    env_kwargs=env.kwargs,
+                    warmup_seconds=config.warmup_seconds,
+                    measure_seconds=config.measure_seconds,
+                    repeats=config.repeats,
+                    seed=config.seed,
+                    interleave=config.interleave,
+                    on_window=window_done,
+                    cancel=cancel,
+                    on_stage=_prefixed(on_stage, where),
                 )
-    except MeasurementCancelled:
-        status = "cancelled"
-    except BaseException as exc:  # KeyboardInterrupt too: the run must not stay "running"
-        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed"
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        if store is not None:
-            store.finish_run(run_id, status, summary=_summary(measurements, config), error=error)
-    return SweepResult(
-        config,
-        measurements,
-        status == "cancelled",
-        time.perf_counter() - started,
-        available_cpus(),
-        run_id,
-    )
+                measurements.extend(results)
+                for result in results:
+                    run.add(result)
+                run.summary = _summary(measurements, config)
+                if on_result is not None:
+                    elapsed = time.perf_counter() - started
+                    on_result(SweepProgress((env, num_envs), results, done, len(points), elapsed))
+        except MeasurementCancelled:
+            run.cancelled = True
+        finally:
+            if bar is not None:
+                bar.close()
+    elapsed = time.perf_counter() - started
+    return SweepResult(config, measurements, run.cancelled, elapsed, available_cpus(), run.id)
 
 
 #: Backends that start one process per env.
@@ -449,3 +427,10 @@ def _progress_bar(total: int):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="window", disable=None, leave=False)
+
+
+def _prefixed(on_stage: Callable[[str], None] | None, where: str) -> Callable[[str], None] | None:
+    """``on_stage`` with every message prefixed by ``where`` (which point is being measured)."""
+    if on_stage is None:
+        return None
+    return lambda message: on_stage(f"{where}: {message}")

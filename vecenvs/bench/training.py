@@ -32,6 +32,7 @@ from typing import Any
 import psutil
 
 from vecenvs.bench.engine import BenchConfig, Measurement, validate_config
+from vecenvs.bench.store import recording
 from vecenvs.factory import check_backend_available, make_vec
 
 __all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "validate_training"]
@@ -245,30 +246,24 @@ def compare_training(
         on_progress: called after each rollout with a message and the fraction of the whole
             comparison done (see :func:`measure_training`).
         cancel: checked before each backend; True stops and returns what was measured.
-        store, run_id: a results store and a run already started in it (kind ``"train"``);
-            without ``run_id`` a run is started, and finished at the end.
+        store, run_id: a results store to save the run in (kind ``"train"``), and a run already
+            started in it, if any (see :func:`~vecenvs.bench.store.recording`).
     """
     validate_training(env_id, num_envs, backends, timesteps, repeats)
-    own_run = store is not None and run_id is None
-    if own_run:
-        run_id = store.start_run(
-            "train",
-            {
-                "env_id": env_id,
-                "num_envs": num_envs,
-                "backends": list(backends),
-                "timesteps": timesteps,
-                "repeats": repeats,
-                "seed": seed,
-                "torch_threads": torch_threads,
-            },
-        )
+    settings = {
+        "env_id": env_id,
+        "num_envs": num_envs,
+        "backends": list(backends),
+        "timesteps": timesteps,
+        "repeats": repeats,
+        "seed": seed,
+        "torch_threads": torch_threads,
+    }
     results: list[TrainingResult] = []
-    status = "done"
-    try:
+    with recording(store, "train", settings, run_id=run_id) as run:
         for index, backend in enumerate(backends):
             if cancel is not None and cancel():
-                status = "cancelled"
+                run.cancelled = True
                 break
             overall = None
             if on_progress is not None:
@@ -290,16 +285,9 @@ def compare_training(
                 on_progress=overall,
             )
             results.append(result)
-            if store is not None:
-                store.add_measurement(run_id, result.to_dict())
+            run.add(result.to_dict())
             if on_result is not None:
                 on_result(result)
-    except BaseException:
-        status = "failed"
-        raise
-    finally:
-        if own_run:
-            store.finish_run(run_id, status)
     return results
 
 

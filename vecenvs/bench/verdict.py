@@ -155,9 +155,10 @@ def verdicts(
         )
     found = []
     for (env_label, num_envs), by_label in points.items():
-        ranked = sorted(by_label.values(), key=lambda m: (-m.ratio, -m.median))
+        # (Every measurement here has a ratio: see above.)
+        ranked = sorted(by_label.values(), key=lambda m: (-(m.ratio or 0.0), -m.median))
         best = ranked[0]
-        ratios = best.paired_ratios or [best.ratio]
+        ratios = best.paired_ratios or [best.ratio or 0.0]
         # The rival is the one that came closest in its worst round for the winner, not merely
         # the second by median: a backend third by median may still have won one round.
         rivals = [
@@ -172,7 +173,7 @@ def verdicts(
                 env_label=env_label,
                 num_envs=num_envs,
                 best=best.config.backend_label,
-                speedup=best.ratio,
+                speedup=best.ratio or 0.0,
                 low=min(ratios),
                 high=max(ratios),
                 windows=min(len(ratios), len(margins)) if runner is not None else len(ratios),

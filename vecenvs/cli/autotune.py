@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
@@ -94,7 +95,7 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     """Check the input, measure, print the table."""
     from vecenvs.autotune import autotune
 
-    env_kwargs = {}
+    env_kwargs: dict[str, Any] = {}
     for key, value in args.env_kwarg:
         if key in env_kwargs and env_kwargs[key] != value:
             return fail(

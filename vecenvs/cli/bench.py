@@ -315,7 +315,9 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     """The command line as a :class:`SweepConfig` (not yet validated)."""
-    preset = SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
+    preset: dict[str, Any] = (
+        SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
+    )
     only = None
     if "points" in preset and not (args.env or args.num_envs):
         specs = [

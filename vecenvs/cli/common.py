@@ -13,7 +13,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 #: Exit codes shared by every command.
 EXIT_OK = 0
@@ -25,7 +25,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are a single line (argparse adds the usage on top)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 

@@ -216,8 +216,8 @@ def format_runs(runs: Sequence[RunRecord]) -> str:
         )
         for run in runs
     ]
-    rows = [tuple(_shorten(cell) for cell in row) for row in rows]
-    return _table(header, rows, right_aligned={0, 8})
+    cells = [tuple(_shorten(cell) for cell in row) for row in rows]
+    return _table(header, cells, right_aligned={0, 8})
 
 
 # --- show ---------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ class StackSample(NamedTuple):
     stack: tuple[Frame, ...]
     """The frames, outermost first (``<module>`` ... the function running at that moment)."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # py-spy's word; shadows tuple.count on purpose
     """How many samples showed exactly this stack in this thread."""
 
     pid: int | None = None
@@ -231,7 +231,8 @@ def _collapsed_root(stack_text: str, labels: Mapping[int, str]) -> tuple[str, st
         if thread_match is not None:
             thread = thread_match.group(1) or thread
             rest = rest[thread_match.end() :]
-        return labels.get(pid, f"pid {pid}"), thread, pid, rest
+        label = f"pid {pid}" if pid is None else labels.get(pid, f"pid {pid}")
+        return label, thread, pid, rest
     root, _, rest = stack_text.partition(";")
     match = _ROOT_TEXT.match(root)
     if match is not None:

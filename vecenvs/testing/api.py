@@ -212,7 +212,7 @@ def _check_attributes(
         )
 
 
-def _check_reset_and_step(run: CheckRun, venv: VectorEnv, num_envs: int) -> None:
+def _check_reset_and_step(run: CheckRun, venv: Any, num_envs: int) -> None:
     result = run.attempt(
         "reset(seed=0)",
         lambda: venv.reset(seed=0),
@@ -288,7 +288,7 @@ def _check_reset_and_step(run: CheckRun, venv: VectorEnv, num_envs: int) -> None
             return  # the same mistake would only be reported again on the next steps
 
 
-def _check_attr_methods(run: CheckRun, venv: VectorEnv, env_id: str, num_envs: int) -> None:
+def _check_attr_methods(run: CheckRun, venv: Any, env_id: str, num_envs: int) -> None:
     def in_order(doing: str, result: Any, expected: tuple, hint: str) -> bool:
         if isinstance(result, (tuple, list)) and tuple(result) == expected:
             return True

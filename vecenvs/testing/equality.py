@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -313,7 +314,7 @@ def check_matches_sync(
     return notes
 
 
-def _compare_actions_seen(run: CheckRun, reference: SyncVectorEnv, venv: VectorEnv) -> None:
+def _compare_actions_seen(run: CheckRun, reference: SyncVectorEnv, venv: Any) -> None:
     """Every env received exactly the actions SyncVectorEnv's did: same types, dtypes, values."""
     expected = reference.get_attr("actions_seen")
     got = run.attempt(
@@ -386,7 +387,7 @@ def _compare_runs(
 
     reset_fields = ("observations", "infos")
     step_fields = ("observations", "rewards", "terminations", "truncations", "infos")
-    expected = reference.reset(seed=seed)
+    expected: tuple[Any, ...] = reference.reset(seed=seed)
     got = run.attempt(
         f"reset(seed={seed})", lambda: venv.reset(seed=seed), "(observations, infos)", _RESET_HINT
     )
@@ -406,7 +407,7 @@ def _compare_runs(
         expected = reference.step(copy.deepcopy(actions))
         got = run.attempt(
             when,
-            lambda actions=actions: venv.step(copy.deepcopy(actions)),
+            functools.partial(_step_copy, venv, actions),
             "(observations, rewards, terminations, truncations, infos)",
             "see the traceback for where step() failed",
         )
@@ -419,7 +420,7 @@ def _compare_runs(
             expected = reference.reset(options={"reset_mask": ended_now.copy()})
             got = run.attempt(
                 when,
-                lambda ended_now=ended_now: venv.reset(options={"reset_mask": ended_now.copy()}),
+                functools.partial(venv.reset, options={"reset_mask": ended_now.copy()}),
                 "(observations, infos)",
                 "see the traceback for where reset() failed",
             )
@@ -427,3 +428,8 @@ def _compare_runs(
             ended_now = no_ends
         ended_before = ended_now
     return episode_ends
+
+
+def _step_copy(venv: Any, actions: Any) -> Any:
+    """``venv.step`` with a copy of ``actions``: the caller keeps its own unchanged."""
+    return venv.step(copy.deepcopy(actions))

@@ -6,7 +6,7 @@ import contextlib
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -97,7 +97,7 @@ class CheckRun:
     def problem(self, checked: str, expected: str, got: str, hint: str, **kwargs: Any) -> None:
         self.problems.append(_format_problem(checked, expected, got, hint, **kwargs))
 
-    def stop(self, checked: str, expected: str, got: str, hint: str, **kwargs: Any) -> None:
+    def stop(self, checked: str, expected: str, got: str, hint: str, **kwargs: Any) -> NoReturn:
         self.problem(checked, expected, got, hint, **kwargs)
         raise _Stop
 
