@@ -27,7 +27,8 @@ import psutil
 import streamlit as st
 
 from vecenvs.bench import ResultsStore, StoreError, default_store_path
-from vecenvs.bench.jobs import Job, JobQueue
+from vecenvs.bench.jobs import Job
+from vecenvs.lab import LabQueue
 from vecenvs.workers import available_cpus
 
 #: How often a page showing an unfinished job reads the store again, in seconds. Each redraw
@@ -151,12 +152,12 @@ def env_choices() -> list[str]:
 
 
 @st.cache_resource
-def _queue(path: str) -> JobQueue:
+def _queue(path: str) -> LabQueue:
     """One store connection and queue per store path, shared by every session of this server."""
-    return JobQueue(ResultsStore(path))
+    return LabQueue(ResultsStore(path))
 
 
-def queue() -> JobQueue:
+def queue() -> LabQueue:
     """The job queue of the results store this dashboard uses (``$VECENVS_STORE`` or the
     default, as for ``python -m vecenvs bench``)."""
     return _queue(str(default_store_path()))
@@ -248,7 +249,7 @@ def watched_job(kind: str) -> Job | None:
 
 
 def queue_job(submit: Callable[[], int]) -> int | None:
-    """Queue a job with ``submit`` (one of :class:`JobQueue`'s ``submit_*``) and watch it.
+    """Queue a job with ``submit`` (one of :class:`LabQueue`'s ``submit_*``) and watch it.
 
     A bad input (``ValueError``) is shown in the page instead, and nothing is queued. A second
     press of the button while the same job is still unfinished queues nothing more (see

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from vecenvs.bench import EnvSpec, ResultsStore, SweepConfig, default_store_path
-from vecenvs.bench.jobs import JobQueue
 from vecenvs.bench.snippets import history_code, machine_code, profile_code, sweep_code
+from vecenvs.lab import LabQueue
 
 pytest.importorskip("streamlit")
 from streamlit import config as streamlit_config
@@ -36,7 +36,7 @@ TIMEOUT = 60
 @pytest.fixture
 def queue():
     """The queue of the store the app uses; no job may be left running after the test."""
-    jobs = JobQueue(ResultsStore(default_store_path()))
+    jobs = LabQueue(ResultsStore(default_store_path()))
     yield jobs
     for job in jobs.jobs(unfinished=True):
         jobs.cancel(job.id)
@@ -358,7 +358,7 @@ def test_the_code_snippets_run_and_give_what_the_page_shows(tmp_path, monkeypatc
     exec(compile(machine_code(), "<machine snippet>", "exec"), {})
     assert "can attach" in capsys.readouterr().out
     store = ResultsStore(tmp_path / "r.sqlite")
-    queue = JobQueue(store)
+    queue = LabQueue(store)
     run = queue.wait(queue.submit_sweep(SweepConfig.from_dict(settings)), 60).run_id
     monkeypatch.chdir(tmp_path)
     exec(compile(history_code(str(store.path), [run]), "<history snippet>", "exec"), {})

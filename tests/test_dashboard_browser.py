@@ -246,7 +246,7 @@ def status_text(page) -> str:
 
 def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, browser, tmp_path):
     from vecenvs.bench import ResultsStore
-    from vecenvs.bench.jobs import JobQueue
+    from vecenvs.lab import LabQueue
 
     first = open_compare(browser, server)
     # The first tab: CartPole and Acrobot, N = 1, 4, 16, with multi, subproc, the pool and the
@@ -276,7 +276,7 @@ def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, brows
     expect_text(second, re.compile(r"Job 2 .*: queued"))
     expect_text(second, "1 job(s) ahead of this one")
     assert "running" in status_text(first)
-    queue = JobQueue(ResultsStore(tmp_path / "results.sqlite"))
+    queue = LabQueue(ResultsStore(tmp_path / "results.sqlite"))
     assert [job.id for job in queue.jobs()] == [2, 1], "a double click queues one job"
     queue.store.close()
 
@@ -347,7 +347,7 @@ class _Pixels(http.server.BaseHTTPRequestHandler):
 
 def test_history_overlays_three_runs_and_hostile_labels_fetch_nothing(server, browser, tmp_path):
     from vecenvs.bench import ResultsStore, SweepConfig, run_sweep
-    from vecenvs.bench.jobs import JobQueue
+    from vecenvs.lab import LabQueue
 
     pixels = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pixels)
     threading.Thread(target=pixels.serve_forever, daemon=True).start()
@@ -358,7 +358,7 @@ def test_history_overlays_three_runs_and_hostile_labels_fetch_nothing(server, br
         "monday, quiet machine",
     ]
     store = ResultsStore(tmp_path / "results.sqlite")
-    queue = JobQueue(store)
+    queue = LabQueue(store)
     try:
         config = SweepConfig(
             ["CartPole-v1"],

@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from vecenvs.bench import QUICK, EnvSpec, ResultsStore, SweepConfig
-from vecenvs.bench.jobs import JobQueue, machine_lock_path, try_lock
+from vecenvs.bench.jobs import machine_lock_path, try_lock
 from vecenvs.bench.store import _MIGRATIONS, SCHEMA_VERSION
+from vecenvs.lab import LabQueue
 from vecenvs.profile import ProfileConfig
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")
@@ -40,7 +41,7 @@ def slow_sweep(windows: int = 40) -> SweepConfig:
 
 @pytest.fixture
 def queue(tmp_path):
-    jobs = JobQueue(ResultsStore(tmp_path / "results.sqlite"))
+    jobs = LabQueue(ResultsStore(tmp_path / "results.sqlite"))
     yield jobs
     for job in jobs.jobs(unfinished=True):
         jobs.cancel(job.id)
@@ -87,7 +88,7 @@ def test_two_submissions_run_one_after_the_other_in_order(queue):
 
 
 def test_runners_of_different_stores_take_turns_on_the_machine_lock(tmp_path, queue):
-    other = JobQueue(ResultsStore(tmp_path / "other.sqlite"))
+    other = LabQueue(ResultsStore(tmp_path / "other.sqlite"))
     first = queue.submit_sweep(slow_sweep(20))
     wait_until(lambda: queue.get(first).status == "running", 30, "the first job to start")
     second = other.submit_sweep(tiny_sweep())
@@ -200,7 +201,7 @@ def test_a_second_runner_for_the_same_store_exits_at_once(queue):
         assert queue.runner_alive()
         started = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "vecenvs.bench.jobs", "--store", str(queue.store.path)],
+            [sys.executable, "-m", "vecenvs.lab", "--store", str(queue.store.path)],
             capture_output=True,
             timeout=60,
         )
@@ -250,7 +251,7 @@ def test_a_version_1_store_is_upgraded_keeping_its_runs(tmp_path):
         (run,) = store.runs()
         assert run.measurement_count == 1 and run.pid is None and run.host is None
         assert store.fail_abandoned_runs() == [], "a v1 run has no pid to check"
-        assert JobQueue(store).jobs() == []
+        assert LabQueue(store).jobs() == []
     connection = sqlite3.connect(path)
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     connection.close()

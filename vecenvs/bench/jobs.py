@@ -1,13 +1,13 @@
-"""The job queue: benchmarks and profiles that wait their turn, one at a time per machine.
+"""The job queue: measurements that wait their turn, one at a time per machine.
 
 Two measurements running at once on one machine measure each other: a pool of two workers
 timed while another sweep keeps both cores busy reports half its speed. So the dashboard never
 measures in its own process. Pressing *Run* only writes a **job** (what to run) into the
-results store and makes sure a **runner** is going; the runner, a separate process
-(``python -m vecenvs.bench.jobs --store PATH``), takes jobs oldest first and runs each one
-with the same code the CLI uses (:func:`~vecenvs.bench.sweep.run_sweep`,
-:func:`vecenvs.profile.profile`), saving every result in the store as it comes. A page only
-reads the store and redraws. Hence:
+results store and makes sure a **runner** is going; the runner, a separate process, takes jobs
+oldest first and runs each one, saving every result in the store as it comes. A page only
+reads the store and redraws. What a job does is not this module's business: a subclass says
+it for each kind (:class:`vecenvs.lab.LabQueue`: sweep, profile, autotune, train), so the queue
+depends on nothing above it. Hence:
 
 - two tabs that both press *Run* get two jobs, run one after the other, never together;
 - closing the tab, or the browser crashing, stops nothing and loses nothing: reopening the page
@@ -31,8 +31,8 @@ The ``jobs`` table (schema version 2 of the store):
 column           type    meaning
 ================ ======= ===================================================================
 id               INTEGER primary key: a larger id was submitted later
-kind             TEXT    ``'sweep'``, ``'profile'``, ``'autotune'`` or ``'train'``
-settings         TEXT    JSON: ``SweepConfig.to_dict()``, or the other kinds' arguments
+kind             TEXT    what to run, e.g. ``'sweep'`` (see :data:`vecenvs.lab.JOB_KINDS`)
+settings         TEXT    JSON: the kind's settings, e.g. ``SweepConfig.to_dict()``
 label            TEXT    the user's name for the run it will become, or NULL
 state            TEXT    ``'queued'``, ``'started'`` (it has a run), or ``'cancelled'`` (before
                          it started)
@@ -44,23 +44,13 @@ progress         TEXT    JSON ``{"done", "total", "message"}`` written by the ru
 
 The whole life of a job, as :attr:`Job.status` reports it: ``queued`` -> ``running`` -> ``done``,
 ``cancelled`` or ``failed``.
-
-Example:
-    >>> from vecenvs.bench import QUICK, ResultsStore, SweepConfig
-    >>> from vecenvs.bench.jobs import JobQueue
-    >>> queue = JobQueue(ResultsStore("/tmp/example.sqlite"))  # doctest: +SKIP
-    >>> job_id = queue.submit_sweep(SweepConfig(["CartPole-v1"], [4], ["pool"], **QUICK))
-    >>> queue.wait(job_id, timeout=60).status  # doctest: +SKIP
-    'done'
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -86,16 +76,13 @@ from vecenvs.bench.store import (
 )
 
 __all__ = [
-    "JOB_KINDS",
     "MACHINE_LOCK_ENV_VAR",
     "Job",
     "JobQueue",
+    "Progress",
     "machine_lock_path",
     "machine_turn",
 ]
-
-#: What a job can run.
-JOB_KINDS = ("sweep", "profile", "autotune", "train")
 
 #: Set this to use another machine lock file (the tests give each test its own).
 MACHINE_LOCK_ENV_VAR = "VECENVS_MACHINE_LOCK"
@@ -174,6 +161,10 @@ class JobQueue:
         store: the results store whose ``jobs`` table is the queue; results go there too.
     """
 
+    #: The module the runner process runs, ``python -m <runner_module> --store PATH``: the
+    #: subclass's, which knows how to carry out its kinds of job.
+    runner_module = ""
+
     def __init__(self, store: ResultsStore):
         self.store = store
         self._runners: list[subprocess.Popen] = []
@@ -195,99 +186,12 @@ class JobQueue:
 
     # --- Submitting -----------------------------------------------------------------------
 
-    def submit_sweep(
-        self, config: Any, *, label: str | None = None, start_runner: bool = True
-    ) -> int:
-        """Queue a :class:`~vecenvs.bench.sweep.SweepConfig`; return the job's id.
-
-        The config is checked first (:func:`~vecenvs.bench.sweep.validate_sweep`), so a bad
-        one raises ``ValueError`` here, in the page, and is never queued.
-        """
-        from vecenvs.bench.sweep import validate_sweep
-
-        validate_sweep(config)
-        return self._submit("sweep", config.to_dict(), label, start_runner)
-
-    def submit_profile(
-        self, config: Any, *, label: str | None = None, start_runner: bool = True
-    ) -> int:
-        """Queue a :class:`~vecenvs.profile.ProfileConfig` (its ``output_dir`` is chosen by the
-        runner, under :attr:`profiles_dir`); return the job's id. Checked first, like sweeps."""
-        import dataclasses
-
-        from vecenvs.profile.runner import validate_config
-
-        if config.output_dir is not None:
-            raise ValueError(
-                "a queued profile's output_dir is chosen by the runner "
-                f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}"
-            )
-        validate_config(config)
-        settings = {
-            key: value for key, value in dataclasses.asdict(config).items() if key != "output_dir"
-        }
-        return self._submit("profile", settings, label, start_runner)
-
-    def submit_autotune(
+    def submit(
         self,
-        env_id: str,
-        num_envs: int,
-        budget_seconds: float,
-        *,
-        env_kwargs: Mapping[str, Any] | None = None,
+        kind: str,
+        settings: Mapping[str, Any],
         label: str | None = None,
         start_runner: bool = True,
-    ) -> int:
-        """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id. Checked
-        first (:func:`~vecenvs.autotune.validate_autotune`), like sweeps."""
-        from vecenvs.autotune import validate_autotune
-
-        validate_autotune(env_id, num_envs, budget_seconds, env_kwargs=env_kwargs)
-        settings = {
-            "env_id": env_id,
-            "num_envs": num_envs,
-            "budget_seconds": budget_seconds,
-            "env_kwargs": dict(env_kwargs or {}),
-        }
-        return self._submit("autotune", settings, label, start_runner)
-
-    def submit_training(
-        self,
-        env_id: str,
-        num_envs: int,
-        backends: list[str],
-        *,
-        timesteps: int = 2048,
-        repeats: int = 2,
-        torch_threads: int | None = None,
-        label: str | None = None,
-        start_runner: bool = True,
-    ) -> int:
-        """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
-        each backend); return the job's id. Checked first, like sweeps."""
-        from vecenvs.bench.training import validate_training
-
-        validate_training(env_id, num_envs, backends, timesteps, repeats)
-        if torch_threads is not None and (
-            isinstance(torch_threads, bool)
-            or not isinstance(torch_threads, int)
-            or torch_threads < 1
-        ):
-            raise ValueError(
-                f"torch_threads is {torch_threads!r}: expected a whole number >= 1 or None"
-            )
-        settings = {
-            "env_id": env_id,
-            "num_envs": num_envs,
-            "backends": list(backends),
-            "timesteps": timesteps,
-            "repeats": repeats,
-            "torch_threads": torch_threads,
-        }
-        return self._submit("train", settings, label, start_runner)
-
-    def _submit(
-        self, kind: str, settings: Mapping[str, Any], label: str | None, start_runner: bool
     ) -> int:
         """Insert the job, unless the very same one was submitted a moment ago and is still
         unfinished (see :data:`DUPLICATE_SECONDS`): then that one's id is the answer."""
@@ -406,7 +310,8 @@ class JobQueue:
             )
         return "finished" if self.get(job_id).finished else "requested"
 
-    def _cancel_requested(self, job_id: int) -> bool:
+    def cancel_requested(self, job_id: int) -> bool:
+        """Whether someone asked the started job ``job_id`` to stop (its runner polls this)."""
         with self.store.transaction(write=False) as connection:
             (requested,) = connection.execute(
                 "SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)
@@ -433,13 +338,15 @@ class JobQueue:
         Returns:
             The new runner, or None when one was already running.
         """
+        if not self.runner_module:
+            raise NotImplementedError(f"{type(self).__name__} has no runner_module to start")
         self.store.fail_abandoned_runs()
         if self.runner_alive():
             return None
         log = open(self.runner_log_path, "a", encoding="utf-8")  # noqa: SIM115 - the child owns it
         try:
             runner = subprocess.Popen(
-                [sys.executable, "-m", "vecenvs.bench.jobs", "--store", str(self.store.path)],
+                [sys.executable, "-m", self.runner_module, "--store", str(self.store.path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -454,6 +361,11 @@ class JobQueue:
         self._runners = [runner for runner in self._runners if runner.poll() is None]
 
     # --- The runner's side ----------------------------------------------------------------
+
+    def execute(self, job: Job, run: Run, progress: Progress) -> None:
+        """Carry out one job, saving into ``run``; a subclass says how, for each kind it has
+        (:class:`vecenvs.lab.LabQueue`). Raise :class:`RunCancelled` when cancelled."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run {job.kind!r} jobs")
 
     def serve(self) -> None:
         """Run queued jobs, oldest first, until none is left (what the runner process does).
@@ -485,7 +397,7 @@ class JobQueue:
             return
 
         def say_waiting(holder: str) -> None:
-            _Progress(self, job_id).update(
+            Progress(self, job_id).update(
                 0,
                 0,
                 f"waiting for another benchmark on this machine to finish (pid {holder})",
@@ -519,18 +431,10 @@ class JobQueue:
 
     def _execute(self, job: Job) -> None:
         """Run one started job; whatever happens, its run ends done, cancelled or failed."""
-        progress = _Progress(self, job.id)
-        execute = {
-            "sweep": self._execute_sweep,
-            "profile": self._execute_profile,
-            "autotune": self._execute_autotune,
-            "train": self._execute_training,
-        }
+        progress = Progress(self, job.id)
         try:
             with recording(self.store, job.kind, job.settings, run_id=job.run_id) as run:
-                if job.kind not in execute:
-                    raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
-                execute[job.kind](job, run, progress)
+                self.execute(job, run, progress)
         except RunCancelled:
             progress.update(0, 0, "cancelled", force=True)
         except Exception:  # the run is marked failed with the error; the queue goes on
@@ -539,109 +443,8 @@ class JobQueue:
         finally:
             progress.flush()
 
-    def _execute_sweep(self, job: Job, run: Run, progress: _Progress) -> None:
-        from vecenvs.bench.sweep import SweepConfig, run_sweep
 
-        config = SweepConfig.from_dict(job.settings)
-        total = config.windows
-        progress.update(0, total, "starting")
-        done = 0
-
-        def on_window() -> None:
-            nonlocal done
-            done += 1
-            progress.update(done, total, f"timed window {done} of {total}")
-
-        def on_stage(message: str) -> None:
-            progress.update(done, total, message, force=True)
-
-        result = run_sweep(
-            config,
-            store=self.store,
-            run_id=job.run_id,
-            on_window=on_window,
-            on_stage=on_stage,
-            cancel=lambda: self._cancel_requested(job.id),
-        )
-        progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
-
-    def _execute_profile(self, job: Job, run: Run, progress: _Progress) -> None:
-        from vecenvs.profile.runner import ProfileConfig, profile
-
-        output_dir = self.profiles_dir / f"run-{job.run_id}"
-        config = ProfileConfig(**{**job.settings, "output_dir": str(output_dir)})
-
-        def on_progress(message: str, fraction: float) -> None:
-            progress.update(round(fraction * 100), 100, message)
-            if self._cancel_requested(job.id):
-                raise RunCancelled  # the profiler cleans up on any exception
-
-        run.summary = profile(config, on_progress=on_progress).to_dict()
-
-    def _execute_autotune(self, job: Job, run: Run, progress: _Progress) -> None:
-        from vecenvs.autotune import autotune
-
-        settings = job.settings
-        progress.update(0, 0, "measuring the first candidate", force=True)
-
-        def on_result(step: Any) -> None:
-            progress.update(
-                step.done,
-                step.total,
-                f"measured {step.measurement.config.backend_label} ({step.done} of {step.total})",
-                force=True,
-            )
-
-        result = autotune(
-            settings["env_id"],
-            settings["num_envs"],
-            settings["budget_seconds"],
-            env_kwargs=settings.get("env_kwargs"),
-            on_result=on_result,
-            cancel=lambda: self._cancel_requested(job.id),
-            store=self.store,
-            run_id=job.run_id,
-        )
-        if result.cancelled:
-            outcome = "cancelled"
-        elif result.measurements:
-            outcome = f"best: {result.best.label}"
-        else:
-            outcome = "nothing fitted in the budget: raise it"
-        progress.update(
-            len(result.measurements),
-            len(result.measurements) + len(result.skipped),
-            outcome,
-            force=True,
-        )
-
-    def _execute_training(self, job: Job, run: Run, progress: _Progress) -> None:
-        from vecenvs.bench.training import compare_training
-
-        settings = job.settings
-        steps = 1000  # the bar's resolution: progress is reported after every rollout
-        progress.update(0, steps, f"building {settings['backends'][0]}", force=True)
-
-        def on_progress(message: str, fraction: float) -> None:
-            progress.update(round(fraction * steps), steps, message)
-
-        cancelled = lambda: self._cancel_requested(job.id)  # noqa: E731
-        compare_training(
-            settings["env_id"],
-            settings["num_envs"],
-            settings["backends"],
-            timesteps=settings["timesteps"],
-            repeats=settings["repeats"],
-            torch_threads=settings.get("torch_threads"),
-            on_progress=on_progress,
-            cancel=cancelled,
-            store=self.store,
-            run_id=job.run_id,
-        )
-        progress.update(steps, steps, "cancelled" if cancelled() else "done", force=True)
-
-
-class _Progress:
+class Progress:
     """Writes a job's progress to the store, at most every PROGRESS_SECONDS."""
 
     def __init__(self, queue: JobQueue, job_id: int):
@@ -724,23 +527,3 @@ def machine_turn(
             yield False
             return
         time.sleep(POLL_SECONDS)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The runner process: ``python -m vecenvs.bench.jobs --store PATH``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m vecenvs.bench.jobs", description="Run the queued jobs of a results store."
-    )
-    parser.add_argument("--store", required=True, help="the results store (SQLite file)")
-    arguments = parser.parse_args(argv)
-    # SIGTERM (e.g. `kill`) stops the current job the way Ctrl-C does: envs closed, run cancelled.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        JobQueue(ResultsStore(arguments.store)).serve()
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

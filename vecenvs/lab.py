@@ -1,0 +1,255 @@
+"""The lab's jobs: what the dashboard queues, and how the runner process carries each out.
+
+:mod:`vecenvs.bench.jobs` is the queue itself (submitting, cancelling, one runner per store,
+one benchmark per machine) and knows nothing of what a job does. This module, above the
+measuring code, gives it the four kinds the dashboard offers: a **sweep**
+(:func:`~vecenvs.bench.sweep.run_sweep`), a **profile** (:func:`~vecenvs.profile.profile`), an
+**autotune** search (:func:`~vecenvs.autotune.autotune`) and a **train** comparison
+(:func:`~vecenvs.bench.training.compare_training`). Each ``submit_*`` checks its settings
+first, so a bad one raises ``ValueError`` in the page and is never queued; the runner
+(``python -m vecenvs.lab --store PATH``) runs each job with the same code as the CLI.
+
+Example:
+    >>> from vecenvs.bench import QUICK, ResultsStore, SweepConfig
+    >>> from vecenvs.lab import LabQueue
+    >>> queue = LabQueue(ResultsStore("/tmp/example.sqlite"))  # doctest: +SKIP
+    >>> job_id = queue.submit_sweep(SweepConfig(["CartPole-v1"], [4], ["pool"], **QUICK))
+    >>> queue.wait(job_id, timeout=60).status  # doctest: +SKIP
+    'done'
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from vecenvs.autotune import autotune, validate_autotune
+from vecenvs.bench.jobs import Job, JobQueue, Progress
+from vecenvs.bench.store import ResultsStore, Run, RunCancelled
+from vecenvs.bench.sweep import SweepConfig, run_sweep, validate_sweep
+from vecenvs.bench.training import compare_training, validate_training
+from vecenvs.profile.runner import ProfileConfig, profile, validate_config
+
+__all__ = ["JOB_KINDS", "LabQueue", "main"]
+
+#: What a job can run.
+JOB_KINDS = ("sweep", "profile", "autotune", "train")
+
+
+class LabQueue(JobQueue):
+    """The job queue with the lab's four kinds of job (see the module docstring)."""
+
+    runner_module = "vecenvs.lab"
+
+    # --- Submitting -----------------------------------------------------------------------
+
+    def submit_sweep(
+        self, config: Any, *, label: str | None = None, start_runner: bool = True
+    ) -> int:
+        """Queue a :class:`~vecenvs.bench.sweep.SweepConfig`; return the job's id.
+
+        The config is checked first (:func:`~vecenvs.bench.sweep.validate_sweep`), so a bad
+        one raises ``ValueError`` here, in the page, and is never queued.
+        """
+        validate_sweep(config)
+        return self.submit("sweep", config.to_dict(), label, start_runner)
+
+    def submit_profile(
+        self, config: Any, *, label: str | None = None, start_runner: bool = True
+    ) -> int:
+        """Queue a :class:`~vecenvs.profile.ProfileConfig` (its ``output_dir`` is chosen by the
+        runner, under :attr:`profiles_dir`); return the job's id. Checked first, like sweeps."""
+        if config.output_dir is not None:
+            raise ValueError(
+                "a queued profile's output_dir is chosen by the runner "
+                f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}"
+            )
+        validate_config(config)
+        settings = {
+            key: value for key, value in dataclasses.asdict(config).items() if key != "output_dir"
+        }
+        return self.submit("profile", settings, label, start_runner)
+
+    def submit_autotune(
+        self,
+        env_id: str,
+        num_envs: int,
+        budget_seconds: float,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        start_runner: bool = True,
+    ) -> int:
+        """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id. Checked
+        first (:func:`~vecenvs.autotune.validate_autotune`), like sweeps."""
+        validate_autotune(env_id, num_envs, budget_seconds, env_kwargs=env_kwargs)
+        settings = {
+            "env_id": env_id,
+            "num_envs": num_envs,
+            "budget_seconds": budget_seconds,
+            "env_kwargs": dict(env_kwargs or {}),
+        }
+        return self.submit("autotune", settings, label, start_runner)
+
+    def submit_training(
+        self,
+        env_id: str,
+        num_envs: int,
+        backends: list[str],
+        *,
+        timesteps: int = 2048,
+        repeats: int = 2,
+        torch_threads: int | None = None,
+        label: str | None = None,
+        start_runner: bool = True,
+    ) -> int:
+        """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
+        each backend); return the job's id. Checked first, like sweeps."""
+        validate_training(env_id, num_envs, backends, timesteps, repeats)
+        if torch_threads is not None and (
+            isinstance(torch_threads, bool)
+            or not isinstance(torch_threads, int)
+            or torch_threads < 1
+        ):
+            raise ValueError(
+                f"torch_threads is {torch_threads!r}: expected a whole number >= 1 or None"
+            )
+        settings = {
+            "env_id": env_id,
+            "num_envs": num_envs,
+            "backends": list(backends),
+            "timesteps": timesteps,
+            "repeats": repeats,
+            "torch_threads": torch_threads,
+        }
+        return self.submit("train", settings, label, start_runner)
+
+    # --- Running (in the runner process) ---------------------------------------------------
+
+    def execute(self, job: Job, run: Run, progress: Progress) -> None:
+        run_kind = {
+            "sweep": self._execute_sweep,
+            "profile": self._execute_profile,
+            "autotune": self._execute_autotune,
+            "train": self._execute_training,
+        }.get(job.kind)
+        if run_kind is None:
+            raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
+        run_kind(job, run, progress)
+
+    def _execute_sweep(self, job: Job, run: Run, progress: Progress) -> None:
+        config = SweepConfig.from_dict(job.settings)
+        total = config.windows
+        progress.update(0, total, "starting")
+        done = 0
+
+        def on_window() -> None:
+            nonlocal done
+            done += 1
+            progress.update(done, total, f"timed window {done} of {total}")
+
+        def on_stage(message: str) -> None:
+            progress.update(done, total, message, force=True)
+
+        result = run_sweep(
+            config,
+            store=self.store,
+            run_id=job.run_id,
+            on_window=on_window,
+            on_stage=on_stage,
+            cancel=lambda: self.cancel_requested(job.id),
+        )
+        progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
+
+    def _execute_profile(self, job: Job, run: Run, progress: Progress) -> None:
+        output_dir = self.profiles_dir / f"run-{job.run_id}"
+        config = ProfileConfig(**{**job.settings, "output_dir": str(output_dir)})
+
+        def on_progress(message: str, fraction: float) -> None:
+            progress.update(round(fraction * 100), 100, message)
+            if self.cancel_requested(job.id):
+                raise RunCancelled  # the profiler cleans up on any exception
+
+        run.summary = profile(config, on_progress=on_progress).to_dict()
+
+    def _execute_autotune(self, job: Job, run: Run, progress: Progress) -> None:
+        settings = job.settings
+        progress.update(0, 0, "measuring the first candidate", force=True)
+
+        def on_result(step: Any) -> None:
+            progress.update(
+                step.done,
+                step.total,
+                f"measured {step.measurement.config.backend_label} ({step.done} of {step.total})",
+                force=True,
+            )
+
+        result = autotune(
+            settings["env_id"],
+            settings["num_envs"],
+            settings["budget_seconds"],
+            env_kwargs=settings.get("env_kwargs"),
+            on_result=on_result,
+            cancel=lambda: self.cancel_requested(job.id),
+            store=self.store,
+            run_id=job.run_id,
+        )
+        if result.cancelled:
+            outcome = "cancelled"
+        elif result.measurements:
+            outcome = f"best: {result.best.label}"
+        else:
+            outcome = "nothing fitted in the budget: raise it"
+        progress.update(
+            len(result.measurements),
+            len(result.measurements) + len(result.skipped),
+            outcome,
+            force=True,
+        )
+
+    def _execute_training(self, job: Job, run: Run, progress: Progress) -> None:
+        settings = job.settings
+        steps = 1000  # the bar's resolution: progress is reported after every rollout
+        progress.update(0, steps, f"building {settings['backends'][0]}", force=True)
+
+        def on_progress(message: str, fraction: float) -> None:
+            progress.update(round(fraction * steps), steps, message)
+
+        cancelled = lambda: self.cancel_requested(job.id)  # noqa: E731
+        compare_training(
+            settings["env_id"],
+            settings["num_envs"],
+            settings["backends"],
+            timesteps=settings["timesteps"],
+            repeats=settings["repeats"],
+            torch_threads=settings.get("torch_threads"),
+            on_progress=on_progress,
+            cancel=cancelled,
+            store=self.store,
+            run_id=job.run_id,
+        )
+        progress.update(steps, steps, "cancelled" if cancelled() else "done", force=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The runner process: ``python -m vecenvs.lab --store PATH``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m vecenvs.lab", description="Run the queued jobs of a results store."
+    )
+    parser.add_argument("--store", required=True, help="the results store (SQLite file)")
+    arguments = parser.parse_args(argv)
+    # SIGTERM (e.g. `kill`) stops the current job the way Ctrl-C does: envs closed, run cancelled.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        LabQueue(ResultsStore(arguments.store)).serve()
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
