@@ -31,6 +31,7 @@ __all__ = [
     "BACKENDS",
     "BACKEND_INFO",
     "NATIVE_BACKENDS",
+    "ONE_PROCESS_PER_ENV",
     "WORKER_BACKENDS",
     "BackendInfo",
     "available_backends",
@@ -180,6 +181,21 @@ class BackendInfo:
     """``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run; None if
     it runs any gymnasium env."""
 
+    processes: str = "none"
+    """The processes it starts: ``"none"``, ``"per-env"`` (one per env) or ``"workers"`` (K =
+    ``num_workers`` of them, each stepping N/K envs; K > N is refused)."""
+
+    start_method_kwarg: str | None = None
+    """The keyword that takes a start method ("fork", "spawn"...); None if it starts none."""
+
+    trainable: bool = True
+    """Whether SB3 can train on it (through :func:`vecenvs.sb3.to_sb3` for ours): every env
+    stepped in lock-step, gymnasium's envs."""
+
+    color: str = "#7f7f7f"
+    """Its colour in figures: the sequential loops blue, one process per env orange and red,
+    the pools green, the native peer purple."""
+
     @property
     def label(self) -> str:
         """The name to show in tables, figures and the dashboard, with a warning if native."""
@@ -189,14 +205,36 @@ class BackendInfo:
 
 
 _TABLE = (
-    BackendInfo("multi", "ours", _multi, "every env in this process, one after the other"),
-    BackendInfo("subproc", "ours", _subproc, "a process per env, pickled messages over pipes"),
-    BackendInfo("pool", "ours", _pool, "K processes x N/K envs each, shared-memory buffers"),
+    BackendInfo(
+        "multi", "ours", _multi, "every env in this process, one after the other", color="#1f77b4"
+    ),
+    BackendInfo(
+        "subproc",
+        "ours",
+        _subproc,
+        "a process per env, pickled messages over pipes",
+        processes="per-env",
+        start_method_kwarg="start_method",
+        color="#ff7f0e",
+    ),
+    BackendInfo(
+        "pool",
+        "ours",
+        _pool,
+        "K processes x N/K envs each, shared-memory buffers",
+        processes="workers",
+        start_method_kwarg="start_method",
+        color="#2ca02c",
+    ),
     BackendInfo(
         "pool-async",
         "ours",
         _pool_async,
         "the pool, EnvPool-style: send()/recv() of the first batch_size envs ready",
+        processes="workers",
+        start_method_kwarg="start_method",
+        trainable=False,
+        color="#98df8a",  # the pool's light green: the same processes, stepped async
     ),
     BackendInfo(
         "ray",
@@ -205,24 +243,33 @@ _TABLE = (
         "K Ray actors x N/K envs each: the pool's design, across machines",
         extra="ray",
         module="ray",
+        processes="workers",
+        color="#8c6d31",  # ochre: the pool's design on Ray actors
     ),
     BackendInfo(
         "gym-sync",
         "gymnasium",
         _gym_sync,
         "gymnasium's SyncVectorEnv: every env in this process (the reference)",
+        color="#4d4d4d",
     ),
     BackendInfo(
         "gym-async",
         "gymnasium",
         partial(_gym_async, shared_memory=False),
         "gymnasium's AsyncVectorEnv: a process per env, pickled over pipes",
+        processes="per-env",
+        start_method_kwarg="context",  # gymnasium's name for it
+        color="#d62728",
     ),
     BackendInfo(
         "gym-async-shm",
         "gymnasium",
         partial(_gym_async, shared_memory=True),
         "gymnasium's AsyncVectorEnv: a process per env, observations in shared memory",
+        processes="per-env",
+        start_method_kwarg="context",
+        color="#e377c2",
     ),
     BackendInfo(
         "sb3-dummy",
@@ -232,6 +279,7 @@ _TABLE = (
         extra="sb3",
         module="stable_baselines3",
         autoreset_mode=AutoresetMode.SAME_STEP,
+        color="#17becf",
     ),
     BackendInfo(
         "sb3-subproc",
@@ -241,6 +289,9 @@ _TABLE = (
         extra="sb3",
         module="stable_baselines3",
         autoreset_mode=AutoresetMode.SAME_STEP,
+        processes="per-env",
+        start_method_kwarg="start_method",
+        color="#8c564b",
     ),
     BackendInfo(
         "envpool",
@@ -252,6 +303,8 @@ _TABLE = (
         module="envpool",
         autoreset_mode=AutoresetMode.NEXT_STEP,
         check_env=_check_envpool_runs,
+        trainable=False,
+        color="#9467bd",
     ),
 )
 
@@ -266,9 +319,13 @@ BACKENDS: dict[str, Builder] = {info.name: info.build for info in _TABLE}
 #: Backends that run their own C++ envs: label their rows with :func:`describe_backend`.
 NATIVE_BACKENDS: frozenset[str] = frozenset(info.name for info in _TABLE if info.native)
 
-#: Backends that split their N envs over ``num_workers`` workers, each needing at least one env
-#: (:func:`vecenvs.pool.check_num_workers`).
-WORKER_BACKENDS: frozenset[str] = frozenset({"pool", "pool-async", "ray"})
+#: Backends that split their N envs over ``num_workers`` workers, each needing at least one env.
+WORKER_BACKENDS: frozenset[str] = frozenset(i.name for i in _TABLE if i.processes == "workers")
+
+#: Backends that start one process per env: worth a warning when N is large.
+ONE_PROCESS_PER_ENV: frozenset[str] = frozenset(
+    info.name for info in _TABLE if info.processes == "per-env"
+)
 
 
 def describe_backend(name: str) -> str:

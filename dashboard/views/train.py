@@ -18,13 +18,13 @@ import streamlit as st
 from vecenvs.bench.engine import Measurement
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.snippets import training_code
-from vecenvs.factory import available_backends, describe_backend
+from vecenvs.factory import BACKEND_INFO, available_backends, describe_backend
 
 #: Up to this many CPUs, torch gets one thread by default (see the form).
 SMALL_MACHINE_CPUS = 4
 
 #: Backends PPO can train on here: lock-step ones (SB3 steps every env at once).
-TRAINABLE = ("sb3-dummy", "sb3-subproc", "multi", "subproc", "pool", "gym-sync", "gym-async", "ray")
+TRAINABLE = [name for name, info in BACKEND_INFO.items() if info.trainable]
 
 
 def form() -> None:

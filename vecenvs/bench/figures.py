@@ -61,6 +61,7 @@ from vecenvs.bench.engine import (
     short_env_labels,
 )
 from vecenvs.bench.model import OverheadModel, env_step_seconds, native_backends
+from vecenvs.factory import BACKEND_INFO
 from vecenvs.workers import available_cpus
 
 __all__ = [
@@ -77,21 +78,19 @@ __all__ = [
     "throughput_figure",
 ]
 
-#: Backend family -> colour, in the order backends are listed in legends: the reference, the
-#: sequential loops (blues), one process per env (oranges and reds), the pool (green), the
-#: native peer (purple).
+#: Backend -> colour, from the backend table (:class:`vecenvs.factory.BackendInfo`), in the
+#: order legends list them: the reference, the loops in this process, one process per env, the
+#: pools, the native peer.
 BACKEND_COLORS: dict[str, str] = {
-    "gym-sync": "#4d4d4d",
-    "multi": "#1f77b4",
-    "sb3-dummy": "#17becf",
-    "subproc": "#ff7f0e",
-    "gym-async": "#d62728",
-    "gym-async-shm": "#e377c2",
-    "sb3-subproc": "#8c564b",
-    "pool": "#2ca02c",
-    "pool-async": "#98df8a",  # the pool's light green: the same processes, stepped async
-    "ray": "#8c6d31",  # ochre: the pool's design on Ray actors
-    "envpool": "#9467bd",
+    info.name: info.color
+    for info in sorted(
+        BACKEND_INFO.values(),
+        key=lambda info: (
+            info.name != "gym-sync",
+            info.native,
+            ("none", "per-env", "workers").index(info.processes),
+        ),
+    )
 }
 
 #: For families not in :data:`BACKEND_COLORS`; picked by a checksum of the name, so stable.

@@ -45,6 +45,7 @@ from vecenvs.bench.engine import (
     validate_config,
 )
 from vecenvs.bench.store import recording
+from vecenvs.factory import ONE_PROCESS_PER_ENV, WORKER_BACKENDS
 from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
@@ -394,15 +395,13 @@ def run_sweep(
     return SweepResult(config, measurements, run.cancelled, elapsed, available_cpus(), run.id)
 
 
-#: Backends that start one process per env.
-_ONE_PROCESS_PER_ENV = frozenset({"subproc", "gym-async", "gym-async-shm", "sb3-subproc"})
 #: Backends that start K processes (K = num_workers, or min(CPUs, N)).
-_K_PROCESSES = frozenset({"pool", "pool-async", "ray", CEILING})
+_K_PROCESSES = WORKER_BACKENDS | {CEILING}
 
 
 def _processes(backend: Backend, num_envs: int, cpus: int) -> int:
     """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once)."""
-    if backend.name in _ONE_PROCESS_PER_ENV:
+    if backend.name in ONE_PROCESS_PER_ENV:
         return num_envs
     if backend.name in _K_PROCESSES:
         return min(int(backend.kwargs.get("num_workers") or cpus), num_envs)

@@ -33,12 +33,12 @@ import psutil
 
 from vecenvs.bench.engine import BenchConfig, Measurement, validate_config
 from vecenvs.bench.store import recording
-from vecenvs.factory import check_backend_available, make_vec
+from vecenvs.factory import BACKEND_INFO, check_backend_available, make_vec
 
 __all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "validate_training"]
 
 #: Backends that are SB3's own vector envs, used as they are (no adapter in between).
-SB3_OWN = ("sb3-dummy", "sb3-subproc")
+SB3_OWN = tuple(name for name, info in BACKEND_INFO.items() if info.family == "sb3")
 
 #: PPO's rollout length per env: short, so that a few thousand steps give several updates.
 N_STEPS = 64
@@ -87,7 +87,7 @@ def validate_training(
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} is {value!r}: expected a whole number >= {low}")
     for backend in backends:
-        if backend in ("pool-async", "envpool"):
+        if backend in BACKEND_INFO and not BACKEND_INFO[backend].trainable:
             raise ValueError(
                 f"backend {backend!r} can't be trained on through to_sb3 here "
                 "(SB3 steps every env in lock-step, and envpool brings its own "

@@ -61,7 +61,7 @@ from vecenvs.cli.common import (
     positive_int,
     unique,
 )
-from vecenvs.factory import BACKENDS, WORKER_BACKENDS
+from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
 
 __all__ = ["add_parser", "format_table"]
 
@@ -104,9 +104,6 @@ CORE_PRESETS = {
         "repeats": 5,
     },
 }
-
-#: Backends that start one worker process per env: worth a warning when N is large.
-ONE_PROCESS_PER_ENV = ("subproc", "gym-async", "gym-async-shm", "sb3-subproc")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -353,11 +350,9 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     backends: list[Backend] = []
     for name in names:
         own: dict[str, Any] = {}
-        if args.start_method is not None:
-            if name in ("subproc", "pool", "pool-async", "sb3-subproc", bench.CEILING):
-                own["start_method"] = args.start_method
-            elif name in ("gym-async", "gym-async-shm"):
-                own["context"] = args.start_method  # gymnasium's name for the same thing
+        keyword = "start_method" if name == bench.CEILING else BACKEND_INFO[name].start_method_kwarg
+        if args.start_method is not None and keyword is not None:
+            own[keyword] = args.start_method
         if (name in WORKER_BACKENDS or name == "envpool") and workers:  # envpool: its C++ threads
             backends.extend(Backend(name, {"num_workers": k, **own}) for k in workers)
         else:
