@@ -40,6 +40,7 @@ from xml.etree import ElementTree
 
 from exercises.sandbox import isolation, processes
 from exercises.sandbox.client import SandboxFailed, StudentProcess
+from vecenvs.table import format_table as format_columns
 
 EXERCISES = Path(__file__).resolve().parent
 CHECKS = EXERCISES / "checks"
@@ -235,13 +236,7 @@ def format_table(results: list[StudentResult], checks: dict[str, list[str]]) -> 
         cells = [f"{result.passed.get(q, 0)}/{len(checks[q])}" for q in questions]
         score = sum(result.passed.values())
         rows.append([result.student, *cells, f"{score}/{total}", result.status])
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-        for row in (header, *rows)
-    ]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
+    return format_columns(header, rows, left=range(len(header)))
 
 
 def write_csv(path: Path, results: list[StudentResult], checks: dict[str, list[str]]) -> None:

@@ -53,6 +53,7 @@ from vecenvs.bench.engine import (
 )
 from vecenvs.bench.store import recording
 from vecenvs.bench.sweep import Backend
+from vecenvs.table import format_table
 from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store is imported when used
@@ -275,19 +276,11 @@ class AutotuneResult:
                     f"{row['startup_seconds']:.2f}",
                 )
             )
-        widths = [max(len(cells[i]) for cells in lines_of_cells) for i in range(len(header))]
         title = (
             f"autotune: {self.env_label}, N={self.num_envs}, {self.cpus} CPUs, "
             f"{self.elapsed_seconds:.1f} s of a {self.budget_seconds:g} s budget"
         )
-        lines = [title]
-        for cells in lines_of_cells:
-            lines.append(
-                "  ".join(
-                    c.ljust(w) if i == 0 else c.rjust(w)
-                    for i, (c, w) in enumerate(zip(cells, widths))
-                )
-            )
+        lines = [format_table(header, lines_of_cells[1:], title=title, rule=False)]
         if self.skipped:
             lines.append("not measured (budget): " + ", ".join(c.label for c in self.skipped))
         if self.head_to_head:

@@ -21,6 +21,7 @@ def format_table(
     *,
     left: Collection[int] = (0,),
     title: str | None = None,
+    rule: bool = True,
 ) -> str:
     """``rows`` under ``header``, a rule between them, optionally a ``title`` line above.
 
@@ -29,6 +30,7 @@ def format_table(
         rows: the cells, each turned into text with ``str``.
         left: the indices of the columns aligned left (default: the first only).
         title: a line printed above the table.
+        rule: whether a line of dashes separates the header from the rows.
     """
     cells = [[str(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header))]
@@ -40,4 +42,5 @@ def format_table(
         ).rstrip()
 
     head = line(header)
-    return "\n".join([*([title] if title else []), head, "-" * len(head), *map(line, cells)])
+    lines = [*([title] if title else []), head, *(["-" * len(head)] if rule else [])]
+    return "\n".join([*lines, *map(line, cells)])

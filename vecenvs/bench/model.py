@@ -146,6 +146,7 @@ from typing import Any
 
 from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
 from vecenvs.factory import NATIVE_BACKENDS
+from vecenvs.table import format_table
 from vecenvs.workers import available_cpus
 
 __all__ = [
@@ -935,11 +936,4 @@ def _format_optional(value: float | None, spec: str) -> str:
 
 def _align(header: list[str], rows: list[list[str]]) -> list[str]:
     """Columns padded to their widest cell: the first left-aligned, the rest right-aligned."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:])]
-        return "  ".join([first, *rest]).rstrip()
-
-    return [line(header), *(line(row) for row in rows)]
+    return format_table(header, rows, rule=False).split("\n")

@@ -62,6 +62,7 @@ from vecenvs.cli.common import (
     unique,
 )
 from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
+from vecenvs.table import format_table as format_columns
 
 __all__ = ["add_parser", "format_table"]
 
@@ -423,21 +424,8 @@ def format_speedups(
         ]
         for backend in backends
     ]
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [
-        f"speed-up over {reference} (median of paired windows):",
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(header, widths))
-        ),
-    ]
-    lines += [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths))
-        )
-        for row in rows
-    ]
+    title = f"speed-up over {reference} (median of paired windows):"
+    lines = [format_columns(header, rows, title=title, rule=False)]
     return "\n".join(lines)
 
 
@@ -531,21 +519,7 @@ def format_table(
         )
         for r in results
     ]
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [
-        title,
-        "  ".join(
-            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))
-        ),
-    ]
-    lines.append("-" * len(lines[1]))
-    for row in rows:
-        lines.append(
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths))
-            )
-        )
+    lines = format_columns(header, rows, title=title).split("\n")
 
     many = [
         r.config.backend

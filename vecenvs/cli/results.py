@@ -37,6 +37,7 @@ from vecenvs.bench.store import (
     default_store_path,
 )
 from vecenvs.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail, positive_int
+from vecenvs.table import format_table
 
 __all__ = ["add_parser", "format_measurements", "format_runs"]
 
@@ -413,16 +414,8 @@ def _write_out(text: str) -> None:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
     """Columns padded to their widest cell; numbers (``right_aligned``) flush right."""
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            cell.rjust(width) if i in right_aligned else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(cells, widths))
-        ).rstrip()
-
-    title = line(header)
-    return "\n".join([title, "-" * len(title), *(line(row) for row in rows)])
+    left = set(range(len(header))) - right_aligned
+    return format_table(header, rows, left=left)
 
 
 def _shorten(text: str, width: int = MAX_CELL_WIDTH) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from vecenvs.profile.classify import CATEGORIES, CATEGORY_COLORS, RULES, Rule, classify
 from vecenvs.profile.stacks import StackSample
+from vecenvs.table import format_table
 
 __all__ = [
     "Breakdown",
@@ -165,16 +166,7 @@ class Breakdown:
             (name, str(total), *(f"{100 * share[category]:.1f}%" for category in CATEGORIES))
             for name, share, total in lines_for
         ]
-        widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
-
-        def line(cells: Sequence[str]) -> str:
-            return "  ".join(
-                cell.ljust(width) if i == 0 else cell.rjust(width)
-                for i, (cell, width) in enumerate(zip(cells, widths))
-            )
-
-        lines = [line(header), "-" * len(line(header)), *(line(row) for row in body)]
-        return "\n".join(lines)
+        return format_table(header, body)
 
 
 def is_counted(sample: StackSample) -> bool:
