@@ -55,7 +55,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from copy import deepcopy
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -453,42 +453,46 @@ class ChunkedVecEnv(EnvsVectorEnv):
         crashes: list[EnvCrashedError] = []
         for worker in self.workers:
             while worker.due:
-                in_caller = worker.in_caller
                 try:
                     answers[worker.index] = worker.receive(deadline, doing)
                 except EnvCrashedError as crash:
                     crashes.append(crash)
-                except WorkerTimeoutError:
-                    stuck = [
-                        other.index for other in self.workers if other.due and not other.in_caller
-                    ]
-                    self._close_after_failure()
-                    raise WorkerTimeoutError(
-                        stuck, [i for w in stuck for i in self.chunks[w]], timeout, doing
-                    ) from None
-                except WorkerDiedError:
-                    self._close_after_failure()
-                    raise
+                except (WorkerTimeoutError, WorkerDiedError) as failure:
+                    self._worker_failed(failure, timeout, doing)
                 except BaseException:
-                    # Ctrl-C. Waiting for a worker, step_wait() may be called again; but if our
-                    # own chunk was stepping, it is half done.
-                    if in_caller and doing in ("reset", "step"):
-                        self._needs_reset = (
-                            f"a {doing} was interrupted half-way (Ctrl-C?), "
-                            "so some envs stepped and others did not"
-                        )
-                        self._state = AsyncState.DEFAULT
+                    # Ctrl-C. step_wait() may be called again, unless our own chunk was
+                    # stepping: then it is half done.
+                    if worker.in_caller and doing in ("reset", "step"):
+                        self._interrupted(doing)
                     raise
         if crashes:
-            first = min(crashes, key=lambda error: error.env_index)
-            if close_on_crash:
-                self._close_after_failure()
-                closed = (
-                    "The vector env has been closed (its envs are out of step): make a new one."
-                )
-                first.args = (f"{first.args[0]}\n\n{closed}",)
-            raise first
+            self._crashed(min(crashes, key=lambda error: error.env_index), close_on_crash)
         return answers
+
+    def _worker_failed(
+        self, failure: WorkerTimeoutError | WorkerDiedError, timeout: float, doing: str
+    ) -> NoReturn:
+        """A worker died or missed the deadline: close the vector env, then raise."""
+        stuck = [other.index for other in self.workers if other.due and not other.in_caller]
+        self._close_after_failure()
+        if isinstance(failure, WorkerTimeoutError):  # every worker still due is named
+            envs = [i for w in stuck for i in self.chunks[w]]
+            raise WorkerTimeoutError(stuck, envs, timeout, doing) from None
+        raise failure
+
+    def _interrupted(self, doing: str) -> None:
+        self._needs_reset = (
+            f"a {doing} was interrupted half-way (Ctrl-C?), so some envs stepped and others did not"
+        )
+        self._state = AsyncState.DEFAULT
+
+    def _crashed(self, first: EnvCrashedError, close_on_crash: bool) -> NoReturn:
+        """Raise the first env's crash; with ``close_on_crash`` close the vector env first."""
+        if close_on_crash:
+            self._close_after_failure()
+            closed = "The vector env has been closed (its envs are out of step): make a new one."
+            first.args = (f"{first.args[0]}\n\n{closed}",)
+        raise first
 
     def _results(self, answers: dict[int, Any]) -> tuple[Any, ...]:
         """The batched 5-tuple from the workers' answers to RESET or STEP."""
