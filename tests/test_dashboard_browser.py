@@ -201,12 +201,20 @@ def check_reads_at_a_glance(chart) -> None:
     """A plotly chart whose panel titles do not overlap, whose legend sits below its plots
     (not beside them, taking their width), and whose log axes are labelled at round values."""
     chart.locator(".main-svg").first.wait_for()
-    titles = boxes(chart.locator(".infolayer .annotation"))
+    # Right after a job finishes the chart may be redrawn: for a moment some of its elements
+    # have no box. Measure again until every one has.
+    deadline = time.monotonic() + 15
+    while True:
+        titles = boxes(chart.locator(".infolayer .annotation"))
+        plots = boxes(chart.locator(".cartesianlayer .subplot .gridlayer"))
+        legend = chart.locator(".legend").first.bounding_box()
+        whole = chart.bounding_box()
+        measured = [*titles, *plots, legend, whole]
+        if all(box is not None for box in measured) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     for a, b in itertools.combinations(titles, 2):
         assert not overlap(a, b), "two panel titles overlap"
-    plots = boxes(chart.locator(".cartesianlayer .subplot .gridlayer"))
-    legend = chart.locator(".legend").first.bounding_box()
-    whole = chart.bounding_box()
     assert legend["y"] >= max(p["y"] + p["height"] for p in plots) - 1, "legend beside a plot"
     width = max(p["x"] + p["width"] for p in plots) - min(p["x"] for p in plots)
     assert width > 0.75 * whole["width"], "the plots keep the chart's width"
