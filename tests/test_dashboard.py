@@ -19,7 +19,7 @@ import plotly.io as pio
 import psutil
 import pytest
 
-from vecenvs.bench import EnvSpec, ResultsStore, SweepConfig, default_store_path
+from vecenvs.bench import BenchEnv, ResultsStore, SweepConfig, default_store_path
 from vecenvs.bench.snippets import history_code, machine_code, profile_code, sweep_code
 from vecenvs.lab import LabQueue
 
@@ -498,7 +498,7 @@ def test_the_pages_refuse_to_run_on_an_address_beyond_this_machine():
 
 def test_a_reopened_job_shows_its_own_settings_not_the_forms(queue):
     config = SweepConfig(
-        ["CartPole-v1", EnvSpec("vecenvs/Costly-v0", {"step_seconds": 1e-4})],
+        ["CartPole-v1", BenchEnv("vecenvs/Costly-v0", {"step_seconds": 1e-4})],
         [2, 8],
         ["multi", "ceiling"],
         warmup_seconds=0.0,

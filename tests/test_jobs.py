@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from vecenvs.bench import QUICK, EnvSpec, ResultsStore, SweepConfig
+from vecenvs.bench import QUICK, BenchEnv, ResultsStore, SweepConfig
 from vecenvs.bench.jobs import machine_lock_path, try_lock
 from vecenvs.bench.store import _MIGRATIONS, SCHEMA_VERSION
 from vecenvs.lab import LabQueue
@@ -136,7 +136,9 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
         queue.submit_sweep(SweepConfig(["CartPole-v1"], [0], ["multi"], **QUICK))
     with pytest.raises(ValueError, match="step_secnds"):
         queue.submit_sweep(
-            SweepConfig([EnvSpec("vecenvs/Costly-v0", {"step_secnds": 1})], [2], ["multi"], **QUICK)
+            SweepConfig(
+                [BenchEnv("vecenvs/Costly-v0", {"step_secnds": 1})], [2], ["multi"], **QUICK
+            )
         )
     with pytest.raises(ValueError, match="backend"):
         queue.submit_profile(ProfileConfig(backend="warp-drive"))
@@ -158,7 +160,7 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
 
 def test_a_crashing_env_fails_its_job_with_the_env_index_and_the_queue_goes_on(queue):
     crashing = SweepConfig(
-        [EnvSpec("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})], [2], ["subproc"], **TINY
+        [BenchEnv("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})], [2], ["subproc"], **TINY
     )
     bad = queue.submit_sweep(crashing)
     good = queue.submit_sweep(tiny_sweep())

@@ -14,7 +14,7 @@ from vecenvs.bench import QUICK, compare
 from vecenvs.bench.store import ResultsStore
 from vecenvs.bench.sweep import (
     Backend,
-    EnvSpec,
+    BenchEnv,
     SweepConfig,
     env_grid,
     run_sweep,
@@ -45,7 +45,7 @@ def test_env_grid_is_every_combination_in_order():
         {"step_seconds": 1e-3, "obs_size": 64},
     ]
     assert specs[0].label == "vecenvs/Costly-v0 (step_seconds=0.0001, obs_size=4)"
-    assert env_grid("CartPole-v1") == [EnvSpec("CartPole-v1")]
+    assert env_grid("CartPole-v1") == [BenchEnv("CartPole-v1")]
 
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")

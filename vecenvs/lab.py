@@ -32,7 +32,7 @@ from vecenvs.bench.jobs import Job, JobQueue, Progress
 from vecenvs.bench.store import ResultsStore, Run, RunCancelled
 from vecenvs.bench.sweep import SweepConfig, run_sweep, validate_sweep
 from vecenvs.bench.training import compare_training, validate_training
-from vecenvs.profile.runner import ProfileConfig, profile, validate_config
+from vecenvs.profile.runner import ProfileConfig, profile, validate_profile
 
 __all__ = ["JOB_KINDS", "LabQueue", "main"]
 
@@ -68,7 +68,7 @@ class LabQueue(JobQueue):
                 "a queued profile's output_dir is chosen by the runner "
                 f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}"
             )
-        validate_config(config)
+        validate_profile(config)
         settings = {
             key: value for key, value in dataclasses.asdict(config).items() if key != "output_dir"
         }

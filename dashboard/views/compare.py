@@ -13,7 +13,7 @@ from __future__ import annotations
 import common
 import streamlit as st
 
-from vecenvs.bench import Backend, EnvSpec, SweepConfig, env_grid, figures, fit_overhead_model
+from vecenvs.bench import Backend, BenchEnv, SweepConfig, env_grid, figures, fit_overhead_model
 from vecenvs.bench.engine import (
     CEILING,
     DEFAULT_REFERENCE,
@@ -52,7 +52,7 @@ def build_config(values: dict) -> SweepConfig:
         raise ValueError("pick at least one backend")
     if not values["num_envs"]:
         raise ValueError("pick at least one N")
-    envs: list[str | EnvSpec] = []
+    envs: list[str | BenchEnv] = []
     for env_id in values["envs"]:
         if env_id == common.TEACHING_ENV:
             envs += env_grid(

@@ -41,7 +41,7 @@ from vecenvs.bench.model import OverheadModel, fit_overhead_model
 from vecenvs.bench.store import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.sweep import (
     Backend,
-    EnvSpec,
+    BenchEnv,
     SweepConfig,
     SweepProgress,
     SweepResult,
@@ -56,7 +56,7 @@ __all__ = [
     "QUICK",
     "Backend",
     "BenchConfig",
-    "EnvSpec",
+    "BenchEnv",
     "MachineLoad",
     "Measurement",
     "MeasurementCancelled",

@@ -53,8 +53,8 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
     envs = []
     for env in config.env_specs():
         if env.kwargs:
-            envs.append(f"EnvSpec({env.env_id!r}, {dict(env.kwargs)!r})")
-            imports.append("EnvSpec")
+            envs.append(f"BenchEnv({env.env_id!r}, {dict(env.kwargs)!r})")
+            imports.append("BenchEnv")
         else:
             envs.append(repr(env.env_id))
     backends = []

@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # only for type hints: the store and the model are imported w
 
 __all__ = [
     "Backend",
-    "EnvSpec",
+    "BenchEnv",
     "SweepConfig",
     "SweepProgress",
     "SweepResult",
@@ -65,8 +65,11 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class EnvSpec:
-    """One env of a sweep: a gymnasium id and the arguments ``gym.make`` gets."""
+class BenchEnv:
+    """One env of a sweep: a gymnasium id and the arguments ``gym.make`` gets.
+
+    (Not called ``EnvSpec``: that is gymnasium's registry entry for an id.)
+    """
 
     env_id: str
     """The registered id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
@@ -100,8 +103,8 @@ class Backend:
 class SweepConfig:
     """The grid to measure and how long to measure each point."""
 
-    envs: Sequence[str | EnvSpec]
-    """Env ids or :class:`EnvSpec` s; :func:`env_grid` expands argument grids into specs."""
+    envs: Sequence[str | BenchEnv]
+    """Env ids or :class:`BenchEnv` s; :func:`env_grid` expands argument grids into specs."""
 
     num_envs: Sequence[int]
     """The values of N to measure, e.g. ``[1, 2, 8, 32, 128]``."""
@@ -131,9 +134,9 @@ class SweepConfig:
     """Measure only these ``(env label, N)`` points of the grid (None: every one): a table
     whose envs are measured at different N, as the core's targets are."""
 
-    def env_specs(self) -> list[EnvSpec]:
-        """The envs as :class:`EnvSpec` s."""
-        return [EnvSpec(env) if isinstance(env, str) else env for env in self.envs]
+    def env_specs(self) -> list[BenchEnv]:
+        """The envs as :class:`BenchEnv` s."""
+        return [BenchEnv(env) if isinstance(env, str) else env for env in self.envs]
 
     def backend_specs(self) -> list[Backend]:
         """The backends as :class:`Backend` s, the reference last if it was not listed."""
@@ -142,7 +145,7 @@ class SweepConfig:
             backends.append(Backend(self.reference))
         return backends
 
-    def points(self) -> list[tuple[EnvSpec, int]]:
+    def points(self) -> list[tuple[BenchEnv, int]]:
         """Every (env, N) pair, env by env, N ascending: the order they are measured in."""
         points = [(env, n) for env in self.env_specs() for n in sorted(set(self.num_envs))]
         if self.only is not None:
@@ -187,7 +190,7 @@ class SweepConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
         """The config that :meth:`to_dict` described (e.g. read back from a results store)."""
         return cls(
-            envs=[EnvSpec(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
+            envs=[BenchEnv(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
             num_envs=list(data["num_envs"]),
             backends=[Backend(b["name"], dict(b.get("kwargs") or {})) for b in data["backends"]],
             **{
@@ -202,7 +205,7 @@ class SweepConfig:
 class SweepProgress:
     """What ``on_result`` is told each time a point of the grid has been measured."""
 
-    point: tuple[EnvSpec, int]
+    point: tuple[BenchEnv, int]
     """The (env, N) just measured."""
 
     measurements: list[Measurement]
@@ -249,8 +252,8 @@ class SweepResult:
         )
 
 
-def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[EnvSpec]:
-    """Every combination of argument values for one env, as :class:`EnvSpec` s.
+def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[BenchEnv]:
+    """Every combination of argument values for one env, as :class:`BenchEnv` s.
 
     Example:
         >>> [spec.label for spec in env_grid("vecenvs/Costly-v0", step_seconds=[1e-5, 1e-3])]
@@ -258,7 +261,7 @@ def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[EnvSpec]:
     """
     keys = list(kwarg_values)
     return [
-        EnvSpec(env_id, dict(zip(keys, values)))
+        BenchEnv(env_id, dict(zip(keys, values)))
         for values in itertools.product(*(kwarg_values[key] for key in keys))
     ]
 

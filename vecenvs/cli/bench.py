@@ -37,7 +37,7 @@ import vecenvs
 from vecenvs import bench
 from vecenvs.bench.sweep import (
     Backend,
-    EnvSpec,
+    BenchEnv,
     SweepConfig,
     SweepProgress,
     env_grid,
@@ -319,7 +319,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
     only = None
     if "points" in preset and not (args.env or args.num_envs):
         specs = [
-            EnvSpec(env[0], dict(env[1])) if isinstance(env, tuple) else EnvSpec(env)
+            BenchEnv(env[0], dict(env[1])) if isinstance(env, tuple) else BenchEnv(env)
             for env in preset["points"]
         ]
         if importlib.util.find_spec("mujoco") is None:
@@ -340,10 +340,10 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         grid.setdefault(key, [])
         if value not in grid[key]:
             grid[key].append(value)
-    envs: list[EnvSpec] = [
+    envs: list[BenchEnv] = [
         spec
         for env_id in env_ids
-        for spec in ([env_id] if isinstance(env_id, EnvSpec) else env_grid(env_id, **grid))
+        for spec in ([env_id] if isinstance(env_id, BenchEnv) else env_grid(env_id, **grid))
     ]
     workers = unique(args.workers or preset.get("workers") or [])
 

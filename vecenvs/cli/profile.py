@@ -165,7 +165,7 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     )
     config.output_dir = args.out if args.out is not None else profiling.default_output_dir(config)
     try:
-        profiling.validate_config(config)
+        profiling.validate_profile(config)
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers is not None and args.backend != "pool":

@@ -60,7 +60,7 @@ from vecenvs.profile.runner import (
     ProfileConfig,
     default_output_dir,
     profile,
-    validate_config,
+    validate_profile,
 )
 from vecenvs.profile.stacks import (
     Frame,
@@ -99,7 +99,7 @@ __all__ = [
     "read_collapsed",
     "read_samples",
     "read_speedscope",
-    "validate_config",
+    "validate_profile",
     "write_collapsed",
     "write_flamegraph",
 ]

@@ -82,7 +82,7 @@ __all__ = [
     "check_output_dir",
     "default_output_dir",
     "profile",
-    "validate_config",
+    "validate_profile",
 ]
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class Profile:
 # ---------------------------------------------------------------------------- checking first
 
 
-def validate_config(config: ProfileConfig) -> None:
+def validate_profile(config: ProfileConfig) -> None:
     """Check a configuration before anything starts.
 
     The env is made once here (and closed), as the benchmark's sweep does, so that a misspelt
@@ -325,7 +325,7 @@ def profile(
         PySpyPermissionError: py-spy may not attach to processes here (see the message).
         ProfilerError: the profiled process failed (e.g. the env crashed) or py-spy did.
     """
-    validate_config(config)
+    validate_profile(config)
     executable = find_py_spy(py_spy)
     report = on_progress or (lambda message, fraction: None)
     output_dir = Path(
