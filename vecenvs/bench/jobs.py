@@ -434,14 +434,20 @@ class JobQueue:
         progress = Progress(self, job.id)
         try:
             with recording(self.store, job.kind, job.settings, run_id=job.run_id) as run:
-                self.execute(job, run, progress)
+                # The last progress is written before the run ends: whoever sees the job
+                # finished must also see its final count.
+                try:
+                    self.execute(job, run, progress)
+                except RunCancelled:
+                    progress.update(0, 0, "cancelled", force=True)
+                    raise
+                finally:
+                    progress.flush()
         except RunCancelled:
-            progress.update(0, 0, "cancelled", force=True)
+            pass  # recorded as cancelled by ``recording``
         except Exception:  # the run is marked failed with the error; the queue goes on
             print(f"job {job.id} (run {job.run_id}) failed:", file=sys.stderr)
             traceback.print_exc()
-        finally:
-            progress.flush()
 
 
 class Progress:
