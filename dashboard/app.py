@@ -36,42 +36,26 @@ st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), la
 st.set_option("client.toolbarMode", "viewer")
 common.refuse_unless_loopback()
 
+#: Each page: its file in views/, its title, its address and its Material icon; the first is
+#: the default.
+PAGES = [
+    ("compare", "Live comparison", "monitoring"),
+    ("profile", "Profile", "local_fire_department"),
+    ("autotune", "Autotune", "tune"),
+    ("train", "Train", "school"),
+    ("history", "History", "history"),
+    ("machine", "Machine", "memory"),
+]
 pages = st.navigation(
     [
         st.Page(
-            HERE / "views" / "compare.py",
-            title="Live comparison",
-            url_path="compare",
-            icon=":material/monitoring:",
-            default=True,
-        ),
-        st.Page(
-            HERE / "views" / "profile.py",
-            title="Profile",
-            url_path="profile",
-            icon=":material/local_fire_department:",
-        ),
-        st.Page(
-            HERE / "views" / "autotune.py",
-            title="Autotune",
-            url_path="autotune",
-            icon=":material/tune:",
-        ),
-        st.Page(
-            HERE / "views" / "train.py", title="Train", url_path="train", icon=":material/school:"
-        ),
-        st.Page(
-            HERE / "views" / "history.py",
-            title="History",
-            url_path="history",
-            icon=":material/history:",
-        ),
-        st.Page(
-            HERE / "views" / "machine.py",
-            title="Machine",
-            url_path="machine",
-            icon=":material/memory:",
-        ),
+            HERE / "views" / f"{name}.py",
+            title=title,
+            url_path=name,
+            icon=f":material/{icon}:",
+            default=index == 0,
+        )
+        for index, (name, title, icon) in enumerate(PAGES)
     ]
 )
 common.sidebar_status()

@@ -328,6 +328,8 @@ class EnvPoolVecEnv(VectorEnv):
         self.num_envs = num_envs
         self._make_kwargs = {"num_envs": num_envs, "num_threads": num_workers or 0}
         #: How many envs step at the same time: envpool's threads.
+        #: (envpool's default counts the machine's CPUs, not this process's affinity, hence
+        #: os.cpu_count() and not vecenvs.workers.available_cpus().)
         self.num_workers = num_workers or min(num_envs, os.cpu_count() or 1)
 
         # The spec gives the spaces without building the pool (that waits for the seed).

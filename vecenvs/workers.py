@@ -131,6 +131,8 @@ def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env
 
 def available_cpus() -> int:
     """The CPUs this process may run on (respects taskset/cgroups affinity where the OS tells)."""
+    # sched_getaffinity exists on Linux only. In a container limited to 2 of 64 CPUs it says 2
+    # where cpu_count says 64: the number that matters for how many workers can run at once.
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1

@@ -39,6 +39,8 @@ from typing import Any
 
 import psutil
 
+from vecenvs.workers import available_cpus
+
 __all__ = [
     "BUSY_SHARE",
     "PACKAGES",
@@ -92,7 +94,7 @@ def machine_info() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "logical_cpus": os.cpu_count(),
-        "usable_cpus": _usable_cpus(),
+        "usable_cpus": available_cpus(),
         "physical_cores": psutil.cpu_count(logical=False),
         "memory_bytes": psutil.virtual_memory().total,
         "os": platform.platform(),
@@ -272,15 +274,6 @@ def _own_cpu_seconds() -> float:
             continue
         total += times.user + times.system
     return total
-
-
-def _usable_cpus() -> int | None:
-    """How many CPUs this process may run on; ``os.cpu_count()`` where the OS won't say."""
-    # sched_getaffinity exists on Linux only. In a container limited to 2 of 64 CPUs it says 2
-    # where cpu_count says 64: the number that matters for how many workers can run at once.
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count()
 
 
 def _linux_cpu_model() -> str:

@@ -63,6 +63,7 @@ from vecenvs.cli.common import (
 )
 from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
 from vecenvs.table import format_table as format_columns
+from vecenvs.workers import available_cpus
 
 __all__ = ["add_parser", "format_table"]
 
@@ -486,7 +487,7 @@ def format_table(
         interleaved: whether the windows were interleaved, for the title line.
     """
     first = results[0].config
-    cpus = os.cpu_count() or 1
+    cpus = available_cpus()
     title = (
         f"{first.env_id}, N={first.num_envs}: {first.repeats} x {first.measure_seconds:g} s "
         f"windows per backend after {first.warmup_seconds:g} s warm-up, "
