@@ -164,13 +164,13 @@ def no_env_may_be_built(monkeypatch):
         ({"backend": "turbo"}, "unknown backend 'turbo'"),
         ({"env_id": "Cartpole-v1"}, "unknown env id 'Cartpole-v1'"),
         ({"env_id": "NoSuchEnv-v0"}, "unknown env id 'NoSuchEnv-v0'"),
-        ({"num_envs": 0}, "num_envs must be >= 1, got 0"),
-        ({"num_envs": 2.5}, "num_envs must be a whole number"),
-        ({"repeats": 0}, "repeats must be >= 1, got 0"),
-        ({"measure_seconds": 0}, "measure_seconds must be > 0 seconds, got 0"),
-        ({"measure_seconds": -1.0}, "measure_seconds must be > 0 seconds"),
-        ({"measure_seconds": float("nan")}, "measure_seconds must be a finite number"),
-        ({"warmup_seconds": -0.5}, "warmup_seconds must be >= 0 seconds, got -0.5"),
+        ({"num_envs": 0}, "num_envs is 0: expected a whole number >= 1"),
+        ({"num_envs": 2.5}, "num_envs is 2.5 (float): expected a whole number >= 1"),
+        ({"repeats": 0}, "repeats is 0: expected a whole number >= 1"),
+        ({"measure_seconds": 0}, "measure_seconds is 0: expected a finite number of seconds > 0"),
+        ({"measure_seconds": -1.0}, "measure_seconds is -1.0: expected a finite number of seconds > 0"),
+        ({"measure_seconds": float("nan")}, "measure_seconds is nan: expected a finite number of seconds > 0"),
+        ({"warmup_seconds": -0.5}, "warmup_seconds is -0.5: expected a finite number of seconds >= 0"),
         ({"backend_kwargs": [("num_workers", 2)]}, "backend_kwargs must be a dict"),
         (
             {"backend": "pool", "num_envs": 1, "backend_kwargs": {"num_workers": 2}},
@@ -193,9 +193,9 @@ def test_measure_rejects_bad_configs_before_building_anything(
         ({"backends": ["gym-async"], "reference": "nope"}, "unknown reference backend 'nope'"),
         ({"backends": ["gym-async"], "backend_kwargs": {"pool": {}}}, "not being measured"),
         ({"backends": ["nope"]}, "unknown backend 'nope'"),
-        ({"backends": ["gym-async"], "num_envs": -4}, "num_envs must be >= 1, got -4"),
+        ({"backends": ["gym-async"], "num_envs": -4}, "num_envs is -4: expected a whole number >= 1"),
         ({"backends": ["gym-async"], "env_id": "Nope-v9"}, "unknown env id 'Nope-v9'"),
-        ({"backends": ["gym-async"], "repeats": 0}, "repeats must be >= 1"),
+        ({"backends": ["gym-async"], "repeats": 0}, "repeats is 0: expected a whole number >= 1"),
     ],
 )
 def test_compare_rejects_bad_arguments_before_building_anything(
@@ -373,7 +373,7 @@ def test_without_a_ceiling_there_is_no_efficiency():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"num_workers": 0}, "num_workers must be a whole number >= 1"),
+        ({"num_workers": 0}, "the ceiling's num_workers is 0: expected a whole number >= 1"),
         ({"shared_memory": True}, "the ceiling takes only num_workers, start_method, timeout"),
     ],
 )

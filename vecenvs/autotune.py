@@ -53,6 +53,7 @@ from vecenvs.bench.engine import (
 )
 from vecenvs.bench.store import recording
 from vecenvs.bench.sweep import Backend
+from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.table import format_table
 from vecenvs.workers import available_cpus
 
@@ -434,9 +435,8 @@ def _plan(
     seed: int,
 ) -> tuple[list[Candidate], list[BenchConfig]]:
     """The candidates and their configs, every one checked: a typo fails before anything runs."""
-    _check_budget(budget_seconds)
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs is {num_envs!r}: expected a whole number >= 1")
+    check_seconds("budget_seconds", budget_seconds)
+    check_whole_number("num_envs", num_envs)
     planned = list(candidates_to_try) if candidates_to_try is not None else candidates(num_envs)
     if not planned:
         raise ValueError("candidates_to_try is empty; expected at least one candidate")
@@ -464,17 +464,6 @@ def _plan(
             f"cannot make {env_id}{describe_kwargs(env_kwargs)}: {type(error).__name__}: {error}"
         ) from None
     return planned, configs
-
-
-def _check_budget(budget_seconds: Any) -> float:
-    if (
-        isinstance(budget_seconds, bool)
-        or not isinstance(budget_seconds, (int, float))
-        or not math.isfinite(budget_seconds)
-        or budget_seconds <= 0
-    ):
-        raise ValueError(f"budget_seconds is {budget_seconds!r}: expected a number of seconds > 0")
-    return float(budget_seconds)
 
 
 def _window_seconds(budget_seconds: float, planned: list[Candidate], num_envs: int) -> float:

@@ -13,24 +13,36 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["check_env_fns", "check_seconds", "check_whole_number"]
+__all__ = ["WrongType", "check_env_fns", "check_seconds", "check_whole_number"]
 
 
-def check_whole_number(name: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
-    """``value`` as an int, if it is a whole number (an int or a numpy integer, not a bool) in range.
+class WrongType(TypeError, ValueError):
+    """A value of the wrong type. A TypeError, as Python and gymnasium raise for one, and also a
+    ValueError, so that code which treats every bad input as a ValueError (the CLI, the job
+    queue, the dashboard) reports it the same way as a value out of range."""
+
+
+def check_whole_number(
+    name: str, value: Any, minimum: int | None = 1, maximum: int | None = None
+) -> int:
+    """``value`` as an int, if it is a whole number (an int or a numpy integer, not a bool) in
+    range (``minimum=None``: any whole number).
 
     Raises:
-        TypeError: not a whole number.
+        WrongType: not a whole number.
         ValueError: below ``minimum`` or above ``maximum``.
     """
+    if minimum is None:
+        expected = "a whole number"
+    elif maximum is None:
+        expected = f"a whole number >= {minimum}"
+    else:
+        expected = f"a whole number from {minimum} to {maximum}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{name} is {value!r} ({type(value).__name__}): expected a whole number >= {minimum}"
-        )
+        raise WrongType(f"{name} is {value!r} ({type(value).__name__}): expected {expected}")
     value = int(value)
-    if value < minimum or (maximum is not None and value > maximum):
-        expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        raise ValueError(f"{name} is {value}: expected a whole number {expected}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} is {value}: expected {expected}")
     return value
 
 
@@ -38,11 +50,11 @@ def check_seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:
     """``value`` as a float, if it is a number of seconds > 0 (or >= 0 with ``zero_ok``).
 
     Raises:
-        TypeError: not a real number.
+        WrongType: not a real number.
         ValueError: negative, zero (unless ``zero_ok``), infinite or NaN.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
+        raise WrongType(
             f"{name} is {value!r} ({type(value).__name__}): expected a number of seconds"
         )
     seconds = float(value)

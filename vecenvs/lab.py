@@ -109,15 +109,7 @@ class LabQueue(JobQueue):
     ) -> int:
         """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
         each backend); return the job's id. Checked first, like sweeps."""
-        validate_training(env_id, num_envs, backends, timesteps, repeats)
-        if torch_threads is not None and (
-            isinstance(torch_threads, bool)
-            or not isinstance(torch_threads, int)
-            or torch_threads < 1
-        ):
-            raise ValueError(
-                f"torch_threads is {torch_threads!r}: expected a whole number >= 1 or None"
-            )
+        validate_training(env_id, num_envs, backends, timesteps, repeats, torch_threads)
         settings = {
             "env_id": env_id,
             "num_envs": num_envs,

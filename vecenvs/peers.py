@@ -54,6 +54,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from vecenvs.checks import check_whole_number
+
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
@@ -315,15 +317,8 @@ class EnvPoolVecEnv(VectorEnv):
     def __init__(self, env_id: str, num_envs: int, *, num_workers: int | None = None):
         import envpool
 
-        if num_workers is not None and (
-            isinstance(num_workers, bool)
-            or not isinstance(num_workers, int)
-            or not 1 <= num_workers <= num_envs
-        ):
-            raise ValueError(
-                f"num_workers is {num_workers!r}: expected a whole number from 1 to num_envs "
-                f"({num_envs}), or None for envpool's default"
-            )
+        if num_workers is not None:
+            check_whole_number("num_workers", num_workers, 1, num_envs)
         self.envpool_id = envpool_id_for(env_id)
         self.num_envs = num_envs
         self._make_kwargs = {"num_envs": num_envs, "num_threads": num_workers or 0}

@@ -45,6 +45,7 @@ import multiprocess
 import multiprocess.connection
 import numpy as np
 
+from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import env_fns_for
 from vecenvs.workers import available_cpus
 
@@ -86,10 +87,8 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
     if unknown:
         raise ValueError(f"the ceiling takes only {', '.join(KWARGS)}; got {', '.join(unknown)}")
     workers = kwargs.get("num_workers")
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-    ):
-        raise ValueError(f"the ceiling's num_workers must be a whole number >= 1, got {workers!r}")
+    if workers is not None:
+        check_whole_number("the ceiling's num_workers", workers)
     method = kwargs.get("start_method")
     if method is not None and method not in multiprocess.get_all_start_methods():
         raise ValueError(
@@ -97,10 +96,8 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
             f"{', '.join(multiprocess.get_all_start_methods())}"
         )
     timeout = kwargs.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-    ):
-        raise ValueError(f"the ceiling's timeout must be a number of seconds > 0, got {timeout!r}")
+    if timeout is not None:
+        check_seconds("the ceiling's timeout", timeout)
 
 
 class Ceiling:

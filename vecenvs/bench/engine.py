@@ -55,6 +55,7 @@ import psutil
 
 from vecenvs.bench import ceiling
 from vecenvs.bench.store import RunCancelled
+from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import (
     BACKENDS,
     WORKER_BACKENDS,
@@ -282,12 +283,12 @@ def validate_config(config: BenchConfig) -> None:
     except gym.error.Error as error:
         # gymnasium's message carries the useful "did you mean" hint: keep it.
         raise ValueError(f"unknown env id {config.env_id!r}: {error}") from None
-    _check_whole(config.num_envs, "num_envs", minimum=1)
-    _check_whole(config.repeats, "repeats", minimum=1)
-    _check_whole(config.seed, "seed", minimum=None)
-    _check_seconds(config.measure_seconds, "measure_seconds", zero_ok=False)
+    check_whole_number("num_envs", config.num_envs)
+    check_whole_number("repeats", config.repeats)
+    check_whole_number("seed", config.seed, minimum=None)
+    check_seconds("measure_seconds", config.measure_seconds)
     # A zero warm-up is a legitimate choice (e.g. to see the cold start); a negative one is not.
-    _check_seconds(config.warmup_seconds, "warmup_seconds", zero_ok=True)
+    check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
     for name in ("backend_kwargs", "env_kwargs"):
         if not isinstance(getattr(config, name), Mapping):
             raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
@@ -818,20 +819,3 @@ def _uss(processes: Iterable[psutil.Process]) -> int | None:
         except (psutil.AccessDenied, AttributeError, NotImplementedError):
             return None
     return total
-
-
-def _check_whole(value: object, name: str, minimum: int | None) -> None:
-    """Raise ValueError unless ``value`` is an int (not a bool) and at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-
-
-def _check_seconds(value: object, name: str, zero_ok: bool) -> None:
-    """Raise ValueError unless ``value`` is a finite number of seconds, > 0 (or >= 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
-    if value < 0 or (value == 0 and not zero_ok):
-        expected = ">= 0" if zero_ok else "> 0"
-        raise ValueError(f"{name} must be {expected} seconds, got {value!r}")

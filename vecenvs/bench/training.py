@@ -33,6 +33,7 @@ import psutil
 
 from vecenvs.bench.engine import BenchConfig, Measurement, validate_config
 from vecenvs.bench.store import recording
+from vecenvs.checks import check_whole_number
 from vecenvs.factory import BACKEND_INFO, check_backend_available, make_vec
 
 __all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "validate_training"]
@@ -73,7 +74,12 @@ class TrainingResult:
 
 
 def validate_training(
-    env_id: str, num_envs: int, backends: Sequence[str], timesteps: int, repeats: int = 2
+    env_id: str,
+    num_envs: int,
+    backends: Sequence[str],
+    timesteps: int,
+    repeats: int = 2,
+    torch_threads: int | None = None,
 ) -> None:
     """Check the arguments of :func:`compare_training` before anything is built.
 
@@ -83,9 +89,10 @@ def validate_training(
     check_backend_available("sb3-dummy")  # SB3 itself: the learner
     if not backends:
         raise ValueError("backends is empty; expected at least one, e.g. ['sb3-dummy', 'pool']")
-    for name, value, low in (("timesteps", timesteps, 1), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} is {value!r}: expected a whole number >= {low}")
+    check_whole_number("timesteps", timesteps)
+    check_whole_number("repeats", repeats)
+    if torch_threads is not None:
+        check_whole_number("torch_threads", torch_threads)
     for backend in backends:
         if backend in BACKEND_INFO and not BACKEND_INFO[backend].trainable:
             raise ValueError(
@@ -126,13 +133,7 @@ def measure_training(
     import torch
     from stable_baselines3 import PPO
 
-    validate_training(env_id, num_envs, [backend], timesteps, repeats)
-    if torch_threads is not None and (
-        isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1
-    ):
-        raise ValueError(
-            f"torch_threads is {torch_threads!r}: expected a whole number >= 1 or None"
-        )
+    validate_training(env_id, num_envs, [backend], timesteps, repeats, torch_threads)
     threads_before = torch.get_num_threads()
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)

@@ -43,6 +43,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from vecenvs.checks import check_whole_number
+
 __all__ = ["FAIL_HOWS", "FAIL_PHASES", "FaultyEnv", "faulty_env_fns"]
 
 #: Values accepted for ``fail_on`` (``None`` means the env never fails).
@@ -93,8 +95,7 @@ class FaultyEnv(gym.Env):
     ):
         if fail_on not in FAIL_PHASES:
             raise ValueError(f"fail_on must be one of {FAIL_PHASES}, got {fail_on!r}")
-        if not isinstance(at, int) or isinstance(at, bool) or at < 1:
-            raise ValueError(f"at must be an integer >= 1, got {at!r}")
+        check_whole_number("at", at)
         if how not in FAIL_HOWS:
             raise ValueError(f"how must be one of {FAIL_HOWS}, got {how!r}")
         if how == "bad-observation" and fail_on not in ("reset", "step"):
@@ -202,12 +203,8 @@ def faulty_env_fns(
     Raises:
         ValueError: ``num_envs`` or ``bad_index`` is out of range.
     """
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-        raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-    if not isinstance(bad_index, int) or isinstance(bad_index, bool):
-        raise ValueError(f"bad_index must be an integer, got {bad_index!r}")
-    if not 0 <= bad_index < num_envs:
-        raise ValueError(f"bad_index must be between 0 and {num_envs - 1}, got {bad_index}")
+    num_envs = check_whole_number("num_envs", num_envs)
+    check_whole_number("bad_index", bad_index, 0, num_envs - 1)
     inner_id = faulty_kwargs.get("inner_id", "CartPole-v1")
     good = functools.partial(FaultyEnv, fail_on=None, inner_id=inner_id)
     bad = functools.partial(FaultyEnv, **faulty_kwargs)
