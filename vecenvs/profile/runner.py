@@ -43,7 +43,6 @@ import dataclasses
 import datetime
 import json
 import logging
-import math
 import os
 import queue
 import re
@@ -64,6 +63,7 @@ import psutil
 import vecenvs
 from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
+from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
 from vecenvs.profile.flamegraph import write_flamegraph
@@ -225,28 +225,17 @@ def validate_profile(config: ProfileConfig) -> None:
     Raises:
         ValueError: naming the bad value and what was expected.
     """
-    # The env, backend and N are checked exactly as the benchmark checks them.
-    validate_bench_config(
-        BenchConfig(
-            env_id=config.env_id,
-            num_envs=config.num_envs,
-            backend=config.backend,
-            backend_kwargs=config.backend_kwargs,
-            env_kwargs=config.env_kwargs,
-            seed=config.seed,
-        )
-    )
+    # The env, backend, N and seed are checked exactly as the benchmark checks them.
+    shared = ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seed")
+    validate_bench_config(BenchConfig(**{name: getattr(config, name) for name in shared}))
     check_backend_available(config.backend)  # a peer whose library is missing: say what to install
-    _check_whole(
-        config.seconds,
-        "seconds",
-        1,
-        None,
-        "a whole number of seconds >= 1 (py-spy samples for whole seconds)",
-    )
-    _check_whole(config.rate, "rate", 1, 1000, "a whole number of samples per second, 1 to 1000")
-    _check_seconds(config.warmup_seconds, "warmup_seconds", zero_ok=True)
-    _check_seconds(config.start_timeout, "start_timeout", zero_ok=False)
+    try:  # the project's checkers; a whole number is kept as a plain int (it goes into JSON)
+        config.seconds = check_whole_number("seconds", config.seconds)  # py-spy: whole seconds
+        config.rate = check_whole_number("rate", config.rate, 1, 1000)
+        check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
+        check_seconds("start_timeout", config.start_timeout)
+    except TypeError as error:  # this function's callers expect a ValueError for any bad value
+        raise ValueError(str(error)) from None
     for name in ("env_kwargs", "backend_kwargs"):
         for key, value in getattr(config, name).items():
             if not isinstance(key, str) or not key.isidentifier():
@@ -707,29 +696,3 @@ def _is_literal(value: Any) -> bool:
         return ast.literal_eval(repr(value)) == value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
-
-
-def _check_whole(
-    value: object, name: str, minimum: int, maximum: int | None, expected: str
-) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
-
-
-def _check_seconds(value: object, name: str, zero_ok: bool) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not zero_ok)
-    ):
-        raise ValueError(
-            f"{name} must be a finite number of seconds "
-            f"{'>= 0' if zero_ok else '> 0'}, got {value!r}"
-        )
