@@ -63,6 +63,7 @@ import psutil
 import vecenvs
 from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
+from vecenvs.bench.engine import describe_kwargs
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
@@ -100,6 +101,14 @@ LEFTOVER_SECONDS = 5.0
 #: Called with a message and the fraction of the work done (0 to 1). Raise from it to cancel:
 #: everything started so far is stopped.
 ProgressCallback = Callable[[str, float], None]
+
+#: The files of a profile, in its output directory: name (as in ``Profile.<name>_path``) -> file.
+_FILES = {
+    "speedscope": "speedscope.json",
+    "svg": "flamegraph.svg",
+    "collapsed": "stacks.collapsed.txt",
+    "summary": "summary.json",
+}
 
 
 @dataclass
@@ -198,12 +207,7 @@ class Profile:
                 for key, value in dataclasses.asdict(self.config).items()
             },
             "processes": {str(pid): label for pid, label in self.processes.items()},
-            "files": {
-                "speedscope": str(self.speedscope_path),
-                "svg": str(self.svg_path),
-                "collapsed": str(self.collapsed_path),
-                "summary": str(self.summary_path),
-            },
+            "files": {name: str(getattr(self, f"{name}_path")) for name in _FILES},
             "py_spy_command": self.py_spy_command,
             "steps_per_second": self.steps_per_second,
             "counted_samples": self.counted_samples,
@@ -248,12 +252,10 @@ def validate_profile(config: ProfileConfig) -> None:
                 )
     try:
         gym.make(config.env_id, **config.env_kwargs).close()
-    except Exception as error:
-        arguments = ", ".join(f"{key}={value!r}" for key, value in config.env_kwargs.items())
+    except Exception as error:  # the env's own complaint, e.g. an unknown argument
+        arguments = describe_kwargs(config.env_kwargs)
         raise ValueError(
-            f"cannot make {config.env_id}"
-            + (f" ({arguments})" if arguments else "")
-            + f": {type(error).__name__}: {error}"
+            f"cannot make {config.env_id}{arguments}: {type(error).__name__}: {error}"
         ) from None
     if config.output_dir is not None:
         if not isinstance(config.output_dir, (str, os.PathLike)):
@@ -335,7 +337,7 @@ def _profile(
     config: ProfileConfig, executable: str, output_dir: Path, report: ProgressCallback
 ) -> Profile:
     """The work of :func:`profile`, once everything has been checked."""
-    speedscope_path = output_dir / "speedscope.json"
+    paths = {f"{name}_path": output_dir / file_name for name, file_name in _FILES.items()}
     with _Target(config) as target:
         report(
             f"starting {config.backend} with {config.num_envs} x {config.env_id} "
@@ -343,48 +345,40 @@ def _profile(
             0.0,
         )
         processes = target.wait_ready()
-        command = [
-            executable,
-            "record",
-            "--pid",
-            str(target.pid),
-            "--subprocesses",
-            "--idle",
-            "--format",
-            "speedscope",
-            "--rate",
-            str(config.rate),
-            "--duration",
-            str(config.seconds),
-            "--output",
-            str(speedscope_path),
-            *(["--nonblocking"] if config.nonblocking else []),
-        ]
+        command = [executable, "record", "--pid", str(target.pid), "--subprocesses", "--idle"]
+        command += ["--format", "speedscope", "--rate", str(config.rate)]
+        command += ["--duration", str(config.seconds), "--output", str(paths["speedscope_path"])]
+        command += ["--nonblocking"] if config.nonblocking else []
         _record(command, config.seconds, target, report)
         report("stopping the profiled processes", 0.9)
         steps_per_second = target.stop()
 
     report("classifying the samples, writing the flame graph", 0.95)
-    samples = read_speedscope(speedscope_path, processes)
+    samples = read_speedscope(paths["speedscope_path"], processes)
     counted = [sample for sample in samples if is_counted(sample)]
     if not counted:
         raise ProfilerError(
-            f"py-spy recorded no samples of the parent or its workers (see {speedscope_path})"
+            "py-spy recorded no samples of the parent or its workers "
+            f"(see {paths['speedscope_path']})"
         )
     result = Profile(
         config=config,
         breakdown=breakdown(samples),  # (it leaves out, and lists, what is not counted)
         processes=processes,
-        speedscope_path=speedscope_path,
-        svg_path=output_dir / "flamegraph.svg",
-        collapsed_path=output_dir / "stacks.collapsed.txt",
-        summary_path=output_dir / "summary.json",
         py_spy_command=command,
         steps_per_second=steps_per_second,
         samples=samples,
+        **paths,
     )
+    _write_outputs(result, counted)
+    report("done", 1.0)
+    return result
+
+
+def _write_outputs(result: Profile, counted: list[StackSample]) -> None:
+    """Write every file of a profile but py-spy's own recording: the one place that does."""
+    config, workers = result.config, len(result.breakdown.workers)
     result.collapsed_path.write_text(write_collapsed(counted), encoding="utf-8")
-    workers = len(result.breakdown.workers)
     write_flamegraph(
         counted,
         result.svg_path,
@@ -396,11 +390,8 @@ def _profile(
             "were doing"
         ),
     )
-    with open(result.summary_path, "w", encoding="utf-8") as file:
-        json.dump(result.to_dict(), file, indent=2)
-        file.write("\n")
-    report("done", 1.0)
-    return result
+    summary = json.dumps(result.to_dict(), indent=2) + "\n"
+    result.summary_path.write_text(summary, encoding="utf-8")
 
 
 def _record(command: list[str], seconds: int, target: _Target, report: ProgressCallback) -> None:
@@ -465,27 +456,15 @@ class _Target:
         config = self.config
         backend_kwargs = dict(config.backend_kwargs)
         workers = backend_kwargs.pop("num_workers", None)
-        command = [
-            sys.executable,
-            "-m",
-            "vecenvs.profile.target",
-            "--env",
-            config.env_id,
-            "--num-envs",
-            str(config.num_envs),
-            "--backend",
-            config.backend,
-            "--seed",
-            str(config.seed),
-            "--warmup",
-            repr(float(config.warmup_seconds)),
-            # A safety net: it stops by itself if nobody stops it (we died, say).
-            "--max-seconds",
-            repr(config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS),
-            *(["--workers", str(workers)] if workers is not None else []),
-            *(f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()),
-            *(f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()),
-        ]
+        # --max-seconds is a safety net: it stops by itself if nobody stops it (we died, say).
+        max_seconds = config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS
+        command = [sys.executable, "-m", "vecenvs.profile.target", "--env", config.env_id]
+        command += ["--num-envs", str(config.num_envs), "--backend", config.backend]
+        command += ["--seed", str(config.seed), "--warmup", repr(float(config.warmup_seconds))]
+        command += ["--max-seconds", repr(max_seconds)]
+        command += ["--workers", str(workers)] if workers is not None else []
+        command += [f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()]
+        command += [f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()]
         # The target must import this very vecenvs, even from a checkout that is not installed.
         environment = dict(os.environ)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
