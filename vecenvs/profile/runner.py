@@ -39,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -97,6 +98,8 @@ PY_SPY_GRACE_SECONDS = 30.0
 STOP_SECONDS = 30.0
 #: How long the target's leftover processes get to exit on their own before being killed.
 LEFTOVER_SECONDS = 5.0
+#: The signal that cannot be ignored (None where there is none, as on Windows).
+_SIGKILL = getattr(signal, "SIGKILL", None)
 
 #: Called with a message and the fraction of the work done (0 to 1). Raise from it to cancel:
 #: everything started so far is stopped.
@@ -396,13 +399,9 @@ def _write_outputs(result: Profile, counted: list[StackSample]) -> None:
 
 def _record(command: list[str], seconds: int, target: _Target, report: ProgressCallback) -> None:
     """Run py-spy record, reporting progress; raise a clear error if it fails."""
+    pipe = subprocess.PIPE
     spy = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
+        command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, text=True, errors="replace"
     )
     try:
         start = time.perf_counter()
@@ -501,10 +500,8 @@ class _Target:
             if self.process is not None and self.process.poll() is None:
                 if exc_type is None:
                     self._ask_to_stop()
-                    self._wait_exit(STOP_SECONDS)
-                else:
-                    # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
-                    self._wait_exit(0.0)
+                # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
+                self._wait_exit(STOP_SECONDS if exc_type is None else 0.0)
             self._kill_leftovers()
         finally:
             if self.stderr is not None:
@@ -558,12 +555,9 @@ class _Target:
                 f"{self.config.env_id} failed: {message.get('error')}"
             )
         processes = {int(pid): label for pid, label in message["processes"].items()}
-        for pid in processes:
-            if pid != self.pid:
-                try:
-                    self.tracked.append(psutil.Process(pid))
-                except psutil.NoSuchProcess:
-                    pass
+        for pid in processes.keys() - {self.pid}:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.tracked.append(psutil.Process(pid))
         return processes
 
     def stop(self) -> float | None:
@@ -610,24 +604,17 @@ class _Target:
     def _ask_to_stop(self) -> None:
         """Close the target's stdin: its signal to close the vector env and exit."""
         if self.process is not None and self.process.stdin is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):  # already gone, or already closed
                 self.process.stdin.write("stop\n")
                 self.process.stdin.close()
-            except (BrokenPipeError, OSError, ValueError):
-                pass  # already gone, or already closed
 
     def _wait_exit(self, seconds: float) -> None:
         """Wait for the target to exit; after ``seconds``, stop its whole process group."""
         assert self.process is not None
-        try:
-            self.process.wait(timeout=seconds)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-        for signal_number in (signal.SIGTERM, getattr(signal, "SIGKILL", None)):
+        for signal_number, wait in ((None, seconds), (signal.SIGTERM, 3.0), (_SIGKILL, 3.0)):
             self._signal_group(signal_number)
             try:
-                self.process.wait(timeout=3.0)
+                self.process.wait(timeout=wait)
                 return
             except subprocess.TimeoutExpired:
                 continue
@@ -637,24 +624,20 @@ class _Target:
         deadline = time.perf_counter() + LEFTOVER_SECONDS
         while time.perf_counter() < deadline and any(_alive(p) for p in self.tracked):
             time.sleep(0.05)
-        for process in self.tracked:
-            if _alive(process):
-                try:
-                    process.kill()  # psutil checks the pid was not reused meanwhile
-                except psutil.Error:
-                    pass
+        for process in filter(_alive, self.tracked):
+            with contextlib.suppress(psutil.Error):
+                process.kill()  # psutil checks the pid was not reused meanwhile
         # And anything else left in the target's session (a helper it started that we never
         # saw): all of it was started by the target, nothing else is in that group.
-        self._signal_group(getattr(signal, "SIGKILL", None))
+        self._signal_group(_SIGKILL)
 
     def _signal_group(self, signal_number: int | None) -> None:
+        """Send ``signal_number`` to the target's whole session (None: nothing)."""
         if self.process is None or signal_number is None:
             return
         if hasattr(os, "killpg"):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # an empty group
                 os.killpg(self.process.pid, signal_number)
-            except (ProcessLookupError, PermissionError):
-                pass  # the group is empty: everyone has exited
         elif self.process.poll() is None:
             self.process.kill()
 
