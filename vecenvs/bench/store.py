@@ -223,6 +223,9 @@ _MEASUREMENT_COLUMNS = (
     "ratio",
 )
 
+#: Facts about the run copied into every flat measurement row (and CSV line).
+_RUN_COLUMNS = ("run_kind", "run_status", "run_started_at", "run_label")
+
 #: Facts about the machine copied into every flat measurement row (and CSV line).
 _MACHINE_COLUMNS = ("hostname", "cpu_model", "logical_cpus", "physical_cores", "python")
 
@@ -705,9 +708,7 @@ class ResultsStore:
             StoreError: one of ``run_ids`` is not in the store.
             OSError: the file can't be written.
         """
-        with self._transaction(write=False) as connection:
-            runs = self._runs_for_export(connection, run_ids)
-            rows = self._measurements(connection, [run.id for run in runs])
+        runs, rows = self._read_for_export(run_ids)
         by_run: dict[int, list[dict[str, Any]]] = {run.id: [] for run in runs}
         for row in rows:
             by_run[row["run_id"]].append(
@@ -731,22 +732,12 @@ class ResultsStore:
         The columns are those of :meth:`measurements` (the kwargs as JSON text), then every
         field of the saved measurement, flattened: nested dicts become dotted names
         (``config.warmup_seconds``), lists become JSON text (``throughputs``). Fields that
-        repeat a column already there are left out.
-
-        Args:
-            path_or_file: a file name, or an open text file such as ``sys.stdout``.
-            run_ids: only these runs; ``None`` for all.
+        repeat a column already there are left out. Arguments and errors as :meth:`export_json`.
 
         Returns:
             How many measurements were written.
-
-        Raises:
-            StoreError: one of ``run_ids`` is not in the store.
-            OSError: the file can't be written.
         """
-        with self._transaction(write=False) as connection:
-            runs = self._runs_for_export(connection, run_ids)
-            rows = self._measurements(connection, [run.id for run in runs])
+        _, rows = self._read_for_export(run_ids)
         lines = []
         columns: dict[str, None] = {}  # an ordered set: every row may add fields
         for row in rows:
@@ -935,14 +926,18 @@ class ResultsStore:
             has = f"has runs {low}-{high}"
         return StoreError(f"unknown run id {run_id}; the store {self.path} {has}")
 
-    def _runs_for_export(
-        self, connection: sqlite3.Connection, run_ids: Iterable[int] | None
-    ) -> list[RunRecord]:
-        """The runs ``run_ids`` (checked), or all runs; oldest first."""
-        if run_ids is None:
-            return _select_runs(connection, "", {}, newest_first=False)
-        wanted = _unique_run_ids(run_ids)
-        return sorted((self._run(connection, run_id) for run_id in wanted), key=lambda run: run.id)
+    def _read_for_export(
+        self, run_ids: Iterable[int] | None
+    ) -> tuple[list[RunRecord], list[dict[str, Any]]]:
+        """The runs ``run_ids`` (checked), or all runs, oldest first, and their measurement
+        rows, read in one transaction: an export is read whole before its file is touched."""
+        with self._transaction(write=False) as connection:
+            if run_ids is None:
+                runs = _select_runs(connection, "", {}, newest_first=False)
+            else:
+                wanted = (self._run(connection, run_id) for run_id in _unique_run_ids(run_ids))
+                runs = sorted(wanted, key=lambda run: run.id)
+            return runs, self._measurements(connection, [run.id for run in runs])
 
     def _measurements(
         self, connection: sqlite3.Connection, run_ids: Iterable[int] | None
@@ -971,28 +966,18 @@ class ResultsStore:
             if run_id not in machines:
                 machines[run_id] = _from_json(record["run_machine"]) or {}
             machine = machines[run_id]
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "run_kind": record["run_kind"],
-                    "run_status": record["run_status"],
-                    "run_started_at": record["run_started_at"],
-                    "run_label": record["run_label"],
-                    **{name: machine.get(name) for name in _MACHINE_COLUMNS},
-                    "measurement_id": record["id"],
-                    "recorded_at": record["recorded_at"],
-                    "env_id": record["env_id"],
-                    "env_kwargs": _from_json(record["env_kwargs"]),
-                    "num_envs": record["num_envs"],
-                    "backend": record["backend"],
-                    "backend_kwargs": _from_json(record["backend_kwargs"]),
-                    "mean": record["mean"],
-                    "median": record["median"],
-                    "std": record["std"],
-                    "ratio": record["ratio"],
-                    "data": _from_json(record["data"]),
-                }
-            )
+            row = {
+                "run_id": run_id,
+                **{name: record[name] for name in _RUN_COLUMNS},
+                **{name: machine.get(name) for name in _MACHINE_COLUMNS},
+                "measurement_id": record["id"],
+                "recorded_at": record["recorded_at"],
+                **{name: record[name] for name in _MEASUREMENT_COLUMNS},
+                "data": _from_json(record["data"]),
+            }
+            for name in ("env_kwargs", "backend_kwargs"):  # the JSON columns
+                row[name] = _from_json(row[name])
+            rows.append(row)
         return rows
 
 
@@ -1029,24 +1014,17 @@ def _select_runs(
         env_ids[run_id][measured["env_id"]] = None
         num_envs[run_id].add(measured["num_envs"])
         backends[run_id][measured["backend"]] = None
+    plain = ("id", "kind", "status", "started_at", "finished_at", "label", "error", "pid", "host")
     return [
         RunRecord(
-            id=record["id"],
-            kind=record["kind"],
-            status=record["status"],
-            started_at=record["started_at"],
-            finished_at=record["finished_at"],
-            label=record["label"],
+            **{name: record[name] for name in plain},
             settings=_from_json(record["settings"]),
             machine=_from_json(record["machine"]) or {},
             summary=_from_json(record["summary"]),
-            error=record["error"],
             measurement_count=record["count"],
             env_ids=list(env_ids[record["id"]]),
             num_envs=sorted(num_envs[record["id"]]),
             backends=list(backends[record["id"]]),
-            pid=record["pid"],
-            host=record["host"],
         )
         for record in records
     ]
