@@ -210,18 +210,11 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 #: The schema version this code writes (and the newest it can read).
 SCHEMA_VERSION = len(_MIGRATIONS)
 
+#: The measurement columns saying what was measured, and those saying how fast it went.
+_CONFIG_COLUMNS = ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")
+_NUMBER_COLUMNS = ("mean", "median", "std", "ratio")
 #: The measurement columns, in the order they are listed and exported.
-_MEASUREMENT_COLUMNS = (
-    "env_id",
-    "env_kwargs",
-    "num_envs",
-    "backend",
-    "backend_kwargs",
-    "mean",
-    "median",
-    "std",
-    "ratio",
-)
+_MEASUREMENT_COLUMNS = (*_CONFIG_COLUMNS, *_NUMBER_COLUMNS)
 
 #: Facts about the run copied into every flat measurement row (and CSV line).
 _RUN_COLUMNS = ("run_kind", "run_status", "run_started_at", "run_label")
@@ -502,20 +495,12 @@ class ResultsStore:
             raise StoreError(f"label must be a string or None, got {label!r}")
         # Gathered before the transaction, to keep the time the write lock is held short.
         machine_json = to_json(machine_info() if machine is None else machine)
-        settings_json = to_json(settings)
+        settings_json, process = to_json(settings), (os.getpid(), socket.gethostname())
         with self._transaction(write=True) as connection:
             cursor = connection.execute(
                 "INSERT INTO runs (kind, status, started_at, label, settings, machine, pid, host) "
                 "VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
-                (
-                    kind,
-                    utc_now(),
-                    label,
-                    settings_json,
-                    machine_json,
-                    os.getpid(),
-                    socket.gethostname(),
-                ),
+                (kind, utc_now(), label, settings_json, machine_json, *process),
             )
             return int(cursor.lastrowid or 0)  # (always set after an INSERT)
 
@@ -886,20 +871,14 @@ class ResultsStore:
                 connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 yield connection
                 connection.execute("COMMIT")
-            except sqlite3.Error as error:
+            except BaseException as error:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
-                hint = ""
-                if "locked" in str(error):
-                    hint = (
-                        f" (another process has been writing for over "
-                        f"{BUSY_TIMEOUT_SECONDS:g} s: is one stuck?)"
-                    )
+                if not isinstance(error, sqlite3.Error):
+                    raise
+                stuck = f" (another process has been writing for over {BUSY_TIMEOUT_SECONDS:g} s"
+                hint = f"{stuck}: is one stuck?)" if "locked" in str(error) else ""
                 raise StoreError(f"results store {self.path}: {error}{hint}") from None
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
 
     def _run(self, connection: sqlite3.Connection, run_id: int) -> RunRecord:
         """The run ``run_id``, read on ``connection``; StoreError if there is none."""
@@ -1112,15 +1091,11 @@ def _measurement_columns(
         missing = [key for key in ("env_id", "num_envs", "backend") if key not in config]
         if missing:
             raise StoreError(f"the measurement's config has no {', '.join(missing)}")
-        numbers = {name: data.get(name) for name in ("mean", "median", "std", "ratio")}
+        numbers = {name: data.get(name) for name in _NUMBER_COLUMNS}
     else:
         # Only these attributes are relied on; everything else travels in to_dict().
-        config = measurement.config
-        config = {
-            name: getattr(config, name)
-            for name in ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")
-        }
-        numbers = {name: getattr(measurement, name) for name in ("mean", "median", "std", "ratio")}
+        config = {name: getattr(measurement.config, name) for name in _CONFIG_COLUMNS}
+        numbers = {name: getattr(measurement, name) for name in _NUMBER_COLUMNS}
         data = _plain(measurement.to_dict())
     if isinstance(config["num_envs"], bool) or not isinstance(config["num_envs"], int):
         raise StoreError(f"num_envs must be a whole number, got {config['num_envs']!r}")
