@@ -268,17 +268,12 @@ def validate_profile(config: ProfileConfig) -> None:
 
 def check_output_dir(path: str | os.PathLike[str]) -> None:
     """Raise ValueError unless ``path`` is a writable directory or can be created as one."""
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"output directory {str(path)!r} exists and is not a directory")
-    existing = target
-    while not existing.exists():  # the nearest ancestor that exists decides
+    existing = Path(path)
+    while not existing.exists():  # the directory itself, or the nearest ancestor that exists
         existing = existing.parent
     if not existing.is_dir():
-        raise ValueError(
-            f"output directory {str(path)!r} cannot be created: "
-            f"{str(existing)!r} is not a directory"
-        )
+        where = "it exists" if existing == Path(path) else f"{str(existing)!r} exists"
+        raise ValueError(f"output directory {str(path)!r}: {where} and is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(
             f"output directory {str(path)!r} is not writable "
@@ -596,10 +591,8 @@ class _Target:
             return ""
         self.stderr.flush()
         self.stderr.seek(0)
-        text = self.stderr.read().strip()
-        if not text:
-            return ""
-        return ". Its error output ends with:\n" + "\n".join(text.splitlines()[-lines:])
+        tail = self.stderr.read().strip().splitlines()[-lines:]
+        return ". Its error output ends with:\n" + "\n".join(tail) if tail else ""
 
     def _ask_to_stop(self) -> None:
         """Close the target's stdin: its signal to close the vector env and exit."""
