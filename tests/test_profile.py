@@ -597,9 +597,9 @@ BAD_CONFIGS = {
     "backend": ({"backend": "nope"}, "'nope'"),
     "env id": ({"env_id": "Nope-v9"}, "'Nope-v9'"),
     "N": ({"num_envs": 0}, "num_envs"),
-    "negative seconds": ({"seconds": -1}, "seconds must be a whole number"),
+    "negative seconds": ({"seconds": -1}, "seconds is -1: expected a whole number"),
     "fraction of a second": ({"seconds": 1.5}, "1.5"),
-    "rate": ({"rate": 5000}, "rate must be"),
+    "rate": ({"rate": 5000}, "rate is 5000: expected a whole number from 1 to 1000"),
     "kwarg": ({"env_kwargs": {"make": lambda: None}}, "env_kwargs['make']"),
     "env argument": ({"env_kwargs": {"bogus": 1}}, "cannot make CartPole-v1 (bogus=1)"),
 }

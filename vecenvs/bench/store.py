@@ -210,18 +210,14 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 #: The schema version this code writes (and the newest it can read).
 SCHEMA_VERSION = len(_MIGRATIONS)
 
+#: The measurement columns saying what was measured, and those saying how fast it went.
+_CONFIG_COLUMNS = ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")
+_NUMBER_COLUMNS = ("mean", "median", "std", "ratio")
 #: The measurement columns, in the order they are listed and exported.
-_MEASUREMENT_COLUMNS = (
-    "env_id",
-    "env_kwargs",
-    "num_envs",
-    "backend",
-    "backend_kwargs",
-    "mean",
-    "median",
-    "std",
-    "ratio",
-)
+_MEASUREMENT_COLUMNS = (*_CONFIG_COLUMNS, *_NUMBER_COLUMNS)
+
+#: Facts about the run copied into every flat measurement row (and CSV line).
+_RUN_COLUMNS = ("run_kind", "run_status", "run_started_at", "run_label")
 
 #: Facts about the machine copied into every flat measurement row (and CSV line).
 _MACHINE_COLUMNS = ("hostname", "cpu_model", "logical_cpus", "physical_cores", "python")
@@ -499,20 +495,12 @@ class ResultsStore:
             raise StoreError(f"label must be a string or None, got {label!r}")
         # Gathered before the transaction, to keep the time the write lock is held short.
         machine_json = to_json(machine_info() if machine is None else machine)
-        settings_json = to_json(settings)
+        settings_json, process = to_json(settings), (os.getpid(), socket.gethostname())
         with self._transaction(write=True) as connection:
             cursor = connection.execute(
                 "INSERT INTO runs (kind, status, started_at, label, settings, machine, pid, host) "
                 "VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
-                (
-                    kind,
-                    utc_now(),
-                    label,
-                    settings_json,
-                    machine_json,
-                    os.getpid(),
-                    socket.gethostname(),
-                ),
+                (kind, utc_now(), label, settings_json, machine_json, *process),
             )
             return int(cursor.lastrowid or 0)  # (always set after an INSERT)
 
@@ -705,9 +693,7 @@ class ResultsStore:
             StoreError: one of ``run_ids`` is not in the store.
             OSError: the file can't be written.
         """
-        with self._transaction(write=False) as connection:
-            runs = self._runs_for_export(connection, run_ids)
-            rows = self._measurements(connection, [run.id for run in runs])
+        runs, rows = self._read_for_export(run_ids)
         by_run: dict[int, list[dict[str, Any]]] = {run.id: [] for run in runs}
         for row in rows:
             by_run[row["run_id"]].append(
@@ -731,22 +717,12 @@ class ResultsStore:
         The columns are those of :meth:`measurements` (the kwargs as JSON text), then every
         field of the saved measurement, flattened: nested dicts become dotted names
         (``config.warmup_seconds``), lists become JSON text (``throughputs``). Fields that
-        repeat a column already there are left out.
-
-        Args:
-            path_or_file: a file name, or an open text file such as ``sys.stdout``.
-            run_ids: only these runs; ``None`` for all.
+        repeat a column already there are left out. Arguments and errors as :meth:`export_json`.
 
         Returns:
             How many measurements were written.
-
-        Raises:
-            StoreError: one of ``run_ids`` is not in the store.
-            OSError: the file can't be written.
         """
-        with self._transaction(write=False) as connection:
-            runs = self._runs_for_export(connection, run_ids)
-            rows = self._measurements(connection, [run.id for run in runs])
+        _, rows = self._read_for_export(run_ids)
         lines = []
         columns: dict[str, None] = {}  # an ordered set: every row may add fields
         for row in rows:
@@ -895,20 +871,14 @@ class ResultsStore:
                 connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 yield connection
                 connection.execute("COMMIT")
-            except sqlite3.Error as error:
+            except BaseException as error:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
-                hint = ""
-                if "locked" in str(error):
-                    hint = (
-                        f" (another process has been writing for over "
-                        f"{BUSY_TIMEOUT_SECONDS:g} s: is one stuck?)"
-                    )
+                if not isinstance(error, sqlite3.Error):
+                    raise
+                stuck = f" (another process has been writing for over {BUSY_TIMEOUT_SECONDS:g} s"
+                hint = f"{stuck}: is one stuck?)" if "locked" in str(error) else ""
                 raise StoreError(f"results store {self.path}: {error}{hint}") from None
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
 
     def _run(self, connection: sqlite3.Connection, run_id: int) -> RunRecord:
         """The run ``run_id``, read on ``connection``; StoreError if there is none."""
@@ -935,14 +905,18 @@ class ResultsStore:
             has = f"has runs {low}-{high}"
         return StoreError(f"unknown run id {run_id}; the store {self.path} {has}")
 
-    def _runs_for_export(
-        self, connection: sqlite3.Connection, run_ids: Iterable[int] | None
-    ) -> list[RunRecord]:
-        """The runs ``run_ids`` (checked), or all runs; oldest first."""
-        if run_ids is None:
-            return _select_runs(connection, "", {}, newest_first=False)
-        wanted = _unique_run_ids(run_ids)
-        return sorted((self._run(connection, run_id) for run_id in wanted), key=lambda run: run.id)
+    def _read_for_export(
+        self, run_ids: Iterable[int] | None
+    ) -> tuple[list[RunRecord], list[dict[str, Any]]]:
+        """The runs ``run_ids`` (checked), or all runs, oldest first, and their measurement
+        rows, read in one transaction: an export is read whole before its file is touched."""
+        with self._transaction(write=False) as connection:
+            if run_ids is None:
+                runs = _select_runs(connection, "", {}, newest_first=False)
+            else:
+                wanted = (self._run(connection, run_id) for run_id in _unique_run_ids(run_ids))
+                runs = sorted(wanted, key=lambda run: run.id)
+            return runs, self._measurements(connection, [run.id for run in runs])
 
     def _measurements(
         self, connection: sqlite3.Connection, run_ids: Iterable[int] | None
@@ -971,28 +945,18 @@ class ResultsStore:
             if run_id not in machines:
                 machines[run_id] = _from_json(record["run_machine"]) or {}
             machine = machines[run_id]
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "run_kind": record["run_kind"],
-                    "run_status": record["run_status"],
-                    "run_started_at": record["run_started_at"],
-                    "run_label": record["run_label"],
-                    **{name: machine.get(name) for name in _MACHINE_COLUMNS},
-                    "measurement_id": record["id"],
-                    "recorded_at": record["recorded_at"],
-                    "env_id": record["env_id"],
-                    "env_kwargs": _from_json(record["env_kwargs"]),
-                    "num_envs": record["num_envs"],
-                    "backend": record["backend"],
-                    "backend_kwargs": _from_json(record["backend_kwargs"]),
-                    "mean": record["mean"],
-                    "median": record["median"],
-                    "std": record["std"],
-                    "ratio": record["ratio"],
-                    "data": _from_json(record["data"]),
-                }
-            )
+            row = {
+                "run_id": run_id,
+                **{name: record[name] for name in _RUN_COLUMNS},
+                **{name: machine.get(name) for name in _MACHINE_COLUMNS},
+                "measurement_id": record["id"],
+                "recorded_at": record["recorded_at"],
+                **{name: record[name] for name in _MEASUREMENT_COLUMNS},
+                "data": _from_json(record["data"]),
+            }
+            for name in ("env_kwargs", "backend_kwargs"):  # the JSON columns
+                row[name] = _from_json(row[name])
+            rows.append(row)
         return rows
 
 
@@ -1029,24 +993,17 @@ def _select_runs(
         env_ids[run_id][measured["env_id"]] = None
         num_envs[run_id].add(measured["num_envs"])
         backends[run_id][measured["backend"]] = None
+    plain = ("id", "kind", "status", "started_at", "finished_at", "label", "error", "pid", "host")
     return [
         RunRecord(
-            id=record["id"],
-            kind=record["kind"],
-            status=record["status"],
-            started_at=record["started_at"],
-            finished_at=record["finished_at"],
-            label=record["label"],
+            **{name: record[name] for name in plain},
             settings=_from_json(record["settings"]),
             machine=_from_json(record["machine"]) or {},
             summary=_from_json(record["summary"]),
-            error=record["error"],
             measurement_count=record["count"],
             env_ids=list(env_ids[record["id"]]),
             num_envs=sorted(num_envs[record["id"]]),
             backends=list(backends[record["id"]]),
-            pid=record["pid"],
-            host=record["host"],
         )
         for record in records
     ]
@@ -1134,15 +1091,11 @@ def _measurement_columns(
         missing = [key for key in ("env_id", "num_envs", "backend") if key not in config]
         if missing:
             raise StoreError(f"the measurement's config has no {', '.join(missing)}")
-        numbers = {name: data.get(name) for name in ("mean", "median", "std", "ratio")}
+        numbers = {name: data.get(name) for name in _NUMBER_COLUMNS}
     else:
         # Only these attributes are relied on; everything else travels in to_dict().
-        config = measurement.config
-        config = {
-            name: getattr(config, name)
-            for name in ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")
-        }
-        numbers = {name: getattr(measurement, name) for name in ("mean", "median", "std", "ratio")}
+        config = {name: getattr(measurement.config, name) for name in _CONFIG_COLUMNS}
+        numbers = {name: getattr(measurement, name) for name in _NUMBER_COLUMNS}
         data = _plain(measurement.to_dict())
     if isinstance(config["num_envs"], bool) or not isinstance(config["num_envs"], int):
         raise StoreError(f"num_envs must be a whole number, got {config['num_envs']!r}")

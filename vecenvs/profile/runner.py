@@ -39,11 +39,11 @@ Example:
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import datetime
 import json
 import logging
-import math
 import os
 import queue
 import re
@@ -64,6 +64,8 @@ import psutil
 import vecenvs
 from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
+from vecenvs.bench.engine import describe_kwargs
+from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
 from vecenvs.profile.flamegraph import write_flamegraph
@@ -96,10 +98,20 @@ PY_SPY_GRACE_SECONDS = 30.0
 STOP_SECONDS = 30.0
 #: How long the target's leftover processes get to exit on their own before being killed.
 LEFTOVER_SECONDS = 5.0
+#: The signal that cannot be ignored (None where there is none, as on Windows).
+_SIGKILL = getattr(signal, "SIGKILL", None)
 
 #: Called with a message and the fraction of the work done (0 to 1). Raise from it to cancel:
 #: everything started so far is stopped.
 ProgressCallback = Callable[[str, float], None]
+
+#: The files of a profile, in its output directory: name (as in ``Profile.<name>_path``) -> file.
+_FILES = {
+    "speedscope": "speedscope.json",
+    "svg": "flamegraph.svg",
+    "collapsed": "stacks.collapsed.txt",
+    "summary": "summary.json",
+}
 
 
 @dataclass
@@ -198,12 +210,7 @@ class Profile:
                 for key, value in dataclasses.asdict(self.config).items()
             },
             "processes": {str(pid): label for pid, label in self.processes.items()},
-            "files": {
-                "speedscope": str(self.speedscope_path),
-                "svg": str(self.svg_path),
-                "collapsed": str(self.collapsed_path),
-                "summary": str(self.summary_path),
-            },
+            "files": {name: str(getattr(self, f"{name}_path")) for name in _FILES},
             "py_spy_command": self.py_spy_command,
             "steps_per_second": self.steps_per_second,
             "counted_samples": self.counted_samples,
@@ -225,28 +232,17 @@ def validate_profile(config: ProfileConfig) -> None:
     Raises:
         ValueError: naming the bad value and what was expected.
     """
-    # The env, backend and N are checked exactly as the benchmark checks them.
-    validate_bench_config(
-        BenchConfig(
-            env_id=config.env_id,
-            num_envs=config.num_envs,
-            backend=config.backend,
-            backend_kwargs=config.backend_kwargs,
-            env_kwargs=config.env_kwargs,
-            seed=config.seed,
-        )
-    )
+    # The env, backend, N and seed are checked exactly as the benchmark checks them.
+    shared = ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seed")
+    validate_bench_config(BenchConfig(**{name: getattr(config, name) for name in shared}))
     check_backend_available(config.backend)  # a peer whose library is missing: say what to install
-    _check_whole(
-        config.seconds,
-        "seconds",
-        1,
-        None,
-        "a whole number of seconds >= 1 (py-spy samples for whole seconds)",
-    )
-    _check_whole(config.rate, "rate", 1, 1000, "a whole number of samples per second, 1 to 1000")
-    _check_seconds(config.warmup_seconds, "warmup_seconds", zero_ok=True)
-    _check_seconds(config.start_timeout, "start_timeout", zero_ok=False)
+    try:  # the project's checkers; a whole number is kept as a plain int (it goes into JSON)
+        config.seconds = check_whole_number("seconds", config.seconds)  # py-spy: whole seconds
+        config.rate = check_whole_number("rate", config.rate, 1, 1000)
+        check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
+        check_seconds("start_timeout", config.start_timeout)
+    except TypeError as error:  # this function's callers expect a ValueError for any bad value
+        raise ValueError(str(error)) from None
     for name in ("env_kwargs", "backend_kwargs"):
         for key, value in getattr(config, name).items():
             if not isinstance(key, str) or not key.isidentifier():
@@ -259,12 +255,10 @@ def validate_profile(config: ProfileConfig) -> None:
                 )
     try:
         gym.make(config.env_id, **config.env_kwargs).close()
-    except Exception as error:
-        arguments = ", ".join(f"{key}={value!r}" for key, value in config.env_kwargs.items())
+    except Exception as error:  # the env's own complaint, e.g. an unknown argument
+        arguments = describe_kwargs(config.env_kwargs)
         raise ValueError(
-            f"cannot make {config.env_id}"
-            + (f" ({arguments})" if arguments else "")
-            + f": {type(error).__name__}: {error}"
+            f"cannot make {config.env_id}{arguments}: {type(error).__name__}: {error}"
         ) from None
     if config.output_dir is not None:
         if not isinstance(config.output_dir, (str, os.PathLike)):
@@ -274,17 +268,12 @@ def validate_profile(config: ProfileConfig) -> None:
 
 def check_output_dir(path: str | os.PathLike[str]) -> None:
     """Raise ValueError unless ``path`` is a writable directory or can be created as one."""
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"output directory {str(path)!r} exists and is not a directory")
-    existing = target
-    while not existing.exists():  # the nearest ancestor that exists decides
+    existing = Path(path)
+    while not existing.exists():  # the directory itself, or the nearest ancestor that exists
         existing = existing.parent
     if not existing.is_dir():
-        raise ValueError(
-            f"output directory {str(path)!r} cannot be created: "
-            f"{str(existing)!r} is not a directory"
-        )
+        where = "it exists" if existing == Path(path) else f"{str(existing)!r} exists"
+        raise ValueError(f"output directory {str(path)!r}: {where} and is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(
             f"output directory {str(path)!r} is not writable "
@@ -346,7 +335,7 @@ def _profile(
     config: ProfileConfig, executable: str, output_dir: Path, report: ProgressCallback
 ) -> Profile:
     """The work of :func:`profile`, once everything has been checked."""
-    speedscope_path = output_dir / "speedscope.json"
+    paths = {f"{name}_path": output_dir / file_name for name, file_name in _FILES.items()}
     with _Target(config) as target:
         report(
             f"starting {config.backend} with {config.num_envs} x {config.env_id} "
@@ -354,48 +343,40 @@ def _profile(
             0.0,
         )
         processes = target.wait_ready()
-        command = [
-            executable,
-            "record",
-            "--pid",
-            str(target.pid),
-            "--subprocesses",
-            "--idle",
-            "--format",
-            "speedscope",
-            "--rate",
-            str(config.rate),
-            "--duration",
-            str(config.seconds),
-            "--output",
-            str(speedscope_path),
-            *(["--nonblocking"] if config.nonblocking else []),
-        ]
+        command = [executable, "record", "--pid", str(target.pid), "--subprocesses", "--idle"]
+        command += ["--format", "speedscope", "--rate", str(config.rate)]
+        command += ["--duration", str(config.seconds), "--output", str(paths["speedscope_path"])]
+        command += ["--nonblocking"] if config.nonblocking else []
         _record(command, config.seconds, target, report)
         report("stopping the profiled processes", 0.9)
         steps_per_second = target.stop()
 
     report("classifying the samples, writing the flame graph", 0.95)
-    samples = read_speedscope(speedscope_path, processes)
+    samples = read_speedscope(paths["speedscope_path"], processes)
     counted = [sample for sample in samples if is_counted(sample)]
     if not counted:
         raise ProfilerError(
-            f"py-spy recorded no samples of the parent or its workers (see {speedscope_path})"
+            "py-spy recorded no samples of the parent or its workers "
+            f"(see {paths['speedscope_path']})"
         )
     result = Profile(
         config=config,
         breakdown=breakdown(samples),  # (it leaves out, and lists, what is not counted)
         processes=processes,
-        speedscope_path=speedscope_path,
-        svg_path=output_dir / "flamegraph.svg",
-        collapsed_path=output_dir / "stacks.collapsed.txt",
-        summary_path=output_dir / "summary.json",
         py_spy_command=command,
         steps_per_second=steps_per_second,
         samples=samples,
+        **paths,
     )
+    _write_outputs(result, counted)
+    report("done", 1.0)
+    return result
+
+
+def _write_outputs(result: Profile, counted: list[StackSample]) -> None:
+    """Write every file of a profile but py-spy's own recording: the one place that does."""
+    config, workers = result.config, len(result.breakdown.workers)
     result.collapsed_path.write_text(write_collapsed(counted), encoding="utf-8")
-    workers = len(result.breakdown.workers)
     write_flamegraph(
         counted,
         result.svg_path,
@@ -407,22 +388,15 @@ def _profile(
             "were doing"
         ),
     )
-    with open(result.summary_path, "w", encoding="utf-8") as file:
-        json.dump(result.to_dict(), file, indent=2)
-        file.write("\n")
-    report("done", 1.0)
-    return result
+    summary = json.dumps(result.to_dict(), indent=2) + "\n"
+    result.summary_path.write_text(summary, encoding="utf-8")
 
 
 def _record(command: list[str], seconds: int, target: _Target, report: ProgressCallback) -> None:
     """Run py-spy record, reporting progress; raise a clear error if it fails."""
+    pipe = subprocess.PIPE
     spy = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
+        command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, text=True, errors="replace"
     )
     try:
         start = time.perf_counter()
@@ -476,27 +450,15 @@ class _Target:
         config = self.config
         backend_kwargs = dict(config.backend_kwargs)
         workers = backend_kwargs.pop("num_workers", None)
-        command = [
-            sys.executable,
-            "-m",
-            "vecenvs.profile.target",
-            "--env",
-            config.env_id,
-            "--num-envs",
-            str(config.num_envs),
-            "--backend",
-            config.backend,
-            "--seed",
-            str(config.seed),
-            "--warmup",
-            repr(float(config.warmup_seconds)),
-            # A safety net: it stops by itself if nobody stops it (we died, say).
-            "--max-seconds",
-            repr(config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS),
-            *(["--workers", str(workers)] if workers is not None else []),
-            *(f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()),
-            *(f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()),
-        ]
+        # --max-seconds is a safety net: it stops by itself if nobody stops it (we died, say).
+        max_seconds = config.seconds + PY_SPY_GRACE_SECONDS + STOP_SECONDS
+        command = [sys.executable, "-m", "vecenvs.profile.target", "--env", config.env_id]
+        command += ["--num-envs", str(config.num_envs), "--backend", config.backend]
+        command += ["--seed", str(config.seed), "--warmup", repr(float(config.warmup_seconds))]
+        command += ["--max-seconds", repr(max_seconds)]
+        command += ["--workers", str(workers)] if workers is not None else []
+        command += [f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()]
+        command += [f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()]
         # The target must import this very vecenvs, even from a checkout that is not installed.
         environment = dict(os.environ)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
@@ -533,10 +495,8 @@ class _Target:
             if self.process is not None and self.process.poll() is None:
                 if exc_type is None:
                     self._ask_to_stop()
-                    self._wait_exit(STOP_SECONDS)
-                else:
-                    # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
-                    self._wait_exit(0.0)
+                # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
+                self._wait_exit(STOP_SECONDS if exc_type is None else 0.0)
             self._kill_leftovers()
         finally:
             if self.stderr is not None:
@@ -590,12 +550,9 @@ class _Target:
                 f"{self.config.env_id} failed: {message.get('error')}"
             )
         processes = {int(pid): label for pid, label in message["processes"].items()}
-        for pid in processes:
-            if pid != self.pid:
-                try:
-                    self.tracked.append(psutil.Process(pid))
-                except psutil.NoSuchProcess:
-                    pass
+        for pid in processes.keys() - {self.pid}:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.tracked.append(psutil.Process(pid))
         return processes
 
     def stop(self) -> float | None:
@@ -634,32 +591,23 @@ class _Target:
             return ""
         self.stderr.flush()
         self.stderr.seek(0)
-        text = self.stderr.read().strip()
-        if not text:
-            return ""
-        return ". Its error output ends with:\n" + "\n".join(text.splitlines()[-lines:])
+        tail = self.stderr.read().strip().splitlines()[-lines:]
+        return ". Its error output ends with:\n" + "\n".join(tail) if tail else ""
 
     def _ask_to_stop(self) -> None:
         """Close the target's stdin: its signal to close the vector env and exit."""
         if self.process is not None and self.process.stdin is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):  # already gone, or already closed
                 self.process.stdin.write("stop\n")
                 self.process.stdin.close()
-            except (BrokenPipeError, OSError, ValueError):
-                pass  # already gone, or already closed
 
     def _wait_exit(self, seconds: float) -> None:
         """Wait for the target to exit; after ``seconds``, stop its whole process group."""
         assert self.process is not None
-        try:
-            self.process.wait(timeout=seconds)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-        for signal_number in (signal.SIGTERM, getattr(signal, "SIGKILL", None)):
+        for signal_number, wait in ((None, seconds), (signal.SIGTERM, 3.0), (_SIGKILL, 3.0)):
             self._signal_group(signal_number)
             try:
-                self.process.wait(timeout=3.0)
+                self.process.wait(timeout=wait)
                 return
             except subprocess.TimeoutExpired:
                 continue
@@ -669,24 +617,20 @@ class _Target:
         deadline = time.perf_counter() + LEFTOVER_SECONDS
         while time.perf_counter() < deadline and any(_alive(p) for p in self.tracked):
             time.sleep(0.05)
-        for process in self.tracked:
-            if _alive(process):
-                try:
-                    process.kill()  # psutil checks the pid was not reused meanwhile
-                except psutil.Error:
-                    pass
+        for process in filter(_alive, self.tracked):
+            with contextlib.suppress(psutil.Error):
+                process.kill()  # psutil checks the pid was not reused meanwhile
         # And anything else left in the target's session (a helper it started that we never
         # saw): all of it was started by the target, nothing else is in that group.
-        self._signal_group(getattr(signal, "SIGKILL", None))
+        self._signal_group(_SIGKILL)
 
     def _signal_group(self, signal_number: int | None) -> None:
+        """Send ``signal_number`` to the target's whole session (None: nothing)."""
         if self.process is None or signal_number is None:
             return
         if hasattr(os, "killpg"):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # an empty group
                 os.killpg(self.process.pid, signal_number)
-            except (ProcessLookupError, PermissionError):
-                pass  # the group is empty: everyone has exited
         elif self.process.poll() is None:
             self.process.kill()
 
@@ -707,29 +651,3 @@ def _is_literal(value: Any) -> bool:
         return ast.literal_eval(repr(value)) == value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
-
-
-def _check_whole(
-    value: object, name: str, minimum: int, maximum: int | None, expected: str
-) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
-
-
-def _check_seconds(value: object, name: str, zero_ok: bool) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not zero_ok)
-    ):
-        raise ValueError(
-            f"{name} must be a finite number of seconds "
-            f"{'>= 0' if zero_ok else '> 0'}, got {value!r}"
-        )

@@ -41,7 +41,6 @@ __all__ = [
     "MAIN_THREAD",
     "Frame",
     "StackSample",
-    "merge",
     "read_collapsed",
     "read_samples",
     "read_speedscope",
@@ -190,17 +189,6 @@ def read_collapsed(text: str, processes: Mapping[int, str] | None = None) -> lis
         process, thread, pid, rest = _collapsed_root(stack_text, labels)
         stack = tuple(_parse_frame(part) for part in rest.split(";")) if rest else ()
         counts[(process, thread, stack, pid)] += int(count_text)
-    return [
-        StackSample(process, thread, stack, count, pid)
-        for (process, thread, stack, pid), count in counts.items()
-    ]
-
-
-def merge(samples: Iterable[StackSample]) -> list[StackSample]:
-    """Add up the counts of samples with the same process, thread and stack."""
-    counts: Counter[tuple[str, str, tuple[Frame, ...], int | None]] = Counter()
-    for sample in samples:
-        counts[(sample.process, sample.thread, sample.stack, sample.pid)] += sample.count
     return [
         StackSample(process, thread, stack, count, pid)
         for (process, thread, stack, pid), count in counts.items()
