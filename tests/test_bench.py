@@ -168,9 +168,18 @@ def no_env_may_be_built(monkeypatch):
         ({"num_envs": 2.5}, "num_envs is 2.5 (float): expected a whole number >= 1"),
         ({"repeats": 0}, "repeats is 0: expected a whole number >= 1"),
         ({"measure_seconds": 0}, "measure_seconds is 0: expected a finite number of seconds > 0"),
-        ({"measure_seconds": -1.0}, "measure_seconds is -1.0: expected a finite number of seconds > 0"),
-        ({"measure_seconds": float("nan")}, "measure_seconds is nan: expected a finite number of seconds > 0"),
-        ({"warmup_seconds": -0.5}, "warmup_seconds is -0.5: expected a finite number of seconds >= 0"),
+        (
+            {"measure_seconds": -1.0},
+            "measure_seconds is -1.0: expected a finite number of seconds > 0",
+        ),
+        (
+            {"measure_seconds": float("nan")},
+            "measure_seconds is nan: expected a finite number of seconds > 0",
+        ),
+        (
+            {"warmup_seconds": -0.5},
+            "warmup_seconds is -0.5: expected a finite number of seconds >= 0",
+        ),
         ({"backend_kwargs": [("num_workers", 2)]}, "backend_kwargs must be a dict"),
         (
             {"backend": "pool", "num_envs": 1, "backend_kwargs": {"num_workers": 2}},
@@ -193,7 +202,10 @@ def test_measure_rejects_bad_configs_before_building_anything(
         ({"backends": ["gym-async"], "reference": "nope"}, "unknown reference backend 'nope'"),
         ({"backends": ["gym-async"], "backend_kwargs": {"pool": {}}}, "not being measured"),
         ({"backends": ["nope"]}, "unknown backend 'nope'"),
-        ({"backends": ["gym-async"], "num_envs": -4}, "num_envs is -4: expected a whole number >= 1"),
+        (
+            {"backends": ["gym-async"], "num_envs": -4},
+            "num_envs is -4: expected a whole number >= 1",
+        ),
         ({"backends": ["gym-async"], "env_id": "Nope-v9"}, "unknown env id 'Nope-v9'"),
         ({"backends": ["gym-async"], "repeats": 0}, "repeats is 0: expected a whole number >= 1"),
     ],
