@@ -236,13 +236,12 @@ def validate_profile(config: ProfileConfig) -> None:
     shared = ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seed")
     validate_bench_config(BenchConfig(**{name: getattr(config, name) for name in shared}))
     check_backend_available(config.backend)  # a peer whose library is missing: say what to install
-    try:  # the project's checkers; a whole number is kept as a plain int (it goes into JSON)
-        config.seconds = check_whole_number("seconds", config.seconds)  # py-spy: whole seconds
-        config.rate = check_whole_number("rate", config.rate, 1, 1000)
-        check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
-        check_seconds("start_timeout", config.start_timeout)
-    except TypeError as error:  # this function's callers expect a ValueError for any bad value
-        raise ValueError(str(error)) from None
+    # The project's checkers (a wrong type is a ValueError too); a whole number is kept as a
+    # plain int: it goes into JSON.
+    config.seconds = check_whole_number("seconds", config.seconds)  # py-spy: whole seconds
+    config.rate = check_whole_number("rate", config.rate, 1, 1000)
+    check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
+    check_seconds("start_timeout", config.start_timeout)
     for name in ("env_kwargs", "backend_kwargs"):
         for key, value in getattr(config, name).items():
             if not isinstance(key, str) or not key.isidentifier():
