@@ -112,14 +112,20 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from vecenvs.bench.machine import machine_info
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-    from vecenvs.bench.engine import Measurement
+
+class Measurement(Protocol):
+    """What the store needs of a measurement (:class:`vecenvs.bench.Measurement` is one): its
+    JSON-ready form. The engine, which produces them, stands above the store, not below."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
 
 __all__ = [
     "BUSY_TIMEOUT_SECONDS",
@@ -1080,23 +1086,17 @@ def _measurement_columns(
     measurement: Measurement | Mapping[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The key columns and the full JSON-ready data of a Measurement or of its to_dict()."""
-    if isinstance(measurement, Mapping):
-        data = _plain(measurement)
-        config = data.get("config")
-        if not isinstance(config, dict):
-            raise StoreError(
-                "a measurement dict needs a 'config' dict, as Measurement.to_dict() "
-                f"gives; got keys {sorted(data)}"
-            )
-        missing = [key for key in ("env_id", "num_envs", "backend") if key not in config]
-        if missing:
-            raise StoreError(f"the measurement's config has no {', '.join(missing)}")
-        numbers = {name: data.get(name) for name in _NUMBER_COLUMNS}
-    else:
-        # Only these attributes are relied on; everything else travels in to_dict().
-        config = {name: getattr(measurement.config, name) for name in _CONFIG_COLUMNS}
-        numbers = {name: getattr(measurement, name) for name in _NUMBER_COLUMNS}
-        data = _plain(measurement.to_dict())
+    data = _plain(measurement if isinstance(measurement, Mapping) else measurement.to_dict())
+    config = data.get("config")
+    if not isinstance(config, dict):
+        raise StoreError(
+            "a measurement dict needs a 'config' dict, as Measurement.to_dict() "
+            f"gives; got keys {sorted(data)}"
+        )
+    missing = [key for key in ("env_id", "num_envs", "backend") if key not in config]
+    if missing:
+        raise StoreError(f"the measurement's config has no {', '.join(missing)}")
+    numbers = {name: data.get(name) for name in _NUMBER_COLUMNS}
     if isinstance(config["num_envs"], bool) or not isinstance(config["num_envs"], int):
         raise StoreError(f"num_envs must be a whole number, got {config['num_envs']!r}")
     columns = {

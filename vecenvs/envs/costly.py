@@ -35,6 +35,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from vecenvs.checks import check_whole_number
+
 __all__ = ["COST_KINDS", "CostlyEnv", "busy_wait"]
 
 #: The ways a step can spend its time: computing ("busy") or waiting ("sleep").
@@ -71,14 +73,6 @@ def _check_number(name: str, value: Any, low: float, high: float = math.inf) -> 
         expected = f">= {low}" if high == math.inf else f"between {low} and {high}"
         raise ValueError(f"{name} must be a finite number {expected}, got {value!r}")
     return float(value)
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    """Return ``value`` as an int if it is an integer >= 1, else raise."""
-    is_int = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-    if not is_int or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 class CostlyEnv(gym.Env):
@@ -138,8 +132,8 @@ class CostlyEnv(gym.Env):
         )
         self.straggler_factor = _check_number("straggler_factor", straggler_factor, 1.0)
         self.reset_seconds = _check_number("reset_seconds", reset_seconds, 0.0)
-        self.obs_size = _check_positive_int("obs_size", obs_size)
-        self.episode_steps = _check_positive_int("episode_steps", episode_steps)
+        self.obs_size = check_whole_number("obs_size", obs_size)
+        self.episode_steps = check_whole_number("episode_steps", episode_steps)
 
         self.observation_space = spaces.Box(-_BOUND, _BOUND, (self.obs_size,), np.float32)
         self.action_space = spaces.Discrete(2)
