@@ -31,7 +31,7 @@ from vecenvs.autotune import autotune, validate_autotune
 from vecenvs.bench.jobs import Job, JobQueue, Progress
 from vecenvs.bench.store import ResultsStore, Run, RunCancelled
 from vecenvs.bench.sweep import SweepConfig, run_sweep, validate_sweep
-from vecenvs.bench.training import compare_training, validate_training
+from vecenvs.bench.training import compare_training, training_settings
 from vecenvs.profile.runner import ProfileConfig, profile, validate_profile
 
 __all__ = ["JOB_KINDS", "LabQueue", "main"]
@@ -109,15 +109,9 @@ class LabQueue(JobQueue):
     ) -> int:
         """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
         each backend); return the job's id. Checked first, like sweeps."""
-        validate_training(env_id, num_envs, backends, timesteps, repeats, torch_threads)
-        settings = {
-            "env_id": env_id,
-            "num_envs": num_envs,
-            "backends": list(backends),
-            "timesteps": timesteps,
-            "repeats": repeats,
-            "torch_threads": torch_threads,
-        }
+        settings = training_settings(
+            env_id, num_envs, backends, timesteps, repeats, torch_threads=torch_threads
+        )
         return self.submit("train", settings, label, start_runner)
 
     # --- Running (in the runner process) ---------------------------------------------------
@@ -213,12 +207,7 @@ class LabQueue(JobQueue):
 
         cancelled = lambda: self.cancel_requested(job.id)  # noqa: E731
         compare_training(
-            settings["env_id"],
-            settings["num_envs"],
-            settings["backends"],
-            timesteps=settings["timesteps"],
-            repeats=settings["repeats"],
-            torch_threads=settings.get("torch_threads"),
+            **settings,
             on_progress=on_progress,
             cancel=cancelled,
             store=self.store,

@@ -36,7 +36,14 @@ from vecenvs.bench.store import recording
 from vecenvs.checks import check_whole_number
 from vecenvs.factory import BACKEND_INFO, check_backend_available, make_vec
 
-__all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "validate_training"]
+__all__ = [
+    "SB3_OWN",
+    "TrainingResult",
+    "compare_training",
+    "measure_training",
+    "training_settings",
+    "validate_training",
+]
 
 #: Backends that are SB3's own vector envs, used as they are (no adapter in between).
 SB3_OWN = tuple(name for name, info in BACKEND_INFO.items() if info.family == "sb3")
@@ -223,6 +230,29 @@ def _measure_training(
     return TrainingResult(measurement, venv.env_seconds, sum(window_seconds))
 
 
+def training_settings(
+    env_id: str,
+    num_envs: int,
+    backends: Sequence[str],
+    timesteps: int = 2048,
+    repeats: int = 2,
+    seed: int = 0,
+    torch_threads: int | None = None,
+) -> dict[str, Any]:
+    """The arguments of :func:`compare_training`, checked, as the settings a run or a job
+    keeps (the job queue passes them back to :func:`compare_training` as they are)."""
+    validate_training(env_id, num_envs, backends, timesteps, repeats, torch_threads)
+    return {
+        "env_id": env_id,
+        "num_envs": num_envs,
+        "backends": list(backends),
+        "timesteps": timesteps,
+        "repeats": repeats,
+        "seed": seed,
+        "torch_threads": torch_threads,
+    }
+
+
 def compare_training(
     env_id: str,
     num_envs: int,
@@ -250,16 +280,9 @@ def compare_training(
         store, run_id: a results store to save the run in (kind ``"train"``), and a run already
             started in it, if any (see :func:`~vecenvs.bench.store.recording`).
     """
-    validate_training(env_id, num_envs, backends, timesteps, repeats)
-    settings = {
-        "env_id": env_id,
-        "num_envs": num_envs,
-        "backends": list(backends),
-        "timesteps": timesteps,
-        "repeats": repeats,
-        "seed": seed,
-        "torch_threads": torch_threads,
-    }
+    settings = training_settings(
+        env_id, num_envs, backends, timesteps, repeats, seed, torch_threads
+    )
     results: list[TrainingResult] = []
     with recording(store, "train", settings, run_id=run_id) as run:
         for index, backend in enumerate(backends):
