@@ -15,7 +15,13 @@ from gymnasium.vector.utils import batch_space
 
 from vecenvs.factory import env_fns_for
 from vecenvs.testing.report import CheckRun, show, type_name
-from vecenvs.testing.running import MakeVectorEnv, build, close_quietly
+from vecenvs.testing.running import (
+    RESET_RETURNS,
+    STEP_RETURNS,
+    MakeVectorEnv,
+    build,
+    close_quietly,
+)
 
 
 @dataclass
@@ -71,24 +77,13 @@ def _find_difference(
     if isinstance(expected, Mapping):
         if not isinstance(got, Mapping):
             return _Difference(path, "type differs", "a dict", f"a {type_name(got)}", env_index)
-        missing = [key for key in expected if key not in got]
-        if missing:
-            return _Difference(
-                path,
-                f"missing key(s) {missing}",
-                sorted(map(str, expected)),
-                sorted(map(str, got)),
-                env_index,
-            )
-        extra = [key for key in got if key not in expected]
-        if extra:
-            return _Difference(
-                path,
-                f"unexpected key(s) {extra}",
-                sorted(map(str, expected)),
-                sorted(map(str, got)),
-                env_index,
-            )
+        for which, keys in (
+            ("missing", [key for key in expected if key not in got]),
+            ("unexpected", [key for key in got if key not in expected]),
+        ):
+            if keys:
+                both = sorted(map(str, expected)), sorted(map(str, got))
+                return _Difference(path, f"{which} key(s) {keys}", *both, env_index)
         for key in expected:
             found = _find_difference(expected[key], got[key], f"{path}[{key!r}]", env_index)
             if found:
@@ -354,17 +349,10 @@ def _compare_runs(
         when: str,
         fields: Sequence[str],
         expected: tuple,
-        got: Any,
+        got: tuple,
         ended_before: np.ndarray,
         ended_now: np.ndarray,
     ) -> None:
-        if not isinstance(got, tuple) or len(got) != len(fields):
-            run.stop(
-                f"{when} must return a {len(fields)}-tuple",
-                f"({', '.join(fields)})",
-                f"{type_name(got)}: {show(got)}",
-                "return the same tuple as gymnasium's VectorEnv",
-            )
         for field, want, have in zip(fields, expected, got):
             difference = _find_difference(want, have, field)
             if difference is None:
@@ -385,13 +373,11 @@ def _compare_runs(
                 where=[("when", when), ("field", difference.path), ("env", env)],
             )
 
-    reset_fields = ("observations", "infos")
-    step_fields = ("observations", "rewards", "terminations", "truncations", "infos")
     expected: tuple[Any, ...] = reference.reset(seed=seed)
     got = run.attempt(
-        f"reset(seed={seed})", lambda: venv.reset(seed=seed), "(observations, infos)", _RESET_HINT
+        f"reset(seed={seed})", lambda: venv.reset(seed=seed), RESET_RETURNS, _RESET_HINT
     )
-    compare(f"reset(seed={seed})", reset_fields, expected, got, no_ends, no_ends)
+    compare(f"reset(seed={seed})", RESET_RETURNS, expected, got, no_ends, no_ends)
 
     action_space = batch_space(reference.single_action_space, num_envs)
     action_space.seed(seed)
@@ -408,11 +394,11 @@ def _compare_runs(
         got = run.attempt(
             when,
             functools.partial(_step_copy, venv, actions),
-            "(observations, rewards, terminations, truncations, infos)",
+            STEP_RETURNS,
             "see the traceback for where step() failed",
         )
         ended_now = np.logical_or(expected[2], expected[3])
-        compare(when, step_fields, expected, got, ended_before, ended_now)
+        compare(when, STEP_RETURNS, expected, got, ended_before, ended_now)
         episode_ends += int(ended_now.sum())
         if mode is AutoresetMode.DISABLED and ended_now.any():
             # No autoreset: the caller resets the ended envs, as a training loop would.
@@ -421,10 +407,10 @@ def _compare_runs(
             got = run.attempt(
                 when,
                 functools.partial(venv.reset, options={"reset_mask": ended_now.copy()}),
-                "(observations, infos)",
+                RESET_RETURNS,
                 "see the traceback for where reset() failed",
             )
-            compare(when, reset_fields, expected, got, no_ends, no_ends)
+            compare(when, RESET_RETURNS, expected, got, no_ends, no_ends)
             ended_now = no_ends
         ended_before = ended_now
     return episode_ends
