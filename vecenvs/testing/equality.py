@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,72 +74,64 @@ def _find_difference(
     value; object arrays (like ``infos["final_obs"]``) are compared element by element. At the
     top level an array's first axis is the env index, so the first differing env is named.
     """
+
+    def differs(problem: str, want: Any, have: Any) -> _Difference:
+        return _Difference(path, problem, want, have, env_index)
+
+    children: Iterable[tuple[Any, Any, str, int | None]] = ()  # (expected, got, path, env)
     if isinstance(expected, Mapping):
         if not isinstance(got, Mapping):
-            return _Difference(path, "type differs", "a dict", f"a {type_name(got)}", env_index)
+            return differs("type differs", "a dict", f"a {type_name(got)}")
         for which, keys in (
             ("missing", [key for key in expected if key not in got]),
             ("unexpected", [key for key in got if key not in expected]),
         ):
             if keys:
                 both = sorted(map(str, expected)), sorted(map(str, got))
-                return _Difference(path, f"{which} key(s) {keys}", *both, env_index)
-        for key in expected:
-            found = _find_difference(expected[key], got[key], f"{path}[{key!r}]", env_index)
-            if found:
-                return found
-        return None
-    if isinstance(expected, (tuple, list)):
+                return differs(f"{which} key(s) {keys}", *both)
+        children = ((expected[key], got[key], f"{path}[{key!r}]", env_index) for key in expected)
+    elif isinstance(expected, (tuple, list)):
         if type(got) is not type(expected):
-            return _Difference(
-                path, "type differs", f"a {type_name(expected)}", f"a {type_name(got)}", env_index
-            )
+            return differs("type differs", f"a {type_name(expected)}", f"a {type_name(got)}")
         if len(got) != len(expected):
-            return _Difference(path, "length differs", len(expected), len(got), env_index)
-        for index, (want, have) in enumerate(zip(expected, got)):
-            found = _find_difference(want, have, f"{path}[{index}]", env_index)
-            if found:
-                return found
-        return None
-    if isinstance(expected, np.ndarray):
+            return differs("length differs", len(expected), len(got))
+        children = (
+            (want, have, f"{path}[{index}]", env_index)
+            for index, (want, have) in enumerate(zip(expected, got))
+        )
+    elif isinstance(expected, np.ndarray):
         if not isinstance(got, np.ndarray):
-            return _Difference(
-                path, "type differs", "a numpy array", f"{type_name(got)} {show(got)}", env_index
-            )
+            return differs("type differs", "a numpy array", f"{type_name(got)} {show(got)}")
         if got.dtype != expected.dtype:
-            return _Difference(
-                path, "dtype differs", str(expected.dtype), str(got.dtype), env_index
-            )
+            return differs("dtype differs", str(expected.dtype), str(got.dtype))
         if got.shape != expected.shape:
-            return _Difference(path, "shape differs", expected.shape, got.shape, env_index)
+            return differs("shape differs", expected.shape, got.shape)
         if expected.dtype == object:
-            for position in np.ndindex(expected.shape):
-                owner = env_index if env_index is not None else (position[0] if position else None)
-                label = f"{path}[{', '.join(map(str, position))}]"
-                found = _find_difference(expected[position], got[position], label, owner)
-                if found:
-                    return found
-            return None
-        if _arrays_equal(expected, got):
-            return None
-        if env_index is None and expected.ndim >= 1:
-            for index in range(expected.shape[0]):
+            children = (
+                (
+                    expected[position],
+                    got[position],
+                    f"{path}[{', '.join(map(str, position))}]",
+                    env_index if env_index is not None else (position[0] if position else None),
+                )
+                for position in np.ndindex(expected.shape)
+            )
+        elif not _arrays_equal(expected, got):
+            rows = range(expected.shape[0]) if env_index is None and expected.ndim >= 1 else ()
+            for index in rows:
                 if not _arrays_equal(expected[index], got[index]):
-                    return _Difference(
-                        path, "values differ", expected[index], got[index], index, expected, got
-                    )
-        return _Difference(path, "values differ", expected, got, env_index)
-    if type(got) is not type(expected):
-        return _Difference(
-            path,
+                    want, have = expected[index], got[index]
+                    return _Difference(path, "values differ", want, have, index, expected, got)
+            return differs("values differ", expected, got)
+    elif type(got) is not type(expected):
+        return differs(
             "type differs",
             f"{type_name(expected)} {show(expected)}",
             f"{type_name(got)} {show(got)}",
-            env_index,
         )
-    if not _scalars_equal(expected, got):
-        return _Difference(path, "values differ", expected, got, env_index)
-    return None
+    elif not _scalars_equal(expected, got):
+        return differs("values differ", expected, got)
+    return next(filter(None, (_find_difference(*child) for child in children)), None)
 
 
 _SCALAR_FIELDS = ("rewards", "terminations", "truncations")
