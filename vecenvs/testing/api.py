@@ -86,11 +86,13 @@ def _check_observations(run: CheckRun, venv: Any, observations: Any, call: str) 
         run.problem(f"{where} must be an element of observation_space", expected, got, hint)
 
 
-def _check_flags(
-    run: CheckRun, value: Any, name: str, dtype: type, num_envs: int, hint: str
-) -> None:
-    """``value`` must be a numpy array of ``dtype`` and shape ``(num_envs,)``."""
+def _check_flags(run: CheckRun, value: Any, name: str, dtype: type, num_envs: int) -> None:
+    """``value`` must be a numpy array of ``dtype`` and shape ``(num_envs,)``, as gymnasium's."""
     expected = f"a numpy array of dtype {np.dtype(dtype)} and shape ({num_envs},)"
+    hint = (
+        f"gymnasium's vector envs return {name} as {np.dtype(dtype)}: build them with "
+        f"np.zeros(num_envs, dtype=np.{dtype.__name__}) and fill in each env's value"
+    )
     if not isinstance(value, np.ndarray):
         run.problem(f"step() {name}", expected, f"a {type_name(value)}: {show(value)}", hint)
     elif value.dtype != dtype or value.shape != (num_envs,):
@@ -239,24 +241,12 @@ def _check_reset_and_step(run: CheckRun, venv: Any, num_envs: int) -> None:
         )
         problems_before = len(run.problems)
         _check_observations(run, venv, observations, "step()")
-        _check_flags(
-            run,
-            rewards,
-            "rewards",
-            np.float64,
-            num_envs,
-            "gymnasium's vector envs return rewards as float64: build them with "
-            "np.zeros(num_envs, dtype=np.float64) and fill in each env's reward",
-        )
-        for name, flags in (("terminations", terminations), ("truncations", truncations)):
-            _check_flags(
-                run,
-                flags,
-                name,
-                np.bool_,
-                num_envs,
-                f"build {name} with np.zeros(num_envs, dtype=np.bool_) and fill in each env's flag",
-            )
+        for name, flags, dtype in (
+            ("rewards", rewards, np.float64),
+            ("terminations", terminations, np.bool_),
+            ("truncations", truncations, np.bool_),
+        ):
+            _check_flags(run, flags, name, dtype, num_envs)
         _check_infos(run, infos, "step()")
         if len(run.problems) > problems_before:
             return  # the same mistake would only be reported again on the next steps
