@@ -321,17 +321,19 @@ class ChunkedVecEnv(EnvsVectorEnv):
         if not self.shared_memory or area.actions is None:
             return False
 
-        def fits(target: np.ndarray, given: Any) -> bool:
-            return (
+        def fits(target: np.ndarray, given: Any) -> None:
+            if not (
                 isinstance(given, np.ndarray)
                 and given.dtype == target.dtype
                 and given.shape[1:] == target.shape[1:]
-            )
+            ):
+                raise TypeError("this action does not fit its array")
 
         try:
-            return all(_flatten(tree_map(fits, area.actions, actions)))
+            tree_map(fits, area.actions, actions)
         except (KeyError, TypeError, IndexError, ValueError):
             return False
+        return True
 
     # ----------------------------------------------------------------- call and attributes
 
@@ -663,11 +665,3 @@ def split_evenly(num_envs: int, num_workers: int) -> list[range]:
         chunks.append(range(start, start + size))
         start += size
     return chunks
-
-
-def _flatten(tree: Any) -> list[Any]:
-    if isinstance(tree, dict):
-        return [leaf for value in tree.values() for leaf in _flatten(value)]
-    if isinstance(tree, tuple):
-        return [leaf for value in tree for leaf in _flatten(value)]
-    return [tree]

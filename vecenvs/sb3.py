@@ -80,6 +80,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import concatenate, create_empty_array
 
+from vecenvs.multi_env import tree_map
+
 try:
     from stable_baselines3.common.preprocessing import check_for_nested_spaces
     from stable_baselines3.common.vec_env import VecEnv
@@ -257,14 +259,21 @@ class VectorEnvAsSB3(VecEnv):
     ) -> Any:
         """NEXT_STEP or DISABLED: reset the ended envs now; return the observations with theirs replaced."""
         for index in np.flatnonzero(dones).tolist():
-            env_infos[index]["terminal_observation"] = _tree_row(observations, index)
+            row = tree_map(lambda leaf, index=index: np.array(leaf[index]), observations)
+            env_infos[index]["terminal_observation"] = row  # a copy: SB3 may keep it
         reset_observations, reset_infos = self.vector_env.reset(
             options={"reset_mask": dones.copy()}
         )
         for index, info in enumerate(unbatch_infos(reset_infos, self.num_envs)):
             if dones[index]:
                 self.reset_infos[index] = info
-        return _tree_where(dones, reset_observations, observations)
+
+        def ended_reset(reset: np.ndarray, current: np.ndarray) -> np.ndarray:
+            batch = np.array(current)  # a new batch: the ended envs' rows are their reset's
+            batch[dones] = reset[dones]
+            return batch
+
+        return tree_map(ended_reset, reset_observations, observations)
 
     # ----------------------------------------------------------------- the envs' attributes and methods
 
@@ -401,23 +410,3 @@ def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
         for index in np.flatnonzero(mask):
             per_env[index][key] = values[index]
     return per_env
-
-
-def _tree_row(tree: Any, index: int) -> Any:
-    """Env ``index``'s observation out of a batch (nested dicts/tuples of arrays), copied."""
-    if isinstance(tree, dict):
-        return {key: _tree_row(value, index) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_tree_row(value, index) for value in tree)
-    return np.array(tree[index])
-
-
-def _tree_where(mask: np.ndarray, chosen: Any, others: Any) -> Any:
-    """A batch with ``chosen``'s rows where ``mask`` is True and ``others``' elsewhere."""
-    if isinstance(chosen, dict):
-        return {key: _tree_where(mask, chosen[key], others[key]) for key in chosen}
-    if isinstance(chosen, tuple):
-        return tuple(_tree_where(mask, part, other) for part, other in zip(chosen, others))
-    result = np.array(others)
-    result[mask] = chosen[mask]
-    return result

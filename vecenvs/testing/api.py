@@ -20,7 +20,13 @@ from vecenvs.testing.report import (
     traceback_tail,
     type_name,
 )
-from vecenvs.testing.running import MakeVectorEnv, build, close_quietly
+from vecenvs.testing.running import (
+    RESET_RETURNS,
+    STEP_RETURNS,
+    MakeVectorEnv,
+    build,
+    close_quietly,
+)
 
 #: The attribute check_api sets on every env to test set_attr/get_attr/call.
 _PROBE_ATTRIBUTE = "vecenvs_conformance_probe"
@@ -62,8 +68,8 @@ def _space_problem(space: gym.Space, value: Any, path: str) -> tuple[str, str, s
     return None
 
 
-def _check_batch(run: CheckRun, space: gym.Space, value: Any, what: str, space_name: str) -> None:
-    found = _space_problem(space, value, what)
+def _check_observations(run: CheckRun, venv: Any, observations: Any, call: str) -> None:
+    found = _space_problem(venv.observation_space, observations, f"{call} observations")
     if found:
         where, expected, got = found
         if expected.startswith("a value inside"):
@@ -77,14 +83,16 @@ def _check_batch(run: CheckRun, space: gym.Space, value: Any, what: str, space_n
                 "single_observation_space, n=num_envs) and fill it with "
                 "gymnasium.vector.utils.concatenate(single_observation_space, per_env_obs, out)"
             )
-        run.problem(f"{where} must be an element of {space_name}", expected, got, hint)
+        run.problem(f"{where} must be an element of observation_space", expected, got, hint)
 
 
-def _check_flags(
-    run: CheckRun, value: Any, name: str, dtype: type, num_envs: int, hint: str
-) -> None:
-    """``value`` must be a numpy array of ``dtype`` and shape ``(num_envs,)``."""
+def _check_flags(run: CheckRun, value: Any, name: str, dtype: type, num_envs: int) -> None:
+    """``value`` must be a numpy array of ``dtype`` and shape ``(num_envs,)``, as gymnasium's."""
     expected = f"a numpy array of dtype {np.dtype(dtype)} and shape ({num_envs},)"
+    hint = (
+        f"gymnasium's vector envs return {name} as {np.dtype(dtype)}: build them with "
+        f"np.zeros(num_envs, dtype=np.{dtype.__name__}) and fill in each env's value"
+    )
     if not isinstance(value, np.ndarray):
         run.problem(f"step() {name}", expected, f"a {type_name(value)}: {show(value)}", hint)
     elif value.dtype != dtype or value.shape != (num_envs,):
@@ -171,26 +179,26 @@ def _check_attributes(
             "set self.num_envs = len(env_fns) in __init__",
         )
     for kind, single in (("observation", single_obs_space), ("action", single_act_space)):
-        got_single = getattr(venv, f"single_{kind}_space", "<missing>")
-        if got_single != single:
-            run.problem(
-                f"single_{kind}_space must equal the env's {kind}_space",
-                str(single),
-                str(got_single),
+        for name, expected, meaning, hint in (
+            (
+                f"single_{kind}_space",
+                single,
+                f"equal the env's {kind}_space",
                 f"take it from one env: self.single_{kind}_space = env.{kind}_space (a worker "
                 f"can send it back to the parent after making its envs)",
-            )
-            continue
-        batched = batch_space(single, num_envs)
-        got_batched = getattr(venv, f"{kind}_space", "<missing>")
-        if got_batched != batched:
-            run.problem(
-                f"{kind}_space must be the single space batched num_envs times",
-                str(batched),
-                str(got_batched),
+            ),
+            (
+                f"{kind}_space",
+                batch_space(single, num_envs),
+                "be the single space batched num_envs times",
                 f"set self.{kind}_space = gymnasium.vector.utils.batch_space("
                 f"self.single_{kind}_space, self.num_envs)",
-            )
+            ),
+        ):
+            got = getattr(venv, name, "<missing>")
+            if got != expected:
+                run.problem(f"{name} must {meaning}", str(expected), str(got), hint)
+                break  # the batched space of a wrong single space is wrong too
     metadata = getattr(venv, "metadata", None)
     if isinstance(metadata, Mapping):
         got_mode = metadata.get("autoreset_mode", "<missing>")
@@ -213,87 +221,62 @@ def _check_attributes(
 
 
 def _check_reset_and_step(run: CheckRun, venv: Any, num_envs: int) -> None:
-    result = run.attempt(
+    observations, infos = run.attempt(
         "reset(seed=0)",
         lambda: venv.reset(seed=0),
-        "(observations, infos)",
+        RESET_RETURNS,
         "reset must reset every env (env i with seed + i) and return (observations, infos)",
     )
-    if not isinstance(result, tuple) or len(result) != 2:
-        run.stop(
-            "reset(seed=0) must return a 2-tuple (observations, infos)",
-            "a tuple of 2 items",
-            f"a {type_name(result)}: {show(result)}",
-            "return observations, infos",
+    _check_observations(run, venv, observations, "reset()")
+    _check_infos(run, infos, "reset()")
+
+    action_space = copy.deepcopy(venv.action_space)
+    action_space.seed(0)
+    for step in range(1, 4):
+        observations, rewards, terminations, truncations, infos = run.attempt(
+            f"step(actions) (step {step} after reset)",
+            lambda: venv.step(action_space.sample()),
+            STEP_RETURNS,
+            "step(actions) must step env i with actions[i] and return the batched results",
         )
-    observations, infos = result
-    _check_batch(
-        run, venv.observation_space, observations, "reset() observations", "observation_space"
-    )
+        problems_before = len(run.problems)
+        _check_observations(run, venv, observations, "step()")
+        for name, flags, dtype in (
+            ("rewards", rewards, np.float64),
+            ("terminations", terminations, np.bool_),
+            ("truncations", truncations, np.bool_),
+        ):
+            _check_flags(run, flags, name, dtype, num_envs)
+        _check_infos(run, infos, "step()")
+        if len(run.problems) > problems_before:
+            return  # the same mistake would only be reported again on the next steps
+
+
+def _check_infos(run: CheckRun, infos: Any, call: str) -> None:
     if not isinstance(infos, dict):
         run.problem(
-            "reset() infos must be a dict",
+            f"{call} infos must be a dict",
             "a dict",
             f"a {type_name(infos)}",
             "collect the per-env infos with infos = self._add_info(infos, env_info, i)",
         )
 
-    action_space = copy.deepcopy(venv.action_space)
-    action_space.seed(0)
-    for step in range(1, 4):
-        result = run.attempt(
-            f"step(actions) (step {step} after reset)",
-            lambda: venv.step(action_space.sample()),
-            "(observations, rewards, terminations, truncations, infos)",
-            "step(actions) must step env i with actions[i] and return the batched results",
-        )
-        if not isinstance(result, tuple) or len(result) != 5:
-            run.stop(
-                "step(actions) must return a 5-tuple",
-                "(observations, rewards, terminations, truncations, infos)",
-                f"a {type_name(result)}: {show(result, limit=200)}",
-                "return observations, rewards, terminations, truncations, infos",
-            )
-        observations, rewards, terminations, truncations, infos = result
-        problems_before = len(run.problems)
-        _check_batch(
-            run, venv.observation_space, observations, "step() observations", "observation_space"
-        )
-        _check_flags(
-            run,
-            rewards,
-            "rewards",
-            np.float64,
-            num_envs,
-            "gymnasium's vector envs return rewards as float64: build them with "
-            "np.zeros(num_envs, dtype=np.float64) and fill in each env's reward",
-        )
-        for name, flags in (("terminations", terminations), ("truncations", truncations)):
-            _check_flags(
-                run,
-                flags,
-                name,
-                np.bool_,
-                num_envs,
-                f"build {name} with np.zeros(num_envs, dtype=np.bool_) and fill in each env's flag",
-            )
-        if not isinstance(infos, dict):
-            run.problem(
-                "step() infos must be a dict",
-                "a dict",
-                f"a {type_name(infos)}",
-                "collect the per-env infos with infos = self._add_info(infos, env_info, i)",
-            )
-        if len(run.problems) > problems_before:
-            return  # the same mistake would only be reported again on the next steps
-
 
 def _check_attr_methods(run: CheckRun, venv: Any, env_id: str, num_envs: int) -> None:
-    def in_order(doing: str, result: Any, expected: tuple, hint: str) -> bool:
-        if isinstance(result, (tuple, list)) and tuple(result) == expected:
-            return True
+    probe, values = _PROBE_ATTRIBUTE, tuple(100 + index for index in range(num_envs))
+
+    def per_env(call: str, action: Any, expected: tuple, hint: str, about: str = "") -> bool:
+        """Make ``call``; it must return ``expected``: env i's result at position i.
+
+        ``about`` says more about the call where it failed; spec results are compared by id.
+        """
+        result = run.attempt(call, action, f"{show(expected)}, one result per env", hint)
+        if isinstance(result, (tuple, list)):
+            result = tuple(getattr(item, "id", item) for item in result)
+            if result == expected:
+                return True
         run.problem(
-            f"{doing} must return one result per env, in env order",
+            f"{call}{about} must return one result per env, in env order",
             repr(expected),
             f"{show(result)} ({type_name(result)})",
             hint,
@@ -303,79 +286,49 @@ def _check_attr_methods(run: CheckRun, venv: Any, env_id: str, num_envs: int) ->
     get_hint = (
         "get_attr(name) returns a tuple with env i's env.get_wrapper_attr(name) at position i"
     )
-    specs = run.attempt(
-        'get_attr("spec")', lambda: venv.get_attr("spec"), "a tuple of EnvSpec", get_hint
+    spec_ids = (env_id,) * num_envs
+    per_env(
+        'get_attr("spec")', lambda: venv.get_attr("spec"), spec_ids, get_hint, " (compared by .id)"
     )
-    if isinstance(specs, (tuple, list)):
-        specs = tuple(getattr(spec, "id", spec) for spec in specs)
-    in_order('get_attr("spec") (compared by .id)', specs, (env_id,) * num_envs, get_hint)
 
     set_hint = (
         "set_attr(name, values): a list or tuple gives env i values[i], any other value is given "
         "to every env; use env.set_wrapper_attr(name, value) in each env"
     )
-    values = tuple(100 + index for index in range(num_envs))
-    run.attempt(
-        f"set_attr({_PROBE_ATTRIBUTE!r}, {list(values)})",
-        lambda: venv.set_attr(_PROBE_ATTRIBUTE, list(values)),
-        "no exception",
-        set_hint,
-    )
-    got = run.attempt(
-        f"get_attr({_PROBE_ATTRIBUTE!r})",
-        lambda: venv.get_attr(_PROBE_ATTRIBUTE),
-        "the values set",
-        get_hint,
-    )
-    doing = f"get_attr after set_attr({_PROBE_ATTRIBUTE!r}, {list(values)})"
-    if not in_order(doing, got, values, set_hint):
+
+    def set_then_get(given: Any, expected: tuple, about: str = "") -> bool:
+        setting = f"set_attr({probe!r}, {given!r})"
+        run.attempt(setting, lambda: venv.set_attr(probe, given), "no exception", set_hint)
+        getting = f"get_attr({probe!r})"
+        return per_env(
+            getting, lambda: venv.get_attr(probe), expected, set_hint, f" after {setting}{about}"
+        )
+
+    if not set_then_get(list(values), values):
         return
 
     call_hint = (
         "call(name, *args, **kwargs) must run env.get_wrapper_attr(name)(*args, **kwargs) in every "
         "env, passing the arguments on, and return the results as a tuple in env order"
     )
-    got = run.attempt(
-        f'call("get_wrapper_attr", {_PROBE_ATTRIBUTE!r})',
-        lambda: venv.call("get_wrapper_attr", _PROBE_ATTRIBUTE),
-        "the values set",
+    per_env(
+        f'call("get_wrapper_attr", {probe!r})',
+        lambda: venv.call("get_wrapper_attr", probe),
+        values,
         call_hint,
+        " (a positional argument)",
     )
-    doing = f'call("get_wrapper_attr", {_PROBE_ATTRIBUTE!r}) (a positional argument)'
-    in_order(doing, got, values, call_hint)
     # A keyword argument: with force=False, set_wrapper_attr refuses to create an attribute and
     # returns False; a backend that drops keyword arguments gets the default force=True: True.
-    got = run.attempt(
+    per_env(
         'call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False)',
         lambda: venv.call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False),
-        "False for every env",
-        call_hint,
-    )
-    in_order(
-        'call("set_wrapper_attr", "vecenvs_absent_attribute", 1, force=False) (a keyword argument)',
-        got,
         (False,) * num_envs,
         call_hint,
+        " (a keyword argument)",
     )
 
-    run.attempt(
-        f"set_attr({_PROBE_ATTRIBUTE!r}, 7)",
-        lambda: venv.set_attr(_PROBE_ATTRIBUTE, 7),
-        "no exception",
-        set_hint,
-    )
-    got = run.attempt(
-        f"get_attr({_PROBE_ATTRIBUTE!r})",
-        lambda: venv.get_attr(_PROBE_ATTRIBUTE),
-        "7 for every env",
-        get_hint,
-    )
-    in_order(
-        f"get_attr after set_attr({_PROBE_ATTRIBUTE!r}, 7) (one value for all envs)",
-        got,
-        (7,) * num_envs,
-        set_hint,
-    )
+    set_then_get(7, (7,) * num_envs, " (one value for all envs)")
 
 
 def _check_with_block(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,13 @@ from gymnasium.vector.utils import batch_space
 
 from vecenvs.factory import env_fns_for
 from vecenvs.testing.report import CheckRun, show, type_name
-from vecenvs.testing.running import MakeVectorEnv, build, close_quietly
+from vecenvs.testing.running import (
+    RESET_RETURNS,
+    STEP_RETURNS,
+    MakeVectorEnv,
+    build,
+    close_quietly,
+)
 
 
 @dataclass
@@ -68,83 +74,64 @@ def _find_difference(
     value; object arrays (like ``infos["final_obs"]``) are compared element by element. At the
     top level an array's first axis is the env index, so the first differing env is named.
     """
+
+    def differs(problem: str, want: Any, have: Any) -> _Difference:
+        return _Difference(path, problem, want, have, env_index)
+
+    children: Iterable[tuple[Any, Any, str, int | None]] = ()  # (expected, got, path, env)
     if isinstance(expected, Mapping):
         if not isinstance(got, Mapping):
-            return _Difference(path, "type differs", "a dict", f"a {type_name(got)}", env_index)
-        missing = [key for key in expected if key not in got]
-        if missing:
-            return _Difference(
-                path,
-                f"missing key(s) {missing}",
-                sorted(map(str, expected)),
-                sorted(map(str, got)),
-                env_index,
-            )
-        extra = [key for key in got if key not in expected]
-        if extra:
-            return _Difference(
-                path,
-                f"unexpected key(s) {extra}",
-                sorted(map(str, expected)),
-                sorted(map(str, got)),
-                env_index,
-            )
-        for key in expected:
-            found = _find_difference(expected[key], got[key], f"{path}[{key!r}]", env_index)
-            if found:
-                return found
-        return None
-    if isinstance(expected, (tuple, list)):
+            return differs("type differs", "a dict", f"a {type_name(got)}")
+        for which, keys in (
+            ("missing", [key for key in expected if key not in got]),
+            ("unexpected", [key for key in got if key not in expected]),
+        ):
+            if keys:
+                both = sorted(map(str, expected)), sorted(map(str, got))
+                return differs(f"{which} key(s) {keys}", *both)
+        children = ((expected[key], got[key], f"{path}[{key!r}]", env_index) for key in expected)
+    elif isinstance(expected, (tuple, list)):
         if type(got) is not type(expected):
-            return _Difference(
-                path, "type differs", f"a {type_name(expected)}", f"a {type_name(got)}", env_index
-            )
+            return differs("type differs", f"a {type_name(expected)}", f"a {type_name(got)}")
         if len(got) != len(expected):
-            return _Difference(path, "length differs", len(expected), len(got), env_index)
-        for index, (want, have) in enumerate(zip(expected, got)):
-            found = _find_difference(want, have, f"{path}[{index}]", env_index)
-            if found:
-                return found
-        return None
-    if isinstance(expected, np.ndarray):
+            return differs("length differs", len(expected), len(got))
+        children = (
+            (want, have, f"{path}[{index}]", env_index)
+            for index, (want, have) in enumerate(zip(expected, got))
+        )
+    elif isinstance(expected, np.ndarray):
         if not isinstance(got, np.ndarray):
-            return _Difference(
-                path, "type differs", "a numpy array", f"{type_name(got)} {show(got)}", env_index
-            )
+            return differs("type differs", "a numpy array", f"{type_name(got)} {show(got)}")
         if got.dtype != expected.dtype:
-            return _Difference(
-                path, "dtype differs", str(expected.dtype), str(got.dtype), env_index
-            )
+            return differs("dtype differs", str(expected.dtype), str(got.dtype))
         if got.shape != expected.shape:
-            return _Difference(path, "shape differs", expected.shape, got.shape, env_index)
+            return differs("shape differs", expected.shape, got.shape)
         if expected.dtype == object:
-            for position in np.ndindex(expected.shape):
-                owner = env_index if env_index is not None else (position[0] if position else None)
-                label = f"{path}[{', '.join(map(str, position))}]"
-                found = _find_difference(expected[position], got[position], label, owner)
-                if found:
-                    return found
-            return None
-        if _arrays_equal(expected, got):
-            return None
-        if env_index is None and expected.ndim >= 1:
-            for index in range(expected.shape[0]):
+            children = (
+                (
+                    expected[position],
+                    got[position],
+                    f"{path}[{', '.join(map(str, position))}]",
+                    env_index if env_index is not None else (position[0] if position else None),
+                )
+                for position in np.ndindex(expected.shape)
+            )
+        elif not _arrays_equal(expected, got):
+            rows = range(expected.shape[0]) if env_index is None and expected.ndim >= 1 else ()
+            for index in rows:
                 if not _arrays_equal(expected[index], got[index]):
-                    return _Difference(
-                        path, "values differ", expected[index], got[index], index, expected, got
-                    )
-        return _Difference(path, "values differ", expected, got, env_index)
-    if type(got) is not type(expected):
-        return _Difference(
-            path,
+                    want, have = expected[index], got[index]
+                    return _Difference(path, "values differ", want, have, index, expected, got)
+            return differs("values differ", expected, got)
+    elif type(got) is not type(expected):
+        return differs(
             "type differs",
             f"{type_name(expected)} {show(expected)}",
             f"{type_name(got)} {show(got)}",
-            env_index,
         )
-    if not _scalars_equal(expected, got):
-        return _Difference(path, "values differ", expected, got, env_index)
-    return None
+    elif not _scalars_equal(expected, got):
+        return differs("values differ", expected, got)
+    return next(filter(None, (_find_difference(*child) for child in children)), None)
 
 
 _SCALAR_FIELDS = ("rewards", "terminations", "truncations")
@@ -354,17 +341,10 @@ def _compare_runs(
         when: str,
         fields: Sequence[str],
         expected: tuple,
-        got: Any,
+        got: tuple,
         ended_before: np.ndarray,
         ended_now: np.ndarray,
     ) -> None:
-        if not isinstance(got, tuple) or len(got) != len(fields):
-            run.stop(
-                f"{when} must return a {len(fields)}-tuple",
-                f"({', '.join(fields)})",
-                f"{type_name(got)}: {show(got)}",
-                "return the same tuple as gymnasium's VectorEnv",
-            )
         for field, want, have in zip(fields, expected, got):
             difference = _find_difference(want, have, field)
             if difference is None:
@@ -385,13 +365,11 @@ def _compare_runs(
                 where=[("when", when), ("field", difference.path), ("env", env)],
             )
 
-    reset_fields = ("observations", "infos")
-    step_fields = ("observations", "rewards", "terminations", "truncations", "infos")
     expected: tuple[Any, ...] = reference.reset(seed=seed)
     got = run.attempt(
-        f"reset(seed={seed})", lambda: venv.reset(seed=seed), "(observations, infos)", _RESET_HINT
+        f"reset(seed={seed})", lambda: venv.reset(seed=seed), RESET_RETURNS, _RESET_HINT
     )
-    compare(f"reset(seed={seed})", reset_fields, expected, got, no_ends, no_ends)
+    compare(f"reset(seed={seed})", RESET_RETURNS, expected, got, no_ends, no_ends)
 
     action_space = batch_space(reference.single_action_space, num_envs)
     action_space.seed(seed)
@@ -408,11 +386,11 @@ def _compare_runs(
         got = run.attempt(
             when,
             functools.partial(_step_copy, venv, actions),
-            "(observations, rewards, terminations, truncations, infos)",
+            STEP_RETURNS,
             "see the traceback for where step() failed",
         )
         ended_now = np.logical_or(expected[2], expected[3])
-        compare(when, step_fields, expected, got, ended_before, ended_now)
+        compare(when, STEP_RETURNS, expected, got, ended_before, ended_now)
         episode_ends += int(ended_now.sum())
         if mode is AutoresetMode.DISABLED and ended_now.any():
             # No autoreset: the caller resets the ended envs, as a training loop would.
@@ -421,10 +399,10 @@ def _compare_runs(
             got = run.attempt(
                 when,
                 functools.partial(venv.reset, options={"reset_mask": ended_now.copy()}),
-                "(observations, infos)",
+                RESET_RETURNS,
                 "see the traceback for where reset() failed",
             )
-            compare(when, reset_fields, expected, got, no_ends, no_ends)
+            compare(when, RESET_RETURNS, expected, got, no_ends, no_ends)
             ended_now = no_ends
         ended_before = ended_now
     return episode_ends

@@ -105,18 +105,36 @@ class CheckRun:
         self.notes.append(text)
         warnings.warn(ConformanceWarning(f"{self.name}: {text}"), stacklevel=3)
 
-    def attempt(self, doing: str, action: Callable[[], Any], expected: str, hint: str) -> Any:
-        """Run one call into the vector env; if it raises, record that and stop the check."""
+    def attempt(
+        self, doing: str, action: Callable[[], Any], expected: str | tuple[str, ...], hint: str
+    ) -> Any:
+        """Run one call into the vector env; if it raises, record that and stop the check.
+
+        ``expected`` is what the call should return, in words; a tuple of field names, such as
+        ``("observations", "infos")``, says it must return a tuple of that many items, and a
+        call that returns anything else stops the check too.
+        """
+        fields = expected if isinstance(expected, tuple) else None
+        if fields is not None:
+            expected = f"({', '.join(fields)})"
         try:
-            return action()
+            result = action()
         except Exception as err:
             self.stop(
                 f"{doing} raised an exception",
-                expected,
+                str(expected),
                 exception_summary(err),
                 hint,
                 details=traceback_tail(err),
             )
+        if fields is not None and not (isinstance(result, tuple) and len(result) == len(fields)):
+            self.stop(
+                f"{doing} must return a {len(fields)}-tuple",
+                str(expected),
+                f"a {type_name(result)}: {show(result, limit=200)}",
+                f"return {', '.join(fields)}, as gymnasium's VectorEnv does",
+            )
+        return result
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:

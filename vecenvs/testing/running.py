@@ -19,6 +19,9 @@ MakeVectorEnv = Callable[..., VectorEnv]
 CHILD_EXIT_SECONDS = 5.0
 #: How long a close() may take before the checker stops waiting for it.
 CLOSE_SECONDS = 10.0
+#: What ``reset`` and ``step`` return, field by field.
+RESET_RETURNS = ("observations", "infos")
+STEP_RETURNS = ("observations", "rewards", "terminations", "truncations", "infos")
 
 
 def build(run: CheckRun, make_vector_env: MakeVectorEnv, env_fns: list, mode: AutoresetMode) -> Any:

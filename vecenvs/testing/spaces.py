@@ -39,10 +39,13 @@ __all__ = ["SHARED_MEMORY_CANNOT_HOLD", "check_spaces", "shared_memory_can_hold"
 SHARED_MEMORY_CANNOT_HOLD = ("sequence", "sequence-stacked", "graph", "graph-no-edges", "custom")
 
 
+#: The spaces gymnasium lays out in shared memory; Graph, Sequence and spaces of one's own are not.
+_FIXED_LAYOUT = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Text)
+
+
 def shared_memory_can_hold(name: str) -> bool:
     """Whether gymnasium can lay out observations of the space ``name`` in shared memory."""
-    space = SPACES[name]()
-    return not _contains(space, (spaces.Graph, spaces.Sequence)) and _only_gymnasium_spaces(space)
+    return _fixed_layout(SPACES[name]())
 
 
 def check_spaces(
@@ -99,20 +102,10 @@ def check_spaces(
     )
 
 
-def _contains(space: Any, kinds: tuple[type, ...]) -> bool:
-    if isinstance(space, kinds):
-        return True
+def _fixed_layout(space: Any) -> bool:
+    """Whether every space inside ``space`` (through Dict, Tuple and OneOf) is a fixed layout."""
     if isinstance(space, spaces.Dict):
-        return any(_contains(sub, kinds) for sub in space.spaces.values())
+        return all(_fixed_layout(sub) for sub in space.spaces.values())
     if isinstance(space, (spaces.Tuple, spaces.OneOf)):
-        return any(_contains(sub, kinds) for sub in space.spaces)
-    return False
-
-
-def _only_gymnasium_spaces(space: Any) -> bool:
-    known = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Text)
-    if isinstance(space, spaces.Dict):
-        return all(_only_gymnasium_spaces(sub) for sub in space.spaces.values())
-    if isinstance(space, (spaces.Tuple, spaces.OneOf)):
-        return all(_only_gymnasium_spaces(sub) for sub in space.spaces)
-    return isinstance(space, known)
+        return all(_fixed_layout(sub) for sub in space.spaces)
+    return isinstance(space, _FIXED_LAYOUT)
