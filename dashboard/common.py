@@ -38,7 +38,7 @@ REFRESH_SECONDS = 2.0
 #: How often the sidebar looks at the queue again.
 SIDEBAR_REFRESH_SECONDS = 5.0
 
-#: The gymnasium classics, cheapest first (CartPole ~12 us a step on our VM).
+#: The gymnasium classics, cheapest first (CartPole ~11 us a step on our 2-core VM: the README's seeds table).
 CLASSIC_ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"]
 
 #: MuJoCo envs, offered when the mujoco package is installed (HumanoidStandup ~0.6 ms a step).
