@@ -1,4 +1,5 @@
-"""One plain-text table formatter, for every table the CLI, the notebooks and the dashboard print.
+"""Plain text for people: one table formatter, for every table the CLI, the notebooks and the
+dashboard print, and the one way a configuration's arguments are written in a label.
 
 >>> print(format_table(["backend", "steps/s"], [["pool", "12,345"], ["gym-sync", "6,789"]]))
 backend   steps/s
@@ -12,7 +13,8 @@ hold numbers, flush right (``left=`` names other columns to keep flush left).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 
 def format_table(
@@ -44,3 +46,17 @@ def format_table(
     head = line(header)
     lines = [*([title] if title else []), head, *(["-" * len(head)] if rule else [])]
     return "\n".join([*lines, *map(line, cells)])
+
+
+def describe_kwargs(kwargs: Mapping[str, Any] | Any) -> str:
+    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments.
+
+    Exact (every digit of a float): labels made with it are keys that tell configurations
+    apart. For display, :func:`vecenvs.bench.engine.short_env_labels` is shorter. Anything but
+    a mapping (read from a damaged store, say) is shown as it is.
+    """
+    if not kwargs:
+        return ""
+    if not isinstance(kwargs, Mapping):
+        return f" ({kwargs})"
+    return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"

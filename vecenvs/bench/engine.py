@@ -65,6 +65,7 @@ from vecenvs.factory import (
     make_vec,
 )
 from vecenvs.multi_env import tree_map
+from vecenvs.table import describe_kwargs
 
 __all__ = [
     "ACTION_RING_SIZE",
@@ -709,17 +710,6 @@ class _Run:
             workers=self.workers,
             peak_rss_bytes=self.peak_rss_bytes,
         )
-
-
-def describe_kwargs(kwargs: Mapping[str, Any]) -> str:
-    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments.
-
-    Exact (every digit of a float): labels made with it are keys that tell configurations
-    apart. For display, :func:`short_env_labels` is shorter.
-    """
-    if not kwargs:
-        return ""
-    return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
 
 
 def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:

@@ -37,7 +37,7 @@ from vecenvs.bench.store import (
     default_store_path,
 )
 from vecenvs.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail, positive_int
-from vecenvs.table import format_table
+from vecenvs.table import describe_kwargs, format_table
 
 __all__ = ["add_parser", "format_measurements", "format_runs"]
 
@@ -296,9 +296,9 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
     )
     table_rows = [
         (
-            row["env_id"] + _describe_kwargs(row["env_kwargs"]),
+            row["env_id"] + describe_kwargs(row["env_kwargs"]),
             str(row["num_envs"]),
-            row["backend"] + _describe_kwargs(row["backend_kwargs"]),
+            row["backend"] + describe_kwargs(row["backend_kwargs"]),
             f"{_number(row['mean'])} ± {_number(row['std'])}",
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
             _share((row.get("data") or {}).get("efficiency")),
@@ -453,15 +453,6 @@ def _machine_short(machine: dict[str, Any]) -> str:
         machine.get("cpu_model", "?"),
     ]
     return ", ".join(map(str, parts))
-
-
-def _describe_kwargs(kwargs: Any) -> str:
-    """``{"num_workers": 2}`` -> ``" (num_workers=2)"``; nothing for no arguments."""
-    if not kwargs:
-        return ""
-    if not isinstance(kwargs, dict):
-        return f" ({kwargs})"
-    return " (" + ", ".join(f"{key}={value}" for key, value in kwargs.items()) + ")"
 
 
 def _describe_json(value: Any, indent: str = "  ") -> list[str]:
