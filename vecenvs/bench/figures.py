@@ -67,10 +67,12 @@ from vecenvs.workers import available_cpus
 __all__ = [
     "BACKEND_COLORS",
     "CASES",
+    "METRICS",
     "autotune_figure",
     "backend_colors",
     "display_label",
     "efficiency_figure",
+    "metric_figure",
     "runs_figure",
     "seeds_figure",
     "seeds_figures",
@@ -257,6 +259,125 @@ def seeds_figures(
     return figures
 
 
+#: The measures :func:`metric_figure` draws against N: (title, y axis, unit, message when empty).
+#: ``{reference}`` is the sequential reference's name.
+METRICS: dict[str, tuple[str, str, str, str]] = {
+    "throughput": (
+        "Throughput against the number of envs",
+        f"throughput ({_STEPS_PER_SECOND}, log scale)",
+        _STEPS_PER_SECOND,
+        "no measurements yet",
+    ),
+    "speedup": (
+        "Speed-up over {reference} against the number of envs",
+        "speed-up over {reference} (x, log scale)",
+        "x {reference}",
+        "no measurements with a speed-up yet (from compare())",
+    ),
+    "efficiency": (
+        "Efficiency: throughput as a share of the ceiling",
+        "share of the ceiling (%)",
+        "% of the ceiling",
+        "no measurements of the ceiling or the reference yet",
+    ),
+}
+
+
+def metric_figure(
+    measurements: Sequence[Measurement],
+    model: OverheadModel | None = None,
+    *,
+    metric: str = "throughput",
+    cpus: int | None = None,
+    variant: str = "constant",
+    reference: str = DEFAULT_REFERENCE,
+) -> go.Figure:
+    """One measure of every backend against N, one panel per env, with the machine's limit.
+
+    The one figure behind :func:`throughput_figure`, :func:`speedup_figure` and
+    :func:`efficiency_figure`, which say what each ``metric`` draws. In every one: a point per
+    measured (env, N, backend); the dotted black line is the machine's limit, the ceiling
+    (measured where the ``ceiling`` row was, else estimated as min(N, CPUs) x one env's rate,
+    which the legend says); given a fitted ``model``, a dashed curve per fitted backend of what
+    it predicts, and without one the points of a backend are joined by a thin line (but on the
+    efficiency chart).
+
+    Args:
+        measurements: any number of envs, N and backends.
+        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for the curves (and its
+            t_env for envs without a ceiling); optional.
+        metric: one of :data:`METRICS`: ``"throughput"``, ``"speedup"``, ``"efficiency"``.
+        cpus: for the estimated limit; by default the model's, else this machine's.
+        variant: the model's ``"constant"`` or ``"per_env"`` overhead, for the curves.
+        reference: the sequential reference (its throughput gives the single-env rate).
+
+    Raises:
+        ValueError: an unknown ``metric`` or a bad ``cpus``.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {tuple(METRICS)}")
+    title, y_title, unit, empty = (text.format(reference=reference) for text in METRICS[metric])
+    speedup, efficiency = metric == "speedup", metric == "efficiency"
+    if speedup:  # the reference is the line at 1x; measurements without a ratio are not drawn
+        measurements = [m for m in measurements if m.ratio is not None]
+    data = _Data.of(measurements, reference)
+    if efficiency:  # only the envs whose limit is known: measured, or from t_env
+        drawable = {env for env in data.envs if data.ceiling(env) or _t_env(data, model, env)}
+        data = _Data.of([m for m in measurements if m.config.env_label in drawable], reference)
+    backends = [label for label in data.backends if not (speedup and label == reference)]
+    if not (backends if speedup else data.latest):
+        return _empty_figure(title, empty)
+    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
+    if efficiency and not all(data.ceiling(env) for env in data.envs):
+        title += " (estimated as CPUs x one env where no ceiling was measured)"
+    figure = _facets(data, title, y_title, log_y=not efficiency)
+    for panel, env in enumerate(data.envs, start=1):
+        limit = _limit(data, model, env, cpus)
+        for label in backends:
+            points = data.series(env, label)
+            if not points:
+                continue
+            errors: list[float] | None
+            if efficiency:
+                values: list[float | None] = [100 * _efficiency(m, limit) for m in points]
+                errors = [100 * m.std / limit(m.config.num_envs) for m in points]
+            else:
+                values = [m.ratio if speedup else m.mean for m in points]
+                errors = None if speedup else [m.std for m in points]
+            lines = model is None and not efficiency
+            _add_points(figure, data, label, points, values, panel, errors, lines, unit)
+        ns, ceiling = data.env_num_envs(env), data.ceiling(env)
+        if speedup:
+            level = f"{reference} (the loop, the reference): 1x"
+            _add_line(figure, data, panel, [ns[0], ns[-1]], [1.0, 1.0], level, _LEVEL_STYLE)
+        t_env = _t_env(data, model, env)
+        ys: list[float | None]
+        if efficiency:  # the limit is 100% whichever it is; the legend says which
+            xs, ys = ns, [100.0] * len(ns)
+        elif ceiling:
+            xs = [m.config.num_envs for m in ceiling]
+            ys = [m.ratio if speedup else m.mean for m in ceiling]
+        elif speedup:
+            xs, ys = ns, [float(min(n, cpus)) for n in ns]
+        elif t_env is not None:
+            xs, ys = ns, [min(n, cpus) / t_env for n in ns]
+        else:
+            continue  # no ceiling, no reference: no limit to draw
+        _add_limit(figure, data, panel, xs, ys, bool(ceiling), "%" if efficiency else unit)
+    if model is not None:
+
+        def predict(env: str, label: str, n: float) -> float:
+            if speedup:
+                return model.predict_speedup(env, label, n, variant=variant)
+            rate = model.predict_throughput(env, label, n, variant=variant)
+            return 100 * rate / _limit(data, model, env, cpus)(n) if efficiency else rate
+
+        _add_curves(figure, data, model, variant, predict, skip=(reference,) if speedup else ())
+    if efficiency:
+        figure.update_yaxes(rangemode="tozero")
+    return _tidy_log_axes(figure)
+
+
 def throughput_figure(
     measurements: Sequence[Measurement],
     model: OverheadModel | None = None,
@@ -270,71 +391,13 @@ def throughput_figure(
     Points are the mean over the timed windows, error bars their standard deviation. The dotted
     black line is the ceiling: where the ``ceiling`` row was measured, its points (min(K, N)
     processes stepping with no coordination, what no vector env can beat); otherwise an
-    estimate, min(N, CPUs) x one env's rate, which says so in the legend. Given a fitted
-    ``model``, each fitted backend gets a dashed curve of what the model predicts; without
-    one, each backend's points are joined by a thin line.
+    estimate, min(N, CPUs) x one env's rate, which says so in the legend.
 
-    Args:
-        measurements: any number of envs, N and backends.
-        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for the curves.
-        cpus: for the estimated limit; by default the model's, else this machine's.
-        variant: the model's ``"constant"`` or ``"per_env"`` overhead.
-        reference: the sequential reference (its throughput gives the single-env rate).
+    Args: as for :func:`metric_figure`.
     """
-    title = "Throughput against the number of envs"
-    data = _Data.of(measurements, reference)
-    if not data.latest:
-        return _empty_figure(title, "no measurements yet")
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
-    figure = _facets(data, title, f"throughput ({_STEPS_PER_SECOND}, log scale)", log_y=True)
-    for panel, env in enumerate(data.envs, start=1):
-        for label in data.backends:
-            points = data.series(env, label)
-            if points:
-                _add_points(
-                    figure,
-                    data,
-                    label,
-                    points,
-                    [m.mean for m in points],
-                    panel,
-                    errors=[m.std for m in points],
-                    lines=model is None,
-                    unit=_STEPS_PER_SECOND,
-                )
-        ceiling = data.ceiling(env)
-        if ceiling:
-            _add_limit(
-                figure,
-                data,
-                panel,
-                [m.config.num_envs for m in ceiling],
-                [m.mean for m in ceiling],
-                measured=True,
-                unit=_STEPS_PER_SECOND,
-            )
-        else:
-            t_env = _t_env(data, model, env)
-            if t_env is not None:
-                ns = data.env_num_envs(env)
-                _add_limit(
-                    figure,
-                    data,
-                    panel,
-                    ns,
-                    [min(n, cpus) / t_env for n in ns],
-                    measured=False,
-                    unit=_STEPS_PER_SECOND,
-                )
-    if model is not None:
-        _add_curves(
-            figure,
-            data,
-            model,
-            variant,
-            lambda env, label, n: model.predict_throughput(env, label, n, variant=variant),
-        )
-    return _tidy_log_axes(figure)
+    return metric_figure(
+        measurements, model, metric="throughput", cpus=cpus, variant=variant, reference=reference
+    )
 
 
 def speedup_figure(
@@ -354,67 +417,11 @@ def speedup_figure(
     stepping native envs, may cross it: it is not like-for-like). Measurements without a ratio
     are not drawn.
 
-    Args: as for :func:`throughput_figure`.
+    Args: as for :func:`metric_figure`.
     """
-    title = f"Speed-up over {reference} against the number of envs"
-    with_ratio = [m for m in measurements if m.ratio is not None]
-    data = _Data.of(with_ratio, reference)
-    backends = [label for label in data.backends if label != reference]
-    if not backends:
-        return _empty_figure(title, "no measurements with a speed-up yet (from compare())")
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
-    y_title = f"speed-up over {reference} (x, log scale)"
-    figure = _facets(data, title, y_title, log_y=True)
-    for panel, env in enumerate(data.envs, start=1):
-        for label in backends:
-            points = data.series(env, label)
-            if points:
-                _add_points(
-                    figure,
-                    data,
-                    label,
-                    points,
-                    [m.ratio for m in points],
-                    panel,
-                    errors=None,
-                    lines=model is None,
-                    unit=f"x {reference}",
-                )
-        ns = data.env_num_envs(env)
-        _add_level(
-            figure, data, panel, ns, 1.0, f"{reference} (the loop, the reference): 1x", _LEVEL_STYLE
-        )
-        ceiling = data.ceiling(env)
-        if ceiling:
-            _add_limit(
-                figure,
-                data,
-                panel,
-                [m.config.num_envs for m in ceiling],
-                [m.ratio for m in ceiling],
-                measured=True,
-                unit=f"x {reference}",
-            )
-        else:
-            _add_limit(
-                figure,
-                data,
-                panel,
-                ns,
-                [float(min(n, cpus)) for n in ns],
-                measured=False,
-                unit=f"x {reference}",
-            )
-    if model is not None:
-        _add_curves(
-            figure,
-            data,
-            model,
-            variant,
-            lambda env, label, n: model.predict_speedup(env, label, n, variant=variant),
-            skip=(reference,),
-        )
-    return _tidy_log_axes(figure)
+    return metric_figure(
+        measurements, model, metric="speedup", cpus=cpus, variant=variant, reference=reference
+    )
 
 
 def efficiency_figure(
@@ -434,64 +441,11 @@ def efficiency_figure(
     rate, and the title says so. EnvPool can go above 100%: its native envs step faster than
     the Python ones the ceiling steps.
 
-    Args:
-        measurements: any number of envs, N and backends.
-        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for its curves (and its
-            t_env for envs without a ceiling); optional.
-        cpus: for the estimated limit; by default the model's, else this machine's.
-        variant: the model's ``"constant"`` or ``"per_env"`` overhead, for the curves.
-        reference: the sequential reference.
+    Args: as for :func:`metric_figure`.
     """
-    title = "Efficiency: throughput as a share of the ceiling"
-    data = _Data.of(measurements, reference)
-    drawable = [env for env in data.envs if data.ceiling(env) or _t_env(data, model, env)]
-    if not drawable:
-        return _empty_figure(title, "no measurements of the ceiling or the reference yet")
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
-    data = _Data.of([m for m in measurements if m.config.env_label in drawable], reference)
-    estimated = [env for env in data.envs if not data.ceiling(env)]
-    if estimated:
-        title += " (estimated as CPUs x one env where no ceiling was measured)"
-    figure = _facets(data, title, "share of the ceiling (%)", log_y=False)
-    for panel, env in enumerate(data.envs, start=1):
-        limit = _limit(data, model, env, cpus)
-        for label in data.backends:
-            points = data.series(env, label)
-            if points:
-                _add_points(
-                    figure,
-                    data,
-                    label,
-                    points,
-                    [100 * _efficiency(m, limit) for m in points],
-                    panel,
-                    errors=[100 * m.std / limit(m.config.num_envs) for m in points],
-                    lines=False,
-                    unit="% of the ceiling",
-                )
-        _add_limit(
-            figure,
-            data,
-            panel,
-            data.env_num_envs(env),
-            [100.0] * len(data.env_num_envs(env)),
-            measured=env not in estimated,
-            unit="%",
-        )
-    if model is not None:
-        _add_curves(
-            figure,
-            data,
-            model,
-            variant,
-            lambda env, label, n: (
-                100
-                * model.predict_throughput(env, label, n, variant=variant)
-                / _limit(data, model, env, cpus)(n)
-            ),
-        )
-    figure.update_yaxes(rangemode="tozero")
-    return figure
+    return metric_figure(
+        measurements, model, metric="efficiency", cpus=cpus, variant=variant, reference=reference
+    )
 
 
 def runs_figure(
@@ -531,13 +485,9 @@ def runs_figure(
     data = _Data.of(every, reference, ceiling_as_backend=True)
     if not data.latest:
         return _empty_figure(title, "no measurements in the selected runs")
-    y_title = (
-        f"speed-up over {reference} (x, log scale)"
-        if speedup
-        else f"{'training ' if training else ''}throughput ({_STEPS_PER_SECOND}, log scale)"
-    )
+    _, y_title, unit, _ = (text.format(reference=reference) for text in METRICS[metric])
+    y_title = ("training " if training and not speedup else "") + y_title
     figure = _facets(data, title, y_title, log_y=True)
-    unit = f"x {reference}" if speedup else _STEPS_PER_SECOND
     drawn = {id(m) for m in every}
     dash_of = {label: _DASHES[index % len(_DASHES)] for index, label in enumerate(data.backends)}
     for index, (run, measurements) in enumerate(runs.items()):
@@ -835,7 +785,6 @@ def _add_points(
     points: list[Measurement],
     values: Sequence[float | None],
     panel: int,
-    *,
     errors: list[float] | None,
     lines: bool,
     unit: str,
@@ -860,30 +809,12 @@ def _add_points(
     )
 
 
-def _add_level(
-    figure: go.Figure,
-    data: _Data,
-    panel: int,
-    ns: list[int],
-    level: float,
-    name: str,
-    style: dict,
-) -> None:
-    """A horizontal line across ``ns`` (one legend entry per kind).
-
-    A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
-    right place on log axes too.
-    """
-    _add_line(figure, data, panel, [ns[0], ns[-1]], [level, level], name, style)
-
-
 def _add_limit(
     figure: go.Figure,
     data: _Data,
     panel: int,
     ns: list[int],
     values: Sequence[float | None],
-    *,
     measured: bool,
     unit: str,
 ) -> None:
@@ -909,6 +840,11 @@ def _add_line(
     markers: bool = False,
     unit: str = "",
 ) -> None:
+    """A line through ``values`` (one legend entry per name): a limit, or a level such as 1x.
+
+    A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
+    right place on log axes too.
+    """
     row, col = _cell(data, panel)
     group = "level: " + name
     figure.add_trace(
