@@ -494,18 +494,13 @@ def runs_figure(
         color = _RUN_COLORS[index % len(_RUN_COLORS)]
         run_name = _text(run)
         group = f"run {index}"
-        figure.add_trace(
-            go.Scatter(  # the run's legend entry: its colour
-                x=[None],
-                y=[None],
-                mode="lines",
-                line={"color": color, "width": 3},
-                name=_text(_shorten(run, 48)),
-                legendgroup=group,
-                legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
-                legendrank=index,
-                hoverinfo="skip",
-            )
+        _legend_entry(
+            figure,
+            name=_text(_shorten(run, 48)),
+            line={"color": color, "width": 3},
+            legendgroup=group,
+            legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
+            legendrank=index,
         )
         run_data = _Data.of(
             [m for m in measurements if id(m) in drawn], reference, ceiling_as_backend=True
@@ -515,37 +510,28 @@ def runs_figure(
                 points = run_data.series(env, label)
                 if not points:
                     continue
-                row, col = _cell(data, panel)
-                figure.add_trace(
-                    go.Scatter(
-                        x=[m.config.num_envs for m in points],
-                        y=[m.ratio if speedup else m.mean for m in points],
-                        mode="lines+markers",
-                        line={"color": color, "width": 1.5, "dash": dash_of[label]},
-                        marker={"color": color, "size": 7},
-                        name=f"{data.names[label]} · {run_name}",
-                        legendgroup=group,
-                        showlegend=False,
-                        hovertemplate=(
-                            f"%{{fullData.name}}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>"
-                        ),
-                    ),
-                    row=row,
-                    col=col,
+                _scatter(
+                    figure,
+                    data,
+                    panel,
+                    x=[m.config.num_envs for m in points],
+                    y=[m.ratio if speedup else m.mean for m in points],
+                    mode="lines+markers",
+                    line={"color": color, "width": 1.5, "dash": dash_of[label]},
+                    marker={"color": color, "size": 7},
+                    name=f"{data.names[label]} · {run_name}",
+                    legendgroup=group,
+                    showlegend=False,
+                    hovertemplate=_hover(unit),
                 )
     for rank, label in enumerate(data.backends):  # the line style of each backend
-        figure.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="lines",
-                line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
-                name=data.names[label],
-                legendgroup="backends",
-                legendgrouptitle_text="backends",
-                legendrank=1000 + rank,
-                hoverinfo="skip",
-            )
+        _legend_entry(
+            figure,
+            name=data.names[label],
+            line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
+            legendgroup="backends",
+            legendgrouptitle_text="backends",
+            legendrank=1000 + rank,
         )
     figure.update_layout(legend={"groupclick": "togglegroup"})
     return _tidy_log_axes(figure)
@@ -778,6 +764,21 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
     return figure
 
 
+def _scatter(figure: go.Figure, data: _Data, panel: int, **trace: Any) -> None:
+    """A scatter trace in the ``panel``-th env's panel."""
+    row, col = _cell(data, panel)
+    figure.add_trace(go.Scatter(**trace), row=row, col=col)
+
+
+def _legend_entry(figure: go.Figure, **trace: Any) -> None:
+    """A legend entry with nothing drawn: it says what a colour or a line style means."""
+    figure.add_trace(go.Scatter(x=[None], y=[None], mode="lines", hoverinfo="skip", **trace))
+
+
+def _hover(unit: str, name: str = "%{fullData.name}", digits: int = 3) -> str:
+    return f"{name}<br>N=%{{x}}<br>%{{y:,.{digits}~g}} {unit}<extra></extra>"
+
+
 def _add_points(
     figure: go.Figure,
     data: _Data,
@@ -790,22 +791,21 @@ def _add_points(
     unit: str,
 ) -> None:
     """One backend's measured points in one panel (its legend entry only in the first)."""
-    row, col = _cell(data, panel)
-    figure.add_trace(
-        go.Scatter(
-            x=[m.config.num_envs for m in points],
-            y=values,
-            error_y=None if errors is None else {"type": "data", "array": errors, "visible": True},
-            mode="lines+markers" if lines else "markers",
-            line={"color": data.colors[label], "width": 1},
-            marker={"color": data.colors[label], "size": 8},
-            name=data.names[label],
-            legendgroup=label,
-            showlegend=not _in_legend(figure, label),
-            hovertemplate=f"%{{fullData.name}}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>",
-        ),
-        row=row,
-        col=col,
+    color = data.colors[label]
+    _scatter(
+        figure,
+        data,
+        panel,
+        x=[m.config.num_envs for m in points],
+        y=values,
+        error_y=None if errors is None else {"type": "data", "array": errors, "visible": True},
+        mode="lines+markers" if lines else "markers",
+        line={"color": color, "width": 1},
+        marker={"color": color, "size": 8},
+        name=data.names[label],
+        legendgroup=label,
+        showlegend=not _in_legend(figure, label),
+        hovertemplate=_hover(unit),
     )
 
 
@@ -845,22 +845,20 @@ def _add_line(
     A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
     right place on log axes too.
     """
-    row, col = _cell(data, panel)
     group = "level: " + name
-    figure.add_trace(
-        go.Scatter(
-            x=ns,
-            y=values,
-            mode="lines+markers" if markers else "lines",
-            line=style,
-            marker={"color": style["color"], "size": 6, "symbol": "diamond"},
-            name=name,
-            legendgroup=group,
-            showlegend=not _in_legend(figure, group),
-            hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.4~g}} {unit}<extra></extra>",
-        ),
-        row=row,
-        col=col,
+    _scatter(
+        figure,
+        data,
+        panel,
+        x=ns,
+        y=values,
+        mode="lines+markers" if markers else "lines",
+        line=style,
+        marker={"color": style["color"], "size": 6, "symbol": "diamond"},
+        name=name,
+        legendgroup=group,
+        showlegend=not _in_legend(figure, group),
+        hovertemplate=_hover(unit, name, digits=4),
     )
 
 
@@ -870,7 +868,6 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
     for panel, env in enumerate(data.envs, start=1):
         if env not in model.envs:
             continue
-        row, col = _cell(data, panel)
         grid = _grid(*data.span(env), model.cpus)
         for label in data.backends:
             fitted = label in model.backends or label == model.reference
@@ -879,39 +876,28 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
             fit = model.backends.get(label)
             if fit is not None and variant == "per_env" and fit.per_env is None:
                 continue  # measured at one N only: no per-env fit to draw
-            name = data.names[label]
-            figure.add_trace(
-                go.Scatter(
-                    x=grid,
-                    y=[predict(env, label, n) for n in grid],
-                    mode="lines" if len(grid) > 1 else "markers",
-                    line={"color": data.colors[label], "dash": "dash", "width": 1.5},
-                    marker={"color": data.colors[label], "symbol": "line-ew-open", "size": 14},
-                    name=f"{name} (model)",
-                    legendgroup=label,
-                    showlegend=False,
-                    hovertemplate=(
-                        "model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}<extra></extra>"
-                    ),
-                ),
-                row=row,
-                col=col,
+            color = data.colors[label]
+            _scatter(
+                figure,
+                data,
+                panel,
+                x=grid,
+                y=[predict(env, label, n) for n in grid],
+                mode="lines" if len(grid) > 1 else "markers",
+                line={"color": color, "dash": "dash", "width": 1.5},
+                marker={"color": color, "symbol": "line-ew-open", "size": 14},
+                name=f"{data.names[label]} (model)",
+                legendgroup=label,
+                showlegend=False,
+                hovertemplate="model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}<extra></extra>",
             )
             drawn = True
     if drawn:
         # The curves share their backend's legend entry (clicking it hides both); this entry
         # only says what a dashed line is.
-        figure.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="lines",
-                line={"color": "#7f7f7f", "dash": "dash", "width": 1.5},
-                name=f"model prediction ({variant.replace('_', '-')} t_os), dashed",
-                legendgroup="model",
-                hoverinfo="skip",
-            )
-        )
+        line = {"color": "#7f7f7f", "dash": "dash", "width": 1.5}
+        name = f"model prediction ({variant.replace('_', '-')} t_os), dashed"
+        _legend_entry(figure, name=name, line=line, legendgroup="model")
 
 
 def _limit(data: _Data, model: OverheadModel | None, env: str, cpus: int):
