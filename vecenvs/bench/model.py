@@ -68,17 +68,17 @@ Why ratios: batch times range from tens of microseconds (CartPole, N=1) to a ten
 is a rounding error, and ignore the small ones, where it is everything. On a log scale,
 predicting half or double the measured speed-up costs the same at every N and for every env.
 
-How, without an optimiser: for small errors log(1 + x) ~ x, and the sum becomes
-sum_i ((t_os - t_os_i) / t_batch_i)^2, the error of the batch time relative to itself. That one
-has a closed form, a weighted mean: t_os = sum w_i t_os_i / sum w_i, with w_i = 1 / t_batch_i^2.
-When the model describes the data well, that is the answer. When it does not, the weights
-1 / t_batch_i^2 favour the fastest batches by the square of how much faster they are: a single
-point with next to no overhead (the pool with one worker steps its env in the calling process)
-would decide t_os for the whole backend. So the fit starts from the weighted mean and repeats
-it, each round weighting by the batch time predicted so far and correcting for the curve of the
-log (Gauss-Newton: every round is one closed-form weighted least squares, and a round that
-would make the fit worse is shortened). It settles in a few rounds. A negative t_os makes no
-physical sense: t_os is kept >= 0, and flagged ``clamped`` when that bound holds it.
+How: the model is not linear in t_os (it sits inside the log), so the fit is Gauss-Newton.
+For small errors log(1 + x) ~ x, and the sum becomes sum_i ((t_os - t_os_i) / t_batch_i)^2, the
+error of the batch time relative to itself: a weighted *linear* least squares, solved by
+``numpy.linalg.lstsq`` (with w_i = 1 / t_batch_i^2 it is the weighted mean of the t_os_i). When
+the model describes the data well, that is the answer. When it does not, those weights favour
+the fastest batches by the square of how much faster they are: a single point with next to no
+overhead (the pool with one worker steps its env in the calling process) would decide t_os for
+the whole backend. So the fit repeats the linear step, each round weighting by the batch time
+predicted so far and correcting for the curve of the log; a round that would make the fit worse
+is shortened. It settles in a few rounds. A negative t_os makes no physical sense: t_os is kept
+>= 0, and flagged ``clamped`` when that bound holds it.
 
 **Fit quality**: R^2 of log S, predicted against measured, and the median relative error
 |S_predicted - S| / S. On a log scale for the same reason as the fit (whose error is exactly
@@ -118,9 +118,8 @@ each backend also gets a second fit, ``per_env``, where the overhead grows with 
 
     t_os(N) = a + b N        (a, b >= 0)
 
-fitted the same way, each round now a weighted least squares with two unknowns (a 2 x 2 system
-solved in closed form; if a or b would come out negative it is set to 0 and the other one
-refitted). b is the price of one more env per call. For the pool, b should come out near 0,
+fitted the same way, each round now a least squares with two unknowns (if a or b would come
+out negative it is set to 0 and the other one refitted). b is the price of one more env per call. For the pool, b should come out near 0,
 its overhead being per worker, not per env; for one process per env it should not. The variant
 needs measurements at two or more values of N.
 
@@ -143,6 +142,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
 from vecenvs.factory import NATIVE_BACKENDS
@@ -752,98 +753,69 @@ def _fit_backend(label: str, points: list[_Point]) -> BackendFit:
 def _fit(points: list[_Point], *, per_env: bool) -> OverheadFit:
     """Least squares of log speed-up for t_os(N) = a + b N (b = 0 unless ``per_env``).
 
-    Gauss-Newton: each round is one closed-form weighted least squares (:func:`_solve`). With
-    q_i the batch time predicted so far (parallel work + t_os(N_i)), the log error
+    Gauss-Newton: each round is one weighted linear least squares (:func:`_solve`). With q_i
+    the batch time predicted so far (parallel work + t_os(N_i)), the log error
     log(q_i / t_batch_i) changes, to first order, by (change of t_os(N_i)) / q_i. So a round
     fits t_os(N_i) to the targets t_os_so_far(N_i) - q_i log(q_i / t_batch_i), with weights
     1 / q_i^2. The first round linearises around the measurements instead (q_i = t_batch_i),
     which gives the relative-error fit: targets t_os_i, weights 1 / t_batch_i^2.
     """
-    ns = [float(point.num_envs) for point in points]
-    a, b, clamped = _solve(
-        [1.0 / point.t_batch**2 for point in points], ns, [p.t_os for p in points], per_env
-    )
-    cost = _log_cost(points, a, b)
+    t_batch = np.array([point.t_batch for point in points])
+    work = np.array([point.parallel_seconds for point in points])
+    # t_os(N_i) = columns @ (a, b): a column of ones for a, one of N for b.
+    columns = np.column_stack([np.ones(len(points)), [float(p.num_envs) for p in points]])
+    columns = columns if per_env else columns[:, :1]
+
+    def cost(params: np.ndarray) -> float:
+        """sum (log predicted speed-up - log measured)^2 = sum log(predicted / t_batch)^2."""
+        return float(np.sum(np.log((work + columns @ params) / t_batch) ** 2))
+
+    params, clamped = _solve(columns, t_batch - work, t_batch)
+    best = cost(params)
     for _ in range(_MAX_ROUNDS):
-        predicted = [point.parallel_seconds + a + b * point.num_envs for point in points]
-        weights = [1.0 / q**2 for q in predicted]
-        targets = [
-            a + b * point.num_envs - q * math.log(q / point.t_batch)
-            for point, q in zip(points, predicted)
-        ]
-        new_a, new_b, new_clamped = _solve(weights, ns, targets, per_env)
+        overhead = columns @ params
+        predicted = work + overhead
+        new, new_clamped = _solve(
+            columns, overhead - predicted * np.log(predicted / t_batch), predicted
+        )
         # A full step can overshoot when the model fits badly: halve it until the error drops.
         # Both ends satisfy a, b >= 0, so every point between them does too.
         step = 1.0
         while step >= _SMALLEST_STEP:
-            trial_a, trial_b = a + step * (new_a - a), b + step * (new_b - b)
-            trial_cost = _log_cost(points, trial_a, trial_b)
-            if trial_cost <= cost:
+            trial = params + step * (new - params)
+            trial_cost = cost(trial)
+            if trial_cost <= best:
                 break
             step /= 2
         else:
             break  # no step improves the fit: this is the minimum
-        improvement = cost - trial_cost
-        a, b, cost = trial_a, trial_b, trial_cost
+        improvement = best - trial_cost
+        params, best = trial, trial_cost
         clamped = new_clamped and step == 1.0
-        if improvement <= 1e-12 * (1.0 + cost):
+        if improvement <= 1e-12 * (1.0 + best):
             break
-    return _quality(points, a, b, clamped=clamped)
+    fixed, per_env_seconds = float(params[0]), float(params[1]) if per_env else 0.0
+    return _quality(points, fixed, per_env_seconds, clamped=clamped)
 
 
-def _solve(
-    weights: Sequence[float], ns: Sequence[float], targets: Sequence[float], per_env: bool
-) -> tuple[float, float, bool]:
-    """One weighted least-squares round: t_os(N) = a + b N (or a alone), a, b >= 0.
+def _solve(columns: np.ndarray, targets: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Weighted least squares ``columns @ params ~ targets``, weights 1 / scale^2, params >= 0.
 
-    Returns (a, b, clamped), ``clamped`` being True when a bound was hit.
+    :func:`numpy.linalg.lstsq` on the rows divided by ``scale``. When an unknown comes out
+    negative, the constrained optimum lies on an edge: that unknown 0 and the other fitted
+    alone (itself clamped at 0), the best such edge. Returns (params, clamped), ``clamped``
+    True when a bound was hit.
     """
-    if per_env:
-        return _fit_line(weights, ns, targets)
-    mean = _weighted_mean(weights, targets)
-    return max(0.0, mean), 0.0, mean < 0
-
-
-def _log_cost(points: list[_Point], fixed: float, per_env: float) -> float:
-    """sum (log predicted speed-up - log measured)^2 = sum log(predicted batch / t_batch)^2."""
-    return sum(
-        math.log((p.parallel_seconds + fixed + per_env * p.num_envs) / p.t_batch) ** 2
-        for p in points
-    )
-
-
-def _weighted_mean(weights: Sequence[float], values: Sequence[float]) -> float:
-    """sum w v / sum w: the constant that minimises sum w (constant - v)^2."""
-    return sum(w * v for w, v in zip(weights, values)) / sum(weights)
-
-
-def _fit_line(
-    weights: Sequence[float], xs: Sequence[float], ys: Sequence[float]
-) -> tuple[float, float, bool]:
-    """Weighted least squares y ~ a + b x with a, b >= 0; returns (a, b, clamped).
-
-    With two unknowns the constrained optimum is either the unconstrained one (if both are
-    >= 0) or lies on an edge (a = 0 or b = 0), where the problem has one unknown and the
-    clamped one-unknown solution is exact. So: try the candidates, keep the best allowed one.
-    """
-    sw = sum(weights)
-    swx = sum(w * x for w, x in zip(weights, xs))
-    swy = sum(w * y for w, y in zip(weights, ys))
-    swxx = sum(w * x * x for w, x in zip(weights, xs))
-    swxy = sum(w * x * y for w, x, y in zip(weights, xs, ys))
-
-    def cost(a: float, b: float) -> float:
-        return sum(w * (a + b * x - y) ** 2 for w, x, y in zip(weights, xs, ys))
-
-    determinant = sw * swxx - swx * swx
-    if determinant > 0:
-        a = (swxx * swy - swx * swxy) / determinant
-        b = (sw * swxy - swx * swy) / determinant
-        if a >= 0 and b >= 0:
-            return a, b, False
-    candidates = [(max(0.0, swy / sw), 0.0), (0.0, max(0.0, swxy / swxx))]
-    a, b = min(candidates, key=lambda ab: cost(*ab))
-    return a, b, True
+    design, target = columns / scale[:, None], targets / scale
+    params = np.linalg.lstsq(design, target, rcond=None)[0]
+    if np.all(params >= 0):
+        return params, False
+    edges = []
+    for keep in range(len(params)):
+        edge = np.zeros_like(params)
+        edge[keep] = max(0.0, np.linalg.lstsq(design[:, [keep]], target, rcond=None)[0][0])
+        edges.append(edge)
+    return min(edges, key=lambda edge: float(np.sum((design @ edge - target) ** 2))), True
 
 
 def _quality(points: list[_Point], fixed: float, per_env: float, *, clamped: bool) -> OverheadFit:
