@@ -175,6 +175,28 @@ _SMALLEST_STEP = 1e-6
 #: How many skipped points the "nothing to fit" error lists before "and N more".
 _REASONS_SHOWN = 5
 
+#: The columns of :meth:`OverheadModel.format_table`: (header, key of the row, format, text
+#: when the value is ``None``).
+_ENV_COLUMNS = (
+    ("env", "env", "{}", "-"),
+    ("t_env (us)", "t_env_us", "{:.1f}", "-"),
+    ("1 env (steps/s)", "single_env_rate", "{:,.0f}", "-"),
+    ("ceiling (steps/s)", "machine_limit", "{:,.0f}", "-"),
+    ("points", "points", "{}", "-"),
+)
+_BACKEND_COLUMNS = (
+    ("backend", "backend", "{}", "-"),
+    ("workers", "workers", "{}", "N"),
+    ("points", "points", "{}", "-"),
+    ("t_os (us)", "t_os_us", "{:.1f}", "-"),
+    ("R^2 log", "r2", "{:.3f}", "-"),
+    ("med. error", "median_relative_error", "{:.1%}", "-"),
+    ("a (us)", "per_env_fixed_us", "{:.1f}", "-"),
+    ("b (us/env)", "per_env_us", "{:.2f}", "-"),
+    ("R^2 log", "per_env_r2", "{:.3f}", "-"),
+    ("med. error", "per_env_median_relative_error", "{:.1%}", "-"),
+)
+
 
 def native_backends() -> frozenset[str]:
     """Backend names whose envs are native (C++) code: not like-for-like with Python envs."""
@@ -414,26 +436,18 @@ class OverheadModel:
         ``per_env_median_relative_error`` (all ``None`` without that variant), and ``note``.
         An undefined R^2 is ``None``, not NaN, so the rows stay valid JSON.
         """
-        rows = [
-            {
-                "backend": self.reference,
-                "workers": 1,
-                "points": self.reference_points,
-                "t_os_us": 0.0,
-                "r2": None,
-                "median_relative_error": 0.0,
-                "clamped": False,
-                "per_env_fixed_us": None,
-                "per_env_us": None,
-                "per_env_r2": None,
-                "per_env_median_relative_error": None,
-                "note": "the reference: defines t_env; speed-up 1 by definition",
-            }
-        ]
-        for fit in self.backends.values():
+        # The reference as a fit of its own: no overhead, a speed-up of exactly 1.
+        none = OverheadFit(0.0, 0.0, math.nan, 0.0)
+        rows = []
+        for fit in [
+            BackendFit(self.reference, self.reference_points, 1, none),
+            *self.backends.values(),
+        ]:
             per_env = fit.per_env
             note = ""
-            if fit.constant.clamped:
+            if fit.label == self.reference:
+                note = "the reference: defines t_env; speed-up 1 by definition"
+            elif fit.constant.clamped:
                 note = "t_os clamped to 0: faster per call than the model allows"
             rows.append(
                 {
@@ -484,67 +498,33 @@ class OverheadModel:
 
     def format_table(self) -> str:
         """The envs and the backends as aligned plain-text tables, for a terminal."""
+        envs, backends = self.env_table(), self.table()
+        env_cells = _cells(envs, _ENV_COLUMNS)
+        for cells, row in zip(env_cells, envs):
+            cells[3] += "" if row["ceiling_measured"] else "~"
+        backend_cells = _cells(backends, _BACKEND_COLUMNS)
+        for cells, row in zip(backend_cells, backends):
+            cells[3] += "*" if row["clamped"] else ""
         lines = [
             f"Overhead model on {self.cpus} CPU(s), relative to {self.reference}:",
             "  speed-up = c N t_env / (N t_env + c t_os), c = min(workers, N, capacity)",
             "",
+            format_table([column[0] for column in _ENV_COLUMNS], env_cells, rule=False),
         ]
-        env_rows = [
-            [
-                row["env"],
-                f"{row['t_env_us']:.1f}",
-                f"{row['single_env_rate']:,.0f}",
-                f"{row['machine_limit']:,.0f}" + ("" if row["ceiling_measured"] else "~"),
-                str(row["points"]),
-            ]
-            for row in self.env_table()
-        ]
-        lines += _align(
-            ["env", "t_env (us)", "1 env (steps/s)", "ceiling (steps/s)", "points"],
-            env_rows,
-        )
-        if not all(row["ceiling_measured"] for row in self.env_table()):
+        if not all(row["ceiling_measured"] for row in envs):
             lines.append(
                 "~: no ceiling measured: estimated as CPUs x 1 env (add the backend "
                 "'ceiling' to measure it)"
             )
-        lines.append("")
-        backend_rows = []
-        for row in self.table():
-            backend_rows.append(
-                [
-                    row["backend"],
-                    "N" if row["workers"] is None else str(row["workers"]),
-                    str(row["points"]),
-                    f"{row['t_os_us']:.1f}" + ("*" if row["clamped"] else ""),
-                    _format_optional(row["r2"], "{:.3f}"),
-                    f"{row['median_relative_error']:.1%}",
-                    _format_optional(row["per_env_fixed_us"], "{:.1f}"),
-                    _format_optional(row["per_env_us"], "{:.2f}"),
-                    _format_optional(row["per_env_r2"], "{:.3f}"),
-                    _format_optional(row["per_env_median_relative_error"], "{:.1%}"),
-                ]
-            )
-        lines += _align(
-            [
-                "backend",
-                "workers",
-                "points",
-                "t_os (us)",
-                "R^2 log",
-                "med. error",
-                "a (us)",
-                "b (us/env)",
-                "R^2 log",
-                "med. error",
-            ],
-            backend_rows,
-        )
-        lines.append("")
-        lines.append("t_os: overhead per step() call, the seed's model. a + b N: the variant whose")
-        lines.append("overhead grows with N (b per env). R^2 of log speed-up; med. error: median")
-        lines.append("|predicted - measured| / measured speed-up. workers N: one process per env.")
-        if any(row["clamped"] for row in self.table()):
+        lines += [
+            "",
+            format_table([column[0] for column in _BACKEND_COLUMNS], backend_cells, rule=False),
+            "",
+            "t_os: overhead per step() call, the seed's model. a + b N: the variant whose",
+            "overhead grows with N (b per env). R^2 of log speed-up; med. error: median",
+            "|predicted - measured| / measured speed-up. workers N: one process per env.",
+        ]
+        if any(row["clamped"] for row in backends):
             lines.append("*: clamped to 0 (the best fit wanted a negative overhead).")
         if self.skipped:
             lines.append(f"Left out of the fit ({len(self.skipped)}):")
@@ -902,10 +882,14 @@ def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _format_optional(value: float | None, spec: str) -> str:
-    return "-" if value is None else spec.format(value)
-
-
-def _align(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell: the first left-aligned, the rest right-aligned."""
-    return format_table(header, rows, rule=False).split("\n")
+def _cells(
+    rows: list[dict[str, Any]], columns: Sequence[tuple[str, str, str, str]]
+) -> list[list[str]]:
+    """The rows' cells as text, one per column (header, key, format, text when ``None``)."""
+    return [
+        [
+            missing if row[key] is None else spec.format(row[key])
+            for _, key, spec, missing in columns
+        ]
+        for row in rows
+    ]
