@@ -108,6 +108,14 @@ CASES = ("all", "within", "beyond")
 _STEPS_PER_SECOND = "env steps/s"
 _N_AXIS = "number of envs N (log scale)"
 _LIMIT_STYLE = {"color": "black", "dash": "dot", "width": 1.5}
+#: The machine's limit line, measured (True) or estimated (False): its name and style.
+_LIMITS = {
+    True: (
+        "ceiling (measured): min(K, N) processes, no coordination",
+        {**_LIMIT_STYLE, "width": 2},
+    ),
+    False: ("limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)", _LIMIT_STYLE),
+}
 _LEVEL_STYLE = {"color": "#7f7f7f", "dash": "dashdot", "width": 1}
 _CURVE_POINTS = 48
 
@@ -166,14 +174,8 @@ def seeds_figure(
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; expected one of {CASES}")
     cpus = _check_cpus(cpus)
-    keep = {
-        "all": lambda n: True,
-        "within": lambda n: n <= cpus,
-        "beyond": lambda n: n > cpus,
-    }[case]
-    data = _Data.of(
-        [m for m in measurements if keep(m.config.num_envs)], reference, ceiling_as_backend=True
-    )
+    keep = [m for m in measurements if _in_case(m.config.num_envs, case, cpus)]
+    data = _Data.of(keep, reference, ceiling_as_backend=True)
     where = {"all": "", "within": f", N <= {cpus} CPUs", "beyond": f", N > {cpus} CPUs"}[case]
     title = f"Throughput by env cost (columns) and number of envs (rows){where}"
     if not data.latest:
@@ -240,6 +242,11 @@ def seeds_figure(
     return figure
 
 
+def _in_case(num_envs: int, case: str, cpus: int) -> bool:
+    """Whether N belongs to the seeds figure's ``case``: any, N <= CPUs, N > CPUs."""
+    return case == "all" or (num_envs <= cpus) == (case == "within")
+
+
 def seeds_figures(
     measurements: Sequence[Measurement],
     *,
@@ -253,7 +260,7 @@ def seeds_figures(
     cpus = _check_cpus(cpus)
     figures = {}
     for case in ("within", "beyond"):
-        keep = [m for m in measurements if (m.config.num_envs <= cpus) == (case == "within")]
+        keep = [m for m in measurements if _in_case(m.config.num_envs, case, cpus)]
         if keep:
             figures[case] = seeds_figure(keep, cpus=cpus, case=case, reference=reference)
     return figures
@@ -363,7 +370,9 @@ def metric_figure(
             xs, ys = ns, [min(n, cpus) / t_env for n in ns]
         else:
             continue  # no ceiling, no reference: no limit to draw
-        _add_limit(figure, data, panel, xs, ys, bool(ceiling), "%" if efficiency else unit)
+        name, style = _LIMITS[bool(ceiling)]
+        limit_unit = "%" if efficiency else unit
+        _add_line(figure, data, panel, xs, ys, name, style, markers=bool(ceiling), unit=limit_unit)
     if model is not None:
 
         def predict(env: str, label: str, n: float) -> float:
@@ -809,25 +818,6 @@ def _add_points(
     )
 
 
-def _add_limit(
-    figure: go.Figure,
-    data: _Data,
-    panel: int,
-    ns: list[int],
-    values: Sequence[float | None],
-    measured: bool,
-    unit: str,
-) -> None:
-    """The machine's limit in one panel: the measured ceiling, or the estimate (it says which)."""
-    if measured:
-        name = "ceiling (measured): min(K, N) processes, no coordination"
-        style = {**_LIMIT_STYLE, "width": 2}
-    else:
-        name = "limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)"
-        style = _LIMIT_STYLE
-    _add_line(figure, data, panel, ns, values, name, style, markers=measured, unit=unit)
-
-
 def _add_line(
     figure: go.Figure,
     data: _Data,
@@ -1011,24 +1001,12 @@ def _t_env(data: _Data, model: OverheadModel | None, env: str) -> float | None:
 
 def _empty_figure(title: str, message: str) -> go.Figure:
     """A figure that says there is nothing to draw yet (the dashboard before the first result)."""
-    figure = go.Figure()
-    figure.update_layout(
-        title_text=title,
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-        annotations=[
-            {
-                "text": message,
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "showarrow": False,
-                "font": {"size": 16},
-            }
-        ],
+    note = {"text": message, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}
+    note |= {"showarrow": False, "font": {"size": 16}}
+    hidden = {"visible": False}
+    return go.Figure(
+        layout={"title_text": title, "xaxis": hidden, "yaxis": hidden, "annotations": [note]}
     )
-    return figure
 
 
 def _ratio_text(ratio: float | None, reference: str) -> str:
