@@ -141,11 +141,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
+from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, BenchConfig, Measurement
 from vecenvs.factory import NATIVE_BACKENDS
 from vecenvs.table import format_table
 from vecenvs.workers import available_cpus
@@ -650,14 +650,13 @@ def fit_overhead_model(
         if ratio is None:
             skipped.append(f"{where}: no ratio (measured outside compare(), no reference)")
             continue
-        if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
+        if not _positive(ratio):
             skipped.append(f"{where}: ratio {ratio!r} is not a positive number")
             continue
         if config.env_label not in env_t:
             skipped.append(f"{where}: no {reference} measurement of this env to take t_env from")
             continue
-        same_point = point_t.get((config.env_label, config.num_envs))
-        t_env = statistics.median(same_point) if same_point else env_t[config.env_label]
+        t_env = _t_env_at(config, env_t, point_t)
         workers = measurement.workers if measurement.workers and measurement.workers > 0 else 1
         capacity = envs[config.env_label].capacity(config.num_envs)
         points_by_backend[label].append(
@@ -836,15 +835,27 @@ def _ceilings(
             continue
         processes = max(1, min(measurement.workers or 1, config.num_envs))
         ratio = measurement.ratio
-        if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
-            same_point = point_t.get((config.env_label, config.num_envs))
-            t_env = statistics.median(same_point) if same_point else env_t[config.env_label]
-            ratio = measurement.median * t_env if measurement.throughputs else math.nan
-        if not (math.isfinite(ratio) and ratio > 0):
+        if not _positive(ratio) and measurement.throughputs:
+            ratio = measurement.median * _t_env_at(config, env_t, point_t)
+        if not _positive(ratio):
             continue
         per_env = best[config.env_label]
         per_env[config.num_envs] = max(per_env.get(config.num_envs, 0.0), ratio / processes)
     return {label: tuple(sorted(values.items())) for label, values in best.items()}
+
+
+def _positive(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a finite number above 0 (a usable ratio)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def _t_env_at(
+    config: BenchConfig, env_t: dict[str, float], point_t: dict[tuple[str, int], list[float]]
+) -> float:
+    """t_env for one measurement: from the reference measured at the same env and N (the very
+    one its ratio was divided by), else the env's median."""
+    same_point = point_t.get((config.env_label, config.num_envs))
+    return statistics.median(same_point) if same_point else env_t[config.env_label]
 
 
 def _interpolate_log(points: Sequence[tuple[int, float]], num_envs: float) -> float:
