@@ -9,6 +9,8 @@ the same thing wherever it is seen. Every function takes measurements (from
   post that proposed a ``PoolVecEnv`` for Stable-Baselines3):
   a grid of bar charts, rows = number of envs N, columns = envs from cheap to costly, one bar per
   backend. Split into "N <= CPUs" (every backend can run all its envs at once) and "N > CPUs".
+- :func:`metric_figure`: one measure (:data:`METRICS`) against N, one panel per env, with the
+  machine's limit and the model's curves; the next three are it, one measure each:
 - :func:`throughput_figure`: env steps/s against N, one panel per env, with the machine's
   ceiling (measured by the ``ceiling`` row: min(K, N) processes stepping with no coordination;
   estimated as min(N, CPUs) x one env's rate where it was not measured) and, given a fitted
@@ -646,20 +648,16 @@ class _Data:
             {env for env, _, _ in latest},
             key=lambda env: (env not in t_env, t_env.get(env, 0.0), env),
         )
-        families = {m.config.backend_label: m.config.backend for m in latest.values()}
+        configs = [m.config for m in latest.values()]
+        families = {config.backend_label: config.backend for config in configs}
+        drawn = [
+            label for label, family in families.items() if ceiling_as_backend or family != CEILING
+        ]
         backends = sorted(
-            (
-                label
-                for label, family in families.items()
-                if ceiling_as_backend or family != CEILING
-            ),
-            key=lambda label: (_family_rank(families[label]), _natural_key(label)),
+            drawn, key=lambda label: (_family_rank(families[label]), _natural_key(label))
         )
-        names = {m.config.backend_label: _text(display_label(m.config)) for m in latest.values()}
-        env_names = {
-            label: _text(short)
-            for label, short in short_env_labels(m.config for m in latest.values()).items()
-        }
+        names = {config.backend_label: _text(display_label(config)) for config in configs}
+        env_names = {label: _text(short) for label, short in short_env_labels(configs).items()}
         return cls(
             latest=latest,
             envs=envs,
