@@ -9,6 +9,8 @@ the same thing wherever it is seen. Every function takes measurements (from
   post that proposed a ``PoolVecEnv`` for Stable-Baselines3):
   a grid of bar charts, rows = number of envs N, columns = envs from cheap to costly, one bar per
   backend. Split into "N <= CPUs" (every backend can run all its envs at once) and "N > CPUs".
+- :func:`metric_figure`: one measure (:data:`METRICS`) against N, one panel per env, with the
+  machine's limit and the model's curves; the next three are it, one measure each:
 - :func:`throughput_figure`: env steps/s against N, one panel per env, with the machine's
   ceiling (measured by the ``ceiling`` row: min(K, N) processes stepping with no coordination;
   estimated as min(N, CPUs) x one env's rate where it was not measured) and, given a fitted
@@ -67,10 +69,12 @@ from vecenvs.workers import available_cpus
 __all__ = [
     "BACKEND_COLORS",
     "CASES",
+    "METRICS",
     "autotune_figure",
     "backend_colors",
     "display_label",
     "efficiency_figure",
+    "metric_figure",
     "runs_figure",
     "seeds_figure",
     "seeds_figures",
@@ -106,6 +110,14 @@ CASES = ("all", "within", "beyond")
 _STEPS_PER_SECOND = "env steps/s"
 _N_AXIS = "number of envs N (log scale)"
 _LIMIT_STYLE = {"color": "black", "dash": "dot", "width": 1.5}
+#: The machine's limit line, measured (True) or estimated (False): its name and style.
+_LIMITS = {
+    True: (
+        "ceiling (measured): min(K, N) processes, no coordination",
+        {**_LIMIT_STYLE, "width": 2},
+    ),
+    False: ("limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)", _LIMIT_STYLE),
+}
 _LEVEL_STYLE = {"color": "#7f7f7f", "dash": "dashdot", "width": 1}
 _CURVE_POINTS = 48
 
@@ -164,14 +176,8 @@ def seeds_figure(
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; expected one of {CASES}")
     cpus = _check_cpus(cpus)
-    keep = {
-        "all": lambda n: True,
-        "within": lambda n: n <= cpus,
-        "beyond": lambda n: n > cpus,
-    }[case]
-    data = _Data.of(
-        [m for m in measurements if keep(m.config.num_envs)], reference, ceiling_as_backend=True
-    )
+    keep = [m for m in measurements if _in_case(m.config.num_envs, case, cpus)]
+    data = _Data.of(keep, reference, ceiling_as_backend=True)
     where = {"all": "", "within": f", N <= {cpus} CPUs", "beyond": f", N > {cpus} CPUs"}[case]
     title = f"Throughput by env cost (columns) and number of envs (rows){where}"
     if not data.latest:
@@ -238,6 +244,11 @@ def seeds_figure(
     return figure
 
 
+def _in_case(num_envs: int, case: str, cpus: int) -> bool:
+    """Whether N belongs to the seeds figure's ``case``: any, N <= CPUs, N > CPUs."""
+    return case == "all" or (num_envs <= cpus) == (case == "within")
+
+
 def seeds_figures(
     measurements: Sequence[Measurement],
     *,
@@ -251,10 +262,131 @@ def seeds_figures(
     cpus = _check_cpus(cpus)
     figures = {}
     for case in ("within", "beyond"):
-        keep = [m for m in measurements if (m.config.num_envs <= cpus) == (case == "within")]
+        keep = [m for m in measurements if _in_case(m.config.num_envs, case, cpus)]
         if keep:
             figures[case] = seeds_figure(keep, cpus=cpus, case=case, reference=reference)
     return figures
+
+
+#: The measures :func:`metric_figure` draws against N: (title, y axis, unit, message when empty).
+#: ``{reference}`` is the sequential reference's name.
+METRICS: dict[str, tuple[str, str, str, str]] = {
+    "throughput": (
+        "Throughput against the number of envs",
+        f"throughput ({_STEPS_PER_SECOND}, log scale)",
+        _STEPS_PER_SECOND,
+        "no measurements yet",
+    ),
+    "speedup": (
+        "Speed-up over {reference} against the number of envs",
+        "speed-up over {reference} (x, log scale)",
+        "x {reference}",
+        "no measurements with a speed-up yet (from compare())",
+    ),
+    "efficiency": (
+        "Efficiency: throughput as a share of the ceiling",
+        "share of the ceiling (%)",
+        "% of the ceiling",
+        "no measurements of the ceiling or the reference yet",
+    ),
+}
+
+
+def metric_figure(
+    measurements: Sequence[Measurement],
+    model: OverheadModel | None = None,
+    *,
+    metric: str = "throughput",
+    cpus: int | None = None,
+    variant: str = "constant",
+    reference: str = DEFAULT_REFERENCE,
+) -> go.Figure:
+    """One measure of every backend against N, one panel per env, with the machine's limit.
+
+    The one figure behind :func:`throughput_figure`, :func:`speedup_figure` and
+    :func:`efficiency_figure`, which say what each ``metric`` draws. In every one: a point per
+    measured (env, N, backend); the dotted black line is the machine's limit, the ceiling
+    (measured where the ``ceiling`` row was, else estimated as min(N, CPUs) x one env's rate,
+    which the legend says); given a fitted ``model``, a dashed curve per fitted backend of what
+    it predicts, and without one the points of a backend are joined by a thin line (but on the
+    efficiency chart).
+
+    Args:
+        measurements: any number of envs, N and backends.
+        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for the curves (and its
+            t_env for envs without a ceiling); optional.
+        metric: one of :data:`METRICS`: ``"throughput"``, ``"speedup"``, ``"efficiency"``.
+        cpus: for the estimated limit; by default the model's, else this machine's.
+        variant: the model's ``"constant"`` or ``"per_env"`` overhead, for the curves.
+        reference: the sequential reference (its throughput gives the single-env rate).
+
+    Raises:
+        ValueError: an unknown ``metric`` or a bad ``cpus``.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {tuple(METRICS)}")
+    title, y_title, unit, empty = (text.format(reference=reference) for text in METRICS[metric])
+    speedup, efficiency = metric == "speedup", metric == "efficiency"
+    if speedup:  # the reference is the line at 1x; measurements without a ratio are not drawn
+        measurements = [m for m in measurements if m.ratio is not None]
+    data = _Data.of(measurements, reference)
+    if efficiency:  # only the envs whose limit is known: measured, or from t_env
+        drawable = {env for env in data.envs if data.ceiling(env) or _t_env(data, model, env)}
+        data = _Data.of([m for m in measurements if m.config.env_label in drawable], reference)
+    backends = [label for label in data.backends if not (speedup and label == reference)]
+    if not (backends if speedup else data.latest):
+        return _empty_figure(title, empty)
+    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
+    if efficiency and not all(data.ceiling(env) for env in data.envs):
+        title += " (estimated as CPUs x one env where no ceiling was measured)"
+    figure = _facets(data, title, y_title, log_y=not efficiency)
+    for panel, env in enumerate(data.envs, start=1):
+        limit = _limit(data, model, env, cpus)
+        for label in backends:
+            points = data.series(env, label)
+            if not points:
+                continue
+            errors: list[float] | None
+            if efficiency:
+                values: list[float | None] = [100 * _efficiency(m, limit) for m in points]
+                errors = [100 * m.std / limit(m.config.num_envs) for m in points]
+            else:
+                values = [m.ratio if speedup else m.mean for m in points]
+                errors = None if speedup else [m.std for m in points]
+            lines = model is None and not efficiency
+            _add_points(figure, data, label, points, values, panel, errors, lines, unit)
+        ns, ceiling = data.env_num_envs(env), data.ceiling(env)
+        if speedup:
+            level = f"{reference} (the loop, the reference): 1x"
+            _add_line(figure, data, panel, [ns[0], ns[-1]], [1.0, 1.0], level, _LEVEL_STYLE)
+        t_env = _t_env(data, model, env)
+        ys: list[float | None]
+        if efficiency:  # the limit is 100% whichever it is; the legend says which
+            xs, ys = ns, [100.0] * len(ns)
+        elif ceiling:
+            xs = [m.config.num_envs for m in ceiling]
+            ys = [m.ratio if speedup else m.mean for m in ceiling]
+        elif speedup:
+            xs, ys = ns, [float(min(n, cpus)) for n in ns]
+        elif t_env is not None:
+            xs, ys = ns, [min(n, cpus) / t_env for n in ns]
+        else:
+            continue  # no ceiling, no reference: no limit to draw
+        name, style = _LIMITS[bool(ceiling)]
+        limit_unit = "%" if efficiency else unit
+        _add_line(figure, data, panel, xs, ys, name, style, markers=bool(ceiling), unit=limit_unit)
+    if model is not None:
+
+        def predict(env: str, label: str, n: float) -> float:
+            if speedup:
+                return model.predict_speedup(env, label, n, variant=variant)
+            rate = model.predict_throughput(env, label, n, variant=variant)
+            return 100 * rate / _limit(data, model, env, cpus)(n) if efficiency else rate
+
+        _add_curves(figure, data, model, variant, predict, skip=(reference,) if speedup else ())
+    if efficiency:
+        figure.update_yaxes(rangemode="tozero")
+    return _tidy_log_axes(figure)
 
 
 def throughput_figure(
@@ -270,71 +402,13 @@ def throughput_figure(
     Points are the mean over the timed windows, error bars their standard deviation. The dotted
     black line is the ceiling: where the ``ceiling`` row was measured, its points (min(K, N)
     processes stepping with no coordination, what no vector env can beat); otherwise an
-    estimate, min(N, CPUs) x one env's rate, which says so in the legend. Given a fitted
-    ``model``, each fitted backend gets a dashed curve of what the model predicts; without
-    one, each backend's points are joined by a thin line.
+    estimate, min(N, CPUs) x one env's rate, which says so in the legend.
 
-    Args:
-        measurements: any number of envs, N and backends.
-        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for the curves.
-        cpus: for the estimated limit; by default the model's, else this machine's.
-        variant: the model's ``"constant"`` or ``"per_env"`` overhead.
-        reference: the sequential reference (its throughput gives the single-env rate).
+    Args: as for :func:`metric_figure`.
     """
-    title = "Throughput against the number of envs"
-    data = _Data.of(measurements, reference)
-    if not data.latest:
-        return _empty_figure(title, "no measurements yet")
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
-    figure = _facets(data, title, f"throughput ({_STEPS_PER_SECOND}, log scale)", log_y=True)
-    for panel, env in enumerate(data.envs, start=1):
-        for label in data.backends:
-            points = data.series(env, label)
-            if points:
-                _add_points(
-                    figure,
-                    data,
-                    label,
-                    points,
-                    [m.mean for m in points],
-                    panel,
-                    errors=[m.std for m in points],
-                    lines=model is None,
-                    unit=_STEPS_PER_SECOND,
-                )
-        ceiling = data.ceiling(env)
-        if ceiling:
-            _add_limit(
-                figure,
-                data,
-                panel,
-                [m.config.num_envs for m in ceiling],
-                [m.mean for m in ceiling],
-                measured=True,
-                unit=_STEPS_PER_SECOND,
-            )
-        else:
-            t_env = _t_env(data, model, env)
-            if t_env is not None:
-                ns = data.env_num_envs(env)
-                _add_limit(
-                    figure,
-                    data,
-                    panel,
-                    ns,
-                    [min(n, cpus) / t_env for n in ns],
-                    measured=False,
-                    unit=_STEPS_PER_SECOND,
-                )
-    if model is not None:
-        _add_curves(
-            figure,
-            data,
-            model,
-            variant,
-            lambda env, label, n: model.predict_throughput(env, label, n, variant=variant),
-        )
-    return _tidy_log_axes(figure)
+    return metric_figure(
+        measurements, model, metric="throughput", cpus=cpus, variant=variant, reference=reference
+    )
 
 
 def speedup_figure(
@@ -354,67 +428,11 @@ def speedup_figure(
     stepping native envs, may cross it: it is not like-for-like). Measurements without a ratio
     are not drawn.
 
-    Args: as for :func:`throughput_figure`.
+    Args: as for :func:`metric_figure`.
     """
-    title = f"Speed-up over {reference} against the number of envs"
-    with_ratio = [m for m in measurements if m.ratio is not None]
-    data = _Data.of(with_ratio, reference)
-    backends = [label for label in data.backends if label != reference]
-    if not backends:
-        return _empty_figure(title, "no measurements with a speed-up yet (from compare())")
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
-    y_title = f"speed-up over {reference} (x, log scale)"
-    figure = _facets(data, title, y_title, log_y=True)
-    for panel, env in enumerate(data.envs, start=1):
-        for label in backends:
-            points = data.series(env, label)
-            if points:
-                _add_points(
-                    figure,
-                    data,
-                    label,
-                    points,
-                    [m.ratio for m in points],
-                    panel,
-                    errors=None,
-                    lines=model is None,
-                    unit=f"x {reference}",
-                )
-        ns = data.env_num_envs(env)
-        _add_level(
-            figure, data, panel, ns, 1.0, f"{reference} (the loop, the reference): 1x", _LEVEL_STYLE
-        )
-        ceiling = data.ceiling(env)
-        if ceiling:
-            _add_limit(
-                figure,
-                data,
-                panel,
-                [m.config.num_envs for m in ceiling],
-                [m.ratio for m in ceiling],
-                measured=True,
-                unit=f"x {reference}",
-            )
-        else:
-            _add_limit(
-                figure,
-                data,
-                panel,
-                ns,
-                [float(min(n, cpus)) for n in ns],
-                measured=False,
-                unit=f"x {reference}",
-            )
-    if model is not None:
-        _add_curves(
-            figure,
-            data,
-            model,
-            variant,
-            lambda env, label, n: model.predict_speedup(env, label, n, variant=variant),
-            skip=(reference,),
-        )
-    return _tidy_log_axes(figure)
+    return metric_figure(
+        measurements, model, metric="speedup", cpus=cpus, variant=variant, reference=reference
+    )
 
 
 def efficiency_figure(
@@ -434,64 +452,11 @@ def efficiency_figure(
     rate, and the title says so. EnvPool can go above 100%: its native envs step faster than
     the Python ones the ceiling steps.
 
-    Args:
-        measurements: any number of envs, N and backends.
-        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for its curves (and its
-            t_env for envs without a ceiling); optional.
-        cpus: for the estimated limit; by default the model's, else this machine's.
-        variant: the model's ``"constant"`` or ``"per_env"`` overhead, for the curves.
-        reference: the sequential reference.
+    Args: as for :func:`metric_figure`.
     """
-    title = "Efficiency: throughput as a share of the ceiling"
-    data = _Data.of(measurements, reference)
-    drawable = [env for env in data.envs if data.ceiling(env) or _t_env(data, model, env)]
-    if not drawable:
-        return _empty_figure(title, "no measurements of the ceiling or the reference yet")
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
-    data = _Data.of([m for m in measurements if m.config.env_label in drawable], reference)
-    estimated = [env for env in data.envs if not data.ceiling(env)]
-    if estimated:
-        title += " (estimated as CPUs x one env where no ceiling was measured)"
-    figure = _facets(data, title, "share of the ceiling (%)", log_y=False)
-    for panel, env in enumerate(data.envs, start=1):
-        limit = _limit(data, model, env, cpus)
-        for label in data.backends:
-            points = data.series(env, label)
-            if points:
-                _add_points(
-                    figure,
-                    data,
-                    label,
-                    points,
-                    [100 * _efficiency(m, limit) for m in points],
-                    panel,
-                    errors=[100 * m.std / limit(m.config.num_envs) for m in points],
-                    lines=False,
-                    unit="% of the ceiling",
-                )
-        _add_limit(
-            figure,
-            data,
-            panel,
-            data.env_num_envs(env),
-            [100.0] * len(data.env_num_envs(env)),
-            measured=env not in estimated,
-            unit="%",
-        )
-    if model is not None:
-        _add_curves(
-            figure,
-            data,
-            model,
-            variant,
-            lambda env, label, n: (
-                100
-                * model.predict_throughput(env, label, n, variant=variant)
-                / _limit(data, model, env, cpus)(n)
-            ),
-        )
-    figure.update_yaxes(rangemode="tozero")
-    return figure
+    return metric_figure(
+        measurements, model, metric="efficiency", cpus=cpus, variant=variant, reference=reference
+    )
 
 
 def runs_figure(
@@ -531,31 +496,22 @@ def runs_figure(
     data = _Data.of(every, reference, ceiling_as_backend=True)
     if not data.latest:
         return _empty_figure(title, "no measurements in the selected runs")
-    y_title = (
-        f"speed-up over {reference} (x, log scale)"
-        if speedup
-        else f"{'training ' if training else ''}throughput ({_STEPS_PER_SECOND}, log scale)"
-    )
+    _, y_title, unit, _ = (text.format(reference=reference) for text in METRICS[metric])
+    y_title = ("training " if training and not speedup else "") + y_title
     figure = _facets(data, title, y_title, log_y=True)
-    unit = f"x {reference}" if speedup else _STEPS_PER_SECOND
     drawn = {id(m) for m in every}
     dash_of = {label: _DASHES[index % len(_DASHES)] for index, label in enumerate(data.backends)}
     for index, (run, measurements) in enumerate(runs.items()):
         color = _RUN_COLORS[index % len(_RUN_COLORS)]
         run_name = _text(run)
         group = f"run {index}"
-        figure.add_trace(
-            go.Scatter(  # the run's legend entry: its colour
-                x=[None],
-                y=[None],
-                mode="lines",
-                line={"color": color, "width": 3},
-                name=_text(_shorten(run, 48)),
-                legendgroup=group,
-                legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
-                legendrank=index,
-                hoverinfo="skip",
-            )
+        _legend_entry(
+            figure,
+            name=_text(_shorten(run, 48)),
+            line={"color": color, "width": 3},
+            legendgroup=group,
+            legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
+            legendrank=index,
         )
         run_data = _Data.of(
             [m for m in measurements if id(m) in drawn], reference, ceiling_as_backend=True
@@ -565,37 +521,28 @@ def runs_figure(
                 points = run_data.series(env, label)
                 if not points:
                     continue
-                row, col = _cell(data, panel)
-                figure.add_trace(
-                    go.Scatter(
-                        x=[m.config.num_envs for m in points],
-                        y=[m.ratio if speedup else m.mean for m in points],
-                        mode="lines+markers",
-                        line={"color": color, "width": 1.5, "dash": dash_of[label]},
-                        marker={"color": color, "size": 7},
-                        name=f"{data.names[label]} · {run_name}",
-                        legendgroup=group,
-                        showlegend=False,
-                        hovertemplate=(
-                            f"%{{fullData.name}}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>"
-                        ),
-                    ),
-                    row=row,
-                    col=col,
+                _scatter(
+                    figure,
+                    data,
+                    panel,
+                    x=[m.config.num_envs for m in points],
+                    y=[m.ratio if speedup else m.mean for m in points],
+                    mode="lines+markers",
+                    line={"color": color, "width": 1.5, "dash": dash_of[label]},
+                    marker={"color": color, "size": 7},
+                    name=f"{data.names[label]} · {run_name}",
+                    legendgroup=group,
+                    showlegend=False,
+                    hovertemplate=_hover(unit),
                 )
     for rank, label in enumerate(data.backends):  # the line style of each backend
-        figure.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="lines",
-                line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
-                name=data.names[label],
-                legendgroup="backends",
-                legendgrouptitle_text="backends",
-                legendrank=1000 + rank,
-                hoverinfo="skip",
-            )
+        _legend_entry(
+            figure,
+            name=data.names[label],
+            line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
+            legendgroup="backends",
+            legendgrouptitle_text="backends",
+            legendrank=1000 + rank,
         )
     figure.update_layout(legend={"groupclick": "togglegroup"})
     return _tidy_log_axes(figure)
@@ -701,20 +648,16 @@ class _Data:
             {env for env, _, _ in latest},
             key=lambda env: (env not in t_env, t_env.get(env, 0.0), env),
         )
-        families = {m.config.backend_label: m.config.backend for m in latest.values()}
+        configs = [m.config for m in latest.values()]
+        families = {config.backend_label: config.backend for config in configs}
+        drawn = [
+            label for label, family in families.items() if ceiling_as_backend or family != CEILING
+        ]
         backends = sorted(
-            (
-                label
-                for label, family in families.items()
-                if ceiling_as_backend or family != CEILING
-            ),
-            key=lambda label: (_family_rank(families[label]), _natural_key(label)),
+            drawn, key=lambda label: (_family_rank(families[label]), _natural_key(label))
         )
-        names = {m.config.backend_label: _text(display_label(m.config)) for m in latest.values()}
-        env_names = {
-            label: _text(short)
-            for label, short in short_env_labels(m.config for m in latest.values()).items()
-        }
+        names = {config.backend_label: _text(display_label(config)) for config in configs}
+        env_names = {label: _text(short) for label, short in short_env_labels(configs).items()}
         return cls(
             latest=latest,
             envs=envs,
@@ -828,6 +771,21 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
     return figure
 
 
+def _scatter(figure: go.Figure, data: _Data, panel: int, **trace: Any) -> None:
+    """A scatter trace in the ``panel``-th env's panel."""
+    row, col = _cell(data, panel)
+    figure.add_trace(go.Scatter(**trace), row=row, col=col)
+
+
+def _legend_entry(figure: go.Figure, **trace: Any) -> None:
+    """A legend entry with nothing drawn: it says what a colour or a line style means."""
+    figure.add_trace(go.Scatter(x=[None], y=[None], mode="lines", hoverinfo="skip", **trace))
+
+
+def _hover(unit: str, name: str = "%{fullData.name}", digits: int = 3) -> str:
+    return f"{name}<br>N=%{{x}}<br>%{{y:,.{digits}~g}} {unit}<extra></extra>"
+
+
 def _add_points(
     figure: go.Figure,
     data: _Data,
@@ -835,66 +793,27 @@ def _add_points(
     points: list[Measurement],
     values: Sequence[float | None],
     panel: int,
-    *,
     errors: list[float] | None,
     lines: bool,
     unit: str,
 ) -> None:
     """One backend's measured points in one panel (its legend entry only in the first)."""
-    row, col = _cell(data, panel)
-    figure.add_trace(
-        go.Scatter(
-            x=[m.config.num_envs for m in points],
-            y=values,
-            error_y=None if errors is None else {"type": "data", "array": errors, "visible": True},
-            mode="lines+markers" if lines else "markers",
-            line={"color": data.colors[label], "width": 1},
-            marker={"color": data.colors[label], "size": 8},
-            name=data.names[label],
-            legendgroup=label,
-            showlegend=not _in_legend(figure, label),
-            hovertemplate=f"%{{fullData.name}}<br>N=%{{x}}<br>%{{y:,.3~g}} {unit}<extra></extra>",
-        ),
-        row=row,
-        col=col,
+    color = data.colors[label]
+    _scatter(
+        figure,
+        data,
+        panel,
+        x=[m.config.num_envs for m in points],
+        y=values,
+        error_y=None if errors is None else {"type": "data", "array": errors, "visible": True},
+        mode="lines+markers" if lines else "markers",
+        line={"color": color, "width": 1},
+        marker={"color": color, "size": 8},
+        name=data.names[label],
+        legendgroup=label,
+        showlegend=not _in_legend(figure, label),
+        hovertemplate=_hover(unit),
     )
-
-
-def _add_level(
-    figure: go.Figure,
-    data: _Data,
-    panel: int,
-    ns: list[int],
-    level: float,
-    name: str,
-    style: dict,
-) -> None:
-    """A horizontal line across ``ns`` (one legend entry per kind).
-
-    A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
-    right place on log axes too.
-    """
-    _add_line(figure, data, panel, [ns[0], ns[-1]], [level, level], name, style)
-
-
-def _add_limit(
-    figure: go.Figure,
-    data: _Data,
-    panel: int,
-    ns: list[int],
-    values: Sequence[float | None],
-    *,
-    measured: bool,
-    unit: str,
-) -> None:
-    """The machine's limit in one panel: the measured ceiling, or the estimate (it says which)."""
-    if measured:
-        name = "ceiling (measured): min(K, N) processes, no coordination"
-        style = {**_LIMIT_STYLE, "width": 2}
-    else:
-        name = "limit estimate: min(N, CPUs) x one env's rate (no ceiling measured)"
-        style = _LIMIT_STYLE
-    _add_line(figure, data, panel, ns, values, name, style, markers=measured, unit=unit)
 
 
 def _add_line(
@@ -909,22 +828,25 @@ def _add_line(
     markers: bool = False,
     unit: str = "",
 ) -> None:
-    row, col = _cell(data, panel)
+    """A line through ``values`` (one legend entry per name): a limit, or a level such as 1x.
+
+    A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
+    right place on log axes too.
+    """
     group = "level: " + name
-    figure.add_trace(
-        go.Scatter(
-            x=ns,
-            y=values,
-            mode="lines+markers" if markers else "lines",
-            line=style,
-            marker={"color": style["color"], "size": 6, "symbol": "diamond"},
-            name=name,
-            legendgroup=group,
-            showlegend=not _in_legend(figure, group),
-            hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.4~g}} {unit}<extra></extra>",
-        ),
-        row=row,
-        col=col,
+    _scatter(
+        figure,
+        data,
+        panel,
+        x=ns,
+        y=values,
+        mode="lines+markers" if markers else "lines",
+        line=style,
+        marker={"color": style["color"], "size": 6, "symbol": "diamond"},
+        name=name,
+        legendgroup=group,
+        showlegend=not _in_legend(figure, group),
+        hovertemplate=_hover(unit, name, digits=4),
     )
 
 
@@ -934,7 +856,6 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
     for panel, env in enumerate(data.envs, start=1):
         if env not in model.envs:
             continue
-        row, col = _cell(data, panel)
         grid = _grid(*data.span(env), model.cpus)
         for label in data.backends:
             fitted = label in model.backends or label == model.reference
@@ -943,39 +864,28 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
             fit = model.backends.get(label)
             if fit is not None and variant == "per_env" and fit.per_env is None:
                 continue  # measured at one N only: no per-env fit to draw
-            name = data.names[label]
-            figure.add_trace(
-                go.Scatter(
-                    x=grid,
-                    y=[predict(env, label, n) for n in grid],
-                    mode="lines" if len(grid) > 1 else "markers",
-                    line={"color": data.colors[label], "dash": "dash", "width": 1.5},
-                    marker={"color": data.colors[label], "symbol": "line-ew-open", "size": 14},
-                    name=f"{name} (model)",
-                    legendgroup=label,
-                    showlegend=False,
-                    hovertemplate=(
-                        "model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}<extra></extra>"
-                    ),
-                ),
-                row=row,
-                col=col,
+            color = data.colors[label]
+            _scatter(
+                figure,
+                data,
+                panel,
+                x=grid,
+                y=[predict(env, label, n) for n in grid],
+                mode="lines" if len(grid) > 1 else "markers",
+                line={"color": color, "dash": "dash", "width": 1.5},
+                marker={"color": color, "symbol": "line-ew-open", "size": 14},
+                name=f"{data.names[label]} (model)",
+                legendgroup=label,
+                showlegend=False,
+                hovertemplate="model, %{fullData.name}<br>N=%{x:.3~g}<br>%{y:,.3~g}<extra></extra>",
             )
             drawn = True
     if drawn:
         # The curves share their backend's legend entry (clicking it hides both); this entry
         # only says what a dashed line is.
-        figure.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="lines",
-                line={"color": "#7f7f7f", "dash": "dash", "width": 1.5},
-                name=f"model prediction ({variant.replace('_', '-')} t_os), dashed",
-                legendgroup="model",
-                hoverinfo="skip",
-            )
-        )
+        line = {"color": "#7f7f7f", "dash": "dash", "width": 1.5}
+        name = f"model prediction ({variant.replace('_', '-')} t_os), dashed"
+        _legend_entry(figure, name=name, line=line, legendgroup="model")
 
 
 def _limit(data: _Data, model: OverheadModel | None, env: str, cpus: int):
@@ -1089,24 +999,12 @@ def _t_env(data: _Data, model: OverheadModel | None, env: str) -> float | None:
 
 def _empty_figure(title: str, message: str) -> go.Figure:
     """A figure that says there is nothing to draw yet (the dashboard before the first result)."""
-    figure = go.Figure()
-    figure.update_layout(
-        title_text=title,
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-        annotations=[
-            {
-                "text": message,
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "showarrow": False,
-                "font": {"size": 16},
-            }
-        ],
+    note = {"text": message, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}
+    note |= {"showarrow": False, "font": {"size": 16}}
+    hidden = {"visible": False}
+    return go.Figure(
+        layout={"title_text": title, "xaxis": hidden, "yaxis": hidden, "annotations": [note]}
     )
-    return figure
 
 
 def _ratio_text(ratio: float | None, reference: str) -> str:

@@ -68,17 +68,17 @@ Why ratios: batch times range from tens of microseconds (CartPole, N=1) to a ten
 is a rounding error, and ignore the small ones, where it is everything. On a log scale,
 predicting half or double the measured speed-up costs the same at every N and for every env.
 
-How, without an optimiser: for small errors log(1 + x) ~ x, and the sum becomes
-sum_i ((t_os - t_os_i) / t_batch_i)^2, the error of the batch time relative to itself. That one
-has a closed form, a weighted mean: t_os = sum w_i t_os_i / sum w_i, with w_i = 1 / t_batch_i^2.
-When the model describes the data well, that is the answer. When it does not, the weights
-1 / t_batch_i^2 favour the fastest batches by the square of how much faster they are: a single
-point with next to no overhead (the pool with one worker steps its env in the calling process)
-would decide t_os for the whole backend. So the fit starts from the weighted mean and repeats
-it, each round weighting by the batch time predicted so far and correcting for the curve of the
-log (Gauss-Newton: every round is one closed-form weighted least squares, and a round that
-would make the fit worse is shortened). It settles in a few rounds. A negative t_os makes no
-physical sense: t_os is kept >= 0, and flagged ``clamped`` when that bound holds it.
+How: the model is not linear in t_os (it sits inside the log), so the fit is Gauss-Newton.
+For small errors log(1 + x) ~ x, and the sum becomes sum_i ((t_os - t_os_i) / t_batch_i)^2, the
+error of the batch time relative to itself: a weighted *linear* least squares, solved by
+``numpy.linalg.lstsq`` (with w_i = 1 / t_batch_i^2 it is the weighted mean of the t_os_i). When
+the model describes the data well, that is the answer. When it does not, those weights favour
+the fastest batches by the square of how much faster they are: a single point with next to no
+overhead (the pool with one worker steps its env in the calling process) would decide t_os for
+the whole backend. So the fit repeats the linear step, each round weighting by the batch time
+predicted so far and correcting for the curve of the log; a round that would make the fit worse
+is shortened. It settles in a few rounds. A negative t_os makes no physical sense: t_os is kept
+>= 0, and flagged ``clamped`` when that bound holds it.
 
 **Fit quality**: R^2 of log S, predicted against measured, and the median relative error
 |S_predicted - S| / S. On a log scale for the same reason as the fit (whose error is exactly
@@ -118,9 +118,8 @@ each backend also gets a second fit, ``per_env``, where the overhead grows with 
 
     t_os(N) = a + b N        (a, b >= 0)
 
-fitted the same way, each round now a weighted least squares with two unknowns (a 2 x 2 system
-solved in closed form; if a or b would come out negative it is set to 0 and the other one
-refitted). b is the price of one more env per call. For the pool, b should come out near 0,
+fitted the same way, each round now a least squares with two unknowns (if a or b would come
+out negative it is set to 0 and the other one refitted). b is the price of one more env per call. For the pool, b should come out near 0,
 its overhead being per worker, not per env; for one process per env it should not. The variant
 needs measurements at two or more values of N.
 
@@ -142,9 +141,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
-from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
+import numpy as np
+
+from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, BenchConfig, Measurement
 from vecenvs.factory import NATIVE_BACKENDS
 from vecenvs.table import format_table
 from vecenvs.workers import available_cpus
@@ -173,6 +174,28 @@ _SMALLEST_STEP = 1e-6
 
 #: How many skipped points the "nothing to fit" error lists before "and N more".
 _REASONS_SHOWN = 5
+
+#: The columns of :meth:`OverheadModel.format_table`: (header, key of the row, format, text
+#: when the value is ``None``).
+_ENV_COLUMNS = (
+    ("env", "env", "{}", "-"),
+    ("t_env (us)", "t_env_us", "{:.1f}", "-"),
+    ("1 env (steps/s)", "single_env_rate", "{:,.0f}", "-"),
+    ("ceiling (steps/s)", "machine_limit", "{:,.0f}", "-"),
+    ("points", "points", "{}", "-"),
+)
+_BACKEND_COLUMNS = (
+    ("backend", "backend", "{}", "-"),
+    ("workers", "workers", "{}", "N"),
+    ("points", "points", "{}", "-"),
+    ("t_os (us)", "t_os_us", "{:.1f}", "-"),
+    ("R^2 log", "r2", "{:.3f}", "-"),
+    ("med. error", "median_relative_error", "{:.1%}", "-"),
+    ("a (us)", "per_env_fixed_us", "{:.1f}", "-"),
+    ("b (us/env)", "per_env_us", "{:.2f}", "-"),
+    ("R^2 log", "per_env_r2", "{:.3f}", "-"),
+    ("med. error", "per_env_median_relative_error", "{:.1%}", "-"),
+)
 
 
 def native_backends() -> frozenset[str]:
@@ -413,26 +436,18 @@ class OverheadModel:
         ``per_env_median_relative_error`` (all ``None`` without that variant), and ``note``.
         An undefined R^2 is ``None``, not NaN, so the rows stay valid JSON.
         """
-        rows = [
-            {
-                "backend": self.reference,
-                "workers": 1,
-                "points": self.reference_points,
-                "t_os_us": 0.0,
-                "r2": None,
-                "median_relative_error": 0.0,
-                "clamped": False,
-                "per_env_fixed_us": None,
-                "per_env_us": None,
-                "per_env_r2": None,
-                "per_env_median_relative_error": None,
-                "note": "the reference: defines t_env; speed-up 1 by definition",
-            }
-        ]
-        for fit in self.backends.values():
+        # The reference as a fit of its own: no overhead, a speed-up of exactly 1.
+        none = OverheadFit(0.0, 0.0, math.nan, 0.0)
+        rows = []
+        for fit in [
+            BackendFit(self.reference, self.reference_points, 1, none),
+            *self.backends.values(),
+        ]:
             per_env = fit.per_env
             note = ""
-            if fit.constant.clamped:
+            if fit.label == self.reference:
+                note = "the reference: defines t_env; speed-up 1 by definition"
+            elif fit.constant.clamped:
                 note = "t_os clamped to 0: faster per call than the model allows"
             rows.append(
                 {
@@ -483,67 +498,33 @@ class OverheadModel:
 
     def format_table(self) -> str:
         """The envs and the backends as aligned plain-text tables, for a terminal."""
+        envs, backends = self.env_table(), self.table()
+        env_cells = _cells(envs, _ENV_COLUMNS)
+        for cells, row in zip(env_cells, envs):
+            cells[3] += "" if row["ceiling_measured"] else "~"
+        backend_cells = _cells(backends, _BACKEND_COLUMNS)
+        for cells, row in zip(backend_cells, backends):
+            cells[3] += "*" if row["clamped"] else ""
         lines = [
             f"Overhead model on {self.cpus} CPU(s), relative to {self.reference}:",
             "  speed-up = c N t_env / (N t_env + c t_os), c = min(workers, N, capacity)",
             "",
+            format_table([column[0] for column in _ENV_COLUMNS], env_cells, rule=False),
         ]
-        env_rows = [
-            [
-                row["env"],
-                f"{row['t_env_us']:.1f}",
-                f"{row['single_env_rate']:,.0f}",
-                f"{row['machine_limit']:,.0f}" + ("" if row["ceiling_measured"] else "~"),
-                str(row["points"]),
-            ]
-            for row in self.env_table()
-        ]
-        lines += _align(
-            ["env", "t_env (us)", "1 env (steps/s)", "ceiling (steps/s)", "points"],
-            env_rows,
-        )
-        if not all(row["ceiling_measured"] for row in self.env_table()):
+        if not all(row["ceiling_measured"] for row in envs):
             lines.append(
                 "~: no ceiling measured: estimated as CPUs x 1 env (add the backend "
                 "'ceiling' to measure it)"
             )
-        lines.append("")
-        backend_rows = []
-        for row in self.table():
-            backend_rows.append(
-                [
-                    row["backend"],
-                    "N" if row["workers"] is None else str(row["workers"]),
-                    str(row["points"]),
-                    f"{row['t_os_us']:.1f}" + ("*" if row["clamped"] else ""),
-                    _format_optional(row["r2"], "{:.3f}"),
-                    f"{row['median_relative_error']:.1%}",
-                    _format_optional(row["per_env_fixed_us"], "{:.1f}"),
-                    _format_optional(row["per_env_us"], "{:.2f}"),
-                    _format_optional(row["per_env_r2"], "{:.3f}"),
-                    _format_optional(row["per_env_median_relative_error"], "{:.1%}"),
-                ]
-            )
-        lines += _align(
-            [
-                "backend",
-                "workers",
-                "points",
-                "t_os (us)",
-                "R^2 log",
-                "med. error",
-                "a (us)",
-                "b (us/env)",
-                "R^2 log",
-                "med. error",
-            ],
-            backend_rows,
-        )
-        lines.append("")
-        lines.append("t_os: overhead per step() call, the seed's model. a + b N: the variant whose")
-        lines.append("overhead grows with N (b per env). R^2 of log speed-up; med. error: median")
-        lines.append("|predicted - measured| / measured speed-up. workers N: one process per env.")
-        if any(row["clamped"] for row in self.table()):
+        lines += [
+            "",
+            format_table([column[0] for column in _BACKEND_COLUMNS], backend_cells, rule=False),
+            "",
+            "t_os: overhead per step() call, the seed's model. a + b N: the variant whose",
+            "overhead grows with N (b per env). R^2 of log speed-up; med. error: median",
+            "|predicted - measured| / measured speed-up. workers N: one process per env.",
+        ]
+        if any(row["clamped"] for row in backends):
             lines.append("*: clamped to 0 (the best fit wanted a negative overhead).")
         if self.skipped:
             lines.append(f"Left out of the fit ({len(self.skipped)}):")
@@ -669,14 +650,13 @@ def fit_overhead_model(
         if ratio is None:
             skipped.append(f"{where}: no ratio (measured outside compare(), no reference)")
             continue
-        if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
+        if not _positive(ratio):
             skipped.append(f"{where}: ratio {ratio!r} is not a positive number")
             continue
         if config.env_label not in env_t:
             skipped.append(f"{where}: no {reference} measurement of this env to take t_env from")
             continue
-        same_point = point_t.get((config.env_label, config.num_envs))
-        t_env = statistics.median(same_point) if same_point else env_t[config.env_label]
+        t_env = _t_env_at(config, env_t, point_t)
         workers = measurement.workers if measurement.workers and measurement.workers > 0 else 1
         capacity = envs[config.env_label].capacity(config.num_envs)
         points_by_backend[label].append(
@@ -752,98 +732,69 @@ def _fit_backend(label: str, points: list[_Point]) -> BackendFit:
 def _fit(points: list[_Point], *, per_env: bool) -> OverheadFit:
     """Least squares of log speed-up for t_os(N) = a + b N (b = 0 unless ``per_env``).
 
-    Gauss-Newton: each round is one closed-form weighted least squares (:func:`_solve`). With
-    q_i the batch time predicted so far (parallel work + t_os(N_i)), the log error
+    Gauss-Newton: each round is one weighted linear least squares (:func:`_solve`). With q_i
+    the batch time predicted so far (parallel work + t_os(N_i)), the log error
     log(q_i / t_batch_i) changes, to first order, by (change of t_os(N_i)) / q_i. So a round
     fits t_os(N_i) to the targets t_os_so_far(N_i) - q_i log(q_i / t_batch_i), with weights
     1 / q_i^2. The first round linearises around the measurements instead (q_i = t_batch_i),
     which gives the relative-error fit: targets t_os_i, weights 1 / t_batch_i^2.
     """
-    ns = [float(point.num_envs) for point in points]
-    a, b, clamped = _solve(
-        [1.0 / point.t_batch**2 for point in points], ns, [p.t_os for p in points], per_env
-    )
-    cost = _log_cost(points, a, b)
+    t_batch = np.array([point.t_batch for point in points])
+    work = np.array([point.parallel_seconds for point in points])
+    # t_os(N_i) = columns @ (a, b): a column of ones for a, one of N for b.
+    columns = np.column_stack([np.ones(len(points)), [float(p.num_envs) for p in points]])
+    columns = columns if per_env else columns[:, :1]
+
+    def cost(params: np.ndarray) -> float:
+        """sum (log predicted speed-up - log measured)^2 = sum log(predicted / t_batch)^2."""
+        return float(np.sum(np.log((work + columns @ params) / t_batch) ** 2))
+
+    params, clamped = _solve(columns, t_batch - work, t_batch)
+    best = cost(params)
     for _ in range(_MAX_ROUNDS):
-        predicted = [point.parallel_seconds + a + b * point.num_envs for point in points]
-        weights = [1.0 / q**2 for q in predicted]
-        targets = [
-            a + b * point.num_envs - q * math.log(q / point.t_batch)
-            for point, q in zip(points, predicted)
-        ]
-        new_a, new_b, new_clamped = _solve(weights, ns, targets, per_env)
+        overhead = columns @ params
+        predicted = work + overhead
+        new, new_clamped = _solve(
+            columns, overhead - predicted * np.log(predicted / t_batch), predicted
+        )
         # A full step can overshoot when the model fits badly: halve it until the error drops.
         # Both ends satisfy a, b >= 0, so every point between them does too.
         step = 1.0
         while step >= _SMALLEST_STEP:
-            trial_a, trial_b = a + step * (new_a - a), b + step * (new_b - b)
-            trial_cost = _log_cost(points, trial_a, trial_b)
-            if trial_cost <= cost:
+            trial = params + step * (new - params)
+            trial_cost = cost(trial)
+            if trial_cost <= best:
                 break
             step /= 2
         else:
             break  # no step improves the fit: this is the minimum
-        improvement = cost - trial_cost
-        a, b, cost = trial_a, trial_b, trial_cost
+        improvement = best - trial_cost
+        params, best = trial, trial_cost
         clamped = new_clamped and step == 1.0
-        if improvement <= 1e-12 * (1.0 + cost):
+        if improvement <= 1e-12 * (1.0 + best):
             break
-    return _quality(points, a, b, clamped=clamped)
+    fixed, per_env_seconds = float(params[0]), float(params[1]) if per_env else 0.0
+    return _quality(points, fixed, per_env_seconds, clamped=clamped)
 
 
-def _solve(
-    weights: Sequence[float], ns: Sequence[float], targets: Sequence[float], per_env: bool
-) -> tuple[float, float, bool]:
-    """One weighted least-squares round: t_os(N) = a + b N (or a alone), a, b >= 0.
+def _solve(columns: np.ndarray, targets: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Weighted least squares ``columns @ params ~ targets``, weights 1 / scale^2, params >= 0.
 
-    Returns (a, b, clamped), ``clamped`` being True when a bound was hit.
+    :func:`numpy.linalg.lstsq` on the rows divided by ``scale``. When an unknown comes out
+    negative, the constrained optimum lies on an edge: that unknown 0 and the other fitted
+    alone (itself clamped at 0), the best such edge. Returns (params, clamped), ``clamped``
+    True when a bound was hit.
     """
-    if per_env:
-        return _fit_line(weights, ns, targets)
-    mean = _weighted_mean(weights, targets)
-    return max(0.0, mean), 0.0, mean < 0
-
-
-def _log_cost(points: list[_Point], fixed: float, per_env: float) -> float:
-    """sum (log predicted speed-up - log measured)^2 = sum log(predicted batch / t_batch)^2."""
-    return sum(
-        math.log((p.parallel_seconds + fixed + per_env * p.num_envs) / p.t_batch) ** 2
-        for p in points
-    )
-
-
-def _weighted_mean(weights: Sequence[float], values: Sequence[float]) -> float:
-    """sum w v / sum w: the constant that minimises sum w (constant - v)^2."""
-    return sum(w * v for w, v in zip(weights, values)) / sum(weights)
-
-
-def _fit_line(
-    weights: Sequence[float], xs: Sequence[float], ys: Sequence[float]
-) -> tuple[float, float, bool]:
-    """Weighted least squares y ~ a + b x with a, b >= 0; returns (a, b, clamped).
-
-    With two unknowns the constrained optimum is either the unconstrained one (if both are
-    >= 0) or lies on an edge (a = 0 or b = 0), where the problem has one unknown and the
-    clamped one-unknown solution is exact. So: try the candidates, keep the best allowed one.
-    """
-    sw = sum(weights)
-    swx = sum(w * x for w, x in zip(weights, xs))
-    swy = sum(w * y for w, y in zip(weights, ys))
-    swxx = sum(w * x * x for w, x in zip(weights, xs))
-    swxy = sum(w * x * y for w, x, y in zip(weights, xs, ys))
-
-    def cost(a: float, b: float) -> float:
-        return sum(w * (a + b * x - y) ** 2 for w, x, y in zip(weights, xs, ys))
-
-    determinant = sw * swxx - swx * swx
-    if determinant > 0:
-        a = (swxx * swy - swx * swxy) / determinant
-        b = (sw * swxy - swx * swy) / determinant
-        if a >= 0 and b >= 0:
-            return a, b, False
-    candidates = [(max(0.0, swy / sw), 0.0), (0.0, max(0.0, swxy / swxx))]
-    a, b = min(candidates, key=lambda ab: cost(*ab))
-    return a, b, True
+    design, target = columns / scale[:, None], targets / scale
+    params = np.linalg.lstsq(design, target, rcond=None)[0]
+    if np.all(params >= 0):
+        return params, False
+    edges = []
+    for keep in range(len(params)):
+        edge = np.zeros_like(params)
+        edge[keep] = max(0.0, np.linalg.lstsq(design[:, [keep]], target, rcond=None)[0][0])
+        edges.append(edge)
+    return min(edges, key=lambda edge: float(np.sum((design @ edge - target) ** 2))), True
 
 
 def _quality(points: list[_Point], fixed: float, per_env: float, *, clamped: bool) -> OverheadFit:
@@ -884,15 +835,27 @@ def _ceilings(
             continue
         processes = max(1, min(measurement.workers or 1, config.num_envs))
         ratio = measurement.ratio
-        if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
-            same_point = point_t.get((config.env_label, config.num_envs))
-            t_env = statistics.median(same_point) if same_point else env_t[config.env_label]
-            ratio = measurement.median * t_env if measurement.throughputs else math.nan
-        if not (math.isfinite(ratio) and ratio > 0):
+        if not _positive(ratio) and measurement.throughputs:
+            ratio = measurement.median * _t_env_at(config, env_t, point_t)
+        if not _positive(ratio):
             continue
         per_env = best[config.env_label]
         per_env[config.num_envs] = max(per_env.get(config.num_envs, 0.0), ratio / processes)
     return {label: tuple(sorted(values.items())) for label, values in best.items()}
+
+
+def _positive(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a finite number above 0 (a usable ratio)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def _t_env_at(
+    config: BenchConfig, env_t: dict[str, float], point_t: dict[tuple[str, int], list[float]]
+) -> float:
+    """t_env for one measurement: from the reference measured at the same env and N (the very
+    one its ratio was divided by), else the env's median."""
+    same_point = point_t.get((config.env_label, config.num_envs))
+    return statistics.median(same_point) if same_point else env_t[config.env_label]
 
 
 def _interpolate_log(points: Sequence[tuple[int, float]], num_envs: float) -> float:
@@ -930,10 +893,14 @@ def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _format_optional(value: float | None, spec: str) -> str:
-    return "-" if value is None else spec.format(value)
-
-
-def _align(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell: the first left-aligned, the rest right-aligned."""
-    return format_table(header, rows, rule=False).split("\n")
+def _cells(
+    rows: list[dict[str, Any]], columns: Sequence[tuple[str, str, str, str]]
+) -> list[list[str]]:
+    """The rows' cells as text, one per column (header, key, format, text when ``None``)."""
+    return [
+        [
+            missing if row[key] is None else spec.format(row[key])
+            for _, key, spec, missing in columns
+        ]
+        for row in rows
+    ]
