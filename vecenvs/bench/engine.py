@@ -107,10 +107,24 @@ QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.15, "repeat
 class BenchConfig:
     """What to measure and for how long: one backend, one env id, one number of envs."""
 
-    env_id: str = "CartPole-v1"
+    # A field's ``metadata`` is its command-line option (flag, metavar, help, argparse type
+    # named from vecenvs.cli.common): ``vecenvs.cli`` builds the option, default included,
+    # from the field, so the two can't drift apart.
+
+    env_id: str = field(
+        default="CartPole-v1",
+        metadata={"flag": "--env", "metavar": "ID", "help": "gymnasium env id"},
+    )
     """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
 
-    num_envs: int = 8
+    num_envs: int = field(
+        default=8,
+        metadata={
+            "metavar": "N",
+            "help": "number of envs stepped together",
+            "type": "positive_int",
+        },
+    )
     """How many copies of the env are stepped together (N)."""
 
     backend: str = DEFAULT_REFERENCE
@@ -119,19 +133,49 @@ class BenchConfig:
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments for the backend, e.g. ``{"num_workers": 2}`` for the pool."""
 
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "flag": "--env-kwarg",
+            "metavar": "KEY=VALUE",
+            "help": "argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), "
+            "anything else is taken as a string",
+            "type": "env_kwarg",
+        },
+    )
     """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``."""
 
-    warmup_seconds: float = 1.0
+    warmup_seconds: float = field(
+        default=1.0,
+        metadata={
+            "flag": "--warmup",
+            "metavar": "S",
+            "help": "untimed stepping before the first window",
+            "type": "non_negative_float",
+        },
+    )
     """Untimed stepping before the first timed window (0 means no warm-up)."""
 
-    measure_seconds: float = 2.0
+    measure_seconds: float = field(
+        default=2.0,
+        metadata={
+            "flag": "--seconds",
+            "metavar": "S",
+            "help": "length of each timed window",
+            "type": "positive_float",
+        },
+    )
     """Length of each timed window; the last step may run a little over it."""
 
-    repeats: int = 3
+    repeats: int = field(
+        default=3,
+        metadata={"metavar": "R", "help": "timed windows per backend", "type": "positive_int"},
+    )
     """How many timed windows; their spread is the measurement noise."""
 
-    seed: int = 0
+    seed: int = field(
+        default=0, metadata={"help": "seed of the resets and sampled actions", "type": "int"}
+    )
     """Seeds the reset and the action sampler, so every backend sees the same episodes."""
 
     @property

@@ -16,23 +16,27 @@ Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line 
 from __future__ import annotations
 
 import argparse
-import json
+import inspect
 import sys
 from typing import Any
 
+from vecenvs.autotune import autotune
+from vecenvs.bench import BenchConfig
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    add_store_arguments,
-    check_writable,
-    env_kwarg,
+    add_command,
+    add_env_options,
+    add_output_options,
+    config_option,
     fail,
     machine_turn,
-    open_store,
+    open_outputs,
     positive_float,
-    positive_int,
+    saved_as,
+    write_json,
 )
 
 __all__ = ["add_parser"]
@@ -40,61 +44,30 @@ __all__ = ["add_parser"]
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add the ``autotune`` command to the ``vecenvs`` parser."""
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "autotune",
+        __doc__,
+        _run_autotune,
         help="find the fastest way to step N envs on this machine, within a time budget",
-        description=(
-            "Measure the sequential loop, the pool (several worker counts, with and without "
-            "shared memory), the async pool and one process per env, for one env and one N, "
-            "within a time budget, and print them fastest first."
-        ),
-        epilog="examples:\n" + __doc__.split("::")[1].split("\n\n")[0].strip("\n"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Measure the sequential loop, the pool (several worker counts, with and "
+        "without shared memory), the async pool and one process per env, for one env and one "
+        "N, within a time budget, and print them fastest first.",
     )
-    parser.set_defaults(run=_run_autotune, parser=parser)
-    add = parser.add_argument
-    add(
-        "--env", default="CartPole-v1", metavar="ID", help="gymnasium env id (default: %(default)s)"
-    )
-    add(
-        "--env-kwarg",
-        action="append",
-        type=env_kwarg,
-        metavar="KEY=VALUE",
-        default=[],
-        help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'); repeatable",
-    )
-    add(
-        "--num-envs",
-        type=positive_int,
-        default=16,
-        metavar="N",
-        help="number of envs stepped together (default: %(default)s)",
-    )
-    add(
+    add_env_options(parser, BenchConfig, num_envs=16)
+    parser.add_argument(
         "--budget",
         type=positive_float,
-        default=20.0,
+        default=inspect.signature(autotune).parameters["budget_seconds"].default,
         metavar="S",
         help="seconds the whole search may take, process startup included (default: %(default)g)",
     )
-    add(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the resets and sampled actions (default: %(default)s)",
-    )
-    output = parser.add_argument_group("output")
-    add_store_arguments(output)
-    output.add_argument(
-        "--json", metavar="PATH", help="also write the result (table and measurements) as JSON"
-    )
+    config_option(parser, BenchConfig, "seed")
+    add_output_options(parser, "also write the result (table and measurements) as JSON")
 
 
 def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Check the input, measure, print the table."""
-    from vecenvs.autotune import autotune
-
     env_kwargs: dict[str, Any] = {}
     for key, value in args.env_kwarg:
         if key in env_kwargs and env_kwargs[key] != value:
@@ -106,9 +79,7 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             )
         env_kwargs[key] = value
     try:
-        if args.json:
-            check_writable(args.json, "--json")
-        store = None if args.no_store else open_store(args.store)
+        store = open_outputs(args, "json")
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
 
@@ -146,13 +117,7 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     print(result.format_table())
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as file:
-            json.dump(result.to_dict(), file, indent=2, default=str)
-            file.write("\n")
+        write_json(args.json, result.to_dict())
         print(f"\nwrote the result to {args.json}")
-    if result.run_id is not None:
-        print(
-            f"\nsaved as run {result.run_id}: `python -m vecenvs results show {result.run_id}`"
-            f"{'' if args.store is None else f' --store {args.store}'}"
-        )
+    saved_as(result.run_id, args)
     return EXIT_OK

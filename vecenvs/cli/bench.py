@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import multiprocessing
 import os
 import platform
@@ -50,16 +49,17 @@ from vecenvs.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    add_store_arguments,
-    check_writable,
-    env_kwarg,
+    add_command,
+    add_env_options,
+    add_output_options,
+    config_option,
     fail,
     machine_turn,
-    non_negative_float,
-    open_store,
-    positive_float,
+    open_outputs,
     positive_int,
+    saved_as,
     unique,
+    write_json,
 )
 from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
 from vecenvs.table import format_table as format_columns
@@ -110,37 +110,25 @@ CORE_PRESETS = {
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add the ``bench`` command to the ``vecenvs`` parser."""
-    bench_parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "bench",
+        __doc__,
+        _run_bench,
         help="measure how many env steps per second each backend delivers",
-        description=(
-            "Measure the env steps per second of each backend, for each env and each number of "
-            "envs, and compare them with gymnasium's SyncVectorEnv measured in the same run. "
-            "Every option that can be repeated builds a grid: all combinations are measured. "
-            "Results are saved in the results store (see `vecenvs results --help`)."
-        ),
-        epilog="examples:\n"
-        + "\n".join(
-            line for line in __doc__.split("::")[1].strip("\n").split("\n\n")[0].splitlines()
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Measure the env steps per second of each backend, for each env and each "
+        "number of envs, and compare them with gymnasium's SyncVectorEnv measured in the same "
+        "run. Every option that can be repeated builds a grid: all combinations are measured. "
+        "Results are saved in the results store (see `vecenvs results --help`).",
     )
-    bench_parser.set_defaults(run=_run_bench, parser=bench_parser)
-    add = bench_parser.add_argument
-    add(
-        "--env",
-        action="append",
-        metavar="ID",
-        help=f"gymnasium env id; repeat for several (default: {', '.join(DEFAULT_ENVS)})",
+    add_env_options(
+        parser,
+        bench.BenchConfig,
+        grid={"env_id": DEFAULT_ENVS, "num_envs": DEFAULT_NUM_ENVS},
+        kwarg_help="; given to every --env; repeat a KEY with other values to measure each (e.g. "
+        "the teaching env's step_seconds or obs_size)",
     )
-    add(
-        "--num-envs",
-        action="append",
-        type=positive_int,
-        metavar="N",
-        help="number of envs stepped together; repeat for several "
-        f"(default: {' and '.join(map(str, DEFAULT_NUM_ENVS))})",
-    )
+    add = parser.add_argument
     add(
         "--backend",
         action="append",
@@ -166,16 +154,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "sb3-subproc (default: Python's default on this system)",
     )
     add(
-        "--env-kwarg",
-        action="append",
-        type=env_kwarg,
-        metavar="KEY=VALUE",
-        default=[],
-        help="argument for gym.make, for every --env; VALUE is a Python literal (1e-3, True, "
-        "'text'), anything else is taken as a string; repeat a KEY with other values to "
-        "measure each (e.g. the teaching env's step_seconds or obs_size)",
-    )
-    add(
         "--preset",
         choices=["seeds", *CORE_PRESETS],
         help="a ready-made grid: 'seeds' = the seeds' figure (CartPole-v1, Acrobot-v1 and "
@@ -184,28 +162,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "pool, gym-async-shm and the ceiling, each env at its own N); --env, --num-envs, "
         "--backend and --workers still override its parts",
     )
-    timing = bench_parser.add_argument_group("timing")
-    timing.add_argument(
-        "--seconds",
-        type=positive_float,
-        metavar="S",
-        help=f"length of each timed window (default: {bench.BenchConfig.measure_seconds:g}, "
-        f"--quick: {bench.QUICK['measure_seconds']:g})",
-    )
-    timing.add_argument(
-        "--warmup",
-        type=non_negative_float,
-        metavar="S",
-        help=f"untimed stepping before the first window (default: "
-        f"{bench.BenchConfig.warmup_seconds:g}, --quick: {bench.QUICK['warmup_seconds']:g})",
-    )
-    timing.add_argument(
-        "--repeats",
-        type=positive_int,
-        metavar="R",
-        help=f"timed windows per backend (default: {bench.BenchConfig.repeats}, "
-        f"--quick: {bench.QUICK['repeats']})",
-    )
+    timing = parser.add_argument_group("timing")
+    for name in ("measure_seconds", "warmup_seconds", "repeats"):
+        # None: not given, so that --quick and --preset can choose.
+        shown = f"{getattr(bench.BenchConfig, name):g}, --quick: {bench.QUICK[name]:g}"
+        config_option(timing, bench.BenchConfig, name, default=None, shown=shown)
     timing.add_argument(
         "--quick",
         action="store_true",
@@ -218,17 +179,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="measure the backends one after the other instead of interleaving their windows "
         "(uses less memory: only one backend's processes exist at a time)",
     )
-    timing.add_argument(
-        "--seed",
-        type=int,
-        default=bench.BenchConfig.seed,
-        help="seed of the resets and sampled actions (default: %(default)s)",
-    )
-    output = bench_parser.add_argument_group("output")
-    add_store_arguments(output)
-    output.add_argument(
-        "--json", metavar="PATH", help="also write every measurement to this JSON file"
-    )
+    config_option(timing, bench.BenchConfig, "seed")
+    output = add_output_options(parser, "also write every measurement to this JSON file")
     output.add_argument(
         "--html",
         metavar="PATH",
@@ -242,10 +194,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     try:
         config = _sweep_config(args)
         validate_sweep(config)
-        for option in ("json", "html"):
-            if getattr(args, option):
-                check_writable(getattr(args, option), f"--{option}")
-        store = None if args.no_store else open_store(args.store)
+        store = open_outputs(args, "json", "html")
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
@@ -304,11 +253,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     if args.html:
         _write_html(args.html, result, model)
         print(f"\nwrote the charts to {args.html} (open it in a browser)")
-    if result.run_id is not None:
-        print(
-            f"\nsaved as run {result.run_id}: `python -m vecenvs results show "
-            f"{result.run_id}`{'' if args.store is None else f' --store {args.store}'}"
-        )
+    saved_as(result.run_id, args)
     return EXIT_OK
 
 
@@ -450,9 +395,7 @@ def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
         "machine": machine_info(),
         "results": [result.to_dict() for result in results],
     }
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(document, file, indent=2, default=str)
-        file.write("\n")
+    write_json(path, document)
 
 
 def _write_html(path: str, result, model) -> None:

@@ -1,7 +1,11 @@
-"""Pieces every ``python -m vecenvs`` command shares: argument types and error reporting.
+"""Pieces every ``python -m vecenvs`` command shares: its parser, the options built from the
+config dataclasses, argument types, error reporting and output.
 
-Every command checks all of its input before doing any work, and reports a bad value as one
-line naming the value and what was expected, with exit code 2 (the convention argparse uses).
+An option that sets a config field is made from that field by :func:`config_option`: its flag,
+help and type are in the field's ``metadata``, its default is the field's default, so the
+command line can't drift from the configs. Every command checks all of its input before doing
+any work, and reports a bad value as one line naming the value and what was expected, with
+exit code 2 (the convention argparse uses).
 """
 
 from __future__ import annotations
@@ -9,10 +13,14 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
+import json
 import math
 import os
+import shutil
 import sys
-from collections.abc import Iterator, Sequence
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 #: Exit codes shared by every command.
@@ -27,6 +35,95 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    doc: str,
+    run: Callable[[argparse.Namespace, argparse.ArgumentParser], int],
+    *,
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """Add command ``name``, run by ``run(args, parser)``, whose ``--help`` ends with the
+    examples of its module docstring ``doc`` (the block after its first ``::``)."""
+    examples = doc.split("::", 1)[1].strip("\n").split("\n\n")[0] if "::" in doc else ""
+    width = shutil.get_terminal_size().columns - 2  # as argparse wraps its own text
+    parser = commands.add_parser(
+        name,
+        help=help,
+        description="\n\n".join(
+            textwrap.fill(" ".join(paragraph.split()), width, break_on_hyphens=False)
+            for paragraph in description.split("\n\n")
+        ),
+        epilog=examples and "examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(run=run, parser=parser)
+    return parser
+
+
+def config_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    config: type,
+    name: str,
+    *,
+    also: str = "",
+    shown: object = None,
+    **kwargs: Any,
+) -> None:
+    """Add the option that sets field ``name`` of the dataclass ``config``.
+
+    Flag (default ``--name-with-dashes``), metavar, help and type come from the field's
+    ``metadata``, the default from the field. ``kwargs`` override them (``action="append"``,
+    ``default=None``: "not given"); ``also`` is added to the help, before ``(default: ...)``,
+    which names ``shown`` or else the default (``shown=""``: no default to name).
+    """
+    [field] = [field for field in dataclasses.fields(config) if field.name == name]
+    options = {"default": field.default, **field.metadata, **kwargs}
+    flag = options.pop("flag", "--" + name.replace("_", "-"))
+    if isinstance(options.get("type"), str):
+        options["type"] = ARGUMENT_TYPES[options["type"]]
+    if options.get("action") != "store_true" and shown != "":
+        if shown is None:
+            shown = field.default if options["default"] is None else options["default"]
+        also += f" (default: {f'{shown:g}' if isinstance(shown, float) else shown})"
+    parser.add_argument(flag, help=options.pop("help") + also, **options)
+
+
+def add_env_options(
+    parser: argparse.ArgumentParser,
+    config: type,
+    *,
+    grid: dict[str, Sequence[Any]] | None = None,
+    kwarg_help: str = "; repeat for several",
+    **defaults: Any,
+) -> None:
+    """``--env``, ``--num-envs`` and ``--env-kwarg``: which env, and how many copies.
+
+    ``grid``: each may be repeated, and without one these values are used (bench's sweep);
+    ``defaults``: a command's own default for a field (e.g. ``num_envs=16``).
+    """
+    for name in ("env_id", "num_envs"):
+        if grid is None:
+            config_option(
+                parser, config, name, **({"default": defaults[name]} if name in defaults else {})
+            )
+        else:
+            shown = " and ".join(map(str, grid[name]))
+            config_option(
+                parser,
+                config,
+                name,
+                action="append",
+                default=None,
+                also="; repeat for several",
+                shown=shown,
+            )
+    config_option(
+        parser, config, "env_kwargs", action="append", default=[], also=kwarg_help, shown=""
+    )
 
 
 def fail(parser: argparse.ArgumentParser, message: object, *, code: int) -> int:
@@ -53,8 +150,10 @@ def machine_turn(parser: argparse.ArgumentParser) -> Iterator[None]:
         yield
 
 
-def add_store_arguments(group: argparse._ArgumentGroup) -> None:
-    """``--store``, ``--no-store`` and ``--label``: where a measuring command saves its run."""
+def add_output_options(parser: argparse.ArgumentParser, json_help: str) -> argparse._ArgumentGroup:
+    """The "output" group: ``--store``, ``--no-store`` and ``--label`` (where a measuring
+    command saves its run) and ``--json PATH``, helped by ``json_help``."""
+    group = parser.add_argument_group("output")
     group.add_argument(
         "--store",
         metavar="PATH",
@@ -63,6 +162,35 @@ def add_store_arguments(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument("--no-store", action="store_true", help="do not save the run")
     group.add_argument("--label", help="a name for the run in the store")
+    group.add_argument("--json", metavar="PATH", help=json_help)
+    return group
+
+
+def open_outputs(args: argparse.Namespace, *options: str) -> Any:
+    """Check that the files of ``options`` (e.g. ``"json"``) can be written and open the store
+    (None with ``--no-store``), so a bad path fails before any measuring.
+
+    Raises:
+        ValueError: the first problem, naming the option and the path.
+    """
+    for option in options:
+        if getattr(args, option):
+            check_writable(getattr(args, option), f"--{option}")
+    return None if args.no_store else open_store(args.store)
+
+
+def write_json(path: str, document: Any) -> None:
+    """Write ``document`` to ``path`` as indented JSON (anything else as its ``str``)."""
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(document, file, indent=2, default=str)
+        file.write("\n")
+
+
+def saved_as(run_id: int | None, args: argparse.Namespace) -> None:
+    """Say which run the results were saved as, and the command that shows it."""
+    if run_id is not None:
+        store = "" if args.store is None else f" --store {args.store}"
+        print(f"\nsaved as run {run_id}: `python -m vecenvs results show {run_id}`{store}")
 
 
 def open_store(path: str | None) -> Any:
@@ -145,3 +273,23 @@ def env_kwarg(text: str) -> tuple[str, Any]:
         # So that render_mode=rgb_array works without shell-quoting the quotes.
         value = raw
     return key, value
+
+
+def samples_per_second(text: str) -> int:
+    """argparse type: samples per second, a whole number from 1 to 1000."""
+    value = positive_int(text)
+    if value > 1000:
+        raise argparse.ArgumentTypeError(f"expected at most 1000 samples per second, got {text!r}")
+    return value
+
+
+#: The argparse types a config field's ``metadata`` names: the configs can't import the
+#: command line, so they say the type's name and this module supplies it.
+ARGUMENT_TYPES: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "positive_int": positive_int,
+    "positive_float": positive_float,
+    "non_negative_float": non_negative_float,
+    "env_kwarg": env_kwarg,
+    "samples_per_second": samples_per_second,
+}

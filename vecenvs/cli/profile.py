@@ -28,7 +28,9 @@ from vecenvs.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    env_kwarg,
+    add_command,
+    add_env_options,
+    config_option,
     fail,
     machine_turn,
     positive_int,
@@ -61,89 +63,41 @@ by what the process was doing, so each line adds up to 100% of that process's ti
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add the ``profile`` command to the ``vecenvs`` parser."""
-    profile_parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "profile",
+        __doc__,
+        _run_profile,
         help="run one configuration under py-spy and show where each process spends its time",
-        description=(
-            "Run one backend on one env under py-spy, with its worker processes and their "
-            "idle time, and show for the parent and each worker the share of time spent in "
-            "env code, pickling, pipe and shared-memory I/O, waiting and bookkeeping. Writes "
-            "a flame graph (SVG), py-spy's speedscope file and collapsed stacks."
-        ),
+        description="Run one backend on one env under py-spy, with its worker processes and "
+        "their idle time, and show for the parent and each worker the share of time spent in "
+        "env code, pickling, pipe and shared-memory I/O, waiting and bookkeeping. Writes a "
+        "flame graph (SVG), py-spy's speedscope file and collapsed stacks.",
     )
-    profile_parser.set_defaults(run=_run_profile, parser=profile_parser)
-    defaults = profiling.ProfileConfig()
-    add = profile_parser.add_argument
-    add(
-        "--env",
-        default=defaults.env_id,
-        metavar="ID",
-        help="gymnasium env id (default: %(default)s)",
+    config = profiling.ProfileConfig
+    add_env_options(parser, config)
+    config_option(
+        parser, config, "backend", choices=list(BACKENDS), also=f", one of {', '.join(BACKENDS)}"
     )
-    add(
-        "--num-envs",
-        type=positive_int,
-        default=defaults.num_envs,
-        metavar="N",
-        help="number of envs stepped together (default: %(default)s)",
-    )
-    add(
-        "--backend",
-        choices=list(BACKENDS),
-        default=defaults.backend,
-        metavar="NAME",
-        help=f"backend to profile, one of {', '.join(BACKENDS)} (default: %(default)s)",
-    )
-    add(
+    parser.add_argument(
         "--workers",
         type=positive_int,
         metavar="K",
         help="worker processes of the pool backend (default: the pool's own choice)",
     )
-    add(
-        "--env-kwarg",
-        action="append",
-        type=env_kwarg,
-        metavar="KEY=VALUE",
-        default=[],
-        help="argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
-        "else is taken as a string; repeat for several",
+    # None: not given, so that --quick can choose.
+    config_option(
+        parser, config, "seconds", default=None, shown=f"{config.seconds}, --quick: {QUICK_SECONDS}"
     )
-    add(
-        "--seconds",
-        type=positive_int,
-        metavar="S",
-        help=f"how long py-spy samples, whole seconds (default: {defaults.seconds}, "
-        f"--quick: {QUICK_SECONDS})",
-    )
-    add(
-        "--rate",
-        type=_rate,
-        default=defaults.rate,
-        metavar="R",
-        help="samples per second, 1 to 1000 (default: %(default)s)",
-    )
-    add(
+    config_option(parser, config, "rate")
+    parser.add_argument(
         "--quick",
         action="store_true",
         help=f"sample for {QUICK_SECONDS} s: a first look (an explicit --seconds still wins)",
     )
-    add(
-        "--out",
-        metavar="DIR",
-        help="directory for the files (default: profiles/<date>-<time>-<backend>-<env>-N<n>)",
-    )
-    add(
-        "--seed",
-        type=int,
-        default=defaults.seed,
-        help="seed of the reset and sampled actions (default: %(default)s)",
-    )
-    add(
-        "--nonblocking",
-        action="store_true",
-        help="let py-spy sample without pausing the processes: less disturbance, a few torn stacks",
-    )
+    config_option(parser, config, "output_dir", shown="profiles/<date>-<time>-<backend>-<env>-N<n>")
+    config_option(parser, config, "seed")
+    config_option(parser, config, "nonblocking")
 
 
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -228,11 +182,3 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         )
     )
     return EXIT_OK
-
-
-def _rate(text: str) -> int:
-    """argparse type: samples per second, a whole number from 1 to 1000."""
-    value = positive_int(text)
-    if value > 1000:
-        raise argparse.ArgumentTypeError(f"expected at most 1000 samples per second, got {text!r}")
-    return value

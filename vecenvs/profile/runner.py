@@ -114,36 +114,62 @@ _FILES = {
 }
 
 
+#: BenchConfig's command-line options, by field name, for the fields the two configs share.
+_BENCH_OPTIONS = {option.name: option.metadata for option in dataclasses.fields(BenchConfig)}
+
+
 @dataclass
 class ProfileConfig:
     """What to profile and how: one backend, one env id, one number of envs."""
 
-    env_id: str = "CartPole-v1"
+    # Each field's ``metadata`` is its command-line option (see BenchConfig): the env, N and
+    # the seed are given as in ``vecenvs bench``.
+
+    env_id: str = field(default="CartPole-v1", metadata=_BENCH_OPTIONS["env_id"])
     """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
 
-    num_envs: int = 8
+    num_envs: int = field(default=8, metadata=_BENCH_OPTIONS["num_envs"])
     """How many copies of the env are stepped together (N)."""
 
-    backend: str = "subproc"
+    backend: str = field(
+        default="subproc", metadata={"metavar": "NAME", "help": "backend to profile"}
+    )
     """A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``."""
 
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments for the backend, e.g. ``{"num_workers": 2}`` (Python literals only: they
     are passed on the profiled process's command line)."""
 
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=_BENCH_OPTIONS["env_kwargs"])
     """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}`` (Python literals)."""
 
-    seconds: int = 5
+    seconds: int = field(
+        default=5,
+        metadata={
+            "metavar": "S",
+            "help": "how long py-spy samples, whole seconds",
+            "type": "positive_int",
+        },
+    )
     """How long py-spy samples, in whole seconds (py-spy's ``--duration`` takes no fractions)."""
 
-    rate: int = 100
+    rate: int = field(
+        default=100,
+        metadata={
+            "metavar": "R",
+            "help": "samples per second, 1 to 1000",
+            "type": "samples_per_second",
+        },
+    )
     """Samples per second and per thread (py-spy's ``--rate``), 1 to 1000."""
 
-    seed: int = 0
+    seed: int = field(default=0, metadata=_BENCH_OPTIONS["seed"])
     """Seeds the reset and the sampled actions."""
 
-    output_dir: str | os.PathLike[str] | None = None
+    output_dir: str | os.PathLike[str] | None = field(
+        default=None,
+        metadata={"flag": "--out", "metavar": "DIR", "help": "directory for the files"},
+    )
     """Where the files go; created if needed. ``None``: :func:`default_output_dir`."""
 
     warmup_seconds: float = 0.5
@@ -152,7 +178,14 @@ class ProfileConfig:
     start_timeout: float = 120.0
     """How long building the vector env, resetting it and warming up may take."""
 
-    nonblocking: bool = False
+    nonblocking: bool = field(
+        default=False,
+        metadata={
+            "action": "store_true",
+            "help": "let py-spy sample without pausing the processes: less disturbance, "
+            "a few torn stacks",
+        },
+    )
     """Sample without pausing the processes (py-spy's ``--nonblocking``): less disturbance,
     but some stacks come out torn."""
 
