@@ -41,20 +41,23 @@ def add_command(
     commands: argparse._SubParsersAction,
     name: str,
     doc: str,
-    run: Callable[[argparse.Namespace, argparse.ArgumentParser], int],
+    run: Callable[[argparse.Namespace, argparse.ArgumentParser], int] | None,
     *,
     help: str,
     description: str,
 ) -> argparse.ArgumentParser:
-    """Add command ``name``, run by ``run(args, parser)``, whose ``--help`` ends with the
-    examples of its module docstring ``doc`` (the block after its first ``::``)."""
+    """Add command ``name``, run by ``run(args, parser)`` (None: its actions are), whose
+    ``--help`` ends with the examples of its module docstring ``doc`` (the block after its
+    first ``::``)."""
     examples = doc.split("::", 1)[1].strip("\n").split("\n\n")[0] if "::" in doc else ""
     width = shutil.get_terminal_size().columns - 2  # as argparse wraps its own text
     parser = commands.add_parser(
         name,
         help=help,
         description="\n\n".join(
-            textwrap.fill(" ".join(paragraph.split()), width, break_on_hyphens=False)
+            textwrap.fill(
+                " ".join(paragraph.split()), width, break_on_hyphens=False, break_long_words=False
+            )
             for paragraph in description.split("\n\n")
         ),
         epilog=examples and "examples:\n" + examples,

@@ -7,6 +7,7 @@ Every ``bench`` run is saved in the results store, one SQLite file (see
     python -m vecenvs results show 3                       # run 3: machine, settings, numbers
     python -m vecenvs results export --format csv -o results.csv   # for pandas or a spreadsheet
     python -m vecenvs results export --format json --run 3 --run 4 # runs 3 and 4, to stdout
+    python -m vecenvs results list --store other-machine.sqlite    # another machine's runs
 
 Every action takes ``--store PATH`` to read another store than the default one (for instance
 a file copied from another machine).
@@ -36,7 +37,14 @@ from vecenvs.bench.store import (
     StoreError,
     default_store_path,
 )
-from vecenvs.cli.common import EXIT_BAD_INPUT, EXIT_OK, fail, positive_int
+from vecenvs.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    add_command,
+    check_writable,
+    fail,
+    positive_int,
+)
 from vecenvs.table import describe_kwargs, format_table
 
 __all__ = ["add_parser", "format_measurements", "format_runs"]
@@ -50,88 +58,69 @@ _DEFAULT_STORE_RULE = (
 #: Widest a cell of the ``list`` table may be before it is cut short with "...".
 MAX_CELL_WIDTH = 36
 
-_EXAMPLES = """\
-examples:
-  python -m vecenvs results list                    the runs, newest first
-  python -m vecenvs results show 3                  run 3: its machine, settings and numbers
-  python -m vecenvs results export --format csv -o results.csv
-  python -m vecenvs results export --format json --run 3 --run 4
-  python -m vecenvs results list --store other-machine.sqlite
-"""
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add the ``results`` command, with its ``list``, ``show`` and ``export`` actions."""
-    results_parser = commands.add_parser(
+    where = f"{_default_store_where()}, which is {_DEFAULT_STORE_RULE}"
+    results_parser = add_command(
+        commands,
         "results",
+        __doc__,
+        None,
         help="list, show and export the runs saved in the results store",
-        description=(
-            "Read the results store: the SQLite file where every `vecenvs bench` run is saved,\n"
-            "with its settings and the machine it ran on.\n\n"
-            f"The store read unless --store is given: {_default_store_where()}\n"
-            f"(${STORE_ENV_VAR} if set, else $XDG_DATA_HOME/vecenvs/results.sqlite,\n"
-            "else ~/.local/share/vecenvs/results.sqlite)."
-        ),
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Read the results store: the SQLite file where every `vecenvs bench` run is "
+        f"saved, with its settings and the machine it ran on.\n\nThe store read unless --store "
+        f"is given: {where}.",
     )
     actions = results_parser.add_subparsers(
-        title="actions",
-        dest="action",
-        required=True,
-        metavar="ACTION",
+        title="actions", dest="action", required=True, metavar="ACTION"
     )
-
     # Every action reads a store: one definition of --store, shared through `parents`.
     store_option = argparse.ArgumentParser(add_help=False)
     store_option.add_argument(
-        "--store",
-        metavar="PATH",
-        type=Path,
-        help=f"the results store to read (default: {_default_store_where()}, which is "
-        f"{_DEFAULT_STORE_RULE})",
+        "--store", metavar="PATH", type=Path, help=f"the results store to read (default: {where})"
     )
 
-    list_parser = actions.add_parser(
+    def action(name: str, run: Any, help: str, description: str) -> argparse.ArgumentParser:
+        parser = actions.add_parser(
+            name, parents=[store_option], help=help, description=description
+        )
+        parser.set_defaults(run=run, parser=parser)
+        return parser
+
+    list_parser = action(
         "list",
-        parents=[store_option],
-        help="the runs, newest first: what was measured, when, and on which machine",
-        description="List the runs in the store, newest first, one line each.",
+        _run_list,
+        "the runs, newest first: what was measured, when, and on which machine",
+        "List the runs in the store, newest first, one line each.",
     )
-    list_parser.set_defaults(run=_run_list, parser=list_parser)
     list_parser.add_argument(
         "--limit", type=positive_int, metavar="N", help="show only the newest N runs (default: all)"
     )
     list_parser.add_argument(
         "--kind", metavar="KIND", help="show only runs of this kind, e.g. bench, sweep or profile"
     )
-
-    show_parser = actions.add_parser(
+    show_parser = action(
         "show",
-        parents=[store_option],
-        help="one run: its machine, settings, summary and every measurement",
-        description="Show one run: the machine it ran on, its settings and summary, and a "
-        "table of its measurements.",
+        _run_show,
+        "one run: its machine, settings, summary and every measurement",
+        "Show one run: the machine it ran on, its settings and summary, and a table of its "
+        "measurements.",
     )
-    show_parser.set_defaults(run=_run_show, parser=show_parser)
     show_parser.add_argument(
         "run_id",
         type=positive_int,
         metavar="RUN_ID",
         help="the run's id, as `results list` shows it",
     )
-
-    export_parser = actions.add_parser(
+    export_parser = action(
         "export",
-        parents=[store_option],
-        help="write runs to CSV (one line per measurement) or JSON (runs with measurements)",
-        description=(
-            "Write the store's runs to a file, or to stdout. CSV has one line per measurement "
-            "with its run and machine, ready for pandas or a spreadsheet; JSON has a list of "
-            "runs, each with its machine, settings, summary and measurements."
-        ),
+        _run_export,
+        "write runs to CSV (one line per measurement) or JSON (runs with measurements)",
+        "Write the store's runs to a file, or to stdout. CSV has one line per measurement with "
+        "its run and machine, ready for pandas or a spreadsheet; JSON has a list of runs, each "
+        "with its machine, settings, summary and measurements.",
     )
-    export_parser.set_defaults(run=_run_export, parser=export_parser)
     export_parser.add_argument(
         "--format",
         choices=("csv", "json"),
@@ -218,7 +207,7 @@ def format_runs(runs: Sequence[RunRecord]) -> str:
         for run in runs
     ]
     cells = [tuple(_shorten(cell) for cell in row) for row in rows]
-    return _table(header, cells, right_aligned={0, 8})
+    return format_table(header, cells, left=set(range(1, 8)) | {9})
 
 
 # --- show ---------------------------------------------------------------------------------
@@ -305,7 +294,7 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
         )
         for row in rows
     ]
-    return _table(header, table_rows, right_aligned={1, 3, 4, 5})
+    return format_table(header, table_rows, left={0, 2})
 
 
 def _share(value: Any) -> str:
@@ -329,9 +318,11 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             )
         file_format = suffix[1:]
     # Check the output before reading anything: no point reading a large store only to fail.
-    problem = None if output is None else _output_problem(output)
-    if problem:
-        return fail(parser, problem, code=EXIT_BAD_INPUT)
+    try:
+        if output is not None:
+            check_writable(str(output), "-o")
+    except ValueError as error:
+        return fail(parser, error, code=EXIT_BAD_INPUT)
     if not path.exists():
         return fail(parser, f"{_no_results(path)}; nothing to export", code=EXIT_BAD_INPUT)
 
@@ -357,18 +348,6 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     what = "measurement" if file_format == "csv" else "run"
     _write_out(f"wrote {count} {what}{'s' if count != 1 else ''} to {output}\n")
     return EXIT_OK
-
-
-def _output_problem(output: Path) -> str | None:
-    """Why ``-o output`` can't be written, or ``None`` if it looks writable."""
-    if output.is_dir():
-        return f"-o {output} is a directory; expected a file name such as {output / 'results.csv'}"
-    directory = output.parent
-    if not directory.is_dir():
-        return f"-o {output}: the directory {directory} does not exist"
-    if not os.access(directory, os.W_OK):
-        return f"-o {output}: the directory {directory} is not writable"
-    return None
 
 
 # --- Helpers ------------------------------------------------------------------------------
@@ -410,12 +389,6 @@ def _write_out(text: str) -> None:
         # and prints a traceback about it.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
-    """Columns padded to their widest cell; numbers (``right_aligned``) flush right."""
-    left = set(range(len(header))) - right_aligned
-    return format_table(header, rows, left=left)
 
 
 def _shorten(text: str, width: int = MAX_CELL_WIDTH) -> str:
