@@ -69,7 +69,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Check the input, measure, print the table."""
     env_kwargs: dict[str, Any] = {}
-    for key, value in args.env_kwarg:
+    for key, value in args.env_kwargs:
         if key in env_kwargs and env_kwargs[key] != value:
             return fail(
                 parser,
@@ -95,7 +95,7 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     try:
         with machine_turn(parser):
             result = autotune(
-                args.env,
+                args.env_id,
                 args.num_envs,
                 args.budget,
                 env_kwargs=env_kwargs,

@@ -71,11 +71,13 @@ __all__ = ["add_parser", "format_table"]
 DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm", bench.CEILING)
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
+#: The presets' costliest env, left out of them when MuJoCo is not installed.
+HUMANOID = "HumanoidStandup-v5"
 
 #: ``--preset seeds``: the grid of the seeds' figure. Columns are envs from cheap to costly
 #: (HumanoidStandup-v5 only when MuJoCo is installed), rows are N, on both sides of the CPUs.
-SEEDS_PRESET = {
-    "envs": ("CartPole-v1", "Acrobot-v1", "HumanoidStandup-v5"),
+SEEDS_PRESET: dict[str, Any] = {
+    "envs": ("CartPole-v1", "Acrobot-v1", HUMANOID),
     "num_envs": (1, 2, 4, 16, 64),
     "backends": ("multi", "subproc", "pool", "gym-async", bench.CEILING),
 }
@@ -84,25 +86,29 @@ SEEDS_PRESET = {
 #: each env at the N the targets name, the pool (several K), the async pool (batch of N/2),
 #: gymnasium's AsyncVectorEnv with shared memory and the machine's ceiling, all in one run.
 #: ``python -m vecenvs bench --preset core16 --json core16.json`` on a 16-core machine.
-_COSTLY = ("vecenvs/Costly-v0", (("step_seconds", 1e-4), ("cost_kind", "busy")))
-CORE_PRESETS = {
+_CORE_BACKENDS = ("pool", "pool-async", "gym-async-shm", bench.CEILING)
+CORE_PRESETS: dict[str, dict[str, Any]] = {
     "core16": {
-        "points": {
-            "CartPole-v1": (64, 256, 1024),
-            "Acrobot-v1": (64, 256),
-            "HumanoidStandup-v5": (64,),
-            _COSTLY: (64, 256),
-        },
-        "backends": ("pool", "pool-async", "gym-async-shm", bench.CEILING),
+        "points": [
+            (BenchEnv("CartPole-v1"), (64, 256, 1024)),
+            (BenchEnv("Acrobot-v1"), (64, 256)),
+            (BenchEnv(HUMANOID), (64,)),
+            (BenchEnv("vecenvs/Costly-v0", {"step_seconds": 1e-4, "cost_kind": "busy"}), (64, 256)),
+        ],
+        "backends": _CORE_BACKENDS,
         "workers": (4, 8, 16),
-        "seconds": 1.0,
+        "measure_seconds": 1.0,
         "repeats": 3,
     },
     "core2": {
-        "points": {"CartPole-v1": (32, 128), "Acrobot-v1": (128,), "HumanoidStandup-v5": (32,)},
-        "backends": ("pool", "pool-async", "gym-async-shm", bench.CEILING),
+        "points": [
+            (BenchEnv("CartPole-v1"), (32, 128)),
+            (BenchEnv("Acrobot-v1"), (128,)),
+            (BenchEnv(HUMANOID), (32,)),
+        ],
+        "backends": _CORE_BACKENDS,
         "workers": (2,),
-        "seconds": 2.0,
+        "measure_seconds": 2.0,
         "repeats": 5,
     },
 }
@@ -258,44 +264,34 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
-    """The command line as a :class:`SweepConfig` (not yet validated)."""
+    """The command line as a :class:`SweepConfig` (not yet validated): each part as given, else
+    as the preset says, else the default."""
     preset: dict[str, Any] = (
         SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
     )
+    mujoco = importlib.util.find_spec("mujoco") is not None
     only = None
-    if "points" in preset and not (args.env or args.num_envs):
-        specs = [
-            BenchEnv(env[0], dict(env[1])) if isinstance(env, tuple) else BenchEnv(env)
-            for env in preset["points"]
-        ]
-        if importlib.util.find_spec("mujoco") is None:
-            specs = [spec for spec in specs if spec.env_id != "HumanoidStandup-v5"]
-        preset = {
-            **preset,
-            "envs": specs,
-            "num_envs": sorted({n for ns in preset["points"].values() for n in ns}),
-        }
-        only = [(spec.label, n) for spec, ns in zip(specs, preset["points"].values()) for n in ns]
-    env_ids = (
-        unique(args.env or preset.get("envs") or DEFAULT_ENVS) if only is None else preset["envs"]
-    )
-    if args.preset == "seeds" and not args.env and importlib.util.find_spec("mujoco") is None:
-        env_ids = [env for env in env_ids if env != "HumanoidStandup-v5"]
-    grid: dict[str, list[Any]] = {}
-    for key, value in args.env_kwarg:
-        grid.setdefault(key, [])
-        if value not in grid[key]:
-            grid[key].append(value)
-    envs: list[BenchEnv] = [
-        spec
-        for env_id in env_ids
-        for spec in ([env_id] if isinstance(env_id, BenchEnv) else env_grid(env_id, **grid))
-    ]
-    workers = unique(args.workers or preset.get("workers") or [])
+    if "points" in preset and not (args.env_id or args.num_envs):  # each env at its own N
+        wanted = [(env, ns) for env, ns in preset["points"] if mujoco or env.env_id != HUMANOID]
+        points = [(env, n) for env, ns in wanted for n in ns]
+        envs = [env for env, _ in wanted]
+        num_envs = sorted({n for _, n in points})
+        only = [(env.label, n) for env, n in points]
+    else:
+        env_ids = unique(args.env_id or preset.get("envs") or DEFAULT_ENVS)
+        if not (args.env_id or mujoco):
+            env_ids = [env_id for env_id in env_ids if env_id != HUMANOID]
+        grid: dict[str, list[Any]] = {}
+        for key, value in args.env_kwargs:  # a key given several times: each value is measured
+            values = grid.setdefault(key, [])
+            if value not in values:  # (not unique(): a value may be a list, which can't hash)
+                values.append(value)
+        envs = [spec for env_id in env_ids for spec in env_grid(env_id, **grid)]
+        num_envs = unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS)
 
-    names = unique(args.backend or preset.get("backends") or DEFAULT_BACKENDS)
+    workers = unique(args.workers or preset.get("workers") or [])
     backends: list[Backend] = []
-    for name in names:
+    for name in unique(args.backend or preset.get("backends") or DEFAULT_BACKENDS):
         own: dict[str, Any] = {}
         keyword = "start_method" if name == bench.CEILING else BACKEND_INFO[name].start_method_kwarg
         if args.start_method is not None and keyword is not None:
@@ -305,25 +301,15 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         else:
             backends.append(Backend(name, own))
 
-    timing = {
-        "warmup_seconds": bench.BenchConfig.warmup_seconds,
-        "measure_seconds": bench.BenchConfig.measure_seconds,
-        "repeats": bench.BenchConfig.repeats,
-        **(bench.QUICK if args.quick else {}),
-    }
-    for option, key in (("seconds", "measure_seconds"), ("repeats", "repeats")):
-        if option in preset and not args.quick:
-            timing[key] = preset[option]
-    for option, key in (
-        ("warmup", "warmup_seconds"),
-        ("seconds", "measure_seconds"),
-        ("repeats", "repeats"),
-    ):
-        if getattr(args, option) is not None:
-            timing[key] = getattr(args, option)
+    timing = {}  # given, else --quick's, else the preset's, else BenchConfig's
+    for name in ("warmup_seconds", "measure_seconds", "repeats"):
+        timing[name] = getattr(args, name)
+        if timing[name] is None:
+            default = preset.get(name, getattr(bench.BenchConfig, name))
+            timing[name] = bench.QUICK[name] if args.quick else default
     return SweepConfig(
         envs=envs,
-        num_envs=unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS),
+        num_envs=num_envs,
         backends=backends,
         seed=args.seed,
         interleave=not args.sequential,

@@ -79,7 +79,7 @@ def config_option(
     """Add the option that sets field ``name`` of the dataclass ``config``.
 
     Flag (default ``--name-with-dashes``), metavar, help and type come from the field's
-    ``metadata``, the default from the field. ``kwargs`` override them (``action="append"``,
+    ``metadata``, the default from the field; the value is ``args.<name>``. ``kwargs`` override them (``action="append"``,
     ``default=None``: "not given"); ``also`` is added to the help, before ``(default: ...)``,
     which names ``shown`` or else the default (``shown=""``: no default to name).
     """
@@ -92,7 +92,7 @@ def config_option(
         if shown is None:
             shown = field.default if options["default"] is None else options["default"]
         also += f" (default: {f'{shown:g}' if isinstance(shown, float) else shown})"
-    parser.add_argument(flag, help=options.pop("help") + also, **options)
+    parser.add_argument(flag, dest=name, help=options.pop("help") + also, **options)
 
 
 def add_env_options(

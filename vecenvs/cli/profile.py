@@ -103,7 +103,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """The ``profile`` command: check everything, profile, print the table and the files."""
     config = profiling.ProfileConfig(
-        env_id=args.env,
+        env_id=args.env_id,
         num_envs=args.num_envs,
         backend=args.backend,
         backend_kwargs=(
@@ -111,13 +111,15 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             if args.workers is not None and args.backend == "pool"
             else {}
         ),
-        env_kwargs=dict(args.env_kwarg),
+        env_kwargs=dict(args.env_kwargs),
         seconds=args.seconds or (QUICK_SECONDS if args.quick else profiling.ProfileConfig.seconds),
         rate=args.rate,
         seed=args.seed,
         nonblocking=args.nonblocking,
     )
-    config.output_dir = args.out if args.out is not None else profiling.default_output_dir(config)
+    config.output_dir = (
+        args.output_dir if args.output_dir is not None else profiling.default_output_dir(config)
+    )
     try:
         profiling.validate_profile(config)
     except ValueError as error:
