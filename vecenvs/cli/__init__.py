@@ -16,6 +16,7 @@ Shared argument types and error reporting are in :mod:`vecenvs.cli.common`.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from vecenvs.cli import autotune as autotune_command
@@ -23,7 +24,7 @@ from vecenvs.cli import bench as bench_command
 from vecenvs.cli import profile as profile_command
 from vecenvs.cli import results as results_command
 from vecenvs.cli.bench import format_table
-from vecenvs.cli.common import EXIT_BAD_INPUT, Parser
+from vecenvs.cli.common import EXIT_BAD_INPUT, Parser, Stop
 
 __all__ = ["build_parser", "format_table", "main"]
 
@@ -50,4 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, or a bad argument already reported by argparse
         return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
-    return args.run(args, args.parser)
+    try:
+        return args.run(args, args.parser)
+    except Stop as stop:
+        print(f"{args.parser.prog}: {stop}", file=sys.stderr)
+        return stop.code

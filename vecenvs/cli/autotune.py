@@ -24,15 +24,13 @@ from vecenvs.autotune import autotune
 from vecenvs.bench import BenchConfig
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     add_command,
     add_env_options,
     add_output_options,
     config_option,
     fail,
-    machine_turn,
+    measuring,
     open_outputs,
     positive_float,
     saved_as,
@@ -92,28 +90,17 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             flush=True,
         )
 
-    try:
-        with machine_turn(parser):
-            result = autotune(
-                args.env_id,
-                args.num_envs,
-                args.budget,
-                env_kwargs=env_kwargs,
-                seed=args.seed,
-                on_result=show,
-                store=store,
-                label=args.label,
-            )
-    except ValueError as error:  # checked before anything was measured
-        return fail(parser, error, code=EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as error:  # a backend crashed or could not be built
-        return fail(parser, f"measuring failed: {type(error).__name__}: {error}", code=EXIT_FAILED)
-    finally:
-        if store is not None:
-            store.close()
+    with measuring(parser, store, bad_input=(ValueError,)):
+        result = autotune(
+            args.env_id,
+            args.num_envs,
+            args.budget,
+            env_kwargs=env_kwargs,
+            seed=args.seed,
+            on_result=show,
+            store=store,
+            label=args.label,
+        )
 
     print(result.format_table())
     if args.json:

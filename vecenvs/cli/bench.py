@@ -46,15 +46,13 @@ from vecenvs.bench.sweep import (
 from vecenvs.bench.verdict import format_verdicts
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     add_command,
     add_env_options,
     add_output_options,
     config_option,
     fail,
-    machine_turn,
+    measuring,
     open_outputs,
     positive_int,
     saved_as,
@@ -228,21 +226,8 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             + "\n"
         )
 
-    try:
-        with machine_turn(parser):
-            result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
-    except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted{_kept(store)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as error:  # a backend crashed or could not be built
-        return fail(
-            parser,
-            f"measuring failed: {type(error).__name__}: {error}{_kept(store)}",
-            code=EXIT_FAILED,
-        )
-    finally:
-        if store is not None:
-            store.close()
+    with measuring(parser, store, kept=True):
+        result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
 
     print(_LEGEND)
     print()
@@ -316,10 +301,6 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         only=only,
         **timing,
     )
-
-
-def _kept(store) -> str:
-    return "" if store is None else f" (what was measured so far is saved in {store.path})"
 
 
 def _fit(result):

@@ -129,6 +129,46 @@ def add_env_options(
     )
 
 
+class Stop(Exception):
+    """Ends a command early: :func:`vecenvs.cli.main` prints ``vecenvs <command>: <message>``
+    and returns ``code``."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@contextlib.contextmanager
+def measuring(
+    parser: argparse.ArgumentParser,
+    store: Any,
+    *,
+    kept: bool = False,
+    bad_input: tuple[type[Exception], ...] = (),
+) -> Iterator[None]:
+    """Measure in this machine's turn (see :func:`machine_turn`), then close ``store``.
+
+    Ctrl-C and a failure stop the command (exit codes 130 and 1; ``bad_input`` exceptions: 2),
+    saying, with ``kept``, that what was measured so far is in the store.
+    """
+    saved = (
+        "" if store is None or not kept else f" (what was measured so far is saved in {store.path})"
+    )
+    try:
+        with machine_turn(parser):
+            yield
+    except KeyboardInterrupt:
+        raise Stop(f"interrupted{saved}", EXIT_INTERRUPTED) from None
+    except bad_input as error:  # checked before anything was measured
+        raise Stop(f"error: {error}", EXIT_BAD_INPUT) from None
+    except Exception as error:  # a backend crashed or could not be built
+        message = f"error: measuring failed: {type(error).__name__}: {error}{saved}"
+        raise Stop(message, EXIT_FAILED) from None
+    finally:
+        if store is not None:
+            store.close()
+
+
 def fail(parser: argparse.ArgumentParser, message: object, *, code: int) -> int:
     """Print ``message`` as ``vecenvs <command>: error: ...`` and return ``code``."""
     print(f"{parser.prog}: error: {message}", file=sys.stderr)
