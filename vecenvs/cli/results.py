@@ -172,14 +172,14 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     _write_out(
         f"{format_runs(runs)}\n\n{shown} in {store.path}.\n"
         "For one run's numbers: python -m vecenvs results show ID"
-        f"{_store_suffix(args)}\n"
+        f"{'' if args.store is None else f' --store {args.store}'}\n"
     )
     return EXIT_OK
 
 
 def format_runs(runs: Sequence[RunRecord]) -> str:
     """A plain-text table of runs, one line each (what ``results list`` prints)."""
-    header = (
+    header = [
         "id",
         "started",
         "kind",
@@ -190,7 +190,7 @@ def format_runs(runs: Sequence[RunRecord]) -> str:
         "backends",
         "meas.",
         "machine",
-    )
+    ]
     rows = [
         (
             str(run.id),
@@ -243,13 +243,9 @@ def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     )
     if run.error:
         lines.append(f"  error     {run.error}")
-    lines.append("")
-    lines.append("settings:")
-    lines.extend(_describe_json(run.settings))
+    lines += ["", "settings:", *_describe_json(run.settings)]
     if run.summary is not None:
-        lines.append("")
-        lines.append("summary:")
-        lines.extend(_describe_json(run.summary))
+        lines += ["", "summary:", *_describe_json(run.summary)]
     lines.append("")
     if rows:
         reference = run.settings.get("reference") if isinstance(run.settings, dict) else None
@@ -275,14 +271,8 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
         rows: the rows to show, in order.
         reference: the backend the ratios are relative to, for the column title.
     """
-    header = (
-        "env",
-        "N",
-        "backend",
-        "steps/s (mean ± std)",
-        f"x {reference or 'ref'}",
-        "of ceiling",
-    )
+    ratio = f"x {reference or 'ref'}"
+    header = ["env", "N", "backend", "steps/s (mean ± std)", ratio, "of ceiling"]
     table_rows = [
         (
             row["env_id"] + describe_kwargs(row["env_kwargs"]),
@@ -290,16 +280,11 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
             row["backend"] + describe_kwargs(row["backend_kwargs"]),
             f"{_number(row['mean'])} ± {_number(row['std'])}",
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
-            _share((row.get("data") or {}).get("efficiency")),
+            _number((row.get("data") or {}).get("efficiency"), "{:.0%}", "-"),  # no ceiling: -
         )
         for row in rows
     ]
     return format_table(header, table_rows, left={0, 2})
-
-
-def _share(value: Any) -> str:
-    """``0.62`` -> ``62%``; ``-`` when there is no efficiency (no ceiling in that run)."""
-    return f"{value:.0%}" if isinstance(value, (int, float)) else "-"
 
 
 # --- export -------------------------------------------------------------------------------
@@ -356,11 +341,6 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 def _store_path(args: argparse.Namespace) -> Path:
     """The store ``--store`` names, or the default one."""
     return args.store.expanduser() if args.store is not None else default_store_path()
-
-
-def _store_suffix(args: argparse.Namespace) -> str:
-    """`` --store PATH`` when one was given, to repeat in a suggested command."""
-    return "" if args.store is None else f" --store {args.store}"
 
 
 def _default_store_where() -> str:
@@ -444,6 +424,7 @@ def _describe_json(value: Any, indent: str = "  ") -> list[str]:
     return [indent + line for line in json.dumps(value, indent=2).splitlines()]
 
 
-def _number(value: float | None) -> str:
-    """Steps per second with thousands separators; ``?`` when unknown."""
-    return "?" if value is None else f"{value:,.0f}"
+def _number(value: Any, form: str = "{:,.0f}", unknown: str = "?") -> str:
+    """``value`` written as ``form`` says (steps per second with thousands separators), or
+    ``unknown`` when it is not a number."""
+    return form.format(value) if isinstance(value, (int, float)) else unknown
