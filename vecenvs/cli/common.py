@@ -79,9 +79,10 @@ def config_option(
     """Add the option that sets field ``name`` of the dataclass ``config``.
 
     Flag (default ``--name-with-dashes``), metavar, help and type come from the field's
-    ``metadata``, the default from the field; the value is ``args.<name>``. ``kwargs`` override them (``action="append"``,
-    ``default=None``: "not given"); ``also`` is added to the help, before ``(default: ...)``,
-    which names ``shown`` or else the default (``shown=""``: no default to name).
+    ``metadata``, the default from the field; the value is ``args.<name>``. ``kwargs``
+    override them (``action="append"``, ``default=None``: "not given"); ``also`` is added to
+    the help, before ``(default: ...)``, which names ``shown`` or else the default
+    (``shown=""``: no default to name).
     """
     [field] = [field for field in dataclasses.fields(config) if field.name == name]
     options = {"default": field.default, **field.metadata, **kwargs}
@@ -101,29 +102,22 @@ def add_env_options(
     *,
     grid: dict[str, Sequence[Any]] | None = None,
     kwarg_help: str = "; repeat for several",
-    **defaults: Any,
+    num_envs: int | None = None,
 ) -> None:
     """``--env``, ``--num-envs`` and ``--env-kwarg``: which env, and how many copies.
 
-    ``grid``: each may be repeated, and without one these values are used (bench's sweep);
-    ``defaults``: a command's own default for a field (e.g. ``num_envs=16``).
+    ``grid``: each may be repeated, and when none is given these values are used (bench's
+    sweep). ``num_envs``: a command's own default N (autotune's 16).
     """
     for name in ("env_id", "num_envs"):
-        if grid is None:
-            config_option(
-                parser, config, name, **({"default": defaults[name]} if name in defaults else {})
-            )
-        else:
+        if grid is not None:
+            repeat: dict[str, Any] = {"action": "append", "default": None}
             shown = " and ".join(map(str, grid[name]))
-            config_option(
-                parser,
-                config,
-                name,
-                action="append",
-                default=None,
-                also="; repeat for several",
-                shown=shown,
-            )
+            config_option(parser, config, name, also="; repeat for several", shown=shown, **repeat)
+        elif name == "num_envs" and num_envs is not None:
+            config_option(parser, config, name, default=num_envs)
+        else:
+            config_option(parser, config, name)
     config_option(
         parser, config, "env_kwargs", action="append", default=[], also=kwarg_help, shown=""
     )
