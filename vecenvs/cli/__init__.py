@@ -10,7 +10,9 @@ One module per command, each adding its own subparser:
 - :mod:`vecenvs.cli.autotune`: ``autotune``, measure the ways of stepping N envs within a time
   budget and say which is fastest here.
 
-Shared argument types and error reporting are in :mod:`vecenvs.cli.common`.
+What they share is in :mod:`vecenvs.cli.common`: the options that set a config field are
+built from that field (its flag, help and type in the field's ``metadata``, its default the
+field's own), and so are the env, output and error-reporting pieces every command uses.
 """
 
 from __future__ import annotations

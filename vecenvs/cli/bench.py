@@ -229,15 +229,11 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     with measuring(parser, store, kept=True):
         result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
 
-    print(_LEGEND)
-    print()
-    print(format_speedups(result.measurements, reference=config.reference))
     model = _fit(result)
-    if model is not None:
-        print()
-        print(model.format_table())
-    print()
-    print(format_verdicts(result.measurements, model, reference=config.reference))
+    report = [_LEGEND, format_speedups(result.measurements, reference=config.reference)]
+    report += [] if model is None else [model.format_table()]
+    report += [format_verdicts(result.measurements, model, reference=config.reference)]
+    print("\n\n".join(report))
     if args.json:
         _write_json(args.json, result.measurements)
         print(f"\nwrote {len(result.measurements)} measurements to {args.json}")

@@ -208,12 +208,18 @@ def open_outputs(args: argparse.Namespace, *options: str) -> Any:
     (None with ``--no-store``), so a bad path fails before any measuring.
 
     Raises:
-        ValueError: the first problem, naming the option and the path.
+        ValueError: the first problem, naming the option and the path (for the store, its own
+            one-line message: a directory, not writable, ...).
     """
+    from vecenvs.bench.store import ResultsStore, StoreError
+
     for option in options:
         if getattr(args, option):
             check_writable(getattr(args, option), f"--{option}")
-    return None if args.no_store else open_store(args.store)
+    try:
+        return None if args.no_store else ResultsStore(args.store)
+    except StoreError as error:
+        raise ValueError(str(error)) from None
 
 
 def write_json(path: str, document: Any) -> None:
@@ -227,21 +233,7 @@ def saved_as(run_id: int | None, args: argparse.Namespace) -> None:
     """Say which run the results were saved as, and the command that shows it."""
     if run_id is not None:
         store = "" if args.store is None else f" --store {args.store}"
-        print(f"\nsaved as run {run_id}: `python -m vecenvs results show {run_id}`{store}")
-
-
-def open_store(path: str | None) -> Any:
-    """Open (or create) the results store now, so a bad path fails before any measuring.
-
-    Raises:
-        ValueError: the store's own one-line message (a directory, not writable, ...).
-    """
-    from vecenvs.bench.store import ResultsStore, StoreError
-
-    try:
-        return ResultsStore(path)
-    except StoreError as error:
-        raise ValueError(str(error)) from None
+        print(f"\nsaved as run {run_id}: `python -m vecenvs results show {run_id}{store}`")
 
 
 def check_writable(path: str, option: str) -> None:
