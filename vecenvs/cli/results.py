@@ -61,7 +61,7 @@ MAX_CELL_WIDTH = 36
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Add the ``results`` command, with its ``list``, ``show`` and ``export`` actions."""
-    where = f"{_default_store_where()}, which is {_DEFAULT_STORE_RULE}"
+    where = _default_store_where()
     results_parser = add_command(
         commands,
         "results",
@@ -344,11 +344,11 @@ def _store_path(args: argparse.Namespace) -> Path:
 
 
 def _default_store_where() -> str:
-    """Where the default store is, for ``--help``."""
+    """Where the default store is, and the rule that chose it, for ``--help``."""
     try:
-        return str(default_store_path())
-    except RuntimeError:  # no home directory to be found: say the rule instead
-        return "see below"
+        return f"{default_store_path()}, which is {_DEFAULT_STORE_RULE}"
+    except RuntimeError:  # no home directory to be found: the rule alone
+        return _DEFAULT_STORE_RULE
 
 
 def _no_results(path: Path) -> str:
