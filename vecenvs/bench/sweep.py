@@ -127,7 +127,15 @@ class SweepConfig:
     seed: int = BenchConfig.seed
     """Seeds resets and actions: every backend sees the same episodes."""
 
-    interleave: bool = True
+    interleave: bool = field(
+        default=True,
+        metadata={  # the command line's option (see BenchConfig): --sequential turns it off
+            "flag": "--sequential",
+            "action": "store_false",
+            "help": "measure the backends one after the other instead of interleaving their "
+            "windows (uses less memory: only one backend's processes exist at a time)",
+        },
+    )
     """Round-robin the windows of the backends at a point (see :func:`compare`)."""
 
     only: Sequence[tuple[str, int]] | None = None

@@ -177,12 +177,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="short warm-up and windows: a rough first look (explicit --seconds, --warmup and "
         "--repeats still win)",
     )
-    timing.add_argument(
-        "--sequential",
-        action="store_true",
-        help="measure the backends one after the other instead of interleaving their windows "
-        "(uses less memory: only one backend's processes exist at a time)",
-    )
+    config_option(timing, SweepConfig, "interleave")
     config_option(timing, bench.BenchConfig, "seed")
     output = add_output_options(parser, "also write every measurement to this JSON file")
     output.add_argument(
@@ -293,7 +288,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         num_envs=num_envs,
         backends=backends,
         seed=args.seed,
-        interleave=not args.sequential,
+        interleave=args.interleave,
         only=only,
         **timing,
     )

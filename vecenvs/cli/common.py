@@ -89,7 +89,7 @@ def config_option(
     flag = options.pop("flag", "--" + name.replace("_", "-"))
     if isinstance(options.get("type"), str):
         options["type"] = ARGUMENT_TYPES[options["type"]]
-    if options.get("action") != "store_true" and shown != "":
+    if options.get("action") not in ("store_true", "store_false") and shown != "":
         if shown is None:
             shown = field.default if options["default"] is None else options["default"]
         also += f" (default: {f'{shown:g}' if isinstance(shown, float) else shown})"
