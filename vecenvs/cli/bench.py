@@ -317,20 +317,16 @@ def format_speedups(
     }
     header = ["backend", *(f"{env} N={n}" for env, n in points)]
     rows = [
-        [
-            backend,
-            *(
-                "-"
-                if ratios.get((backend, env, n)) is None
-                else f"{ratios[(backend, env, n)]:.2f}x"
-                for env, n in points
-            ),
-        ]
+        [backend, *(_times(ratios.get((backend, env, n))) for env, n in points)]
         for backend in backends
     ]
     title = f"speed-up over {reference} (median of paired windows):"
-    lines = [format_columns(header, rows, title=title, rule=False)]
-    return "\n".join(lines)
+    return format_columns(header, rows, title=title, rule=False)
+
+
+def _times(ratio: float | None) -> str:
+    """``1.234`` -> ``"1.23x"``; ``"-"`` where that backend was not measured."""
+    return "-" if ratio is None else f"{ratio:.2f}x"
 
 
 def _write(text: str) -> None:
