@@ -29,7 +29,6 @@ import csv
 import hashlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,8 @@ REPO = EXERCISES.parent
 
 #: A check's question, from its file name: ``test_q3_step_wait.py`` -> ``q3``.
 QUESTION = re.compile(r"test_(q\d+)_")
+#: pytest over the checks, as the grader runs it (options follow).
+PYTEST = [sys.executable, "-m", "pytest", str(CHECKS), "-q", "-p", "no:cacheprovider"]
 
 
 @dataclass
@@ -68,16 +69,7 @@ class StudentResult:
 
 def collect_checks() -> dict[str, list[str]]:
     """question -> the names of its checks, by asking pytest what it would run."""
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(CHECKS),
-        "--collect-only",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-    ]
+    command = [*PYTEST, "--collect-only"]
     listing = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
@@ -104,24 +96,12 @@ def grade_student(
     # the judge only ever reads the copy, never the instructor's original.
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         copy, report, output = (
-            Path(scratch) / "submission",
-            Path(scratch) / "report.xml",
-            Path(scratch) / "output.txt",
+            Path(scratch) / n for n in ("submission", "report.xml", "output.txt")
         )
         for note in isolation.copy_submission(folder, copy):
             result.hints.append(f"files: {note}")
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(CHECKS),
-            "--submission",
-            str(copy),
-            "--sandbox",
-            sandbox.kind,
-            "-q",
-            "-p",
-            "no:cacheprovider",
+        command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}"]
+        command += [
             f"--timeout={test_timeout:g}",
             f"--junitxml={report}",
             "-o",
@@ -143,14 +123,8 @@ def grade_student(
             except subprocess.TimeoutExpired:
                 result.status = "timed out"
             finally:
-                # Also after a normal exit: anything left behind goes too, wherever it went
-                # (this process is a subreaper: orphans that left the group come here).
-                try:
-                    os.killpg(judge.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                judge.wait()
-                processes.kill_descendants()
+                # Also after a normal exit: anything left behind goes too, wherever it went.
+                processes.end_group(judge)
             log.seek(0)
             result.output = log.read()[-20_000:]
         if result.status == "timed out":
@@ -226,16 +200,19 @@ def fingerprint(*folders: Path, leave_out: Path | None = None) -> str:
     return digest.hexdigest()
 
 
+def scores(result: StudentResult, checks: dict[str, list[str]]) -> list[tuple[int, int]]:
+    """(passed, out of) per question, then for the total: what the table and the CSV show."""
+    cells = [(result.passed.get(q, 0), len(names)) for q, names in checks.items()]
+    return [*cells, (sum(passed for passed, _ in cells), sum(out_of for _, out_of in cells))]
+
+
 def format_table(results: list[StudentResult], checks: dict[str, list[str]]) -> str:
     """Students down, questions across: passed/total per cell, then the total."""
-    questions = list(checks)
-    total = sum(len(names) for names in checks.values())
-    header = ["student", *(f"{q} ({len(checks[q])})" for q in questions), "total", "status"]
-    rows = []
-    for result in results:
-        cells = [f"{result.passed.get(q, 0)}/{len(checks[q])}" for q in questions]
-        score = sum(result.passed.values())
-        rows.append([result.student, *cells, f"{score}/{total}", result.status])
+    header = ["student", *(f"{q} ({len(names)})" for q, names in checks.items()), "total", "status"]
+    rows = [
+        [result.student, *(f"{a}/{b}" for a, b in scores(result, checks)), result.status]
+        for result in results
+    ]
     return format_columns(header, rows, left=range(len(header)))
 
 
@@ -247,17 +224,10 @@ def write_csv(path: Path, results: list[StudentResult], checks: dict[str, list[s
     with open(partial, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(["student", *checks, "total", "out_of", "status"])
-        total = sum(len(names) for names in checks.values())
         for result in results:
-            writer.writerow(
-                [
-                    result.student,
-                    *(result.passed.get(q, 0) for q in checks),
-                    sum(result.passed.values()),
-                    total,
-                    result.status,
-                ]
-            )
+            *questions, (total, out_of) = scores(result, checks)
+            passed = (cell[0] for cell in questions)
+            writer.writerow([result.student, *passed, total, out_of, result.status])
     os.replace(partial, path)
 
 
