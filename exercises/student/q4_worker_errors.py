@@ -2,7 +2,8 @@
 
 ``basic_worker`` in ``exercises/pipe_env.py`` serves RESET, STEP and CLOSE for one env (its
 ``answer`` does what RESET and STEP ask). When the env raises, the worker process dies: the
-parent sees its pipe close and learns nothing about why. Write ``careful_worker``, the same loop with three additions:
+parent sees its pipe close and learns nothing about why. Write ``careful_worker``, the same
+loop with three additions:
 
 1. when handling a command raises, send ``(False, traceback.format_exc())`` instead of the
    answer, and carry on serving commands (the parent decides what happens next);
