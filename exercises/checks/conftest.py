@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -122,10 +122,25 @@ def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: 
     the check with the student's traceback, which is what the student needs to see.
     """
     if not isinstance(function, RemoteFunction):
-        pytest.fail(
-            f"expected a function, found {type_name(function)} {function!r:.60}", pytrace=False
-        )
+        fail(f"expected a function, found {type_name(function)} {function!r:.60}")
     return function.call_within(seconds, *args, **kwargs)
+
+
+def expect_error(name: str, hint: str, function: RemoteFunction, *args: Any, **kwargs: Any):
+    """:func:`call`, which must raise the exception class ``name``: returns that
+    :class:`StudentError`, or fails the check with ``hint`` and what happened instead."""
+    try:
+        call(function, *args, **kwargs)
+    except StudentError as error:
+        if error.is_a(name):
+            return error
+        fail(f"{hint}; it raised {error.type_name}: {error.message}")
+    fail(f"{hint}; it returned without an error")
+
+
+def fail(message: str) -> NoReturn:
+    """Fails the check with ``message`` alone: written for the student, it needs no stack."""
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

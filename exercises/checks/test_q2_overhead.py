@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from conftest import attribute, call, load, type_name
+from conftest import attribute, call, fail, load, type_name
 
 US = 1e-6
 
@@ -17,10 +17,7 @@ def number(function, *args):
     """``function(*args)``, which must be a number (an int or a float, not a bool)."""
     got = call(function, *args)
     if type(got) not in (int, float):
-        pytest.fail(
-            f"{function.__name__}{args} returned {type_name(got)} {got!r:.60}: expected a number",
-            pytrace=False,
-        )
+        fail(f"{function.__name__}{args} returned {type_name(got)} {got!r:.60}: expected a number")
     return got
 
 
@@ -34,10 +31,9 @@ def test_throughput_counts_every_env_step(q2):
     throughput = attribute(q2, "throughput")
     got = number(throughput, 8, 100, 0.5)
     if math.isclose(got, 200):
-        pytest.fail(
+        fail(
             "throughput(8 envs, 100 steps, 0.5 s) = 200: that is step() calls per second. "
-            "Each call steps all 8 envs: count env steps",
-            pytrace=False,
+            "Each call steps all 8 envs: count env steps"
         )
     assert math.isclose(got, 1600), (
         f"throughput(8 envs, 100 steps, 0.5 s) = {got}: expected 1600 env steps/s"

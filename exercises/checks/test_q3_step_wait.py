@@ -13,9 +13,10 @@ import pytest
 from conftest import (
     RemoteObject,
     StudentCodeFailed,
-    StudentError,
     attribute,
     call,
+    expect_error,
+    fail,
     load,
     toolkit,
     type_name,
@@ -94,10 +95,9 @@ def make_envs(student):
     def build(env_fns, **kwargs):
         envs = call(env_class, env_fns, **kwargs)
         if not isinstance(envs, RemoteObject):
-            pytest.fail(
+            fail(
                 f"MyPipeVecEnv(...) gave {type_name(envs)}: expected a vector env; is "
-                "MyPipeVecEnv still a class, subclassing PipeVecEnv?",
-                pytrace=False,
+                "MyPipeVecEnv still a class, subclassing PipeVecEnv?"
             )
         built.append(envs)
         return envs
@@ -201,37 +201,37 @@ def test_steps_the_envs_in_parallel(make_envs, by_hand):
     )
 
 
-def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
-    faulty = {"bad_index": 1, "fail_on": "step", "at": 2}
-    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), worker=toolkit.answering_worker)
+def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
+    """Faulty envs whose env ``faulty["bad_index"]`` fails at step 2: checks step 1, then sends
+    the actions of step 2 (the check then waits for it)."""
+    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), **kwargs)
     reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
     envs.reset(seed=0)
-    same_as_by_hand(
-        step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 1 fails)"
+    actions = [0] * NUM_ENVS
+    before = f"step 1 (before env {faulty['bad_index']} {what})"
+    same_as_by_hand(step(envs, actions), reference.step(actions), before)
+    envs.step_async(actions)
+    return envs
+
+
+def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
+    faulty = {"bad_index": 1, "fail_on": "step", "at": 2}
+    envs = step_until_env_fails(
+        make_envs, by_hand, faulty, "fails", worker=toolkit.answering_worker
     )
-    envs.step_async([0] * NUM_ENVS)
-    try:
-        call(envs.step_wait, seconds=10.0)
-    except StudentError as error:
-        if not error.is_a("WorkerError"):
-            pytest.fail(
-                f"env 1 failed, and step_wait raised {error.type_name}: {error.message}. Expected "
-                "WorkerError(env_index, payload) for a (False, payload) reply",
-                pytrace=False,
-            )
-        assert error.attributes.get("env_index") == 1, (
-            f"WorkerError names env {error.attributes.get('env_index')!r}: the env that failed is env 1 "
-            "(the index of its pipe)"
-        )
-        assert "deliberate failure in step" in error.message, (
-            "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)"
-        )
-    else:
-        pytest.fail(
-            "env 1 replied (False, traceback) but step_wait returned normally: check ok "
-            "in each (ok, payload) reply and raise WorkerError",
-            pytrace=False,
-        )
+    error = expect_error(
+        "WorkerError",
+        "env 1 replied (False, traceback): step_wait should check ok in each (ok, payload) reply "
+        "and raise WorkerError(env_index, payload)",
+        envs.step_wait,
+    )
+    assert error.attributes.get("env_index") == 1, (
+        f"WorkerError names env {error.attributes.get('env_index')!r}: the env that failed is env 1 "
+        "(the index of its pipe)"
+    )
+    assert "deliberate failure in step" in error.message, (
+        "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)"
+    )
     assert envs.waiting is False, (
         "after step_wait (even one that raised), self.waiting must be False again"
     )
@@ -239,32 +239,19 @@ def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand
 
 def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
     faulty = {"bad_index": 2, "fail_on": "step", "at": 2, "how": "hang"}
-    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty))
-    reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
-    envs.reset(seed=0)
-    same_as_by_hand(
-        step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 2 hangs)"
-    )
-    envs.step_async([0] * NUM_ENVS)
+    envs = step_until_env_fails(make_envs, by_hand, faulty, "hangs")
     start = time.perf_counter()
-    try:
-        call(envs.step_wait, timeout=0.5, seconds=8.0)
-    except StudentError as error:
-        waited = time.perf_counter() - start
-        if not error.is_a("WorkerTimeout"):
-            pytest.fail(
-                f"env 2 hung and step_wait raised {error.type_name}: {error.message}. Expected "
-                "WorkerTimeout([2], timeout)",
-                pytrace=False,
-            )
-        indices = error.attributes.get("env_indices")
-        assert isinstance(indices, list) and indices == [2], (
-            f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered"
-        )
-        assert waited >= 0.5, (
-            f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
-            "silent workers until the deadline"
-        )
-        assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
-    else:
-        pytest.fail("env 2 never answered, but step_wait returned", pytrace=False)
+    hint = (
+        "env 2 never answered: step_wait should raise WorkerTimeout([2], timeout) at its deadline"
+    )
+    error = expect_error("WorkerTimeout", hint, envs.step_wait, timeout=0.5, seconds=8.0)
+    waited = time.perf_counter() - start
+    indices = error.attributes.get("env_indices")
+    assert isinstance(indices, list) and indices == [2], (
+        f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered"
+    )
+    assert waited >= 0.5, (
+        f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
+        "silent workers until the deadline"
+    )
+    assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
