@@ -235,25 +235,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m exercises.grade", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("submissions", type=Path, help="a folder with one subfolder per student")
-    parser.add_argument("--csv", type=Path, help="also write the scores to this CSV file")
-    parser.add_argument(
-        "--test-timeout", type=float, default=30.0, help="seconds one check may take (default 30)"
-    )
-    parser.add_argument(
-        "--student-timeout",
-        type=float,
-        default=300.0,
-        help="seconds all of one student's checks may take (default 300)",
-    )
-    parser.add_argument(
-        "--sandbox",
-        default="auto",
-        choices=("auto", *isolation.KINDS),
-        help="where student code runs: the best this machine has (default), or "
-        "one kind, refusing to grade without it",
-    )
-    parser.add_argument("--no-hints", action="store_true", help="print the table only")
+    add = parser.add_argument
+    add("submissions", type=Path, help="a folder with one subfolder per student")
+    add("--csv", type=Path, help="also write the scores to this CSV file")
+    seconds = "seconds %s may take (default %%(default)g)"
+    add("--test-timeout", type=float, default=30.0, help=seconds % "one check")
+    add("--student-timeout", type=float, default=300.0, help=seconds % "one student's checks")
+    where = "where student code runs: the best this machine has (default), or one kind, refusing"
+    where += " to grade without it"
+    add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=where)
+    add("--no-hints", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
 
     if not args.submissions.is_dir():

@@ -94,8 +94,8 @@ def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
 class _CloseRecorder(gym.Wrapper):
     """Writes a file when closed, so the harness can tell whether the worker closed its env."""
 
-    def __init__(self, env: gym.Env, marker: str):
-        super().__init__(env)
+    def __init__(self, env_fn: Callable[[], gym.Env], marker: str):
+        super().__init__(env_fn())
         self.marker = marker
 
     def close(self) -> None:
@@ -114,7 +114,7 @@ class WorkerUnderTest:
         self.marker = os.path.join(tempfile.mkdtemp(prefix="closed-"), "env-closed")
         context = multiprocess.get_context("fork")
         self.pipe, worker_pipe = context.Pipe()
-        recorded = functools.partial(_recorded, env_fn, self.marker)
+        recorded = functools.partial(_CloseRecorder, env_fn, self.marker)
         self.process = context.Process(
             target=_run_worker,
             daemon=True,
@@ -163,7 +163,3 @@ class WorkerUnderTest:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(2.0)
-
-
-def _recorded(env_fn: Callable[[], gym.Env], marker: str) -> gym.Env:
-    return _CloseRecorder(env_fn(), marker)
