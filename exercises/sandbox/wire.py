@@ -75,7 +75,7 @@ class Expr:
     ``Expr.toolkit().costly_env_fns(3, obs_size=5)`` does not call anything here: it records
     the attribute and the call, and the runner evaluates them when this arrives as an argument
     or a request. Roots: a student's file (``Expr.file("q1_chunks.py")``), an object the
-    runner kept for the checks (``Expr.handle(3)``), or :mod:`exercises.sandbox.toolkit`.
+    runner kept for the checks (``Expr({"handle": 3})``), or :mod:`exercises.sandbox.toolkit`.
     """
 
     __slots__ = ("root", "steps")
@@ -88,11 +88,6 @@ class Expr:
     def file(cls, filename: str) -> Expr:
         """A student's file, imported as a module."""
         return cls({"file": filename})
-
-    @classmethod
-    def handle(cls, number: int) -> Expr:
-        """An object the runner keeps for the checks, by number."""
-        return cls({"handle": number})
 
     @classmethod
     def toolkit(cls) -> Expr:
