@@ -5,6 +5,7 @@ from here and compare every answer with the same envs stepped here, one after th
 """
 
 import contextlib
+import functools
 import time
 
 import gymnasium as gym
@@ -30,22 +31,20 @@ OBS_SIZE = 5
 COSTLY = "vecenvs/Costly-v0"
 
 
-def costly_kwargs(**kwargs):
-    """The teaching env, with short episodes so that envs reset during the checks."""
-    return {"obs_size": OBS_SIZE, "episode_steps": 7, **kwargs}
-
-
-def costly_fns(num_envs, **kwargs):
-    """Factories for the student's vector env (built in the student's process)."""
-    return toolkit.env_fns(COSTLY, num_envs, **costly_kwargs(**kwargs))
+def costly(num_envs, **kwargs):
+    """The teaching env, with short episodes so that envs reset during the checks: factories for
+    the student's vector env (built in the student's process), and the same factories here."""
+    kwargs = {"obs_size": OBS_SIZE, "episode_steps": 7, **kwargs}
+    here = [functools.partial(gym.make, COSTLY, **kwargs)] * num_envs
+    return toolkit.env_fns(COSTLY, num_envs, **kwargs), here
 
 
 class ByHand:
     """The same envs, here, stepped one after the other as the workers do (with their autoreset)."""
 
-    def __init__(self, envs, seed):
-        self.envs = envs
-        for index, env in enumerate(envs):
+    def __init__(self, env_fns, seed):
+        self.envs = [env_fn() for env_fn in env_fns]
+        for index, env in enumerate(self.envs):
             env.reset(seed=seed + index)  # the vector env gives env i the seed seed + i
 
     def step(self, actions):
@@ -68,21 +67,13 @@ def by_hand():
     """Builds :class:`ByHand` envs; every one built is closed after the check."""
     built = []
 
-    def build(envs, seed=0):
-        built.append(ByHand(envs, seed))
+    def build(env_fns, seed=0):
+        built.append(ByHand(env_fns, seed))
         return built[-1]
 
     yield build
     for envs in built:
         envs.close()
-
-
-def costly_by_hand(num_envs, **kwargs):
-    return [gym.make(COSTLY, **costly_kwargs(**kwargs)) for _ in range(num_envs)]
-
-
-def faulty_by_hand(num_envs, **kwargs):
-    return [env_fn() for env_fn in faulty_env_fns(num_envs, **kwargs)]
 
 
 @pytest.fixture
@@ -138,8 +129,8 @@ def same_as_by_hand(result, expected, when):
 
 
 def test_returns_batched_arrays(make_envs, by_hand):
-    envs = make_envs(costly_fns(NUM_ENVS, step_seconds=0))
-    reference = by_hand(costly_by_hand(NUM_ENVS, step_seconds=0))
+    there, here = costly(NUM_ENVS, step_seconds=0)
+    envs, reference = make_envs(there), by_hand(here)
     envs.reset(seed=0)
     result = step(envs, [0, 1, 0])
     assert isinstance(result, tuple) and len(result) == 5, (
@@ -169,8 +160,8 @@ def test_returns_batched_arrays(make_envs, by_hand):
 
 
 def test_same_results_as_stepping_the_envs_by_hand(make_envs, by_hand):
-    envs = make_envs(costly_fns(NUM_ENVS, step_seconds=0))
-    reference = by_hand(costly_by_hand(NUM_ENVS, step_seconds=0), seed=7)
+    there, here = costly(NUM_ENVS, step_seconds=0)
+    envs, reference = make_envs(there), by_hand(here, seed=7)
     envs.reset(seed=7)
     rng = np.random.default_rng(0)
     for step_number in range(20):  # three episode ends, so the workers' autoreset is in there
@@ -181,12 +172,13 @@ def test_same_results_as_stepping_the_envs_by_hand(make_envs, by_hand):
 def test_steps_the_envs_in_parallel(make_envs, by_hand):
     """Sleeping envs: stepping them in parallel pays off on any number of cores."""
     num_envs, steps, seconds = 4, 4, 0.05
-    reference = by_hand(costly_by_hand(num_envs, step_seconds=seconds, cost_kind="sleep"))
+    there, here = costly(num_envs, step_seconds=seconds, cost_kind="sleep")
+    reference = by_hand(here)
     start = time.perf_counter()
     expected = [reference.step([0] * num_envs) for _ in range(steps)]
     sequential = time.perf_counter() - start
 
-    envs = make_envs(costly_fns(num_envs, step_seconds=seconds, cost_kind="sleep"))
+    envs = make_envs(there)
     envs.reset(seed=0)
     start = time.perf_counter()
     results = [step(envs, [0] * num_envs) for _ in range(steps)]
@@ -205,7 +197,7 @@ def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
     """Faulty envs whose env ``faulty["bad_index"]`` fails at step 2: checks step 1, then sends
     the actions of step 2 (the check then waits for it)."""
     envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), **kwargs)
-    reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
+    reference = by_hand(faulty_env_fns(NUM_ENVS, **faulty))
     envs.reset(seed=0)
     actions = [0] * NUM_ENVS
     before = f"step 1 (before env {faulty['bad_index']} {what})"
