@@ -199,15 +199,12 @@ class StudentProcess:
 
     def stop(self) -> None:
         """Ends the student's process and everything it started; safe to call twice."""
+        # The process group: bwrap or unshare (whose death ends the sandbox and every process in
+        # it), or with no sandbox the runner and what stayed in its group; then what left it.
+        # Only what appeared after we started it: a process already running here
+        # (multiprocessing's fork server, in a test session) is not the student's.
         process, self._process = self._process, None
-        if process is not None:
-            # The process group: bwrap or unshare (whose death ends the sandbox and every
-            # process in it), or with no sandbox the runner and what stayed in its group; then
-            # what left it. Only what appeared after we started it: a process already running
-            # here (multiprocessing's fork server, in a test session) is not the student's.
-            processes.end_group(process, spare=self._spared)
-        else:
-            processes.kill_descendants(spare=self._spared)
+        processes.end_group(process, spare=self._spared)
         if self._channel is not None:
             self._channel.close()
             self._channel = None
