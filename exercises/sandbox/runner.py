@@ -29,7 +29,6 @@ import resource
 import socket
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -58,11 +57,7 @@ class Runner:
         self.modules: dict[str, ModuleType | Refusal] = {}
         self.kept: dict[int, Any] = {}
         self.numbers = itertools.count(1)
-        self.handlers: dict[str, Callable[[dict], dict]] = {
-            "get": self.get,
-            "call": self.call,
-            "clean": self.clean,
-        }
+        self.handlers = {"get": self.get, "call": self.call, "clean": self.clean}
 
     def handle(self, request: dict) -> dict:
         """The reply to one request."""
