@@ -122,11 +122,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     if value is None or type(value) in (bool, str):
         return value
     if isinstance(value, Expr):
-        return {
-            "$": "expr",
-            "root": value.root,
-            "steps": [_encode_step(step, depth) for step in value.steps],
-        }
+        steps = [_encode_step(step, depth) for step in value.steps]
+        return {"$": "expr", "root": value.root, "steps": steps}
     # No numpy object can exist where numpy was never imported (question 1's code, say): then
     # there is no need to pay for importing it.
     np = sys.modules.get("numpy")
@@ -148,12 +145,10 @@ def encode(value: Any, depth: int = 0) -> Any:
             kind = "tuple" if isinstance(value, tuple) else "list"
             return {"$": kind, "items": [encode(item, depth + 1) for item in value]}
         if isinstance(value, dict):
-            return {
-                "$": "dict",
-                "items": [
-                    [encode(key, depth + 1), encode(item, depth + 1)] for key, item in value.items()
-                ],
-            }
+            pairs = [
+                [encode(key, depth + 1), encode(item, depth + 1)] for key, item in value.items()
+            ]
+            return {"$": "dict", "items": pairs}
         if (
             np
             and isinstance(value, np.ndarray)
