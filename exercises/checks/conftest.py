@@ -5,9 +5,11 @@ folder holding the same ``q*.py`` files (a student's, or ``exercises/solutions``
 
 The checks never import a student's file. Each check file (one question) gets a process of its
 own that runs the student's code in a sandbox (``exercises/sandbox``, which says how), and the
-checks call the student's functions through it: ``call(split_envs, 10, 3)`` runs
-``split_envs(10, 3)`` over there and returns its answer here, as plain data. A crash, a hang or
-a trick in one question's code costs that question's checks, nothing else.
+checks call the student's functions through it: with
+``split_envs = student.module("q1_chunks.py").get("split_envs")`` (a missing file or name, or a
+file that fails to import, fails the check with a message saying so), ``call(split_envs, 10,
+3)`` runs ``split_envs(10, 3)`` over there and returns its answer here, as plain data. A crash,
+a hang or a trick in one question's code costs that question's checks, nothing else.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ if str(EXERCISES.parent) not in sys.path:
 from exercises.sandbox import isolation, processes  # noqa: E402
 from exercises.sandbox.client import (  # noqa: E402, F401  (re-exported for the checks)
     RemoteFunction,
-    RemoteModule,
     RemoteObject,
     StudentCodeFailed,
     StudentError,
@@ -100,17 +101,6 @@ def no_processes_left_behind(student: StudentProcess):
     after it, so one hung exercise cannot slow down the next."""
     yield
     student.clean_up()
-
-
-def load(student: StudentProcess, filename: str) -> RemoteModule:
-    """The student's file ``filename`` (imported in the student's process on first use)."""
-    return student.module(filename)
-
-
-def attribute(module: RemoteModule, name: str) -> Any:
-    """``module.name``: its value as data, or a function to call with :func:`call`. A missing file
-    or name, or a file that fails to import, fails the check with a message saying so."""
-    return module.get(name)
 
 
 def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: Any) -> Any:

@@ -1,7 +1,7 @@
 """Exercise 1: split N envs over K workers (``q1_chunks.py``)."""
 
 import pytest
-from conftest import attribute, call, expect_error, load, type_name
+from conftest import call, expect_error, type_name
 
 #: (num_envs, num_workers) pairs every check tries.
 CASES = [(1, 1), (8, 2), (10, 3), (7, 7), (128, 2), (5, 4)]
@@ -9,7 +9,7 @@ CASES = [(1, 1), (8, 2), (10, 3), (7, 7), (128, 2), (5, 4)]
 
 @pytest.fixture
 def split_envs(student):
-    return attribute(load(student, "q1_chunks.py"), "split_envs")
+    return student.module("q1_chunks.py").get("split_envs")
 
 
 def chunks_of(split_envs, num_envs, num_workers):

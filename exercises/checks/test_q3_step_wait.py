@@ -14,11 +14,9 @@ import pytest
 from conftest import (
     RemoteObject,
     StudentCodeFailed,
-    attribute,
     call,
     expect_error,
     fail,
-    load,
     toolkit,
     type_name,
 )
@@ -80,7 +78,7 @@ def by_hand():
 def make_envs(student):
     """Builds the student's vector env (in the student's process); every one built is closed
     after the check."""
-    env_class = attribute(load(student, "q3_step_wait.py"), "MyPipeVecEnv")
+    env_class = student.module("q3_step_wait.py").get("MyPipeVecEnv")
     built = []
 
     def build(env_fns, **kwargs):

@@ -10,7 +10,7 @@ import secrets
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import StudentCodeFailed, attribute, call, fail, load, toolkit
+from conftest import StudentCodeFailed, call, fail, toolkit
 
 from exercises.pipe_env import Command
 
@@ -84,7 +84,7 @@ class Worker:
 
 @pytest.fixture
 def start_worker(student):
-    worker_function = attribute(load(student, "q4_worker_errors.py"), "careful_worker")
+    worker_function = student.module("q4_worker_errors.py").get("careful_worker")
     started = []
 
     def start(env_fn):

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import attribute, call, fail, load, type_name
+from conftest import call, fail, type_name
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "profiles.json"
 PROFILES = json.loads(DATA.read_text())["profiles"]
@@ -56,7 +56,7 @@ def _one_busiest(rows, process):
 
 @pytest.fixture
 def q5(student):
-    return load(student, "q5_read_profile.py")
+    return student.module("q5_read_profile.py")
 
 
 def check_shares(shares, profile, process):
@@ -84,21 +84,21 @@ def check_shares(shares, profile, process):
 
 
 def test_shares_of_one_process(q5):
-    shares = attribute(q5, "shares")
+    shares = q5.get("shares")
     check_shares(shares, SUBPROC, "parent")
     check_shares(shares, SUBPROC, "worker 3")
     check_shares(shares, made_up_profile(), "worker 1")
 
 
 def test_shares_of_the_workers_pooled(q5):
-    shares = attribute(q5, "shares")
+    shares = q5.get("shares")
     check_shares(shares, SUBPROC, "workers")
     check_shares(shares, POOL, "workers")
     check_shares(shares, made_up_profile(), "workers")
 
 
 def test_busiest(q5):
-    busiest_of = attribute(q5, "busiest")
+    busiest_of = q5.get("busiest")
     made_up = made_up_profile()
     cases = [
         (SUBPROC, PROFILES[SUBPROC], "parent"),
@@ -116,7 +116,7 @@ def test_busiest(q5):
 
 def answered(q5, name, how):
     """The student's answer ``name``, or the check fails while it is still ``None``."""
-    answer = attribute(q5, name)
+    answer = q5.get(name)
     if answer is None:
         fail(f"{name} is still None: {how}")
     return answer
