@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import multiprocess
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
-from exercises.pipe_env import Command, _run_worker, answer
+from exercises.pipe_env import Command, PipeVecEnv, answer
 from vecenvs.envs import faulty_env_fns  # noqa: F401  (checks ask for it by name)
 
 
@@ -112,16 +111,10 @@ class WorkerUnderTest:
 
     def __init__(self, worker_function: Callable, env_fn: Callable[[], gym.Env]):
         self.marker = os.path.join(tempfile.mkdtemp(prefix="closed-"), "env-closed")
-        context = multiprocess.get_context("fork")
-        self.pipe, worker_pipe = context.Pipe()
         recorded = functools.partial(_CloseRecorder, env_fn, self.marker)
-        self.process = context.Process(
-            target=_run_worker,
-            daemon=True,
-            args=(worker_function, worker_pipe, recorded, [self.pipe]),
-        )
-        self.process.start()
-        worker_pipe.close()
+        # Started as the exercises' vector env starts its workers; then driven from here.
+        envs = PipeVecEnv([recorded], worker=worker_function)
+        self.pipe, self.process = envs.parent_pipes[0], envs.processes[0]
 
     def ask(self, command: str, data: Any = None, seconds: float = 5.0) -> dict:
         """Sends ``(Command[command], data)``; returns ``{"reply": ...}``, ``{"silent": True}``
