@@ -47,8 +47,9 @@ REPO = EXERCISES.parent
 
 #: A check's question, from its file name: ``test_q3_step_wait.py`` -> ``q3``.
 QUESTION = re.compile(r"test_(q\d+)_")
-#: pytest over the checks, as the grader runs it (options follow).
+#: pytest over the checks, as the grader runs it (options follow; reports in JUnit's xunit1).
 PYTEST = [sys.executable, "-m", "pytest", str(CHECKS), "-q", "-p", "no:cacheprovider"]
+PYTEST += ["-o", "junit_family=xunit1"]
 
 
 @dataclass
@@ -101,12 +102,7 @@ def grade_student(
         for note in isolation.copy_submission(folder, copy):
             result.hints.append(f"files: {note}")
         command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}"]
-        command += [
-            f"--timeout={test_timeout:g}",
-            f"--junitxml={report}",
-            "-o",
-            "junit_family=xunit1",
-        ]
+        command += [f"--timeout={test_timeout:g}", f"--junitxml={report}"]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
             # A session of its own: the process group that the deadline kills.
             judge = subprocess.Popen(
