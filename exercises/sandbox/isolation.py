@@ -241,33 +241,29 @@ def python_folders() -> tuple[Path, ...]:
     Its installation and virtual environment, and its site-packages. Never a folder that holds
     the exercises (a checkout with the solutions, added to ``sys.path`` by an editable install).
     """
-    candidates = {
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        sys.base_exec_prefix,
-        *site.getsitepackages(),
-        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
-    }
-    folders = set()
+    installed = sysconfig.get_paths()
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    candidates |= {*site.getsitepackages(), installed["stdlib"], installed["platstdlib"]}
+    candidates |= {installed["purelib"], installed["platlib"]}
     # Each as given and resolved: a virtual environment reached through a link (.venv -> ...) is
     # run by the linked path, and its files live at the resolved one.
-    for path in {Path(os.path.abspath(c)) for c in candidates} | {
-        Path(c).resolve() for c in candidates
-    }:
-        if not path.is_dir() or path == Path("/") or path.is_relative_to("/usr"):
-            continue  # /usr is shown whole already
-        if EXERCISES.is_relative_to(path):
-            continue  # would show the checks and the solutions
-        folders.add(path)
+    found = {Path(os.path.abspath(c)) for c in candidates} | {Path(c).resolve() for c in candidates}
+    folders = {
+        path
+        for path in found
+        if path.is_dir()
+        and path != Path("/")
+        and not path.is_relative_to("/usr")  # shown whole
+        and not EXERCISES.is_relative_to(path)  # would show the checks and the solutions
+    }
     # A folder inside another one is shown with it.
-    return tuple(
-        sorted(
-            path
-            for path in folders
-            if not any(path != other and path.is_relative_to(other) for other in folders)
-        )
-    )
+    inner = {
+        path
+        for path in folders
+        for other in folders
+        if path != other and path.is_relative_to(other)
+    }
+    return tuple(sorted(folders - inner))
 
 
 # ---------------------------------------------------------------------------------- unshare
