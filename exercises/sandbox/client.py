@@ -6,7 +6,7 @@ what comes back is plain data (:mod:`exercises.sandbox.wire`) that the checks ju
 
     student = StudentProcess(Path("my-work"), isolation.choose())
     split_envs = student.module("q1_chunks.py").get("split_envs")   # a RemoteFunction
-    split_envs.call_within(10.0, 10, 3)     # [range(0, 4), range(4, 7), range(7, 10)]
+    split_envs.call_within(10.0, 10, 3)     # [range(0, 3), range(3, 6), range(6, 10)]
     student.stop()
 
 So whatever the student's code does (exit, kill its parent, hang, lie in ``__eq__``, rewrite a
