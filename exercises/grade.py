@@ -29,7 +29,6 @@ import csv
 import hashlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,9 @@ REPO = EXERCISES.parent
 
 #: A check's question, from its file name: ``test_q3_step_wait.py`` -> ``q3``.
 QUESTION = re.compile(r"test_(q\d+)_")
+#: pytest over the checks, as the grader runs it (options follow; reports in JUnit's xunit1).
+PYTEST = [sys.executable, "-m", "pytest", str(CHECKS), "-q", "-p", "no:cacheprovider"]
+PYTEST += ["-o", "junit_family=xunit1"]
 
 
 @dataclass
@@ -68,16 +70,7 @@ class StudentResult:
 
 def collect_checks() -> dict[str, list[str]]:
     """question -> the names of its checks, by asking pytest what it would run."""
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(CHECKS),
-        "--collect-only",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-    ]
+    command = [*PYTEST, "--collect-only"]
     listing = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
@@ -104,29 +97,12 @@ def grade_student(
     # the judge only ever reads the copy, never the instructor's original.
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         copy, report, output = (
-            Path(scratch) / "submission",
-            Path(scratch) / "report.xml",
-            Path(scratch) / "output.txt",
+            Path(scratch) / n for n in ("submission", "report.xml", "output.txt")
         )
         for note in isolation.copy_submission(folder, copy):
             result.hints.append(f"files: {note}")
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(CHECKS),
-            "--submission",
-            str(copy),
-            "--sandbox",
-            sandbox.kind,
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--timeout={test_timeout:g}",
-            f"--junitxml={report}",
-            "-o",
-            "junit_family=xunit1",
-        ]
+        command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}"]
+        command += [f"--timeout={test_timeout:g}", f"--junitxml={report}"]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
             # A session of its own: the process group that the deadline kills.
             judge = subprocess.Popen(
@@ -143,14 +119,8 @@ def grade_student(
             except subprocess.TimeoutExpired:
                 result.status = "timed out"
             finally:
-                # Also after a normal exit: anything left behind goes too, wherever it went
-                # (this process is a subreaper: orphans that left the group come here).
-                try:
-                    os.killpg(judge.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                judge.wait()
-                processes.kill_descendants()
+                # Also after a normal exit: anything left behind goes too, wherever it went.
+                processes.end_group(judge)
             log.seek(0)
             result.output = log.read()[-20_000:]
         if result.status == "timed out":
@@ -226,16 +196,19 @@ def fingerprint(*folders: Path, leave_out: Path | None = None) -> str:
     return digest.hexdigest()
 
 
+def scores(result: StudentResult, checks: dict[str, list[str]]) -> list[tuple[int, int]]:
+    """(passed, out of) per question, then for the total: what the table and the CSV show."""
+    cells = [(result.passed.get(q, 0), len(names)) for q, names in checks.items()]
+    return [*cells, (sum(passed for passed, _ in cells), sum(out_of for _, out_of in cells))]
+
+
 def format_table(results: list[StudentResult], checks: dict[str, list[str]]) -> str:
     """Students down, questions across: passed/total per cell, then the total."""
-    questions = list(checks)
-    total = sum(len(names) for names in checks.values())
-    header = ["student", *(f"{q} ({len(checks[q])})" for q in questions), "total", "status"]
-    rows = []
-    for result in results:
-        cells = [f"{result.passed.get(q, 0)}/{len(checks[q])}" for q in questions]
-        score = sum(result.passed.values())
-        rows.append([result.student, *cells, f"{score}/{total}", result.status])
+    header = ["student", *(f"{q} ({len(names)})" for q, names in checks.items()), "total", "status"]
+    rows = [
+        [result.student, *(f"{a}/{b}" for a, b in scores(result, checks)), result.status]
+        for result in results
+    ]
     return format_columns(header, rows, left=range(len(header)))
 
 
@@ -247,17 +220,10 @@ def write_csv(path: Path, results: list[StudentResult], checks: dict[str, list[s
     with open(partial, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(["student", *checks, "total", "out_of", "status"])
-        total = sum(len(names) for names in checks.values())
         for result in results:
-            writer.writerow(
-                [
-                    result.student,
-                    *(result.passed.get(q, 0) for q in checks),
-                    sum(result.passed.values()),
-                    total,
-                    result.status,
-                ]
-            )
+            *questions, (total, out_of) = scores(result, checks)
+            passed = (cell[0] for cell in questions)
+            writer.writerow([result.student, *passed, total, out_of, result.status])
     os.replace(partial, path)
 
 
@@ -265,25 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m exercises.grade", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("submissions", type=Path, help="a folder with one subfolder per student")
-    parser.add_argument("--csv", type=Path, help="also write the scores to this CSV file")
-    parser.add_argument(
-        "--test-timeout", type=float, default=30.0, help="seconds one check may take (default 30)"
-    )
-    parser.add_argument(
-        "--student-timeout",
-        type=float,
-        default=300.0,
-        help="seconds all of one student's checks may take (default 300)",
-    )
-    parser.add_argument(
-        "--sandbox",
-        default="auto",
-        choices=("auto", *isolation.KINDS),
-        help="where student code runs: the best this machine has (default), or "
-        "one kind, refusing to grade without it",
-    )
-    parser.add_argument("--no-hints", action="store_true", help="print the table only")
+    add = parser.add_argument
+    add("submissions", type=Path, help="a folder with one subfolder per student")
+    add("--csv", type=Path, help="also write the scores to this CSV file")
+    seconds = "seconds %s may take (default %%(default)g)"
+    add("--test-timeout", type=float, default=30.0, help=seconds % "one check")
+    add("--student-timeout", type=float, default=300.0, help=seconds % "one student's checks")
+    where = "where student code runs: the best this machine has (default), or one kind, refusing"
+    where += " to grade without it"
+    add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=where)
+    add("--no-hints", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
 
     if not args.submissions.is_dir():

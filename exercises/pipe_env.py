@@ -16,7 +16,7 @@ Every reply says whether it worked *before* the parent unpacks it. On success th
 
 Exercise 3 writes :meth:`PipeVecEnv.step_wait`, the parent collecting one step from every
 worker. Exercise 4 writes a worker that sends its traceback instead of dying silently.
-:func:`basic_worker` below is where exercise 4 starts.
+:func:`basic_worker` below is where exercise 4 starts; :func:`answer` does what a command asks.
 
 Processes are forked (``multiprocess``'s "fork" start method): the worker function and the env
 factories need not be importable by name, so they can live in your exercise file. Fork exists
@@ -35,7 +35,7 @@ import multiprocess
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-__all__ = ["Command", "PipeVecEnv", "WorkerError", "WorkerTimeout", "basic_worker"]
+__all__ = ["Command", "PipeVecEnv", "WorkerError", "WorkerTimeout", "answer", "basic_worker"]
 
 
 class Command(Enum):
@@ -63,23 +63,29 @@ class WorkerTimeout(TimeoutError):
         super().__init__(f"env(s) {self.env_indices} did not answer within {seconds:g} s")
 
 
+def answer(env: gym.Env, command: Command, data: Any) -> Any:
+    """Does what a RESET or STEP command asks of ``env``; returns the payload to send back."""
+    match command:
+        case Command.RESET:
+            return env.reset(seed=data)
+        case Command.STEP:
+            observation, reward, terminated, truncated, info = env.step(data)
+            if terminated or truncated:
+                observation, _ = env.reset()
+            return observation, reward, terminated, truncated, info
+    raise ValueError(f"unknown command {command!r}")
+
+
 def basic_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     """Serves commands for one env until CLOSE. No error handling at all (see exercise 4):
     if the env raises, this process dies and the parent only sees the pipe close."""
     env = env_fn()
     while True:
         command, data = pipe.recv()
-        match command:
-            case Command.RESET:
-                pipe.send((True, env.reset(seed=data)))
-            case Command.STEP:
-                observation, reward, terminated, truncated, info = env.step(data)
-                if terminated or truncated:
-                    observation, _ = env.reset()
-                pipe.send((True, (observation, reward, terminated, truncated, info)))
-            case Command.CLOSE:
-                pipe.send((True, None))
-                break
+        if command is Command.CLOSE:
+            pipe.send((True, None))
+            break
+        pipe.send((True, answer(env, command, data)))
     env.close()
 
 

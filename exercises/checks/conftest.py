@@ -5,9 +5,11 @@ folder holding the same ``q*.py`` files (a student's, or ``exercises/solutions``
 
 The checks never import a student's file. Each check file (one question) gets a process of its
 own that runs the student's code in a sandbox (``exercises/sandbox``, which says how), and the
-checks call the student's functions through it: ``call(split_envs, 10, 3)`` runs
-``split_envs(10, 3)`` over there and returns its answer here, as plain data. A crash, a hang or
-a trick in one question's code costs that question's checks, nothing else.
+checks call the student's functions through it: with
+``split_envs = student.module("q1_chunks.py").get("split_envs")`` (a missing file or name, or a
+file that fails to import, fails the check with a message saying so), ``call(split_envs, 10,
+3)`` runs ``split_envs(10, 3)`` over there and returns its answer here, as plain data. A crash,
+a hang or a trick in one question's code costs that question's checks, nothing else.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -27,7 +29,6 @@ if str(EXERCISES.parent) not in sys.path:
 from exercises.sandbox import isolation, processes  # noqa: E402
 from exercises.sandbox.client import (  # noqa: E402, F401  (re-exported for the checks)
     RemoteFunction,
-    RemoteModule,
     RemoteObject,
     StudentCodeFailed,
     StudentError,
@@ -102,17 +103,6 @@ def no_processes_left_behind(student: StudentProcess):
     student.clean_up()
 
 
-def load(student: StudentProcess, filename: str) -> RemoteModule:
-    """The student's file ``filename`` (imported in the student's process on first use)."""
-    return student.module(filename)
-
-
-def attribute(module: RemoteModule, name: str) -> Any:
-    """``module.name``: its value as data, or a function to call with :func:`call`. A missing file
-    or name, or a file that fails to import, fails the check with a message saying so."""
-    return module.get(name)
-
-
 def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: Any) -> Any:
     """Calls a student's function in the student's process, with a deadline; returns its answer.
 
@@ -122,10 +112,25 @@ def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: 
     the check with the student's traceback, which is what the student needs to see.
     """
     if not isinstance(function, RemoteFunction):
-        pytest.fail(
-            f"expected a function, found {type_name(function)} {function!r:.60}", pytrace=False
-        )
+        fail(f"expected a function, found {type_name(function)} {function!r:.60}")
     return function.call_within(seconds, *args, **kwargs)
+
+
+def expect_error(name: str, hint: str, function: RemoteFunction, *args: Any, **kwargs: Any):
+    """:func:`call`, which must raise the exception class ``name``: returns that
+    :class:`StudentError`, or fails the check with ``hint`` and what happened instead."""
+    try:
+        call(function, *args, **kwargs)
+    except StudentError as error:
+        if error.is_a(name):
+            return error
+        fail(f"{hint}; it raised {error.type_name}: {error.message}")
+    fail(f"{hint}; it returned without an error")
+
+
+def fail(message: str) -> NoReturn:
+    """Fails the check with ``message`` alone: written for the student, it needs no stack."""
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -3,24 +3,21 @@
 import math
 
 import pytest
-from conftest import attribute, call, load, type_name
+from conftest import call, fail, type_name
 
 US = 1e-6
 
 
 @pytest.fixture
 def q2(student):
-    return load(student, "q2_overhead.py")
+    return student.module("q2_overhead.py")
 
 
 def number(function, *args):
     """``function(*args)``, which must be a number (an int or a float, not a bool)."""
     got = call(function, *args)
     if type(got) not in (int, float):
-        pytest.fail(
-            f"{function.__name__}{args} returned {type_name(got)} {got!r:.60}: expected a number",
-            pytrace=False,
-        )
+        fail(f"{function.__name__}{args} returned {type_name(got)} {got!r:.60}: expected a number")
     return got
 
 
@@ -31,13 +28,12 @@ def model_speedup(num_envs, t_env, t_os, workers, cpus):
 
 
 def test_throughput_counts_every_env_step(q2):
-    throughput = attribute(q2, "throughput")
+    throughput = q2.get("throughput")
     got = number(throughput, 8, 100, 0.5)
     if math.isclose(got, 200):
-        pytest.fail(
+        fail(
             "throughput(8 envs, 100 steps, 0.5 s) = 200: that is step() calls per second. "
-            "Each call steps all 8 envs: count env steps",
-            pytrace=False,
+            "Each call steps all 8 envs: count env steps"
         )
     assert math.isclose(got, 1600), (
         f"throughput(8 envs, 100 steps, 0.5 s) = {got}: expected 1600 env steps/s"
@@ -48,7 +44,7 @@ def test_throughput_counts_every_env_step(q2):
 
 
 def test_predicted_speedup_matches_the_model(q2):
-    predicted_speedup = attribute(q2, "predicted_speedup")
+    predicted_speedup = q2.get("predicted_speedup")
     cases = [
         (8, 10 * US, 50 * US, 2, 2),
         (128, 10 * US, 50 * US, 2, 2),
@@ -66,7 +62,7 @@ def test_predicted_speedup_matches_the_model(q2):
 
 
 def test_predicted_speedup_limits(q2):
-    predicted_speedup = attribute(q2, "predicted_speedup")
+    predicted_speedup = q2.get("predicted_speedup")
     no_overhead = number(predicted_speedup, 16, 1e-3, 0.0, 4, 8)
     assert math.isclose(no_overhead, 4), (
         f"with t_os = 0 and 4 workers on 8 CPUs the speed-up is {no_overhead:.3g}: expected 4, the workers"
@@ -83,7 +79,7 @@ def test_predicted_speedup_limits(q2):
 
 
 def test_t_os_from_speedup_inverts_the_model(q2):
-    t_os_from_speedup = attribute(q2, "t_os_from_speedup")
+    t_os_from_speedup = q2.get("t_os_from_speedup")
     for num_envs, t_env, t_os, workers, cpus in [
         (8, 10 * US, 50 * US, 2, 2),
         (64, 1e-3, 5e-4, 64, 2),
@@ -99,7 +95,7 @@ def test_t_os_from_speedup_inverts_the_model(q2):
 
 
 def test_break_even_num_envs(q2):
-    break_even = attribute(q2, "break_even_num_envs")
+    break_even = q2.get("break_even_num_envs")
     for t_env, t_os, workers, cpus in [
         (10 * US, 50 * US, 2, 2),
         (10 * US, 600 * US, 8, 8),

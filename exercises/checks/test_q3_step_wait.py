@@ -5,6 +5,7 @@ from here and compare every answer with the same envs stepped here, one after th
 """
 
 import contextlib
+import functools
 import time
 
 import gymnasium as gym
@@ -13,10 +14,9 @@ import pytest
 from conftest import (
     RemoteObject,
     StudentCodeFailed,
-    StudentError,
-    attribute,
     call,
-    load,
+    expect_error,
+    fail,
     toolkit,
     type_name,
 )
@@ -29,22 +29,20 @@ OBS_SIZE = 5
 COSTLY = "vecenvs/Costly-v0"
 
 
-def costly_kwargs(**kwargs):
-    """The teaching env, with short episodes so that envs reset during the checks."""
-    return {"obs_size": OBS_SIZE, "episode_steps": 7, **kwargs}
-
-
-def costly_fns(num_envs, **kwargs):
-    """Factories for the student's vector env (built in the student's process)."""
-    return toolkit.env_fns(COSTLY, num_envs, **costly_kwargs(**kwargs))
+def costly(num_envs, **kwargs):
+    """The teaching env, with short episodes so that envs reset during the checks: factories for
+    the student's vector env (built in the student's process), and the same factories here."""
+    kwargs = {"obs_size": OBS_SIZE, "episode_steps": 7, **kwargs}
+    here = [functools.partial(gym.make, COSTLY, **kwargs)] * num_envs
+    return toolkit.env_fns(COSTLY, num_envs, **kwargs), here
 
 
 class ByHand:
     """The same envs, here, stepped one after the other as the workers do (with their autoreset)."""
 
-    def __init__(self, envs, seed):
-        self.envs = envs
-        for index, env in enumerate(envs):
+    def __init__(self, env_fns, seed):
+        self.envs = [env_fn() for env_fn in env_fns]
+        for index, env in enumerate(self.envs):
             env.reset(seed=seed + index)  # the vector env gives env i the seed seed + i
 
     def step(self, actions):
@@ -67,8 +65,8 @@ def by_hand():
     """Builds :class:`ByHand` envs; every one built is closed after the check."""
     built = []
 
-    def build(envs, seed=0):
-        built.append(ByHand(envs, seed))
+    def build(env_fns, seed=0):
+        built.append(ByHand(env_fns, seed))
         return built[-1]
 
     yield build
@@ -76,28 +74,19 @@ def by_hand():
         envs.close()
 
 
-def costly_by_hand(num_envs, **kwargs):
-    return [gym.make(COSTLY, **costly_kwargs(**kwargs)) for _ in range(num_envs)]
-
-
-def faulty_by_hand(num_envs, **kwargs):
-    return [env_fn() for env_fn in faulty_env_fns(num_envs, **kwargs)]
-
-
 @pytest.fixture
 def make_envs(student):
     """Builds the student's vector env (in the student's process); every one built is closed
     after the check."""
-    env_class = attribute(load(student, "q3_step_wait.py"), "MyPipeVecEnv")
+    env_class = student.module("q3_step_wait.py").get("MyPipeVecEnv")
     built = []
 
     def build(env_fns, **kwargs):
         envs = call(env_class, env_fns, **kwargs)
         if not isinstance(envs, RemoteObject):
-            pytest.fail(
+            fail(
                 f"MyPipeVecEnv(...) gave {type_name(envs)}: expected a vector env; is "
-                "MyPipeVecEnv still a class, subclassing PipeVecEnv?",
-                pytrace=False,
+                "MyPipeVecEnv still a class, subclassing PipeVecEnv?"
             )
         built.append(envs)
         return envs
@@ -138,8 +127,8 @@ def same_as_by_hand(result, expected, when):
 
 
 def test_returns_batched_arrays(make_envs, by_hand):
-    envs = make_envs(costly_fns(NUM_ENVS, step_seconds=0))
-    reference = by_hand(costly_by_hand(NUM_ENVS, step_seconds=0))
+    there, here = costly(NUM_ENVS, step_seconds=0)
+    envs, reference = make_envs(there), by_hand(here)
     envs.reset(seed=0)
     result = step(envs, [0, 1, 0])
     assert isinstance(result, tuple) and len(result) == 5, (
@@ -169,8 +158,8 @@ def test_returns_batched_arrays(make_envs, by_hand):
 
 
 def test_same_results_as_stepping_the_envs_by_hand(make_envs, by_hand):
-    envs = make_envs(costly_fns(NUM_ENVS, step_seconds=0))
-    reference = by_hand(costly_by_hand(NUM_ENVS, step_seconds=0), seed=7)
+    there, here = costly(NUM_ENVS, step_seconds=0)
+    envs, reference = make_envs(there), by_hand(here, seed=7)
     envs.reset(seed=7)
     rng = np.random.default_rng(0)
     for step_number in range(20):  # three episode ends, so the workers' autoreset is in there
@@ -181,12 +170,13 @@ def test_same_results_as_stepping_the_envs_by_hand(make_envs, by_hand):
 def test_steps_the_envs_in_parallel(make_envs, by_hand):
     """Sleeping envs: stepping them in parallel pays off on any number of cores."""
     num_envs, steps, seconds = 4, 4, 0.05
-    reference = by_hand(costly_by_hand(num_envs, step_seconds=seconds, cost_kind="sleep"))
+    there, here = costly(num_envs, step_seconds=seconds, cost_kind="sleep")
+    reference = by_hand(here)
     start = time.perf_counter()
     expected = [reference.step([0] * num_envs) for _ in range(steps)]
     sequential = time.perf_counter() - start
 
-    envs = make_envs(costly_fns(num_envs, step_seconds=seconds, cost_kind="sleep"))
+    envs = make_envs(there)
     envs.reset(seed=0)
     start = time.perf_counter()
     results = [step(envs, [0] * num_envs) for _ in range(steps)]
@@ -201,37 +191,37 @@ def test_steps_the_envs_in_parallel(make_envs, by_hand):
     )
 
 
+def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
+    """Faulty envs whose env ``faulty["bad_index"]`` fails at step 2: checks step 1, then sends
+    the actions of step 2 (the check then waits for it)."""
+    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), **kwargs)
+    reference = by_hand(faulty_env_fns(NUM_ENVS, **faulty))
+    envs.reset(seed=0)
+    actions = [0] * NUM_ENVS
+    before = f"step 1 (before env {faulty['bad_index']} {what})"
+    same_as_by_hand(step(envs, actions), reference.step(actions), before)
+    envs.step_async(actions)
+    return envs
+
+
 def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
     faulty = {"bad_index": 1, "fail_on": "step", "at": 2}
-    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), worker=toolkit.answering_worker)
-    reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
-    envs.reset(seed=0)
-    same_as_by_hand(
-        step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 1 fails)"
+    envs = step_until_env_fails(
+        make_envs, by_hand, faulty, "fails", worker=toolkit.answering_worker
     )
-    envs.step_async([0] * NUM_ENVS)
-    try:
-        call(envs.step_wait, seconds=10.0)
-    except StudentError as error:
-        if not error.is_a("WorkerError"):
-            pytest.fail(
-                f"env 1 failed, and step_wait raised {error.type_name}: {error.message}. Expected "
-                "WorkerError(env_index, payload) for a (False, payload) reply",
-                pytrace=False,
-            )
-        assert error.attributes.get("env_index") == 1, (
-            f"WorkerError names env {error.attributes.get('env_index')!r}: the env that failed is env 1 "
-            "(the index of its pipe)"
-        )
-        assert "deliberate failure in step" in error.message, (
-            "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)"
-        )
-    else:
-        pytest.fail(
-            "env 1 replied (False, traceback) but step_wait returned normally: check ok "
-            "in each (ok, payload) reply and raise WorkerError",
-            pytrace=False,
-        )
+    error = expect_error(
+        "WorkerError",
+        "env 1 replied (False, traceback): step_wait should check ok in each (ok, payload) reply "
+        "and raise WorkerError(env_index, payload)",
+        envs.step_wait,
+    )
+    assert error.attributes.get("env_index") == 1, (
+        f"WorkerError names env {error.attributes.get('env_index')!r}: the env that failed is env 1 "
+        "(the index of its pipe)"
+    )
+    assert "deliberate failure in step" in error.message, (
+        "the WorkerError should carry the worker's traceback text (the payload of its (False, text) reply)"
+    )
     assert envs.waiting is False, (
         "after step_wait (even one that raised), self.waiting must be False again"
     )
@@ -239,32 +229,19 @@ def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand
 
 def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
     faulty = {"bad_index": 2, "fail_on": "step", "at": 2, "how": "hang"}
-    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty))
-    reference = by_hand(faulty_by_hand(NUM_ENVS, **faulty))
-    envs.reset(seed=0)
-    same_as_by_hand(
-        step(envs, [0] * NUM_ENVS), reference.step([0] * NUM_ENVS), "step 1 (before env 2 hangs)"
-    )
-    envs.step_async([0] * NUM_ENVS)
+    envs = step_until_env_fails(make_envs, by_hand, faulty, "hangs")
     start = time.perf_counter()
-    try:
-        call(envs.step_wait, timeout=0.5, seconds=8.0)
-    except StudentError as error:
-        waited = time.perf_counter() - start
-        if not error.is_a("WorkerTimeout"):
-            pytest.fail(
-                f"env 2 hung and step_wait raised {error.type_name}: {error.message}. Expected "
-                "WorkerTimeout([2], timeout)",
-                pytrace=False,
-            )
-        indices = error.attributes.get("env_indices")
-        assert isinstance(indices, list) and indices == [2], (
-            f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered"
-        )
-        assert waited >= 0.5, (
-            f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
-            "silent workers until the deadline"
-        )
-        assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
-    else:
-        pytest.fail("env 2 never answered, but step_wait returned", pytrace=False)
+    hint = (
+        "env 2 never answered: step_wait should raise WorkerTimeout([2], timeout) at its deadline"
+    )
+    error = expect_error("WorkerTimeout", hint, envs.step_wait, timeout=0.5, seconds=8.0)
+    waited = time.perf_counter() - start
+    indices = error.attributes.get("env_indices")
+    assert isinstance(indices, list) and indices == [2], (
+        f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered"
+    )
+    assert waited >= 0.5, (
+        f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
+        "silent workers until the deadline"
+    )
+    assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"

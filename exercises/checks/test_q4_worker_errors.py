@@ -10,7 +10,7 @@ import secrets
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import StudentCodeFailed, attribute, call, load, toolkit
+from conftest import StudentCodeFailed, call, fail, toolkit
 
 from exercises.pipe_env import Command
 
@@ -29,28 +29,45 @@ class Worker:
             self.remote.ask, command.name, data, ANSWER_SECONDS, seconds=ANSWER_SECONDS + 10
         )
         if not isinstance(outcome, dict) or not ({"reply", "dead", "silent"} & set(outcome)):
-            pytest.fail(
-                f"the harness could not tell what the worker did ({outcome!r:.80})", pytrace=False
-            )
+            fail(f"the harness could not tell what the worker did ({outcome!r:.80})")
         if "dead" in outcome:
-            pytest.fail(
+            fail(
                 f"the worker process died while {outcome.get('doing')} (exit code {outcome['dead']}), "
                 "without sending (False, traceback). Catch the exception around each command "
                 "and send (False, traceback.format_exc()). (Exit code 1 at the first command "
-                "often means careful_worker still raises NotImplementedError.)",
-                pytrace=False,
+                "often means careful_worker still raises NotImplementedError.)"
             )
         if "silent" in outcome:
-            pytest.fail(
+            fail(
                 f"the worker did not answer {command.name} within {ANSWER_SECONDS:g} s: is "
-                "it stuck, or did it skip pipe.send for this command?",
-                pytrace=False,
+                "it stuck, or did it skip pipe.send for this command?"
             )
         reply = outcome["reply"]
         assert isinstance(reply, tuple) and len(reply) == 2 and isinstance(reply[0], bool), (
             f"the worker answered {command.name} with {reply!r:.80}: every reply must be (ok, payload)"
         )
         return reply
+
+    def works(self, command, data=None, hint=""):
+        """:meth:`ask`, whose reply must say ok; returns its payload."""
+        ok, payload = self.ask(command, data)
+        assert ok, f"{hint or command.name + ' failed'}:\n{payload}"
+        return payload
+
+    def fails(self, command, data, message):
+        """:meth:`ask` when the env raises: the reply must be ``(False, its traceback)``."""
+        ok, payload = self.ask(command, data)
+        name = command.name.lower()
+        assert not ok, (
+            f"the env raised in {name}, but the reply says ok=True: expected (False, traceback)"
+        )
+        assert isinstance(payload, str) and "Traceback (most recent call last)" in payload, (
+            f"after the env raised in {name}, the payload should be the traceback text from "
+            f"traceback.format_exc(), got {payload!r:.120}"
+        )
+        assert message in payload, (
+            "the traceback should end with the env's own error message (format_exc inside the except block)"
+        )
 
     def end_pipe(self):
         """Closes the parent's end of the pipe: the worker's ``recv()`` now raises ``EOFError``."""
@@ -67,7 +84,7 @@ class Worker:
 
 @pytest.fixture
 def start_worker(student):
-    worker_function = attribute(load(student, "q4_worker_errors.py"), "careful_worker")
+    worker_function = student.module("q4_worker_errors.py").get("careful_worker")
     started = []
 
     def start(env_fn):
@@ -97,19 +114,6 @@ def failing(fail_on, at):
     ), f"deliberate failure in {fail_on} #{at} ({token})"
 
 
-class CartPoleByHand:
-    """CartPole here, to compare the worker's answers with."""
-
-    def __init__(self):
-        self.env = gym.make("CartPole-v1")
-
-    def reset(self, seed):
-        return self.env.reset(seed=seed)
-
-    def step(self, action):
-        return self.env.step(action)
-
-
 def same_observation(payload, expected, command):
     """Fails unless ``payload`` (a RESET or STEP answer) starts with the expected observation."""
     try:
@@ -122,27 +126,15 @@ def same_observation(payload, expected, command):
     )
 
 
-def assert_traceback(payload, message, command):
-    assert isinstance(payload, str) and "Traceback (most recent call last)" in payload, (
-        f"after the env raised in {command}, the payload should be the traceback text from "
-        f"traceback.format_exc(), got {payload!r:.120}"
-    )
-    assert message in payload, (
-        "the traceback should end with the env's own error message (format_exc inside the except block)"
-    )
-
-
 def test_serves_reset_step_and_close(start_worker):
     worker = start_worker(cartpole())
-    by_hand = CartPoleByHand()
-    ok, payload = worker.ask(Command.RESET, 0)
-    assert ok, f"RESET failed:\n{payload}"
+    by_hand = gym.make("CartPole-v1")  # here, to compare the worker's answers with
+    payload = worker.works(Command.RESET, 0)
     assert isinstance(payload, tuple) and len(payload) == 2, (
         "RESET's payload must be (observation, info)"
     )
-    same_observation(payload, by_hand.reset(0)[0], "RESET")
-    ok, payload = worker.ask(Command.STEP, 1)
-    assert ok, f"STEP failed:\n{payload}"
+    same_observation(payload, by_hand.reset(seed=0)[0], "RESET")
+    payload = worker.works(Command.STEP, 1)
     assert isinstance(payload, tuple) and len(payload) == 5, (
         "STEP's payload must be (observation, reward, terminated, truncated, info)"
     )
@@ -159,47 +151,35 @@ def test_serves_reset_step_and_close(start_worker):
 def test_env_error_in_step_comes_back_as_traceback(start_worker):
     env_fn, message = failing("step", 2)
     worker = start_worker(env_fn)
-    by_hand = CartPoleByHand()
-    ok, payload = worker.ask(Command.RESET, 0)
-    assert ok, f"RESET failed:\n{payload}"
-    by_hand.reset(0)
-    ok, payload = worker.ask(Command.STEP, 0)
-    assert ok, "the first step should work: only step #2 fails"
+    by_hand = gym.make("CartPole-v1")  # here, to compare the worker's answers with
+    same_observation(worker.works(Command.RESET, 0), by_hand.reset(seed=0)[0], "RESET")
+    payload = worker.works(Command.STEP, 0, "the first step should work: only step #2 fails")
     same_observation(payload, by_hand.step(0)[0], "STEP")
-    ok, payload = worker.ask(Command.STEP, 0)
-    assert not ok, "the env raised in step #2, but the reply says ok=True"
-    assert_traceback(payload, message, "step")
+    worker.fails(Command.STEP, 0, message)
 
 
 def test_env_error_in_reset_comes_back_as_traceback(start_worker):
     env_fn, message = failing("reset", 1)
     worker = start_worker(env_fn)
-    ok, payload = worker.ask(Command.RESET, 0)
-    assert not ok, "the env raised in reset: expected (False, traceback naming the error)"
-    assert_traceback(payload, message, "reset")
+    worker.fails(Command.RESET, 0, message)
 
 
 def test_keeps_serving_after_an_error(start_worker):
     env_fn, message = failing("step", 1)
     worker = start_worker(env_fn)
-    assert worker.ask(Command.RESET, 0)[0], "RESET failed, before any error"
-    ok, payload = worker.ask(Command.STEP, 0)
-    assert not ok, "the env raised in step #1, but the reply says ok=True"
-    assert_traceback(payload, message, "step")
-    ok, payload = worker.ask(Command.RESET, 1)
-    assert ok, (
-        f"after reporting an error the worker should go on serving commands; RESET then "
-        f"failed:\n{payload}"
-    )
-    same_observation(payload, CartPoleByHand().reset(1)[0], "RESET")
+    worker.works(Command.RESET, 0, "RESET failed, before any error")
+    worker.fails(Command.STEP, 0, message)
+    hint = "after reporting an error the worker should go on serving commands; RESET then failed"
+    payload = worker.works(Command.RESET, 1, hint)
+    same_observation(payload, gym.make("CartPole-v1").reset(seed=1)[0], "RESET")
 
 
 def test_closes_its_env_on_close_and_when_the_parent_goes_away(start_worker):
     for how in ("CLOSE", "the parent closing its pipe"):
         worker = start_worker(cartpole())
-        ok, payload = worker.ask(Command.RESET, 0)
-        assert ok, f"RESET failed:\n{payload}"
-        same_observation(payload, CartPoleByHand().reset(0)[0], "RESET")
+        same_observation(
+            worker.works(Command.RESET, 0), gym.make("CartPole-v1").reset(seed=0)[0], "RESET"
+        )
         if how == "CLOSE":
             worker.ask(Command.CLOSE)
         else:

@@ -6,7 +6,7 @@ what comes back is plain data (:mod:`exercises.sandbox.wire`) that the checks ju
 
     student = StudentProcess(Path("my-work"), isolation.choose())
     split_envs = student.module("q1_chunks.py").get("split_envs")   # a RemoteFunction
-    split_envs.call_within(10.0, 10, 3)     # [range(0, 4), range(4, 7), range(7, 10)]
+    split_envs.call_within(10.0, 10, 3)     # [range(0, 3), range(3, 6), range(6, 10)]
     student.stop()
 
 So whatever the student's code does (exit, kill its parent, hang, lie in ``__eq__``, rewrite a
@@ -20,8 +20,6 @@ fresh process. Objects kept over there (a :class:`RemoteObject`) die with their 
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import signal
 import socket
@@ -180,7 +178,7 @@ class StudentProcess:
             raise StudentCrashed(f"{doing}: the process holding that object was stopped earlier")
         try:
             reply = self._exchange(
-                {"op": op, "target": wire.encode(_plain(target)), **fields}, doing, seconds
+                {"op": op, "target": wire.encode(_as_sent(target)), **fields}, doing, seconds
             )
         except StudentTimeout:
             if importing and filename not in self._imported:
@@ -201,18 +199,12 @@ class StudentProcess:
 
     def stop(self) -> None:
         """Ends the student's process and everything it started; safe to call twice."""
+        # The process group: bwrap or unshare (whose death ends the sandbox and every process in
+        # it), or with no sandbox the runner and what stayed in its group; then what left it.
+        # Only what appeared after we started it: a process already running here
+        # (multiprocessing's fork server, in a test session) is not the student's.
         process, self._process = self._process, None
-        if process is not None:
-            # The process group: bwrap or unshare (whose death ends the sandbox and every
-            # process in it), or with no sandbox the runner and what stayed in its group.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=10)
-        # Whatever left the group (setsid) was handed to us, a subreaper: kill it too. Only what
-        # appeared after we started it: a process already running here (multiprocessing's fork
-        # server or resource tracker, in a test session) is not the student's.
-        processes.kill_descendants(spare=self._spared)
+        processes.end_group(process, spare=self._spared)
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -227,14 +219,8 @@ class StudentProcess:
         self._workspace = Path(tempfile.mkdtemp(prefix="student-"))
         self.left_out = isolation.prepare_workspace(self.submission, self._workspace)
         ours, theirs = socket.socketpair()
-        inside = isolation.paths(self.sandbox, self._workspace)
-        program = [
-            sys.executable,
-            "-m",
-            "exercises.sandbox.runner",
-            str(theirs.fileno()),
-            inside["submission"],
-        ]
+        inside = isolation.paths(self.sandbox, self._workspace)["submission"]
+        program = [sys.executable, "-m", "exercises.sandbox.runner", str(theirs.fileno()), inside]
         command, environment, folder = self.sandbox.command(self._workspace, program)
         try:
             # A session of its own: its process group is what stop() kills.
@@ -257,11 +243,7 @@ class StudentProcess:
             if "hello" not in hello:
                 raise wire.WireError("no hello")
         except (TimeoutError, EOFError, OSError, wire.WireError) as error:
-            how = (
-                self._ending()
-                if not isinstance(error, TimeoutError)
-                else "it did not start in time"
-            )
+            how = "it did not start in time" if isinstance(error, TimeoutError) else self._ending()
             self.stop()
             raise SandboxFailed(
                 f"the {self.sandbox.kind} sandbox could not start Python ({how}); its own "
@@ -360,32 +342,18 @@ class StudentProcess:
         return BadAnswer(f"{doing}: {str(reply.get('detail', kind))[:300]}")
 
 
-def _plain(expr: Expr) -> Expr:
-    """``expr`` as sent: the generation is ours to check, not the runner's to see."""
-    root = {key: value for key, value in expr.root.items() if key != "generation"}
-    return Expr(root, tuple(_plain_step(step) for step in expr.steps))
-
-
-def _plain_step(step: tuple) -> tuple:
-    if step[0] == "attr":
-        return step
-    return (
-        "call",
-        tuple(_as_sent(arg) for arg in step[1]),
-        {key: _as_sent(value) for key, value in step[2].items()},
-    )
-
-
 def _as_sent(value: Any) -> Any:
     """Arguments may be remote things (sent as their names) or data (sent as is)."""
     if isinstance(value, (RemoteFunction, RemoteObject)):
-        return _plain(value.expr)
+        value = value.expr
     if isinstance(value, Expr):
-        return _plain(value)
-    if isinstance(value, list):
-        return [_as_sent(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_as_sent(item) for item in value)
+        steps = [
+            step if step[0] == "attr" else ("call", *_as_sent(step[1:])) for step in value.steps
+        ]
+        return Expr(value.root, tuple(steps))
+    if isinstance(value, (list, tuple)):
+        items = [_as_sent(item) for item in value]
+        return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         return {key: _as_sent(item) for key, item in value.items()}
     return value
@@ -398,9 +366,7 @@ def _describe_call(name: str, args: tuple, kwargs: dict) -> str:
         text = repr(value)
         return text if len(text) <= 40 else text[:37] + "..."
 
-    parts = [short(arg) for arg in args] + [
-        f"{key}={short(value)}" for key, value in kwargs.items()
-    ]
+    parts = [*map(short, args), *(f"{key}={short(value)}" for key, value in kwargs.items())]
     return f"{name}({', '.join(parts)})"
 
 

@@ -44,8 +44,8 @@ EXERCISES = Path(__file__).resolve().parent.parent
 #: What a student's process sees of ``exercises/``: the scaffolding their files import, question
 #: 5's data and this package. Never the checks or the solutions.
 SHARED_WITH_STUDENTS = ("__init__.py", "pipe_env.py", "data", "sandbox")
-#: Where things are inside the bwrap sandbox.
-INSIDE_LAB, INSIDE_PACKAGES, INSIDE_SUBMISSION = "/lab", "/packages", "/submission"
+#: The workspace's parts; inside the bwrap sandbox, part ``x`` is at ``/x``.
+PARTS = ("lab", "packages", "submission", "tmp")
 #: Limits on what is copied from a student's folder.
 MAX_FILES, MAX_BYTES = 500, 50 * 1024 * 1024
 #: Best first.
@@ -53,18 +53,8 @@ KINDS = ("bwrap", "unshare", "none")
 
 # Namespaces for bwrap, most isolated first: a user namespace of its own lets us forbid nested
 # ones (--disable-userns, bubblewrap >= 0.8); the second works for root with an older bwrap.
-_BWRAP_VARIANTS = (
-    (
-        "--unshare-user",
-        "--disable-userns",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-    ),
-    ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"),
-)
+_OWN = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+_BWRAP_VARIANTS = (("--unshare-user", "--disable-userns", *_OWN), _OWN)
 # Always: no capabilities, a session of its own (no terminal tricks), and the whole sandbox
 # killed by the kernel if the process that started it dies.
 _BWRAP_ALWAYS = ("--cap-drop", "ALL", "--new-session", "--die-with-parent")
@@ -134,8 +124,7 @@ class Sandbox:
         if self.kind == "none":
             return program, environment, workspace / "submission"
         if self.kind == "unshare":
-            user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
-            return [*_unshare_prefix(), *user, *program], environment, workspace / "submission"
+            return [*_unshare_prefix(), *program], environment, workspace / "submission"
         return (
             [*_bwrap_prefix(self.bwrap_flags), *_bwrap_binds(workspace), *program],
             environment,
@@ -145,14 +134,9 @@ class Sandbox:
 
 def paths(sandbox: Sandbox, workspace: Path) -> dict[str, str]:
     """Where the workspace's parts are, as the student's process sees them."""
-    if sandbox.kind == "bwrap":
-        return {
-            "lab": INSIDE_LAB,
-            "packages": INSIDE_PACKAGES,
-            "submission": INSIDE_SUBMISSION,
-            "tmp": "/tmp",
-        }
-    return {name: str(workspace / name) for name in ("lab", "packages", "submission", "tmp")}
+    return {
+        part: f"/{part}" if sandbox.kind == "bwrap" else str(workspace / part) for part in PARTS
+    }
 
 
 # ---------------------------------------------------------------------------------- the workspace
@@ -221,20 +205,8 @@ def vecenvs_folder() -> Path:
 
 
 def _bwrap_prefix(flags: tuple[str, ...]) -> list[str]:
-    return [
-        "bwrap",
-        *flags,
-        *_BWRAP_ALWAYS,
-        *_system_binds(),
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--hostname",
-        "sandbox",
-    ]
+    own = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--hostname", "sandbox"]
+    return ["bwrap", *flags, *_BWRAP_ALWAYS, *_system_binds(), *own]
 
 
 def _system_binds() -> list[str]:
@@ -252,23 +224,14 @@ def _system_binds() -> list[str]:
 
 
 def _bwrap_binds(workspace: Path) -> list[str]:
-    args = []
-    for path in python_folders():
-        args += ["--ro-bind", str(path), str(path)]
-    return [
-        *args,
-        "--ro-bind",
-        str(workspace / "lab"),
-        INSIDE_LAB,
-        "--ro-bind",
-        str(vecenvs_folder()),
-        f"{INSIDE_PACKAGES}/vecenvs",
-        "--bind",
-        str(workspace / "submission"),
-        INSIDE_SUBMISSION,
-        "--chdir",
-        INSIDE_SUBMISSION,
+    binds = [
+        *(("--ro-bind", path, path) for path in python_folders()),
+        ("--ro-bind", workspace / "lab", "/lab"),
+        ("--ro-bind", vecenvs_folder(), "/packages/vecenvs"),
+        ("--bind", workspace / "submission", "/submission"),
+        ("--chdir", "/submission"),
     ]
+    return [str(arg) for bind in binds for arg in bind]
 
 
 @functools.cache
@@ -278,33 +241,29 @@ def python_folders() -> tuple[Path, ...]:
     Its installation and virtual environment, and its site-packages. Never a folder that holds
     the exercises (a checkout with the solutions, added to ``sys.path`` by an editable install).
     """
-    candidates = {
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        sys.base_exec_prefix,
-        *site.getsitepackages(),
-        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
-    }
-    folders = set()
+    installed = sysconfig.get_paths()
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    candidates |= {*site.getsitepackages(), installed["stdlib"], installed["platstdlib"]}
+    candidates |= {installed["purelib"], installed["platlib"]}
     # Each as given and resolved: a virtual environment reached through a link (.venv -> ...) is
     # run by the linked path, and its files live at the resolved one.
-    for path in {Path(os.path.abspath(c)) for c in candidates} | {
-        Path(c).resolve() for c in candidates
-    }:
-        if not path.is_dir() or path == Path("/") or path.is_relative_to("/usr"):
-            continue  # /usr is shown whole already
-        if EXERCISES.is_relative_to(path):
-            continue  # would show the checks and the solutions
-        folders.add(path)
+    found = {Path(os.path.abspath(c)) for c in candidates} | {Path(c).resolve() for c in candidates}
+    folders = {
+        path
+        for path in found
+        if path.is_dir()
+        and path != Path("/")
+        and not path.is_relative_to("/usr")  # shown whole
+        and not EXERCISES.is_relative_to(path)  # would show the checks and the solutions
+    }
     # A folder inside another one is shown with it.
-    return tuple(
-        sorted(
-            path
-            for path in folders
-            if not any(path != other and path.is_relative_to(other) for other in folders)
-        )
-    )
+    inner = {
+        path
+        for path in folders
+        for other in folders
+        if path != other and path.is_relative_to(other)
+    }
+    return tuple(sorted(folders - inner))
 
 
 # ---------------------------------------------------------------------------------- unshare
@@ -312,8 +271,10 @@ def python_folders() -> tuple[Path, ...]:
 
 def _unshare_prefix() -> list[str]:
     # --kill-child: if unshare dies, its child (the namespace's first process) gets SIGKILL,
-    # and with it every process of the namespace.
-    return ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts"]
+    # and with it every process of the namespace. Not root: a user namespace, mapped to root.
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    namespaces = ["--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts"]
+    return ["unshare", *namespaces, *user]
 
 
 # ---------------------------------------------------------------------------------- choosing
@@ -352,9 +313,7 @@ def _probe(kind: str):
     if kind == "unshare":
         if shutil.which("unshare") is None:
             return False, "the unshare command is not installed (Debian: util-linux)"
-        user = () if os.geteuid() == 0 else ("--user", "--map-root-user")
-        ok, error = _runs([*_unshare_prefix(), *user, "true"])
-        return ok, error
+        return _runs([*_unshare_prefix(), "true"])
     if shutil.which("bwrap") is None:
         return False, "the bwrap command is not installed (Debian: apt-get install bubblewrap)"
     shown = [Path("/usr"), *python_folders()]

@@ -17,6 +17,8 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -71,6 +73,18 @@ def kill_descendants(rounds: int = 20, seconds: float = 5.0, spare: set[int] = f
                 killed += 1
         _wait_gone(found, seconds)
     return killed
+
+
+def end_group(process: subprocess.Popen | None, spare: set[int] = frozenset()) -> None:
+    """Kills ``process``'s process group (it was started in a session of its own), waits for it,
+    then kills every other descendant but ``spare``: what left the group (``setsid``) came to
+    this process, a subreaper."""
+    if process is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+    kill_descendants(spare=spare)
 
 
 def _running(process: psutil.Process) -> bool:

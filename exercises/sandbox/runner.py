@@ -29,7 +29,6 @@ import resource
 import socket
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -58,11 +57,7 @@ class Runner:
         self.modules: dict[str, ModuleType | Refusal] = {}
         self.kept: dict[int, Any] = {}
         self.numbers = itertools.count(1)
-        self.handlers: dict[str, Callable[[dict], dict]] = {
-            "get": self.get,
-            "call": self.call,
-            "clean": self.clean,
-        }
+        self.handlers = {"get": self.get, "call": self.call, "clean": self.clean}
 
     def handle(self, request: dict) -> dict:
         """The reply to one request."""
@@ -121,10 +116,12 @@ class Runner:
 
             value = toolkit
         for step in expr.steps:
-            if step[0] == "attr":
-                value = self.attribute(value, step[1])
-            else:
-                value = self.run(value, step[1], step[2])
+            try:
+                value = getattr(value, step[1]) if step[0] == "attr" else value(*step[1], **step[2])
+            except BaseException as error:  # no such attribute, or the student's code raised
+                if step[0] == "attr" and isinstance(error, AttributeError):
+                    raise Refusal({"error": "missing", "name": step[1]}) from None
+                raise Refusal({"error": "raised", "exception": describe(error)}) from None
         return value
 
     def load(self, filename: str) -> ModuleType:
@@ -151,20 +148,6 @@ class Runner:
                 {"error": "import_failed", "file": filename, "traceback": student_traceback(error)}
             )
         return module
-
-    def attribute(self, value: Any, name: str) -> Any:
-        try:
-            return getattr(value, name)
-        except AttributeError:
-            raise Refusal({"error": "missing", "name": name}) from None
-        except BaseException as error:
-            raise Refusal({"error": "raised", "exception": describe(error)}) from None
-
-    def run(self, function: Any, args: list, kwargs: dict) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except BaseException as error:
-            raise Refusal({"error": "raised", "exception": describe(error)}) from None
 
 
 def describe(error: BaseException) -> dict:

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import multiprocess
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
-from exercises.pipe_env import Command, _run_worker
+from exercises.pipe_env import Command, PipeVecEnv, answer
 from vecenvs.envs import faulty_env_fns  # noqa: F401  (checks ask for it by name)
 
 
@@ -70,7 +69,8 @@ def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     """A worker that sends env errors back as ``(False, traceback)`` (exercise 4 writes one).
 
     Question 3's checks give it to the student's vector env, so that question 3 does not
-    depend on question 4.
+    depend on question 4. (The reference solution of question 4 is the same loop; this copy
+    is here because the sandbox never shows the solutions.)
     """
     env = env_fn()
     try:
@@ -80,16 +80,10 @@ def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
                 pipe.send((True, None))
                 return
             try:
-                if command is Command.RESET:
-                    reply = env.reset(seed=data)
-                else:
-                    observation, reward, terminated, truncated, info = env.step(data)
-                    if terminated or truncated:
-                        observation, _ = env.reset()
-                    reply = observation, reward, terminated, truncated, info
-                pipe.send((True, reply))
+                reply = (True, answer(env, command, data))
             except Exception:
-                pipe.send((False, traceback.format_exc()))
+                reply = (False, traceback.format_exc())
+            pipe.send(reply)
     except EOFError:
         pass
     finally:
@@ -99,8 +93,8 @@ def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
 class _CloseRecorder(gym.Wrapper):
     """Writes a file when closed, so the harness can tell whether the worker closed its env."""
 
-    def __init__(self, env: gym.Env, marker: str):
-        super().__init__(env)
+    def __init__(self, env_fn: Callable[[], gym.Env], marker: str):
+        super().__init__(env_fn())
         self.marker = marker
 
     def close(self) -> None:
@@ -117,16 +111,10 @@ class WorkerUnderTest:
 
     def __init__(self, worker_function: Callable, env_fn: Callable[[], gym.Env]):
         self.marker = os.path.join(tempfile.mkdtemp(prefix="closed-"), "env-closed")
-        context = multiprocess.get_context("fork")
-        self.pipe, worker_pipe = context.Pipe()
-        recorded = functools.partial(_recorded, env_fn, self.marker)
-        self.process = context.Process(
-            target=_run_worker,
-            daemon=True,
-            args=(worker_function, worker_pipe, recorded, [self.pipe]),
-        )
-        self.process.start()
-        worker_pipe.close()
+        recorded = functools.partial(_CloseRecorder, env_fn, self.marker)
+        # Started as the exercises' vector env starts its workers; then driven from here.
+        envs = PipeVecEnv([recorded], worker=worker_function)
+        self.pipe, self.process = envs.parent_pipes[0], envs.processes[0]
 
     def ask(self, command: str, data: Any = None, seconds: float = 5.0) -> dict:
         """Sends ``(Command[command], data)``; returns ``{"reply": ...}``, ``{"silent": True}``
@@ -168,7 +156,3 @@ class WorkerUnderTest:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(2.0)
-
-
-def _recorded(env_fn: Callable[[], gym.Env], marker: str) -> gym.Env:
-    return _CloseRecorder(env_fn(), marker)

@@ -75,7 +75,7 @@ class Expr:
     ``Expr.toolkit().costly_env_fns(3, obs_size=5)`` does not call anything here: it records
     the attribute and the call, and the runner evaluates them when this arrives as an argument
     or a request. Roots: a student's file (``Expr.file("q1_chunks.py")``), an object the
-    runner kept for the checks (``Expr.handle(3)``), or :mod:`exercises.sandbox.toolkit`.
+    runner kept for the checks (``Expr({"handle": 3})``), or :mod:`exercises.sandbox.toolkit`.
     """
 
     __slots__ = ("root", "steps")
@@ -88,11 +88,6 @@ class Expr:
     def file(cls, filename: str) -> Expr:
         """A student's file, imported as a module."""
         return cls({"file": filename})
-
-    @classmethod
-    def handle(cls, number: int) -> Expr:
-        """An object the runner keeps for the checks, by number."""
-        return cls({"handle": number})
 
     @classmethod
     def toolkit(cls) -> Expr:
@@ -127,11 +122,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     if value is None or type(value) in (bool, str):
         return value
     if isinstance(value, Expr):
-        return {
-            "$": "expr",
-            "root": value.root,
-            "steps": [_encode_step(step, depth) for step in value.steps],
-        }
+        steps = [_encode_step(step, depth) for step in value.steps]
+        return {"$": "expr", "root": value.root, "steps": steps}
     # No numpy object can exist where numpy was never imported (question 1's code, say): then
     # there is no need to pay for importing it.
     np = sys.modules.get("numpy")
@@ -153,12 +145,10 @@ def encode(value: Any, depth: int = 0) -> Any:
             kind = "tuple" if isinstance(value, tuple) else "list"
             return {"$": kind, "items": [encode(item, depth + 1) for item in value]}
         if isinstance(value, dict):
-            return {
-                "$": "dict",
-                "items": [
-                    [encode(key, depth + 1), encode(item, depth + 1)] for key, item in value.items()
-                ],
-            }
+            pairs = [
+                [encode(key, depth + 1), encode(item, depth + 1)] for key, item in value.items()
+            ]
+            return {"$": "dict", "items": pairs}
         if (
             np
             and isinstance(value, np.ndarray)
@@ -178,14 +168,21 @@ def encode(value: Any, depth: int = 0) -> Any:
 
 
 def _encode_step(step: tuple, depth: int) -> list:
+    """``["attr", name]`` or ``["call", args as a list, kwargs as a dict]``."""
     if step[0] == "attr":
         return ["attr", step[1]]
-    _, args, kwargs = step
-    return [
-        "call",
-        [encode(arg, depth + 1) for arg in args],
-        {str(key): encode(item, depth + 1) for key, item in kwargs.items()},
-    ]
+    return ["call", encode(list(step[1]), depth + 1), encode(dict(step[2]), depth + 1)]
+
+
+def _decode_step(step: Any, evaluate: Any, depth: int) -> tuple:
+    kind = step[0] if isinstance(step, list) and step else None
+    if kind == "attr" and len(step) == 2 and isinstance(step[1], str):
+        return ("attr", step[1])
+    if kind == "call" and len(step) == 3:
+        args, kwargs = (decode(part, evaluate, depth + 1) for part in step[1:])
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return ("call", args, kwargs)
+    raise WireError(f"not a step: {str(step)[:80]}")
 
 
 def _opaque(value: Any, note: str = "") -> dict:
@@ -247,23 +244,7 @@ def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
     if tag == "expr":
         if evaluate is None:
             raise WireError("a name of an object where only data is accepted")
-        steps = []
-        for step in _field(data, "steps", list):
-            if step[:1] == ["attr"] and len(step) == 2 and isinstance(step[1], str):
-                steps.append(("attr", step[1]))
-            elif step[:1] == ["call"] and len(step) == 3:
-                steps.append(
-                    (
-                        "call",
-                        [decode(arg, evaluate, depth + 1) for arg in step[1]],
-                        {
-                            str(key): decode(item, evaluate, depth + 1)
-                            for key, item in step[2].items()
-                        },
-                    )
-                )
-            else:
-                raise WireError(f"not a step: {str(step)[:80]}")
+        steps = [_decode_step(step, evaluate, depth) for step in _field(data, "steps", list)]
         return evaluate(Expr(_field(data, "root", dict), tuple(steps)))
     raise WireError(f"unknown tag {tag[:40]!r}")
 

@@ -7,6 +7,7 @@ def split_envs(num_envs: int, num_workers: int) -> list[range]:
         raise ValueError(
             f"num_workers must be between 1 and num_envs={num_envs}, got {num_workers}"
         )
+    # vecenvs.core.split_evenly does the same: a solution is written out, not imported.
     # Every worker gets `base` envs; the last `extra` workers get one more (the first chunk is
     # the caller's, which also does the serial part of each step).
     base, extra = divmod(num_envs, num_workers)

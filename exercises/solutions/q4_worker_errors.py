@@ -8,11 +8,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from exercises.pipe_env import Command
+from exercises.pipe_env import Command, answer
 
 
 def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     """Serves commands for one env until CLOSE; errors go back to the parent as tracebacks."""
+    # pipe_env.basic_worker's loop with the exercise's three additions (the sandbox's toolkit
+    # has a copy, answering_worker: the student's process never sees this file).
     env = None
     try:
         env = env_fn()
@@ -22,7 +24,7 @@ def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
                 pipe.send((True, None))
                 return
             try:
-                reply = (True, _handle(env, command, data))
+                reply = (True, answer(env, command, data))
             except Exception:
                 reply = (False, traceback.format_exc())
             pipe.send(reply)
@@ -31,16 +33,3 @@ def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     finally:
         if env is not None:
             env.close()
-
-
-def _handle(env: gym.Env, command: Command, data: Any) -> Any:
-    """Runs one RESET or STEP command and returns its answer."""
-    match command:
-        case Command.RESET:
-            return env.reset(seed=data)
-        case Command.STEP:
-            observation, reward, terminated, truncated, info = env.step(data)
-            if terminated or truncated:
-                observation, _ = env.reset()
-            return observation, reward, terminated, truncated, info
-    raise ValueError(f"unknown command {command!r}")

@@ -1,8 +1,9 @@
 """Exercise 4: a worker that reports its env's errors instead of dying silently.
 
-``basic_worker`` in ``exercises/pipe_env.py`` serves RESET, STEP and CLOSE for one env. When the
-env raises, the worker process dies: the parent sees its pipe close and learns nothing about
-why. Write ``careful_worker``, the same loop with three additions:
+``basic_worker`` in ``exercises/pipe_env.py`` serves RESET, STEP and CLOSE for one env (its
+``answer`` does what RESET and STEP ask). When the env raises, the worker process dies: the
+parent sees its pipe close and learns nothing about why. Write ``careful_worker``, the same
+loop with three additions:
 
 1. when handling a command raises, send ``(False, traceback.format_exc())`` instead of the
    answer, and carry on serving commands (the parent decides what happens next);
@@ -26,7 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from exercises.pipe_env import Command  # noqa: F401  (you will need it)
+from exercises.pipe_env import Command, answer  # noqa: F401  (you will need them)
 
 
 def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
