@@ -36,16 +36,6 @@ st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), la
 st.set_option("client.toolbarMode", "viewer")
 common.refuse_unless_loopback()
 
-#: Each page: its file in views/, its title, its address and its Material icon; the first is
-#: the default.
-PAGES = [
-    ("compare", "Live comparison", "monitoring"),
-    ("profile", "Profile", "local_fire_department"),
-    ("autotune", "Autotune", "tune"),
-    ("train", "Train", "school"),
-    ("history", "History", "history"),
-    ("machine", "Machine", "memory"),
-]
 pages = st.navigation(
     [
         st.Page(
@@ -55,7 +45,7 @@ pages = st.navigation(
             icon=f":material/{icon}:",
             default=index == 0,
         )
-        for index, (name, title, icon) in enumerate(PAGES)
+        for index, (name, title, icon, _) in enumerate(common.PAGES)
     ]
 )
 common.sidebar_status()

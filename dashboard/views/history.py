@@ -98,25 +98,21 @@ if picked:
     )
     ids = [by_name[name].id for name in picked]
     rows = store.measurements(ids)
-    per_run = {
-        name: [
-            Measurement.from_dict(row["data"]) for row in rows if row["run_id"] == by_name[name].id
-        ]
-        for name in picked
-    }
     # PPO's training throughput and the vector env's stepping throughput are different
     # quantities: never one axis for both.
-    groups = {
-        "env stepping": [name for name in picked if by_name[name].kind != "train"],
-        "training": [name for name in picked if by_name[name].kind == "train"],
-    }
-    for what, names in groups.items():
+    for what, training in (("env stepping", False), ("training", True)):
+        names = [name for name in picked if (by_name[name].kind == "train") == training]
         if names:
-            figure = figures.runs_figure(
-                {name: per_run[name] for name in names}, metric=metric, what=what
-            )
-            common.chart_and_code(
-                figure,
+            per_run = {
+                name: [
+                    Measurement.from_dict(row["data"])
+                    for row in rows
+                    if row["run_id"] == by_name[name].id
+                ]
+                for name in names
+            }
+            common.chart(
+                figures.runs_figure(per_run, metric=metric, what=what),
                 f"history-overlay-{what}",
                 history_code(str(store.path), [by_name[name].id for name in names]),
                 wide=True,

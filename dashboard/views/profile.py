@@ -39,19 +39,17 @@ def form() -> None:
         with right:
             seconds = st.slider("Seconds of sampling", 1, 30, 3)
             rate = st.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
-        label = st.text_input("Label (optional)", max_chars=80)
-        submitted = st.form_submit_button("Profile", type="primary")
-    if not submitted:
-        return
-    config = ProfileConfig(
-        env_id=env_id,
-        num_envs=num_envs,
-        backend=backend,
-        backend_kwargs={"num_workers": workers} if backend == "pool" else {},
-        seconds=seconds,
-        rate=rate,
-    )
-    common.queue_job(lambda: common.queue().submit_profile(config, label=label.strip() or None))
+        label, submitted = common.label_and_button("Profile")
+    if submitted:
+        config = ProfileConfig(
+            env_id=env_id,
+            num_envs=num_envs,
+            backend=backend,
+            backend_kwargs={"num_workers": workers} if backend == "pool" else {},
+            seconds=seconds,
+            rate=rate,
+        )
+        common.queue_job(lambda: common.queue().submit_profile(config, label=label))
 
 
 def results(job: Job) -> None:
@@ -66,7 +64,7 @@ def results(job: Job) -> None:
         f"{settings['env_id']}: where each process spends its time",
         quote=False,
     )
-    common.chart_and_code(
+    common.chart(
         breakdown_figure(result, title=title), f"breakdown-{job.id}", profile_code(settings)
     )
     rate = summary.get("steps_per_second")
@@ -79,7 +77,7 @@ def results(job: Job) -> None:
     common.table(
         {
             "process": process,
-            **{category: f"{100 * share:.1f}" for category, share in shares.items()},
+            **{category: common.number(100 * share, ".1f") for category, share in shares.items()},
         }
         for process, shares in result.by_process().items()
     )
@@ -90,7 +88,7 @@ def results(job: Job) -> None:
     )
     files = summary.get("files") or {}
     folder = common.queue().profiles_dir
-    svg = common.read_project_text(files.get("svg"), folder)
+    svg = common.project_file(files.get("svg"), folder)
     if svg is None:
         st.warning(
             f"The flame graph file {common.plain(files.get('svg'))} is gone, or is not "
@@ -99,7 +97,7 @@ def results(job: Job) -> None:
     else:
         # st.html sanitises (no scripts) and puts the SVG in the page itself, at the page's
         # width: hovering a box shows its <title>.
-        st.html(svg)
+        st.html(svg.read_text(encoding="utf-8", errors="replace"))
     columns = st.columns(3)
     for column, (name, mime) in zip(
         columns,
@@ -126,4 +124,4 @@ st.caption(
     "py-spy. Pipes, pickling and waiting show up as what they cost."
 )
 form()
-common.show_jobs("profile", results)
+common.show_job("profile", results)

@@ -67,41 +67,35 @@ def form() -> None:
                 f"and the vector env's worker processes compete for the CPUs, so on "
                 f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
             )
-        label = st.text_input("Label (optional)", max_chars=80)
-        submitted = st.form_submit_button("Train", type="primary")
-    if not submitted:
-        return
-    common.queue_job(
-        lambda: common.queue().submit_training(
-            env_id,
-            num_envs,
-            chosen,
-            timesteps=timesteps,
-            repeats=repeats,
-            torch_threads=None if threads == "default" else threads,
-            label=label.strip() or None,
+        label, submitted = common.label_and_button("Train")
+    if submitted:
+        common.queue_job(
+            lambda: common.queue().submit_training(
+                env_id,
+                num_envs,
+                chosen,
+                timesteps=timesteps,
+                repeats=repeats,
+                torch_threads=None if threads == "default" else threads,
+                label=label,
+            )
         )
-    )
 
 
 def training_figure(rows: list[dict]) -> go.Figure:
     """Training throughput per backend, split into time stepping envs and the rest."""
-    labels = [html.escape(row["backend"], quote=False) for row in rows]  # plotly reads tags
     figure = go.Figure()
-    figure.add_bar(
-        name="stepping the envs",
-        x=labels,
-        y=[row["rate"] * row["env_share"] for row in rows],
-        marker_color="#2ca02c",
-        hovertemplate="%{x}: %{y:,.0f} env steps/s worth of env time<extra></extra>",
-    )
-    figure.add_bar(
-        name="policy and updates",
-        x=labels,
-        y=[row["rate"] * (1 - row["env_share"]) for row in rows],
-        marker_color="#7f7f7f",
-        hovertemplate="%{x}: %{y:,.0f} env steps/s worth of learner time<extra></extra>",
-    )
+    for name, colour, whose, share in (
+        ("stepping the envs", "#2ca02c", "env", lambda row: row["env_share"]),
+        ("policy and updates", "#7f7f7f", "learner", lambda row: 1 - row["env_share"]),
+    ):
+        figure.add_bar(
+            name=name,
+            x=[html.escape(row["backend"], quote=False) for row in rows],  # plotly reads tags
+            y=[row["rate"] * share(row) for row in rows],
+            marker_color=colour,
+            hovertemplate=f"%{{x}}: %{{y:,.0f}} env steps/s worth of {whose} time<extra></extra>",
+        )
     figure.update_layout(
         barmode="stack",
         title_text="PPO training throughput, split by where the time goes",
@@ -114,11 +108,8 @@ def training_figure(rows: list[dict]) -> go.Figure:
 
 def results(job: Job) -> None:
     """The chart and the table of what has been trained so far."""
-    if job.run_id is None:
-        return
     rows = []
-    for row in common.queue().store.measurements([job.run_id]):
-        data = row["data"]
+    for data in common.measured(job):
         measurement = Measurement.from_dict(data)
         rows.append(
             {
@@ -129,12 +120,12 @@ def results(job: Job) -> None:
         )
     if not rows:
         return
-    common.chart_and_code(training_figure(rows), f"train-{job.id}", training_code(job.settings))
+    common.chart(training_figure(rows), f"train-{job.id}", training_code(job.settings))
     common.table(
         {
             "vector env": row["backend"],
-            "training env steps/s": common.format_rate(row["rate"]),
-            "share stepping envs": f"{100 * row['env_share']:.0f}%",
+            "training env steps/s": common.number(row["rate"]),
+            "share stepping envs": common.number(row["env_share"], ".0%"),
         }
         for row in rows
     )
@@ -147,4 +138,4 @@ st.caption(
     "vector env and shows both."
 )
 form()
-common.show_jobs("train", results)
+common.show_job("train", results)
