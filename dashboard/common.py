@@ -60,6 +60,13 @@ STATUS_ICONS = {
     "failed": ":material/error:",
 }
 
+#: What pressing Cancel did, in words.
+CANCELLED = {
+    "dropped": "Removed from the queue.",
+    "requested": "Stopping…",
+    "finished": "It had already finished.",
+}
+
 #: Each page: its file in views/ (and its address), its title, its Material icon, and the kind
 #: of job it shows. The first is the default.
 PAGES = [
@@ -155,20 +162,24 @@ def env_choices() -> list[str]:
     return [*CLASSIC_ENVS, *mujoco, TEACHING_ENV]
 
 
-def teaching_knobs(step_label: str, step_default: str, *, spread: bool = False) -> dict[str, Any]:
-    """The teaching env's knobs, folded in a form: the step time(s) in microseconds, as typed
-    (:func:`parse_step_times` reads them), how the step's time is spent, its stragglers and,
-    if ``spread``, the spread of the step time."""
+def teaching_knobs(
+    step_label: str, step_default: str, *, spread: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """The teaching env's knobs, folded in a form. Returns the step time(s) in microseconds as
+    typed (:func:`parse_step_times` reads them), and the env's other arguments: how the step's
+    time is spent, its stragglers and, if ``spread``, the spread of the step time."""
     with st.expander(f"Teaching env knobs (for {TEACHING_ENV})"):
         left, right = st.columns(2)
-        knobs: dict[str, Any] = {"step_micros": left.text_input(step_label, step_default)}
-        knobs["cost_kind"] = left.radio(
-            "The step's time is spent",
-            ["busy", "sleep"],
-            horizontal=True,
-            help="busy: computing (competes for CPUs); sleep: waiting "
-            "(parallelises even on one core)",
-        )
+        step_micros = left.text_input(step_label, step_default)
+        knobs: dict[str, Any] = {
+            "cost_kind": left.radio(
+                "The step's time is spent",
+                ["busy", "sleep"],
+                horizontal=True,
+                help="busy: computing (competes for CPUs); sleep: waiting "
+                "(parallelises even on one core)",
+            )
+        }
         if spread:
             knobs["step_spread"] = right.slider("Spread of the step time (relative)", 0.0, 2.0, 0.0)
         knobs["straggler_probability"] = right.slider(
@@ -177,7 +188,7 @@ def teaching_knobs(step_label: str, step_default: str, *, spread: bool = False) 
         knobs["straggler_factor"] = right.slider(
             "A straggler step is this many times slower", 1.0, 400.0, 10.0
         )
-    return knobs
+    return step_micros, knobs
 
 
 def label_and_button(button: str, placeholder: str | None = None) -> tuple[str | None, bool]:
@@ -416,14 +427,7 @@ def status_line(job: Job) -> None:
         key=f"cancel-{job.id}",
         help="Stop this job (at its next timed window); the measurements so far are kept.",
     ):
-        outcome = jobs_queue.cancel(job.id)
-        st.toast(
-            {
-                "dropped": "Removed from the queue.",
-                "requested": "Stopping…",
-                "finished": "It had already finished.",
-            }[outcome]
-        )
+        st.toast(CANCELLED[jobs_queue.cancel(job.id)])
 
 
 # --- charts and code --------------------------------------------------------------------------

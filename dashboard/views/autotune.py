@@ -21,25 +21,22 @@ def form() -> None:
     """The autotune form; on *Autotune*, queue the search and watch it."""
     with st.form("autotune"):
         left, middle, right = st.columns(3)
-        with left:
-            env_id = st.selectbox("Environment", common.env_choices())
-        with middle:
-            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=16)
-        with right:
-            budget = st.slider(
-                "Time budget, seconds",
-                5,
-                120,
-                20,
-                help="A deadline: candidates that no longer fit are skipped.",
-            )
-        knobs = common.teaching_knobs("Step time, microseconds", "1000")
+        env_id = left.selectbox("Environment", common.env_choices())
+        num_envs = middle.select_slider("Number of envs N", common.N_CHOICES, value=16)
+        budget = right.slider(
+            "Time budget, seconds",
+            5,
+            120,
+            20,
+            help="A deadline: candidates that no longer fit are skipped.",
+        )
+        step_micros, knobs = common.teaching_knobs("Step time, microseconds", "1000")
         label, submitted = common.label_and_button("Autotune")
 
     def submit() -> int:
         env_kwargs = {}
         if env_id == common.TEACHING_ENV:  # "abc" used to become 1000 us without a word
-            step_seconds = common.parse_step_times(knobs.pop("step_micros"))
+            step_seconds = common.parse_step_times(step_micros)
             if len(step_seconds) != 1:
                 raise ValueError(f"autotune takes one step time, got {len(step_seconds)}")
             env_kwargs = {"step_seconds": step_seconds[0], **knobs}

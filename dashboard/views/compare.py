@@ -42,30 +42,17 @@ STARTUP_SECONDS_PER_PROCESS = 0.05
 FIGURES = ("throughput", "speedup", "efficiency")
 
 
-def many_processes(cpus: int) -> int:
-    """More worker processes at once than this needs the user's say-so."""
-    return max(128, 16 * cpus)
-
-
 def build_config(values: dict) -> SweepConfig:
     """The sweep the form describes. Raises ValueError naming a bad field."""
-    if not values["envs"]:
-        raise ValueError("pick at least one env")
-    if not values["backends"]:
-        raise ValueError("pick at least one backend")
-    if not values["num_envs"]:
-        raise ValueError("pick at least one N")
+    for field, what in (("envs", "env"), ("backends", "backend"), ("num_envs", "N")):
+        if not values[field]:
+            raise ValueError(f"pick at least one {what}")
     envs: list[str | BenchEnv] = []
     for env_id in values["envs"]:
-        if env_id == common.TEACHING_ENV:
-            envs += env_grid(
-                env_id,
-                step_seconds=common.parse_step_times(values["step_micros"]),
-                cost_kind=[values["cost_kind"]],
-                step_spread=[values["step_spread"]],
-                straggler_probability=[values["straggler_probability"]],
-                straggler_factor=[values["straggler_factor"]],
-            )
+        if env_id == common.TEACHING_ENV:  # a grid over the step times, the knobs as they are
+            step_seconds = common.parse_step_times(values["step_micros"])
+            knobs = {name: [value] for name, value in values["knobs"].items()}
+            envs += env_grid(env_id, step_seconds=step_seconds, **knobs)
         else:
             envs.append(env_id)
     backends: list[str | Backend] = []
@@ -104,7 +91,7 @@ def form() -> None:
     """The sweep form; on *Run*, queue the sweep and watch it."""
     cpus = common.cpus()
     backends = [name for name in measurable_backends() if name != DEFAULT_REFERENCE]
-    limit = many_processes(cpus)
+    limit = max(128, 16 * cpus)  # more worker processes at once need the user's say-so
     values: dict = {}
     with st.form("sweep"):
         left, middle, right = st.columns(3)
@@ -151,7 +138,7 @@ def form() -> None:
         values["warmup_seconds"] = right.select_slider(
             "Warm-up seconds", [0.0, 0.1, 0.2, 0.5, 1.0], value=0.2
         )
-        values |= common.teaching_knobs(
+        values["step_micros"], values["knobs"] = common.teaching_knobs(
             "Step time, microseconds (several, comma-separated, make a grid)",
             "10, 100, 1000",
             spread=True,

@@ -28,17 +28,14 @@ def form() -> None:
     backends = available_backends()
     with st.form("profile"):
         left, middle, right = st.columns(3)
-        with left:
-            env_id = st.selectbox("Environment", common.env_choices())
-            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
-        with middle:
-            backend = st.selectbox(
-                "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
-            )
-            workers = st.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
-        with right:
-            seconds = st.slider("Seconds of sampling", 1, 30, 3)
-            rate = st.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
+        env_id = left.selectbox("Environment", common.env_choices())
+        num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
+        backend = middle.selectbox(
+            "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
+        )
+        workers = middle.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
+        seconds = right.slider("Seconds of sampling", 1, 30, 3)
+        rate = right.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
         label, submitted = common.label_and_button("Profile")
     if submitted:
         config = ProfileConfig(

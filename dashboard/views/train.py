@@ -39,34 +39,31 @@ def form() -> None:
     backends = [name for name in TRAINABLE if name in installed]
     with st.form("train"):
         left, middle, right = st.columns(3)
-        with left:
-            env_id = st.selectbox(
-                "Environment", [e for e in common.env_choices() if e != common.TEACHING_ENV]
-            )
-            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
-        with middle:
-            chosen = st.multiselect(
-                "Vector envs to train on",
-                backends,
-                default=["sb3-dummy", "multi", "pool"],
-                format_func=describe_backend,
-            )
-        with right:
-            timesteps = st.select_slider(
-                "Env steps per timed learn()", [512, 1024, 2048, 4096, 8192, 16384], value=2048
-            )
-            repeats = st.slider("Timed learn() calls", 1, 5, 2)
-            # On few cores torch's threads and the workers fight over them: on our 2-core VM
-            # PPO on the pool trained at ~1,900 env steps/s with torch's default, ~4,700 with 1.
-            threads = st.radio(
-                "Threads for torch",
-                [1, "default"],
-                horizontal=True,
-                index=0 if common.cpus() <= SMALL_MACHINE_CPUS else 1,
-                help="torch takes one thread per core by default. On few cores its threads "
-                f"and the vector env's worker processes compete for the CPUs, so on "
-                f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
-            )
+        env_id = left.selectbox(
+            "Environment", [e for e in common.env_choices() if e != common.TEACHING_ENV]
+        )
+        num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
+        chosen = middle.multiselect(
+            "Vector envs to train on",
+            backends,
+            default=["sb3-dummy", "multi", "pool"],
+            format_func=describe_backend,
+        )
+        timesteps = right.select_slider(
+            "Env steps per timed learn()", [512, 1024, 2048, 4096, 8192, 16384], value=2048
+        )
+        repeats = right.slider("Timed learn() calls", 1, 5, 2)
+        # On few cores torch's threads and the workers fight over them: on our 2-core VM
+        # PPO on the pool trained at ~1,900 env steps/s with torch's default, ~4,700 with 1.
+        threads = right.radio(
+            "Threads for torch",
+            [1, "default"],
+            horizontal=True,
+            index=0 if common.cpus() <= SMALL_MACHINE_CPUS else 1,
+            help="torch takes one thread per core by default. On few cores its threads "
+            f"and the vector env's worker processes compete for the CPUs, so on "
+            f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
+        )
         label, submitted = common.label_and_button("Train")
     if submitted:
         common.queue_job(
