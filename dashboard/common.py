@@ -192,8 +192,8 @@ def teaching_knobs(
 
 
 def label_and_button(button: str, placeholder: str | None = None) -> tuple[str | None, bool]:
-    """The end of every form: an optional label for the run, and the button that queues it.
-    Returns the label (None if blank) and whether the button was pressed."""
+    """The end of every form: the run's label (None if blank), and whether ``button`` was
+    pressed."""
     label = st.text_input("Label (optional)", max_chars=80, placeholder=placeholder)
     return label.strip() or None, st.form_submit_button(button, type="primary")
 
@@ -307,18 +307,14 @@ def watched_job(kind: str) -> Job | None:
 
 
 def queue_job(submit: Callable[[], int]) -> None:
-    """Queue a job with ``submit`` (which calls one of :class:`LabQueue`'s ``submit_*``) and
-    watch it.
+    """Queue a job with ``submit`` (one of :class:`LabQueue`'s ``submit_*``) and watch it.
 
-    A bad input (``ValueError``, from ``submit`` or the queue) is shown in the page instead,
-    and nothing is queued. A second press of the button while the same job is still unfinished
-    queues nothing more (see :data:`vecenvs.bench.jobs.DUPLICATE_SECONDS`). If other programs
-    keep the machine busy, the page says so: numbers measured then are low and noisy.
+    A bad input (``ValueError``) is shown instead, and nothing is queued. A double click
+    queues one job (see :data:`vecenvs.bench.jobs.DUPLICATE_SECONDS`). If other programs keep
+    the machine busy, the page says so: numbers measured then are low and noisy.
     """
     before = {job.id for job in queue().jobs(unfinished=True)}
-    # Our own job would count as "busy": the share of the CPUs other programs took over the
-    # last half second, when it is half or more.
-    busy = None if before else psutil.cpu_percent(interval=0.5)
+    busy = None if before else psutil.cpu_percent(interval=0.5)  # not while our jobs run
     try:
         job_id = submit()
     except ValueError as error:
@@ -339,12 +335,10 @@ def show_job(
     render: Callable[[Job], None],
     describe: Callable[[Job], list[tuple[str, str]]] | None = None,
 ) -> None:
-    """Below a page's form: the job this page shows (see :func:`watched_job`), if any, with its
-    status, its settings (``describe(job)`` gives them as (name, value) pairs; by default
-    :func:`settings_in_words`) and ``render(job)``; redrawn until it finishes.
-
-    Only this part of the page is redrawn (a Streamlit fragment), so the form above keeps
-    what the user is typing. When the job finishes, the whole page is redrawn once.
+    """Below a page's form: the job it shows (:func:`watched_job`), if any: its status, its
+    settings (``describe(job)``: (name, value) pairs) and ``render(job)``, redrawn until it
+    finishes. Only this part of the page is redrawn (a Streamlit fragment), so the form above
+    keeps what the user is typing; when the job finishes, the whole page is redrawn once.
     """
     job = watched_job(kind)
     if job is None:

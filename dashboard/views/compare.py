@@ -1,11 +1,9 @@
 """Live comparison: measure backends side by side on envs you pick, and get an answer.
 
-Pressing *Run* queues a sweep (``vecenvs.bench.run_sweep``); each point measured lands in the
-results store, and the page redraws from the store while it runs. Results first: the verdict
-(what to use at each N, by how much, or "too close to call", and how far to trust the model),
-then the charts (throughput against N with the machine's ceiling, the speed-up over the loop,
-the efficiency, the fitted overhead model's curves beside the points), then the numbers and
-the code that gives them.
+*Run* queues a sweep (``vecenvs.bench.run_sweep``). Results first: the verdict (what to use at
+each N, by how much, or "too close to call", and how far to trust the model), then the charts
+(throughput, speed-up over the loop and efficiency against N, with the machine's ceiling and
+the fitted overhead model), then the numbers, each beside the code that gives them.
 """
 
 from __future__ import annotations

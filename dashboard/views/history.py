@@ -39,17 +39,14 @@ def filtered(runs: list[RunRecord]) -> list[RunRecord]:
     statuses = middle.multiselect("Status", sorted({run.status for run in runs}))
     envs = right.multiselect("Env", sorted({env for run in runs for env in run.env_ids}))
     text = far.text_input("Label or host contains")
-    keep = []
-    for run in runs:
-        host = str(run.machine.get("hostname", ""))
-        if (
-            (not kinds or run.kind in kinds)
-            and (not statuses or run.status in statuses)
-            and (not envs or set(envs) & set(run.env_ids))
-            and (not text or text.lower() in f"{run.label or ''} {host}".lower())
-        ):
-            keep.append(run)
-    return keep
+    return [
+        run
+        for run in runs
+        if (not kinds or run.kind in kinds)
+        and (not statuses or run.status in statuses)
+        and (not envs or set(envs) & set(run.env_ids))
+        and text.lower() in f"{run.label or ''} {run.machine.get('hostname', '')}".lower()
+    ]
 
 
 st.title("History")

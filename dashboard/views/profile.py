@@ -21,6 +21,9 @@ from vecenvs.bench.snippets import profile_code
 from vecenvs.factory import available_backends, describe_backend
 from vecenvs.profile import Breakdown, ProfileConfig, breakdown_figure
 
+#: The files py-spy wrote that the page offers, and their types.
+DOWNLOADS = {"svg": "image/svg+xml", "speedscope": "application/json", "collapsed": "text/plain"}
+
 
 def form() -> None:
     """The profile form; on *Profile*, queue it and watch it."""
@@ -95,11 +98,7 @@ def results(job: Job) -> None:
         # st.html sanitises (no scripts) and puts the SVG in the page itself, at the page's
         # width: hovering a box shows its <title>.
         st.html(svg.read_text(encoding="utf-8", errors="replace"))
-    columns = st.columns(3)
-    for column, (name, mime) in zip(
-        columns,
-        [("svg", "image/svg+xml"), ("speedscope", "application/json"), ("collapsed", "text/plain")],
-    ):
+    for column, (name, mime) in zip(st.columns(3), DOWNLOADS.items()):
         path = common.project_file(files.get(name), folder)
         if path is not None:
             column.download_button(
