@@ -40,5 +40,6 @@ pages = st.navigation(
         for index, (name, title, icon, _) in enumerate(common.PAGES)
     ]
 )
-common.sidebar_status()
+with st.sidebar:
+    common.queue_status()
 pages.run()

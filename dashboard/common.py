@@ -245,26 +245,22 @@ def refuse_unless_loopback() -> None:
         st.stop()
 
 
-def sidebar_status() -> None:
-    """The queue at a glance, in the sidebar of every page, kept up to date while jobs run."""
-
-    def draw() -> None:
-        jobs_queue = queue()
-        unfinished = jobs_queue.jobs(unfinished=True)
-        st.caption(f"Results store: {plain(jobs_queue.store.path)}")
-        if not unfinished:
-            st.caption("No benchmark queued or running on this machine's queue.")
-        for job in reversed(unfinished):
-            text = f"{STATUS_ICONS[job.status]} job {job.id} ({job.kind}): {job.status}"
-            if job.kind in JOB_PAGES:
-                st.page_link(JOB_PAGES[job.kind][0], label=text, query_params={"job": job.id})
-            else:
-                st.caption(text)
-
-    with st.sidebar:
-        # A fragment of its own: it refreshes by itself, so it is right during a run started
-        # after the page was drawn (it said "no benchmark running" for the whole run).
-        st.fragment(draw, run_every=SIDEBAR_REFRESH_SECONDS)()
+@st.fragment(run_every=SIDEBAR_REFRESH_SECONDS)
+def queue_status() -> None:
+    """The queue at a glance, for the sidebar of every page. A fragment of its own: it
+    refreshes by itself, so it is right during a run started after the page was drawn (it said
+    "no benchmark running" for the whole run)."""
+    jobs_queue = queue()
+    unfinished = jobs_queue.jobs(unfinished=True)
+    st.caption(f"Results store: {plain(jobs_queue.store.path)}")
+    if not unfinished:
+        st.caption("No benchmark queued or running on this machine's queue.")
+    for job in reversed(unfinished):
+        text = f"{STATUS_ICONS[job.status]} job {job.id} ({job.kind}): {job.status}"
+        if job.kind in JOB_PAGES:
+            st.page_link(JOB_PAGES[job.kind][0], label=text, query_params={"job": job.id})
+        else:
+            st.caption(text)
 
 
 # --- the job a page shows ---------------------------------------------------------------------
