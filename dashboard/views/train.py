@@ -79,17 +79,18 @@ def form() -> None:
         )
 
 
-def training_figure(rows: list[dict]) -> go.Figure:
-    """Training throughput per backend, split into time stepping envs and the rest."""
+def training_figure(trained: list[tuple[Measurement, float]]) -> go.Figure:
+    """Training throughput per backend (measurement, env's share of the time), split into time
+    stepping envs and the rest."""
     figure = go.Figure()
-    for name, colour, whose, share in (
-        ("stepping the envs", "#2ca02c", "env", lambda row: row["env_share"]),
-        ("policy and updates", "#7f7f7f", "learner", lambda row: 1 - row["env_share"]),
+    for name, colour, whose, part in (
+        ("stepping the envs", "#2ca02c", "env", lambda share: share),
+        ("policy and updates", "#7f7f7f", "learner", lambda share: 1 - share),
     ):
         figure.add_bar(
             name=name,
-            x=[html.escape(row["backend"], quote=False) for row in rows],  # plotly reads tags
-            y=[row["rate"] * share(row) for row in rows],
+            x=[html.escape(m.config.backend, quote=False) for m, _ in trained],  # plotly reads tags
+            y=[m.median * part(share) for m, share in trained],
             marker_color=colour,
             hovertemplate=f"%{{x}}: %{{y:,.0f}} env steps/s worth of {whose} time<extra></extra>",
         )
@@ -105,26 +106,19 @@ def training_figure(rows: list[dict]) -> go.Figure:
 
 def results(job: Job) -> None:
     """The chart and the table of what has been trained so far."""
-    rows = []
-    for data in common.measured(job):
-        measurement = Measurement.from_dict(data)
-        rows.append(
-            {
-                "backend": measurement.config.backend,
-                "rate": measurement.median,
-                "env_share": data.get("env_share", 0.0),
-            }
-        )
-    if not rows:
+    trained = [
+        (Measurement.from_dict(data), data.get("env_share", 0.0)) for data in common.measured(job)
+    ]
+    if not trained:
         return
-    common.chart(training_figure(rows), f"train-{job.id}", training_code(job.settings))
+    common.chart(training_figure(trained), f"train-{job.id}", training_code(job.settings))
     common.table(
         {
-            "vector env": row["backend"],
-            "training env steps/s": common.number(row["rate"]),
-            "share stepping envs": common.number(row["env_share"], ".0%"),
+            "vector env": measurement.config.backend,
+            "training env steps/s": common.number(measurement.median),
+            "share stepping envs": common.number(share, ".0%"),
         }
-        for row in rows
+        for measurement, share in trained
     )
 
 
