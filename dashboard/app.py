@@ -1,7 +1,7 @@
 """The vecenvs dashboard: ``streamlit run dashboard/app.py`` (or ``make dashboard``).
 
-This file only routes: each page is its own small module in ``views/`` (listed in
-``common.PAGES``), whose docstring says what it is for.
+This file only routes, and heads each page with its title: each page is its own small module
+in ``views/`` (listed in ``common.PAGES``), whose docstring says what it is for.
 
 Benchmarks never run inside this server: pages queue jobs that a separate runner process
 measures one at a time (see ``common.py`` and :mod:`vecenvs.bench.jobs`).
@@ -42,4 +42,5 @@ pages = st.navigation(
 )
 with st.sidebar:
     common.queue_status()
+st.title(pages.title)  # the page's title, as named in the navigation
 pages.run()

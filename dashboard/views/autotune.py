@@ -85,7 +85,6 @@ def results(job: Job) -> None:
         )
 
 
-st.title("Autotune")
 st.caption(
     "Measures the ways of stepping N copies of an env on this machine, within a time "
     "budget, and picks the fastest: every env in this process (multi) wins for cheap "

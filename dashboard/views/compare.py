@@ -260,7 +260,6 @@ def sweep_figure(name, store, job_id, count, status, cpus, _measurements, _model
     return getattr(figures, f"{name}_figure")(_measurements, _model, cpus=cpus)
 
 
-st.title("Live comparison")
 st.caption(
     "Which way of stepping N envs is fastest on this machine, and why. Each backend is "
     f"timed in windows interleaved with {DEFAULT_REFERENCE} (the loop) and with the "

@@ -49,7 +49,6 @@ def filtered(runs: list[RunRecord]) -> list[RunRecord]:
     ]
 
 
-st.title("History")
 store = common.queue().store
 store.fail_abandoned_runs()
 runs = store.runs()

@@ -20,7 +20,6 @@ def attach_check() -> tuple[bool, str]:
     return result.ok, result.message
 
 
-st.title("Machine")
 info = machine_info()
 with common.beside_code(machine_code()):
     first, second, third, fourth = st.columns(4)

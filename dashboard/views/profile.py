@@ -114,7 +114,6 @@ def results(job: Job) -> None:
             )
 
 
-st.title("Profile")
 st.caption(
     "Runs one configuration in its own process and samples it and its workers with "
     "py-spy. Pipes, pickling and waiting show up as what they cost."

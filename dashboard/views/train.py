@@ -122,7 +122,6 @@ def results(job: Job) -> None:
     )
 
 
-st.title("Train")
 st.caption(
     "Benchmarks time the vector env alone. In training, the policy's forward passes and "
     "updates take their share too: this page trains Stable-Baselines3's PPO on each "
