@@ -1,20 +1,14 @@
 """The vecenvs dashboard: ``streamlit run dashboard/app.py`` (or ``make dashboard``).
 
-This file only routes: each page is its own small module in ``views/``.
-
-- Live comparison (``views/compare.py``): measure backends side by side on envs you pick.
-- Profile (``views/profile.py``): one configuration under py-spy, where each process's time goes.
-- Autotune (``views/autotune.py``): measure the candidate configurations, pick the fastest.
-- Train (``views/train.py``): PPO's training throughput on each vector env, and the env's share.
-- History (``views/history.py``): past runs from the results store, overlaid and exported.
-- Machine (``views/machine.py``): the CPUs and versions behind the numbers; can py-spy attach.
+This file only routes, and heads each page with its title: each page is its own small module
+in ``views/`` (listed in ``common.PAGES``), whose docstring says what it is for.
 
 Benchmarks never run inside this server: pages queue jobs that a separate runner process
 measures one at a time (see ``common.py`` and :mod:`vecenvs.bench.jobs`).
 
 It listens on this machine only, however it is started: ``.streamlit/config.toml`` beside this
-file (Streamlit reads it whatever the working folder) says ``localhost`` and no usage
-statistics, and the pages refuse to run if an address beyond this machine was forced anyway.
+file (Streamlit reads it whatever the working folder) says ``localhost``, no usage statistics
+and no "Deploy" menu, and the pages refuse to run if another address was forced anyway.
 """
 
 import sys
@@ -32,20 +26,8 @@ import common  # noqa: E402 - needs the path above
 # The icon is a file of ours, served by this server: a Material icon as the tab's icon would be
 # fetched from fonts.gstatic.com, and these pages fetch nothing from anywhere else.
 st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), layout="wide")
-# No "Deploy" or developer menu: this app is a lab on your machine, not a site to publish.
-st.set_option("client.toolbarMode", "viewer")
 common.refuse_unless_loopback()
 
-#: Each page: its file in views/, its title, its address and its Material icon; the first is
-#: the default.
-PAGES = [
-    ("compare", "Live comparison", "monitoring"),
-    ("profile", "Profile", "local_fire_department"),
-    ("autotune", "Autotune", "tune"),
-    ("train", "Train", "school"),
-    ("history", "History", "history"),
-    ("machine", "Machine", "memory"),
-]
 pages = st.navigation(
     [
         st.Page(
@@ -55,8 +37,10 @@ pages = st.navigation(
             icon=f":material/{icon}:",
             default=index == 0,
         )
-        for index, (name, title, icon) in enumerate(PAGES)
+        for index, (name, title, icon, _) in enumerate(common.PAGES)
     ]
 )
-common.sidebar_status()
+with st.sidebar:
+    common.queue_status()
+st.title(pages.title)  # the page's title, as named in the navigation
 pages.run()

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from vecenvs.bench import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.jobs import Job
@@ -59,13 +60,26 @@ STATUS_ICONS = {
     "failed": ":material/error:",
 }
 
-#: The page that shows each kind of job, and its title.
-PAGES = {
-    "sweep": ("views/compare.py", "Live comparison"),
-    "profile": ("views/profile.py", "Profile"),
-    "autotune": ("views/autotune.py", "Autotune"),
-    "train": ("views/train.py", "Train"),
+#: What pressing Cancel did, in words.
+CANCELLED = {
+    "dropped": "Removed from the queue.",
+    "requested": "Stopping…",
+    "finished": "It had already finished.",
 }
+
+#: Each page: its file in views/ (and its address), its title, its Material icon, and the kind
+#: of job it shows. The first is the default.
+PAGES = [
+    ("compare", "Live comparison", "monitoring", "sweep"),
+    ("profile", "Profile", "local_fire_department", "profile"),
+    ("autotune", "Autotune", "tune", "autotune"),
+    ("train", "Train", "school", "train"),
+    ("history", "History", "history", None),
+    ("machine", "Machine", "memory", None),
+]
+
+#: The page that shows each kind of job, and its title.
+JOB_PAGES = {kind: (f"views/{name}.py", title) for name, title, _, kind in PAGES if kind}
 
 #: The addresses the server may listen on: this machine only.
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -104,11 +118,11 @@ def table(rows: Iterable[Mapping[str, Any]]) -> None:
     st.dataframe(list(rows), hide_index=True, width="stretch", height="content")
 
 
-def format_rate(value: float | None) -> str:
-    """``12,345`` env steps/s, or an em dash when there is no number."""
+def number(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
+    """``value`` formatted (``12,345`` env steps/s by default), or an em dash for no number."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    return f"{value:,.0f}"
+    return f"{value:{spec}}{suffix}"
 
 
 def parse_step_times(text: str) -> list[float]:
@@ -121,10 +135,7 @@ def parse_step_times(text: str) -> list[float]:
         ValueError: naming the entry that is not a number of microseconds from 0 to 1e6.
     """
     values = []
-    for item in text.replace(";", ",").split(","):
-        item = item.strip()
-        if not item:
-            continue
+    for item in filter(None, (part.strip() for part in text.replace(";", ",").split(","))):
         try:
             micros = float(item)
         except ValueError:
@@ -142,13 +153,52 @@ def parse_step_times(text: str) -> list[float]:
     return values
 
 
-# --- the store and the queue ------------------------------------------------------------------
+# --- the forms --------------------------------------------------------------------------------
 
 
 def env_choices() -> list[str]:
     """The envs the forms offer: the classics, MuJoCo if installed, then the teaching env."""
     mujoco = MUJOCO_ENVS if importlib.util.find_spec("mujoco") is not None else []
     return [*CLASSIC_ENVS, *mujoco, TEACHING_ENV]
+
+
+def teaching_knobs(
+    step_label: str, step_default: str, *, spread: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """The teaching env's knobs, folded in a form. Returns the step time(s) in microseconds as
+    typed (:func:`parse_step_times` reads them), and the env's other arguments: how the step's
+    time is spent, its stragglers and, if ``spread``, the spread of the step time."""
+    with st.expander(f"Teaching env knobs (for {TEACHING_ENV})"):
+        left, right = st.columns(2)
+        step_micros = left.text_input(step_label, step_default)
+        knobs: dict[str, Any] = {
+            "cost_kind": left.radio(
+                "The step's time is spent",
+                ["busy", "sleep"],
+                horizontal=True,
+                help="busy: computing (competes for CPUs); sleep: waiting "
+                "(parallelises even on one core)",
+            )
+        }
+        if spread:
+            knobs["step_spread"] = right.slider("Spread of the step time (relative)", 0.0, 2.0, 0.0)
+        knobs["straggler_probability"] = right.slider(
+            "Straggler probability per step", 0.0, 0.2, 0.0, step=0.01
+        )
+        knobs["straggler_factor"] = right.slider(
+            "A straggler step is this many times slower", 1.0, 400.0, 10.0
+        )
+    return step_micros, knobs
+
+
+def label_and_button(button: str, placeholder: str | None = None) -> tuple[str | None, bool]:
+    """The end of every form: the run's label (None if blank), and whether ``button`` was
+    pressed."""
+    label = st.text_input("Label (optional)", max_chars=80, placeholder=placeholder)
+    return label.strip() or None, st.form_submit_button(button, type="primary")
+
+
+# --- the store and the queue ------------------------------------------------------------------
 
 
 @st.cache_resource
@@ -163,9 +213,18 @@ def queue() -> LabQueue:
     return _queue(str(default_store_path()))
 
 
-def cpus() -> int:
-    """CPUs this process may use: what "N above the CPUs" means here."""
-    return available_cpus()
+def cpus(job: Job | None = None) -> int:
+    """CPUs this process may use: what "N above the CPUs" means here; for a ``job`` that has
+    run, those of the machine it ran on."""
+    ran_on = job.run.machine.get("usable_cpus") if job is not None and job.run else None
+    return ran_on or available_cpus()
+
+
+def measured(job: Job) -> list[dict[str, Any]]:
+    """The data of the job's measurements saved so far."""
+    if job.run_id is None:
+        return []
+    return [row["data"] for row in queue().store.measurements([job.run_id])]
 
 
 def refuse_unless_loopback() -> None:
@@ -186,27 +245,22 @@ def refuse_unless_loopback() -> None:
         st.stop()
 
 
-def sidebar_status() -> None:
-    """The queue at a glance, in the sidebar of every page, kept up to date while jobs run."""
-
-    def draw() -> None:
-        jobs_queue = queue()
-        unfinished = jobs_queue.jobs(unfinished=True)
-        st.caption(f"Results store: {plain(jobs_queue.store.path)}")
-        if not unfinished:
-            st.caption("No benchmark queued or running on this machine's queue.")
-        for job in reversed(unfinished):
-            page, _ = PAGES.get(job.kind, (None, None))
-            text = f"{STATUS_ICONS[job.status]} job {job.id} ({job.kind}): {job.status}"
-            if page is None:
-                st.caption(text)
-            else:
-                st.page_link(page, label=text, query_params={"job": job.id})
-
-    with st.sidebar:
-        # A fragment of its own: it refreshes by itself, so it is right during a run started
-        # after the page was drawn (it said "no benchmark running" for the whole run).
-        st.fragment(draw, run_every=SIDEBAR_REFRESH_SECONDS)()
+@st.fragment(run_every=SIDEBAR_REFRESH_SECONDS)
+def queue_status() -> None:
+    """The queue at a glance, for the sidebar of every page. A fragment of its own: it
+    refreshes by itself, so it is right during a run started after the page was drawn (it said
+    "no benchmark running" for the whole run)."""
+    jobs_queue = queue()
+    unfinished = jobs_queue.jobs(unfinished=True)
+    st.caption(f"Results store: {plain(jobs_queue.store.path)}")
+    if not unfinished:
+        st.caption("No benchmark queued or running on this machine's queue.")
+    for job in reversed(unfinished):
+        text = f"{STATUS_ICONS[job.status]} job {job.id} ({job.kind}): {job.status}"
+        if job.kind in JOB_PAGES:
+            st.page_link(JOB_PAGES[job.kind][0], label=text, query_params={"job": job.id})
+        else:
+            st.caption(text)
 
 
 # --- the job a page shows ---------------------------------------------------------------------
@@ -236,7 +290,7 @@ def watched_job(kind: str) -> Job | None:
         st.warning(f"There is no job {int(text)} in this results store. Nothing is shown.")
         return None
     if job.kind != kind:
-        page, title = PAGES.get(job.kind, (None, job.kind))
+        page, title = JOB_PAGES.get(job.kind, (None, job.kind))
         st.warning(
             f"Job {job.id} is a {plain(job.kind)} job, shown on the {plain(title)} page, not here."
         )
@@ -248,76 +302,58 @@ def watched_job(kind: str) -> Job | None:
     return job
 
 
-def queue_job(submit: Callable[[], int]) -> int | None:
+def queue_job(submit: Callable[[], int]) -> None:
     """Queue a job with ``submit`` (one of :class:`LabQueue`'s ``submit_*``) and watch it.
 
-    A bad input (``ValueError``) is shown in the page instead, and nothing is queued. A second
-    press of the button while the same job is still unfinished queues nothing more (see
-    :data:`vecenvs.bench.jobs.DUPLICATE_SECONDS`). If other programs keep the machine busy,
-    the page says so: numbers measured then are low and noisy.
+    A bad input (``ValueError``) is shown instead, and nothing is queued. A double click
+    queues one job (see :data:`vecenvs.bench.jobs.DUPLICATE_SECONDS`). If other programs keep
+    the machine busy, the page says so: numbers measured then are low and noisy.
     """
-    jobs_queue = queue()
-    before = {job.id for job in jobs_queue.jobs(unfinished=True)}
-    busy = None if before else other_programs_load()  # our own job would count as "busy"
+    before = {job.id for job in queue().jobs(unfinished=True)}
+    busy = None if before else psutil.cpu_percent(interval=0.5)  # not while our jobs run
     try:
         job_id = submit()
     except ValueError as error:
         st.error(f"Not started: {plain(error)}")
-        return None
+        return
     st.query_params["job"] = str(job_id)  # reopening the page's address shows this job
     if job_id in before:
         st.info(
             f"Already queued as job {job_id}: the same run was asked for a moment ago "
             "(a double click?), so it is not queued twice."
         )
-        return job_id
-    if busy is not None:
+    elif busy is not None and busy >= 50:
         st.session_state[f"busy-{job_id}"] = busy
-    return job_id
 
 
-def other_programs_load(threshold: float = 50.0) -> float | None:
-    """The share of this machine's CPU time other programs used over the last half second, in
-    percent, when it is above ``threshold``; else None."""
-    percent = psutil.cpu_percent(interval=0.5)
-    return percent if percent >= threshold else None
-
-
-def show_jobs(
+def show_job(
     kind: str,
     render: Callable[[Job], None],
     describe: Callable[[Job], list[tuple[str, str]]] | None = None,
 ) -> None:
-    """Below a page's form: the job this page shows (see :func:`watched_job`), if any, with its
-    settings (``describe(job)`` gives them as (name, value) pairs; by default
-    :func:`settings_in_words`)."""
-    job = watched_job(kind)
-    if job is not None:
-        watch(job, render, describe or settings_in_words)
-
-
-def watch(
-    job: Job,
-    render: Callable[[Job], None],
-    describe: Callable[[Job], list[tuple[str, str]]] | None = None,
-) -> None:
-    """Show ``job``'s status, settings and ``render(job)``; redraw until it finishes.
-
-    Only this part of the page is redrawn (a Streamlit fragment), so the form above keeps
-    what the user is typing. When the job finishes, the whole page is redrawn once.
+    """Below a page's form: the job it shows (:func:`watched_job`), if any: its status, its
+    settings (``describe(job)``: (name, value) pairs) and ``render(job)``, redrawn until it
+    finishes. Only this part of the page is redrawn (a Streamlit fragment), so the form above
+    keeps what the user is typing; when the job finishes, the whole page is redrawn once.
     """
+    job = watched_job(kind)
+    if job is None:
+        return
+    watched: Job = job
 
     def draw() -> None:
         jobs_queue = queue()
         jobs_queue.store.fail_abandoned_runs()
-        current = jobs_queue.get(job.id)
+        current = jobs_queue.get(watched.id)
         if current.status == "queued" and not jobs_queue.runner_alive():
             jobs_queue.ensure_runner()  # its runner was stopped before taking it: start one
         status_line(current)
-        if describe is not None:
-            show_settings(describe(current))
+        # What the job was asked to do, so that a reopened job describes itself (the form
+        # above shows its own defaults, not the job's).
+        settings = (describe or settings_in_words)(current)
+        st.caption("Settings of this run: " + plain(" · ".join(f"{k}: {v}" for k, v in settings)))
         render(current)
-        if current.finished and not job.finished:
+        if current.finished and not watched.finished:
             st.rerun()  # stop polling; the page below the fragment may change too
 
     st.fragment(draw, run_every=None if job.finished else REFRESH_SECONDS)()
@@ -338,14 +374,6 @@ def settings_in_words(job: Job) -> list[tuple[str, str]]:
     return pairs
 
 
-def show_settings(settings: list[tuple[str, str]]) -> None:
-    """What the job was asked to do, so that a reopened job describes itself (the form above
-    shows its own defaults, not the job's)."""
-    st.caption(
-        "Settings of this run: " + plain(" · ".join(f"{name}: {value}" for name, value in settings))
-    )
-
-
 def status_line(job: Job) -> None:
     """Where the job is: queued behind whom, how far along and how long left, or how it
     ended; and Cancel."""
@@ -358,16 +386,17 @@ def status_line(job: Job) -> None:
     st.markdown(f"**{title}**: {job.status}")
     message = job.progress.get("message", "")
     if job.status == "queued":
-        ahead = jobs_queue.position(job.id)
         st.info(
-            f"Queued: {ahead} job(s) ahead of this one on this machine. It starts as soon "
-            "as they finish; measuring two things at once would spoil both."
+            f"Queued: {jobs_queue.position(job.id)} job(s) ahead of this one on this machine. "
+            "It starts as soon as they finish; measuring two things at once would spoil both."
             + (f" ({plain(message)})" if message else "")
         )
     elif job.status == "running":
-        elapsed = _seconds_since(job.run.started_at) if job.run is not None else 0.0
-        text = f"{message or 'starting'} · {elapsed:.0f} s so far"
-        st.progress(job.fraction_done, text=plain(text))
+        started = datetime.fromisoformat(job.run.started_at) if job.run else None
+        elapsed = (datetime.now(timezone.utc) - started).total_seconds() if started else 0.0
+        st.progress(
+            job.fraction_done, text=plain(f"{message or 'starting'} · {elapsed:.0f} s so far")
+        )
     elif job.status == "failed":
         error = job.run.error if job.run is not None else None
         st.error(
@@ -388,42 +417,29 @@ def status_line(job: Job) -> None:
         key=f"cancel-{job.id}",
         help="Stop this job (at its next timed window); the measurements so far are kept.",
     ):
-        outcome = jobs_queue.cancel(job.id)
-        st.toast(
-            {
-                "dropped": "Removed from the queue.",
-                "requested": "Stopping…",
-                "finished": "It had already finished.",
-            }[outcome]
-        )
-
-
-def _seconds_since(iso_time: str) -> float:
-    return (datetime.now(timezone.utc) - datetime.fromisoformat(iso_time)).total_seconds()
+        st.toast(CANCELLED[jobs_queue.cancel(job.id)])
 
 
 # --- charts and code --------------------------------------------------------------------------
 
 
-def show_code(code: str, caption: str = "The same numbers from a script") -> None:
-    """The few lines of vecenvs code behind a chart."""
-    st.caption(caption)
-    st.code(code, language="python")
-
-
-def chart_and_code(figure, key: str, code: str, *, wide: bool = False) -> None:
-    """A plotly chart with its code beside it; a ``wide`` chart (several panels) gets the whole
-    width, and its code folds out right below it instead."""
+def beside_code(code: str, *, wide: bool = False) -> DeltaGenerator:
+    """The place for a chart or a table, with the few lines of vecenvs code behind it beside
+    it; or, if ``wide`` (a chart of several panels gets the whole width), folded out below."""
+    caption = "The same numbers from a script"
     if wide:
-        st.plotly_chart(figure, key=key, width="stretch")
-        with st.expander("The same numbers from a script"):
-            st.code(code, language="python")
-        return
-    chart, beside = st.columns([3, 2])
-    with chart:
-        st.plotly_chart(figure, key=key, width="stretch")
-    with beside:
-        show_code(code)
+        place = st.container()
+        st.expander(caption).code(code, language="python")
+        return place
+    place, beside = st.columns([3, 2])
+    beside.caption(caption)
+    beside.code(code, language="python")
+    return place
+
+
+def chart(figure: Any, key: str, code: str, *, wide: bool = False) -> None:
+    """A plotly chart with its code (see :func:`beside_code`)."""
+    beside_code(code, wide=wide).plotly_chart(figure, key=key, width="stretch")
 
 
 # --- files the project wrote ------------------------------------------------------------------
@@ -441,12 +457,4 @@ def project_file(path: str | None, folder: Path) -> Path | None:
         resolved = Path(path).resolve(strict=True)
     except (OSError, RuntimeError):
         return None
-    if not resolved.is_file() or not resolved.is_relative_to(folder.resolve()):
-        return None
-    return resolved
-
-
-def read_project_text(path: str | None, folder: Path) -> str | None:
-    """The text of :func:`project_file`, or None if it is gone or not the project's."""
-    found = project_file(path, folder)
-    return None if found is None else found.read_text(encoding="utf-8", errors="replace")
+    return resolved if resolved.is_file() and resolved.is_relative_to(folder.resolve()) else None

@@ -21,53 +21,31 @@ def form() -> None:
     """The autotune form; on *Autotune*, queue the search and watch it."""
     with st.form("autotune"):
         left, middle, right = st.columns(3)
-        with left:
-            env_id = st.selectbox("Environment", common.env_choices())
-        with middle:
-            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=16)
-        with right:
-            budget = st.slider(
-                "Time budget, seconds",
-                5,
-                120,
-                20,
-                help="A deadline: candidates that no longer fit are skipped.",
-            )
-        with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
-            step_micros = st.text_input(
-                "Step time, microseconds", "1000", help="One value, from 0 to 1000000."
-            )
-            cost_kind = st.radio("The step's time is spent", ["busy", "sleep"], horizontal=True)
-            straggler_probability = st.slider(
-                "Straggler probability per step", 0.0, 0.2, 0.0, step=0.01
-            )
-            straggler_factor = st.slider(
-                "A straggler step is this many times slower", 1.0, 400.0, 10.0
-            )
-        label = st.text_input("Label (optional)", max_chars=80)
-        submitted = st.form_submit_button("Autotune", type="primary")
-    if not submitted:
-        return
-    env_kwargs = {}
-    if env_id == common.TEACHING_ENV:
-        try:
+        env_id = left.selectbox("Environment", common.env_choices())
+        num_envs = middle.select_slider("Number of envs N", common.N_CHOICES, value=16)
+        budget = right.slider(
+            "Time budget, seconds",
+            5,
+            120,
+            20,
+            help="A deadline: candidates that no longer fit are skipped.",
+        )
+        step_micros, knobs = common.teaching_knobs("Step time, microseconds", "1000")
+        label, submitted = common.label_and_button("Autotune")
+
+    def submit() -> int:
+        env_kwargs = {}
+        if env_id == common.TEACHING_ENV:  # "abc" used to become 1000 us without a word
             step_seconds = common.parse_step_times(step_micros)
             if len(step_seconds) != 1:
                 raise ValueError(f"autotune takes one step time, got {len(step_seconds)}")
-        except ValueError as error:  # "abc" used to become 1000 us without a word
-            st.error(f"Not started: {common.plain(error)}")
-            return
-        env_kwargs = {
-            "step_seconds": step_seconds[0],
-            "cost_kind": cost_kind,
-            "straggler_probability": straggler_probability,
-            "straggler_factor": straggler_factor,
-        }
-    common.queue_job(
-        lambda: common.queue().submit_autotune(
-            env_id, num_envs, float(budget), env_kwargs=env_kwargs, label=label.strip() or None
+            env_kwargs = {"step_seconds": step_seconds[0], **knobs}
+        return common.queue().submit_autotune(
+            env_id, num_envs, float(budget), env_kwargs=env_kwargs, label=label
         )
-    )
+
+    if submitted:
+        common.queue_job(submit)
 
 
 def results(job: Job) -> None:
@@ -79,25 +57,19 @@ def results(job: Job) -> None:
     st.success(
         f"Best for {summary['num_envs']} x {common.plain(summary['env'])} on "
         f"{summary['cpus']} CPU(s): **{common.plain(summary['best']['label'])}** "
-        f"({table[0]['steps_per_second']:,.0f} env steps/s)"
+        f"({common.number(table[0]['steps_per_second'])} env steps/s)"
     )
-    common.chart_and_code(
-        figures.autotune_figure(table), f"autotune-{job.id}", autotune_code(job.settings)
-    )
+    common.chart(figures.autotune_figure(table), f"autotune-{job.id}", autotune_code(job.settings))
     common.table(
         {
             "candidate": row["label"],
             "mode": row["mode"],
             "workers K": str(row["workers"]),
             "envs per worker": str(row["envs_per_worker"]),
-            "env steps/s": common.format_rate(row["steps_per_second"]),
-            "± std": common.format_rate(row["std"]),
-            "x multi": "—" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
-            "x multi, side by side": (
-                "—"
-                if row.get("head_to_head_vs_loop") is None
-                else f"{row['head_to_head_vs_loop']:.2f}"
-            ),
+            "env steps/s": common.number(row["steps_per_second"]),
+            "± std": common.number(row["std"]),
+            "x multi": common.number(row["vs_loop"], ".2f"),
+            "x multi, side by side": common.number(row.get("head_to_head_vs_loop"), ".2f"),
         }
         for row in table
     )
@@ -113,7 +85,6 @@ def results(job: Job) -> None:
         )
 
 
-st.title("Autotune")
 st.caption(
     "Measures the ways of stepping N copies of an env on this machine, within a time "
     "budget, and picks the fastest: every env in this process (multi) wins for cheap "
@@ -121,4 +92,4 @@ st.caption(
     "stragglers hold the others back. Speed-ups are over multi."
 )
 form()
-common.show_jobs("autotune", results)
+common.show_job("autotune", results)

@@ -1,16 +1,15 @@
 """Live comparison: measure backends side by side on envs you pick, and get an answer.
 
-Pressing *Run* queues a sweep (``vecenvs.bench.run_sweep``); each point measured lands in the
-results store, and the page redraws from the store while it runs. Results first: the verdict
-(what to use at each N, by how much, or "too close to call", and how far to trust the model),
-then the charts (throughput against N with the machine's ceiling, the speed-up over the loop,
-the efficiency, the fitted overhead model's curves beside the points), then the numbers and
-the code that gives them.
+*Run* queues a sweep (``vecenvs.bench.run_sweep``). Results first: the verdict (what to use at
+each N, by how much, or "too close to call", and how far to trust the model), then the charts
+(throughput, speed-up over the loop and efficiency against N, with the machine's ceiling and
+the fitted overhead model), then the numbers, each beside the code that gives them.
 """
 
 from __future__ import annotations
 
 import common
+import plotly.graph_objects as go
 import streamlit as st
 
 from vecenvs.bench import Backend, BenchEnv, SweepConfig, env_grid, figures, fit_overhead_model
@@ -37,32 +36,21 @@ AUTO = "auto"
 #: env), for the time estimate: measuring starts only once they are all up.
 STARTUP_SECONDS = 0.3
 STARTUP_SECONDS_PER_PROCESS = 0.05
-
-
-def many_processes(cpus: int) -> int:
-    """More worker processes at once than this needs the user's say-so."""
-    return max(128, 16 * cpus)
+#: The charts of a sweep, each a ``*_figure`` of :mod:`vecenvs.bench.figures`.
+FIGURES = ("throughput", "speedup", "efficiency")
 
 
 def build_config(values: dict) -> SweepConfig:
     """The sweep the form describes. Raises ValueError naming a bad field."""
-    if not values["envs"]:
-        raise ValueError("pick at least one env")
-    if not values["backends"]:
-        raise ValueError("pick at least one backend")
-    if not values["num_envs"]:
-        raise ValueError("pick at least one N")
+    for field, what in (("envs", "env"), ("backends", "backend"), ("num_envs", "N")):
+        if not values[field]:
+            raise ValueError(f"pick at least one {what}")
     envs: list[str | BenchEnv] = []
     for env_id in values["envs"]:
-        if env_id == common.TEACHING_ENV:
-            envs += env_grid(
-                env_id,
-                step_seconds=common.parse_step_times(values["step_micros"]),
-                cost_kind=[values["cost_kind"]],
-                step_spread=[values["step_spread"]],
-                straggler_probability=[values["straggler_probability"]],
-                straggler_factor=[values["straggler_factor"]],
-            )
+        if env_id == common.TEACHING_ENV:  # a grid over the step times, the knobs as they are
+            step_seconds = common.parse_step_times(values["step_micros"])
+            knobs = {name: [value] for name, value in values["knobs"].items()}
+            envs += env_grid(env_id, step_seconds=step_seconds, **knobs)
         else:
             envs.append(env_id)
     backends: list[str | Backend] = []
@@ -101,135 +89,94 @@ def form() -> None:
     """The sweep form; on *Run*, queue the sweep and watch it."""
     cpus = common.cpus()
     backends = [name for name in measurable_backends() if name != DEFAULT_REFERENCE]
-    limit = many_processes(cpus)
+    limit = max(128, 16 * cpus)  # more worker processes at once need the user's say-so
+    values: dict = {}
     with st.form("sweep"):
         left, middle, right = st.columns(3)
-        with left:
-            envs = st.multiselect(
-                "Environments",
-                common.env_choices(),
-                default=DEFAULT_ENVS,
-                help="Cheapest first. The teaching env's cost is set below.",
-            )
-            num_envs = st.multiselect(
-                "Numbers of envs N",
-                common.N_CHOICES,
-                default=DEFAULT_N,
-                help=f"This machine has {cpus} CPU(s): N above that is where one process per "
-                "env falls behind.",
-            )
-        with middle:
-            chosen = st.multiselect(
-                "Backends",
-                backends,
-                default=[b for b in DEFAULT_BACKENDS if b in backends],
-                format_func=describe,
-                help=f"Each is compared with {DEFAULT_REFERENCE} (the loop), measured in the "
-                "same run. The ceiling is not a backend: it is the machine's limit, measured "
-                "the same way, and every row's efficiency is its share of it.",
-            )
-            workers = st.multiselect(
-                "Pool workers K",
-                [AUTO, *range(1, max(8, cpus) + 1)],
-                default=[AUTO],
-                help=f"{AUTO}: min(CPUs, N), the pool's default. Several values measure the "
-                "pool once per K; a K above an N of the grid is refused.",
-            )
-        with right:
-            measure_seconds = st.select_slider(
-                "Seconds per timed window", [0.1, 0.2, 0.3, 0.5, 1.0, 2.0], value=0.3
-            )
-            repeats = st.slider(
-                "Timed windows per backend",
-                1,
-                10,
-                3,
-                help="At least 2 to tell a real difference from noise: the "
-                "verdict compares backends window by window.",
-            )
-            warmup_seconds = st.select_slider(
-                "Warm-up seconds", [0.0, 0.1, 0.2, 0.5, 1.0], value=0.2
-            )
-        with st.expander(f"Teaching env knobs (for {common.TEACHING_ENV})"):
-            knob_left, knob_right = st.columns(2)
-            with knob_left:
-                step_micros = st.text_input(
-                    "Step time, microseconds (several, comma-separated, make a grid)",
-                    "10, 100, 1000",
-                )
-                cost_kind = st.radio(
-                    "The step's time is spent",
-                    ["busy", "sleep"],
-                    horizontal=True,
-                    help="busy: computing (competes for CPUs); sleep: waiting "
-                    "(parallelises even on one core)",
-                )
-            with knob_right:
-                step_spread = st.slider("Spread of the step time (relative)", 0.0, 2.0, 0.0)
-                straggler_probability = st.slider(
-                    "Straggler probability per step", 0.0, 0.2, 0.0, step=0.01
-                )
-                straggler_factor = st.slider(
-                    "A straggler step is this many times slower", 1.0, 100.0, 10.0
-                )
-        label = st.text_input(
-            "Label (optional)", max_chars=80, placeholder="e.g. laptop on battery"
+        values["envs"] = left.multiselect(
+            "Environments",
+            common.env_choices(),
+            default=DEFAULT_ENVS,
+            help="Cheapest first. The teaching env's cost is set below.",
+        )
+        values["num_envs"] = left.multiselect(
+            "Numbers of envs N",
+            common.N_CHOICES,
+            default=DEFAULT_N,
+            help=f"This machine has {cpus} CPU(s): N above that is where one process per "
+            "env falls behind.",
+        )
+        values["backends"] = middle.multiselect(
+            "Backends",
+            backends,
+            default=[b for b in DEFAULT_BACKENDS if b in backends],
+            format_func=describe,
+            help=f"Each is compared with {DEFAULT_REFERENCE} (the loop), measured in the "
+            "same run. The ceiling is not a backend: it is the machine's limit, measured "
+            "the same way, and every row's efficiency is its share of it.",
+        )
+        values["workers"] = middle.multiselect(
+            "Pool workers K",
+            [AUTO, *range(1, max(8, cpus) + 1)],
+            default=[AUTO],
+            help=f"{AUTO}: min(CPUs, N), the pool's default. Several values measure the "
+            "pool once per K; a K above an N of the grid is refused.",
+        )
+        values["measure_seconds"] = right.select_slider(
+            "Seconds per timed window", [0.1, 0.2, 0.3, 0.5, 1.0, 2.0], value=0.3
+        )
+        values["repeats"] = right.slider(
+            "Timed windows per backend",
+            1,
+            10,
+            3,
+            help="At least 2 to tell a real difference from noise: the "
+            "verdict compares backends window by window.",
+        )
+        values["warmup_seconds"] = right.select_slider(
+            "Warm-up seconds", [0.0, 0.1, 0.2, 0.5, 1.0], value=0.2
+        )
+        values["step_micros"], values["knobs"] = common.teaching_knobs(
+            "Step time, microseconds (several, comma-separated, make a grid)",
+            "10, 100, 1000",
+            spread=True,
         )
         allow_many = st.checkbox(
             f"Allow more than {limit} processes at once",
             help=f"One process per env at large N starts hundreds of processes on {cpus} "
             "CPU(s): slow to start, heavy on memory, and the machine is sluggish meanwhile.",
         )
-        submitted = st.form_submit_button("Run", type="primary")
-    if not submitted:
-        return
-    values = dict(
-        envs=envs,
-        num_envs=num_envs,
-        backends=chosen,
-        workers=workers,
-        measure_seconds=measure_seconds,
-        repeats=repeats,
-        warmup_seconds=warmup_seconds,
-        step_micros=step_micros,
-        cost_kind=cost_kind,
-        step_spread=step_spread,
-        straggler_probability=straggler_probability,
-        straggler_factor=straggler_factor,
-    )
-    try:
+        label, submitted = common.label_and_button("Run", "e.g. laptop on battery")
+
+    def submit() -> int:
         config = build_config(values)
-    except ValueError as error:
-        st.error(f"Not started: {common.plain(error)}")
-        return
-    processes = config.processes_at_once(cpus)
-    if processes > limit and not allow_many:
-        st.error(
-            f"Not started: this would run {processes:,} worker processes at once on "
-            f"{cpus} CPU(s) (one per env for the one-process-per-env backends at the "
-            f'largest N, all backends of a point open together). Tick "Allow more than '
-            f'{limit} processes at once" to run it anyway, or pick a smaller N.'
-        )
-        return
-    common.queue_job(lambda: common.queue().submit_sweep(config, label=label.strip() or None))
+        processes = config.processes_at_once(cpus)
+        if processes > limit and not allow_many:
+            raise ValueError(
+                f"this would run {processes:,} worker processes at once on {cpus} CPU(s) (one "
+                "per env for the one-process-per-env backends at the largest N, all backends "
+                f'of a point open together). Tick "Allow more than {limit} processes at '
+                'once" to run it anyway, or pick a smaller N.'
+            )
+        return common.queue().submit_sweep(config, label=label)
+
+    if submitted:
+        common.queue_job(submit)
 
 
 def settings_of(job: Job) -> list[tuple[str, str]]:
-    """The sweep's settings in words, for a reopened job (see :func:`common.show_settings`)."""
+    """The sweep's settings in words, for a reopened job (see :func:`common.show_job`)."""
     config = SweepConfig.from_dict(job.settings)
-    names = short_env_labels(
-        BenchConfig(env.env_id, env_kwargs=dict(env.kwargs)) for env in config.env_specs()
-    )
-    envs = [env.label for env in config.env_specs()]
+    envs = config.env_specs()
+    names = short_env_labels(BenchConfig(env.env_id, env_kwargs=dict(env.kwargs)) for env in envs)
     shared = {
         key: value
-        for env in config.env_specs()
+        for env in envs
         for key, value in env.kwargs.items()
-        if all(other.kwargs.get(key) == value for other in config.env_specs())
+        if all(other.kwargs.get(key) == value for other in envs)
     }
-    cpus = (job.run.machine.get("usable_cpus") if job.run else None) or common.cpus()
     settings = [
-        ("envs", ", ".join(names.get(label, label) for label in envs)),
+        ("envs", ", ".join(names.get(env.label, env.label) for env in envs)),
         ("N", ", ".join(map(str, sorted(set(config.num_envs))))),
         ("backends", ", ".join(backend.label for backend in config.backend_specs())),
         (
@@ -237,63 +184,53 @@ def settings_of(job: Job) -> list[tuple[str, str]]:
             f"{config.repeats} window(s) of {config.measure_seconds:g} s per backend "
             f"after {config.warmup_seconds:g} s of warm-up",
         ),
-        ("estimate", f"about {estimated_seconds(config, cpus):.0f} s"),
+        ("estimate", f"about {estimated_seconds(config, common.cpus(job)):.0f} s"),
     ]
     if shared:
         settings.insert(1, ("every env with", ", ".join(f"{k}={v}" for k, v in shared.items())))
     return settings
 
 
-def measurements_of(job: Job) -> list[Measurement]:
-    """The job's measurements saved so far, as Measurements."""
-    if job.run_id is None:
-        return []
-    rows = common.queue().store.measurements([job.run_id])
-    return [Measurement.from_dict(row["data"]) for row in rows]
-
-
 def results(job: Job) -> None:
     """The verdict, then the charts, then the table and the model, each beside its code."""
-    measurements = measurements_of(job)
+    measurements = [Measurement.from_dict(data) for data in common.measured(job)]
     if not measurements:
         if job.status in ("queued", "running"):
             st.caption("The verdict and the charts appear as soon as the first point is measured.")
         return
-    cpus = (job.run.machine.get("usable_cpus") if job.run else None) or common.cpus()
+    cpus = common.cpus(job)
     try:
         model = fit_overhead_model(measurements, cpus=cpus)
     except ValueError:  # e.g. only the reference measured so far
         model = None
     env_names = short_env_labels(m.config for m in measurements)
     show_verdict(measurements, model, env_names)
-    for name, figure in charts(job, measurements, model, cpus):
-        common.chart_and_code(
-            figure, f"{name}-{job.id}", sweep_code(job.settings, name), wide=len(env_names) > 1
-        )  # one panel per env: the whole width
+    which = (str(common.queue().store.path), job.id, len(measurements), job.status, cpus)
+    for name in FIGURES:
+        figure = sweep_figure(name, *which, measurements, model)
+        wide = len(env_names) > 1  # one panel per env: the whole width
+        common.chart(figure, f"{name}-{job.id}", sweep_code(job.settings, name), wide=wide)
     st.subheader("Measurements")
     common.table(
         {
             "env": env_names[m.config.env_label],
             "N": m.config.num_envs,
             "backend": m.config.backend_label,
-            "env steps/s": common.format_rate(m.mean),
-            "± std": common.format_rate(m.std),
-            f"x {DEFAULT_REFERENCE}": "—" if m.ratio is None else f"{m.ratio:.2f}x",
-            "of ceiling": "—" if m.efficiency is None else f"{m.efficiency:.0%}",
+            "env steps/s": common.number(m.mean),
+            "± std": common.number(m.std),
+            f"x {DEFAULT_REFERENCE}": common.number(m.ratio, ".2f", "x"),
+            "of ceiling": common.number(m.efficiency, ".0%"),
         }
         for m in measurements
     )
     if model is not None:
-        table, code = st.columns([3, 2])  # a text table, not a chart: beside its code
-        with table:
+        with common.beside_code(sweep_code(job.settings, "model")):  # a text table, not a chart
             st.subheader("Overhead model")
             st.caption(
                 "One step() of N envs takes N·t_env/c + t_os, c = min(workers, N, "
                 "the ceiling's speed-up) (vecenvs/bench/model.py explains the fit)."
             )
             st.code(model.format_table(), language=None)
-        with code:
-            common.show_code(sweep_code(job.settings, "model"))
 
 
 def show_verdict(measurements: list[Measurement], model, env_names: dict[str, str]) -> None:
@@ -315,23 +252,14 @@ def show_verdict(measurements: list[Measurement], model, env_names: dict[str, st
         st.caption("Overhead model: " + common.plain(" ".join(fine)))
 
 
-def charts(job: Job, measurements: list[Measurement], model, cpus: int) -> list:
-    """The three charts, built once per new measurement: the page redraws every two seconds
-    while a job runs, and rebuilding identical figures would only take CPU from it."""
-    key = (job.id, len(measurements), job.status)
-    cached = st.session_state.get("compare-charts")
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    drawn = [
-        ("throughput", figures.throughput_figure(measurements, model, cpus=cpus)),
-        ("speedup", figures.speedup_figure(measurements, model, cpus=cpus)),
-        ("efficiency", figures.efficiency_figure(measurements, model, cpus=cpus)),
-    ]
-    st.session_state["compare-charts"] = (key, drawn)
-    return drawn
+@st.cache_data(max_entries=32, show_spinner=False)
+def sweep_figure(name, store, job_id, count, status, cpus, _measurements, _model) -> go.Figure:
+    """One of the :data:`FIGURES`, built once per new measurement of a job (the arguments
+    without ``_`` say which): the page redraws every two seconds while a job runs, and
+    rebuilding identical figures would only take CPU from it."""
+    return getattr(figures, f"{name}_figure")(_measurements, _model, cpus=cpus)
 
 
-st.title("Live comparison")
 st.caption(
     "Which way of stepping N envs is fastest on this machine, and why. Each backend is "
     f"timed in windows interleaved with {DEFAULT_REFERENCE} (the loop) and with the "
@@ -339,4 +267,4 @@ st.caption(
     "measured against runs a moment before on the same machine."
 )
 form()
-common.show_jobs("sweep", results, settings_of)
+common.show_job("sweep", results, settings_of)

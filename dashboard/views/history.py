@@ -39,20 +39,16 @@ def filtered(runs: list[RunRecord]) -> list[RunRecord]:
     statuses = middle.multiselect("Status", sorted({run.status for run in runs}))
     envs = right.multiselect("Env", sorted({env for run in runs for env in run.env_ids}))
     text = far.text_input("Label or host contains")
-    keep = []
-    for run in runs:
-        host = str(run.machine.get("hostname", ""))
-        if (
-            (not kinds or run.kind in kinds)
-            and (not statuses or run.status in statuses)
-            and (not envs or set(envs) & set(run.env_ids))
-            and (not text or text.lower() in f"{run.label or ''} {host}".lower())
-        ):
-            keep.append(run)
-    return keep
+    return [
+        run
+        for run in runs
+        if (not kinds or run.kind in kinds)
+        and (not statuses or run.status in statuses)
+        and (not envs or set(envs) & set(run.env_ids))
+        and text.lower() in f"{run.label or ''} {run.machine.get('hostname', '')}".lower()
+    ]
 
 
-st.title("History")
 store = common.queue().store
 store.fail_abandoned_runs()
 runs = store.runs()
@@ -98,25 +94,21 @@ if picked:
     )
     ids = [by_name[name].id for name in picked]
     rows = store.measurements(ids)
-    per_run = {
-        name: [
-            Measurement.from_dict(row["data"]) for row in rows if row["run_id"] == by_name[name].id
-        ]
-        for name in picked
-    }
     # PPO's training throughput and the vector env's stepping throughput are different
     # quantities: never one axis for both.
-    groups = {
-        "env stepping": [name for name in picked if by_name[name].kind != "train"],
-        "training": [name for name in picked if by_name[name].kind == "train"],
-    }
-    for what, names in groups.items():
+    for what, training in (("env stepping", False), ("training", True)):
+        names = [name for name in picked if (by_name[name].kind == "train") == training]
         if names:
-            figure = figures.runs_figure(
-                {name: per_run[name] for name in names}, metric=metric, what=what
-            )
-            common.chart_and_code(
-                figure,
+            per_run = {
+                name: [
+                    Measurement.from_dict(row["data"])
+                    for row in rows
+                    if row["run_id"] == by_name[name].id
+                ]
+                for name in names
+            }
+            common.chart(
+                figures.runs_figure(per_run, metric=metric, what=what),
                 f"history-overlay-{what}",
                 history_code(str(store.path), [by_name[name].id for name in names]),
                 wide=True,

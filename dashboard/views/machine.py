@@ -20,10 +20,8 @@ def attach_check() -> tuple[bool, str]:
     return result.ok, result.message
 
 
-st.title("Machine")
 info = machine_info()
-left, code = st.columns([3, 2])
-with left:
+with common.beside_code(machine_code()):
     first, second, third, fourth = st.columns(4)
     first.metric("CPUs this process may use", info["usable_cpus"] or "?")
     second.metric("Logical CPUs", info["logical_cpus"] or "?")
@@ -36,8 +34,6 @@ with left:
         f"({plain(info['python_implementation'])})  \n"
         f"**Host:** {plain(info['hostname'])}"
     )
-with code:
-    common.show_code(machine_code())
 
 st.subheader("Can py-spy attach here?")
 ok, message = attach_check()

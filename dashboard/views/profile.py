@@ -21,6 +21,9 @@ from vecenvs.bench.snippets import profile_code
 from vecenvs.factory import available_backends, describe_backend
 from vecenvs.profile import Breakdown, ProfileConfig, breakdown_figure
 
+#: The files py-spy wrote that the page offers, and their types.
+DOWNLOADS = {"svg": "image/svg+xml", "speedscope": "application/json", "collapsed": "text/plain"}
+
 
 def form() -> None:
     """The profile form; on *Profile*, queue it and watch it."""
@@ -28,30 +31,25 @@ def form() -> None:
     backends = available_backends()
     with st.form("profile"):
         left, middle, right = st.columns(3)
-        with left:
-            env_id = st.selectbox("Environment", common.env_choices())
-            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
-        with middle:
-            backend = st.selectbox(
-                "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
-            )
-            workers = st.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
-        with right:
-            seconds = st.slider("Seconds of sampling", 1, 30, 3)
-            rate = st.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
-        label = st.text_input("Label (optional)", max_chars=80)
-        submitted = st.form_submit_button("Profile", type="primary")
-    if not submitted:
-        return
-    config = ProfileConfig(
-        env_id=env_id,
-        num_envs=num_envs,
-        backend=backend,
-        backend_kwargs={"num_workers": workers} if backend == "pool" else {},
-        seconds=seconds,
-        rate=rate,
-    )
-    common.queue_job(lambda: common.queue().submit_profile(config, label=label.strip() or None))
+        env_id = left.selectbox("Environment", common.env_choices())
+        num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
+        backend = middle.selectbox(
+            "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
+        )
+        workers = middle.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
+        seconds = right.slider("Seconds of sampling", 1, 30, 3)
+        rate = right.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
+        label, submitted = common.label_and_button("Profile")
+    if submitted:
+        config = ProfileConfig(
+            env_id=env_id,
+            num_envs=num_envs,
+            backend=backend,
+            backend_kwargs={"num_workers": workers} if backend == "pool" else {},
+            seconds=seconds,
+            rate=rate,
+        )
+        common.queue_job(lambda: common.queue().submit_profile(config, label=label))
 
 
 def results(job: Job) -> None:
@@ -66,7 +64,7 @@ def results(job: Job) -> None:
         f"{settings['env_id']}: where each process spends its time",
         quote=False,
     )
-    common.chart_and_code(
+    common.chart(
         breakdown_figure(result, title=title), f"breakdown-{job.id}", profile_code(settings)
     )
     rate = summary.get("steps_per_second")
@@ -79,7 +77,7 @@ def results(job: Job) -> None:
     common.table(
         {
             "process": process,
-            **{category: f"{100 * share:.1f}" for category, share in shares.items()},
+            **{category: common.number(100 * share, ".1f") for category, share in shares.items()},
         }
         for process, shares in result.by_process().items()
     )
@@ -90,7 +88,7 @@ def results(job: Job) -> None:
     )
     files = summary.get("files") or {}
     folder = common.queue().profiles_dir
-    svg = common.read_project_text(files.get("svg"), folder)
+    svg = common.project_file(files.get("svg"), folder)
     if svg is None:
         st.warning(
             f"The flame graph file {common.plain(files.get('svg'))} is gone, or is not "
@@ -99,12 +97,8 @@ def results(job: Job) -> None:
     else:
         # st.html sanitises (no scripts) and puts the SVG in the page itself, at the page's
         # width: hovering a box shows its <title>.
-        st.html(svg)
-    columns = st.columns(3)
-    for column, (name, mime) in zip(
-        columns,
-        [("svg", "image/svg+xml"), ("speedscope", "application/json"), ("collapsed", "text/plain")],
-    ):
+        st.html(svg.read_text(encoding="utf-8", errors="replace"))
+    for column, (name, mime) in zip(st.columns(3), DOWNLOADS.items()):
         path = common.project_file(files.get(name), folder)
         if path is not None:
             column.download_button(
@@ -120,10 +114,9 @@ def results(job: Job) -> None:
             )
 
 
-st.title("Profile")
 st.caption(
     "Runs one configuration in its own process and samples it and its workers with "
     "py-spy. Pipes, pickling and waiting show up as what they cost."
 )
 form()
-common.show_jobs("profile", results)
+common.show_job("profile", results)

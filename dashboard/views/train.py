@@ -39,69 +39,61 @@ def form() -> None:
     backends = [name for name in TRAINABLE if name in installed]
     with st.form("train"):
         left, middle, right = st.columns(3)
-        with left:
-            env_id = st.selectbox(
-                "Environment", [e for e in common.env_choices() if e != common.TEACHING_ENV]
-            )
-            num_envs = st.select_slider("Number of envs N", common.N_CHOICES, value=8)
-        with middle:
-            chosen = st.multiselect(
-                "Vector envs to train on",
-                backends,
-                default=["sb3-dummy", "multi", "pool"],
-                format_func=describe_backend,
-            )
-        with right:
-            timesteps = st.select_slider(
-                "Env steps per timed learn()", [512, 1024, 2048, 4096, 8192, 16384], value=2048
-            )
-            repeats = st.slider("Timed learn() calls", 1, 5, 2)
-            # On few cores torch's threads and the workers fight over them: on our 2-core VM
-            # PPO on the pool trained at ~1,900 env steps/s with torch's default, ~4,700 with 1.
-            threads = st.radio(
-                "Threads for torch",
-                [1, "default"],
-                horizontal=True,
-                index=0 if common.cpus() <= SMALL_MACHINE_CPUS else 1,
-                help="torch takes one thread per core by default. On few cores its threads "
-                f"and the vector env's worker processes compete for the CPUs, so on "
-                f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
-            )
-        label = st.text_input("Label (optional)", max_chars=80)
-        submitted = st.form_submit_button("Train", type="primary")
-    if not submitted:
-        return
-    common.queue_job(
-        lambda: common.queue().submit_training(
-            env_id,
-            num_envs,
-            chosen,
-            timesteps=timesteps,
-            repeats=repeats,
-            torch_threads=None if threads == "default" else threads,
-            label=label.strip() or None,
+        env_id = left.selectbox(
+            "Environment", [e for e in common.env_choices() if e != common.TEACHING_ENV]
         )
-    )
+        num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
+        chosen = middle.multiselect(
+            "Vector envs to train on",
+            backends,
+            default=["sb3-dummy", "multi", "pool"],
+            format_func=describe_backend,
+        )
+        timesteps = right.select_slider(
+            "Env steps per timed learn()", [512, 1024, 2048, 4096, 8192, 16384], value=2048
+        )
+        repeats = right.slider("Timed learn() calls", 1, 5, 2)
+        # On few cores torch's threads and the workers fight over them: on our 2-core VM
+        # PPO on the pool trained at ~1,900 env steps/s with torch's default, ~4,700 with 1.
+        threads = right.radio(
+            "Threads for torch",
+            [1, "default"],
+            horizontal=True,
+            index=0 if common.cpus() <= SMALL_MACHINE_CPUS else 1,
+            help="torch takes one thread per core by default. On few cores its threads "
+            f"and the vector env's worker processes compete for the CPUs, so on "
+            f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
+        )
+        label, submitted = common.label_and_button("Train")
+    if submitted:
+        common.queue_job(
+            lambda: common.queue().submit_training(
+                env_id,
+                num_envs,
+                chosen,
+                timesteps=timesteps,
+                repeats=repeats,
+                torch_threads=None if threads == "default" else threads,
+                label=label,
+            )
+        )
 
 
-def training_figure(rows: list[dict]) -> go.Figure:
-    """Training throughput per backend, split into time stepping envs and the rest."""
-    labels = [html.escape(row["backend"], quote=False) for row in rows]  # plotly reads tags
+def training_figure(trained: list[tuple[Measurement, float]]) -> go.Figure:
+    """Training throughput per backend (measurement, env's share of the time), split into time
+    stepping envs and the rest."""
     figure = go.Figure()
-    figure.add_bar(
-        name="stepping the envs",
-        x=labels,
-        y=[row["rate"] * row["env_share"] for row in rows],
-        marker_color="#2ca02c",
-        hovertemplate="%{x}: %{y:,.0f} env steps/s worth of env time<extra></extra>",
-    )
-    figure.add_bar(
-        name="policy and updates",
-        x=labels,
-        y=[row["rate"] * (1 - row["env_share"]) for row in rows],
-        marker_color="#7f7f7f",
-        hovertemplate="%{x}: %{y:,.0f} env steps/s worth of learner time<extra></extra>",
-    )
+    for name, colour, whose, part in (
+        ("stepping the envs", "#2ca02c", "env", lambda share: share),
+        ("policy and updates", "#7f7f7f", "learner", lambda share: 1 - share),
+    ):
+        figure.add_bar(
+            name=name,
+            x=[html.escape(m.config.backend, quote=False) for m, _ in trained],  # plotly reads tags
+            y=[m.median * part(share) for m, share in trained],
+            marker_color=colour,
+            hovertemplate=f"%{{x}}: %{{y:,.0f}} env steps/s worth of {whose} time<extra></extra>",
+        )
     figure.update_layout(
         barmode="stack",
         title_text="PPO training throughput, split by where the time goes",
@@ -114,37 +106,26 @@ def training_figure(rows: list[dict]) -> go.Figure:
 
 def results(job: Job) -> None:
     """The chart and the table of what has been trained so far."""
-    if job.run_id is None:
+    trained = [
+        (Measurement.from_dict(data), data.get("env_share", 0.0)) for data in common.measured(job)
+    ]
+    if not trained:
         return
-    rows = []
-    for row in common.queue().store.measurements([job.run_id]):
-        data = row["data"]
-        measurement = Measurement.from_dict(data)
-        rows.append(
-            {
-                "backend": measurement.config.backend,
-                "rate": measurement.median,
-                "env_share": data.get("env_share", 0.0),
-            }
-        )
-    if not rows:
-        return
-    common.chart_and_code(training_figure(rows), f"train-{job.id}", training_code(job.settings))
+    common.chart(training_figure(trained), f"train-{job.id}", training_code(job.settings))
     common.table(
         {
-            "vector env": row["backend"],
-            "training env steps/s": common.format_rate(row["rate"]),
-            "share stepping envs": f"{100 * row['env_share']:.0f}%",
+            "vector env": measurement.config.backend,
+            "training env steps/s": common.number(measurement.median),
+            "share stepping envs": common.number(share, ".0%"),
         }
-        for row in rows
+        for measurement, share in trained
     )
 
 
-st.title("Train")
 st.caption(
     "Benchmarks time the vector env alone. In training, the policy's forward passes and "
     "updates take their share too: this page trains Stable-Baselines3's PPO on each "
     "vector env and shows both."
 )
 form()
-common.show_jobs("train", results)
+common.show_job("train", results)
