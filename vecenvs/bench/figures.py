@@ -389,6 +389,9 @@ def metric_figure(
     return _tidy_log_axes(figure)
 
 
+# The three charts below repeat metric_figure's signature on purpose (a kept repeat): each is
+# public, called by name from notebooks, the CLI and the dashboard, with its own docstring
+# saying how to read it.
 def throughput_figure(
     measurements: Sequence[Measurement],
     model: OverheadModel | None = None,

@@ -379,6 +379,8 @@ class OverheadModel:
         capacity = self.cpus if env_label is None else self._env(env_label).capacity(num_envs)
         return max(1, min(workers, num_envs, capacity))
 
+    # predict_speedup and predict_throughput share a signature on purpose (a kept repeat): the
+    # same question asked in two units, each with its own formula in its docstring.
     def predict_speedup(
         self,
         env_label: str,
