@@ -49,7 +49,6 @@ The whole life of a job, as :attr:`Job.status` reports it: ``queued`` -> ``runni
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -70,6 +69,7 @@ from vecenvs.bench.store import (
     RunCancelled,
     RunRecord,
     StoreError,
+    from_json,
     recording,
     to_json,
     utc_now,
@@ -97,6 +97,15 @@ DUPLICATE_SECONDS = 5.0
 #: The runner writes a job's progress at most this often (a write per timed window is too many
 #: for nothing: the page polls once a second).
 PROGRESS_SECONDS = 0.25
+
+#: The jobs, each beside its run, and which of them are unfinished: queued, or started and
+#: either getting its run this instant or with its run still going.
+_JOBS_AND_RUNS = "jobs LEFT JOIN runs ON runs.id = jobs.run_id"
+_UNFINISHED = (
+    "(jobs.state = 'queued' OR (jobs.state = 'started' "
+    "AND (jobs.run_id IS NULL OR runs.status = 'running')))"
+)
+_OLDEST_QUEUED = "SELECT * FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
 
 
 def machine_lock_path() -> Path:
@@ -205,10 +214,8 @@ class JobQueue:
         # cannot both find no duplicate.
         with self.store.transaction(write=True) as connection:
             same = connection.execute(
-                "SELECT jobs.id FROM jobs LEFT JOIN runs ON runs.id = jobs.run_id "
-                "WHERE jobs.kind = ? AND jobs.settings = ? AND jobs.label IS ? "
-                "AND jobs.submitted_at >= ? AND (jobs.state = 'queued' OR (jobs.state = "
-                "'started' AND (jobs.run_id IS NULL OR runs.status = 'running'))) "
+                f"SELECT jobs.id FROM {_JOBS_AND_RUNS} WHERE jobs.kind = ? AND jobs.settings = ? "
+                f"AND jobs.label IS ? AND jobs.submitted_at >= ? AND {_UNFINISHED} "
                 "ORDER BY jobs.id DESC LIMIT 1",
                 (kind, settings_json, label or None, recent),
             ).fetchone()
@@ -247,9 +254,7 @@ class JobQueue:
         """How many jobs are ahead of ``job_id``: queued before it, or running now."""
         with self.store.transaction(write=False) as connection:
             (ahead,) = connection.execute(
-                "SELECT count(*) FROM jobs LEFT JOIN runs ON runs.id = jobs.run_id "
-                "WHERE jobs.id < ? AND (jobs.state = 'queued' "
-                "OR (jobs.state = 'started' AND (jobs.run_id IS NULL OR runs.status = 'running')))",
+                f"SELECT count(*) FROM {_JOBS_AND_RUNS} WHERE jobs.id < ? AND {_UNFINISHED}",
                 (job_id,),
             ).fetchone()
         return ahead
@@ -262,13 +267,13 @@ class JobQueue:
         return Job(
             id=record["id"],
             kind=record["kind"],
-            settings=json.loads(record["settings"]),
+            settings=from_json(record["settings"]),
             label=record["label"],
             state=record["state"],
             submitted_at=record["submitted_at"],
             run_id=record["run_id"],
             cancel_requested=bool(record["cancel_requested"]),
-            progress=json.loads(record["progress"]) if record["progress"] else {},
+            progress=from_json(record["progress"]) or {},
             run=run,
         )
 
@@ -385,9 +390,7 @@ class JobQueue:
 
     def _next_queued(self) -> int | None:
         with self.store.transaction(write=False) as connection:
-            record = connection.execute(
-                "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
-            ).fetchone()
+            record = connection.execute(_OLDEST_QUEUED).fetchone()
         return None if record is None else record["id"]
 
     def _run_next(self) -> None:
@@ -414,9 +417,7 @@ class JobQueue:
         """Mark the oldest queued job started and give it a run in the store; None if the
         queue emptied meanwhile (everything cancelled)."""
         with self.store.transaction(write=True) as connection:
-            record = connection.execute(
-                "SELECT * FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
-            ).fetchone()
+            record = connection.execute(_OLDEST_QUEUED).fetchone()
             if record is None:
                 return None
             connection.execute("UPDATE jobs SET state = 'started' WHERE id = ?", (record["id"],))

@@ -47,7 +47,7 @@ from vecenvs.bench.store.runs import (
 from vecenvs.bench.store.schema import MIGRATIONS as _MIGRATIONS  # noqa: F401
 from vecenvs.bench.store.schema import SCHEMA_VERSION
 from vecenvs.bench.store.sqlite import BUSY_TIMEOUT_SECONDS, STORE_ENV_VAR, default_store_path
-from vecenvs.bench.store.values import StoreError, to_json, utc_now
+from vecenvs.bench.store.values import StoreError, from_json, to_json, utc_now
 
 __all__ = [
     "BUSY_TIMEOUT_SECONDS",
@@ -61,6 +61,7 @@ __all__ = [
     "RunRecord",
     "StoreError",
     "default_store_path",
+    "from_json",
     "recording",
     "to_json",
     "utc_now",

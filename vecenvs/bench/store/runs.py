@@ -104,26 +104,9 @@ def recording(
 class ResultsStore(SQLiteFile):
     """A results store in one SQLite file: runs, their measurements, their machines.
 
-    Creating the object opens the file (creating it and its directory if needed) and checks
-    it, so a command can check its ``--store`` before it spends minutes measuring. See
-    :mod:`vecenvs.bench.store` for the whole story, :mod:`~vecenvs.bench.store.schema` for the
-    tables and :mod:`~vecenvs.bench.store.sqlite` for how several processes write at once.
-
-    Args:
-        path: the SQLite file; ``None`` means :func:`default_store_path`.
-
-    Raises:
-        StoreError: the path is a directory, its directory can't be created or written, the
-            file is not a SQLite database (or is another program's), or it comes from a newer
-            vecenvs. The message names the path and what to do.
-
-    Example:
-        >>> with ResultsStore(tmp_path / "results.sqlite") as store:  # doctest: +SKIP
-        ...     run_id = store.start_run("bench", {"num_envs": [8]})
-        ...     store.add_measurement(run_id, measurement)
-        ...     store.finish_run(run_id, summary={"best": "pool"})
-        ...     [run.measurement_count for run in store.runs()]
-        [1]
+    Creating it opens and checks the file (see :class:`~vecenvs.bench.store.sqlite.SQLiteFile`:
+    ``ResultsStore(path)``, ``path=None`` for :func:`default_store_path`), so a command can
+    check its ``--store`` before it spends minutes measuring.
     """
 
     # --- Writing: a run's life ------------------------------------------------------------
@@ -136,14 +119,10 @@ class ResultsStore(SQLiteFile):
         machine: Mapping[str, Any] | None = None,
         label: str | None = None,
     ) -> int:
-        """Record that a run has started, with status ``"running"``; return its id.
-
-        Args:
-            kind: what is running, e.g. ``"bench"``, ``"sweep"`` or ``"profile"``.
-            settings: what was asked for, JSON-ready (a dict, or a dataclass such as
-                :class:`~vecenvs.bench.BenchConfig`).
-            machine: the machine running it; default :func:`~vecenvs.bench.machine.machine_info`.
-            label: a name the user chose for the run, e.g. ``"after the pipe fix"``.
+        """Record that a run of ``kind`` (``"bench"``, ``"sweep"``, ...) has started, with
+        status ``"running"``, and return its id. ``settings``: what was asked for, JSON-ready
+        (a dict, or a dataclass such as :class:`~vecenvs.bench.BenchConfig`); ``machine``:
+        default :func:`~vecenvs.bench.machine.machine_info`; ``label``: the user's name for it.
         """
         if not isinstance(kind, str) or not kind:
             raise StoreError(f"kind must be a non-empty string such as 'bench', got {kind!r}")
@@ -187,17 +166,11 @@ class ResultsStore(SQLiteFile):
         error: str | None = None,
         if_running: bool = False,
     ) -> None:
-        """Record that a run has ended. Calling it again overwrites what the last call wrote.
-
-        Most code ends its runs with :func:`recording` rather than calling this.
-
-        Args:
-            run_id: what :meth:`start_run` returned.
-            status: ``"done"``, ``"cancelled"`` or ``"failed"``.
-            summary: a JSON-ready result of the whole run, e.g. the fitted overhead model.
-            error: why the run failed, e.g. the message of the exception.
-            if_running: leave the run as it is if it has ended already.
-        """
+        """Record that run ``run_id`` has ended (most code lets :func:`recording` do it):
+        ``status`` (one of :data:`FINAL_STATUSES`), a JSON-ready ``summary`` of the whole run
+        (e.g. the fitted overhead model), the ``error`` that failed it. Calling it again
+        overwrites what the last call wrote, unless ``if_running``: then an ended run is left
+        as it is."""
         if status not in FINAL_STATUSES:
             raise StoreError(f"status must be one of {', '.join(FINAL_STATUSES)}, got {status!r}")
         if error is not None and not isinstance(error, str):

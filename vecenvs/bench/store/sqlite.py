@@ -58,13 +58,8 @@ def default_store_path() -> Path:
 
 
 class SQLiteFile:
-    """One SQLite file with the store's schema, opened (created, upgraded) and checked.
-
-    Args:
-        path: the SQLite file; ``None`` means :func:`default_store_path`.
-
-    Attributes:
-        path: the SQLite file, as an absolute :class:`~pathlib.Path`.
+    """The SQLite file at ``path`` (``None``: :func:`default_store_path`), opened (created,
+    upgraded) and checked; ``self.path`` is it, absolute.
 
     Raises:
         StoreError: the path is a directory, its directory can't be created or written, the
@@ -169,10 +164,16 @@ class SQLiteFile:
                 return self._open_once()
             except sqlite3.Error as error:
                 busy = "locked" in str(error) or "busy" in str(error)
-                if not busy or time.monotonic() + pause > deadline:
-                    raise StoreError(self._describe_open_error(error)) from None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+                if busy and time.monotonic() + pause <= deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
+                    continue
+                if "not a database" in str(error):  # SQLite's words for SQLITE_NOTADB
+                    raise StoreError(
+                        f"results store {self.path} is not a SQLite database (is it some other "
+                        "file?); choose another path, or move that file away"
+                    ) from None
+                raise StoreError(f"results store {self.path} cannot be opened: {error}") from None
 
     def _open_once(self) -> sqlite3.Connection:
         """One try of :meth:`_open_checked`."""
@@ -194,17 +195,6 @@ class SQLiteFile:
             connection.close()
             raise
         return connection
-
-    def _describe_open_error(self, error: sqlite3.Error) -> str:
-        """A one-line message for an error SQLite raised while opening the file."""
-        if getattr(error, "sqlite_errorname", "") == "SQLITE_NOTADB" or (
-            "not a database" in str(error)
-        ):
-            return (
-                f"results store {self.path} is not a SQLite database (is it some other "
-                "file?); choose another path, or move that file away"
-            )
-        return f"results store {self.path} cannot be opened: {error}"
 
 
 def _check_path(path: Path) -> None:
