@@ -60,7 +60,8 @@ DESCRIPTION = (
     "plain loop, no coordination (what no vector env can beat)"
 )
 
-#: How many actions each env samples before timing and then cycles through (as the engine does).
+#: How many actions are sampled up front and then cycled through while stepping, here and in
+#: the engine: enough that the envs don't see one fixed action, few enough to sample in no time.
 ACTION_RING_SIZE = 64
 
 #: How far ahead of "now" a window starts: time for every process to wake up and be ready.
