@@ -41,8 +41,8 @@ from vecenvs.bench.engine import (
     Measurement,
     MeasurementCancelled,
     compare,
+    compare_configs,
     describe_kwargs,
-    validate_config,
 )
 from vecenvs.bench.store import recording
 from vecenvs.factory import ONE_PROCESS_PER_ENV, WORKER_BACKENDS
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # only for type hints: the store and the model are imported w
     from vecenvs.bench.store import ResultsStore
 
 __all__ = [
+    "TIMING",
     "Backend",
     "BenchEnv",
     "SweepConfig",
@@ -62,6 +63,10 @@ __all__ = [
     "run_sweep",
     "validate_sweep",
 ]
+
+
+#: The settings a sweep passes to every measurement unchanged (:attr:`SweepConfig.timing`).
+TIMING = ("warmup_seconds", "measure_seconds", "repeats", "seed")
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,11 @@ class SweepConfig:
         return most
 
     @property
+    def timing(self) -> dict[str, Any]:
+        """How long and how each point is measured: the fields :class:`BenchConfig` shares."""
+        return {name: getattr(self, name) for name in TIMING}
+
+    @property
     def windows(self) -> int:
         """How many timed windows the whole sweep has: the length of its progress bar."""
         return len(self.points()) * len(self.backend_specs()) * self.repeats
@@ -285,33 +295,19 @@ def validate_sweep(config: SweepConfig) -> None:
         ValueError: naming the bad value and what was expected.
     """
     envs, backends = config.env_specs(), config.backend_specs()
-    for name, values in (
-        ("envs", envs),
-        ("num_envs", list(config.num_envs)),
-        ("backends", backends),
-    ):
+    for name, values in (("envs", envs), ("num_envs", config.num_envs), ("backends", backends)):
         if not values:
             raise ValueError(f"{name} is empty; expected at least one")
-    labels = [backend.label for backend in backends]
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicates:
-        raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
     for env in envs:
         for num_envs in config.num_envs:
-            for backend in backends:
-                validate_config(
-                    BenchConfig(
-                        env_id=env.env_id,
-                        num_envs=num_envs,
-                        backend=backend.name,
-                        backend_kwargs=dict(backend.kwargs),
-                        env_kwargs=dict(env.kwargs),
-                        warmup_seconds=config.warmup_seconds,
-                        measure_seconds=config.measure_seconds,
-                        repeats=config.repeats,
-                        seed=config.seed,
-                    )
-                )
+            compare_configs(
+                env.env_id,
+                num_envs,
+                [(backend.name, backend.kwargs) for backend in backends],
+                reference=config.reference,
+                env_kwargs=env.kwargs,
+                **config.timing,
+            )
         try:
             gym.make(env.env_id, **env.kwargs).close()
         except Exception as error:  # the env's own complaint, e.g. an unknown argument
@@ -357,8 +353,12 @@ def run_sweep(
     """
     validate_sweep(config)
     points = config.points()
-    backends = config.backend_specs()
-    bar = _progress_bar(config.windows) if progress else None
+    backends = [(b.name, b.kwargs) for b in config.backend_specs()]
+    bar = None
+    if progress:  # tqdm hides its bar when stderr is not a terminal (e.g. in CI logs)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=config.windows, unit="window", disable=None, leave=False)
 
     def window_done() -> None:
         if bar is not None:
@@ -366,29 +366,32 @@ def run_sweep(
         if on_window is not None:
             on_window()
 
+    where = ""  # the point being measured: stage() tells on_stage which
+
+    def stage(message: str) -> None:
+        if on_stage is not None:
+            on_stage(f"{where}: {message}")
+
     started = time.perf_counter()
     measurements: list[Measurement] = []
     with recording(store, "sweep", config.to_dict(), label=label, run_id=run_id) as run:
         run.summary = _summary(measurements, config)
         try:
             for done, (env, num_envs) in enumerate(points, start=1):
-                if bar is not None:
-                    bar.set_description(f"{env.label}, N={num_envs}")
                 where = f"{env.label}, N={num_envs}"
+                if bar is not None:
+                    bar.set_description(where)
                 results = compare(
                     env.env_id,
                     num_envs,
-                    [(b.name, b.kwargs) for b in backends],
+                    backends,
                     reference=config.reference,
                     env_kwargs=env.kwargs,
-                    warmup_seconds=config.warmup_seconds,
-                    measure_seconds=config.measure_seconds,
-                    repeats=config.repeats,
-                    seed=config.seed,
                     interleave=config.interleave,
                     on_window=window_done,
                     cancel=cancel,
-                    on_stage=_prefixed(on_stage, where),
+                    on_stage=stage,
+                    **config.timing,
                 )
                 measurements.extend(results)
                 for result in results:
@@ -430,17 +433,3 @@ def _summary(measurements: list[Measurement], config: SweepConfig) -> dict[str, 
     except ValueError:  # e.g. only the reference was measured: nothing to fit
         return None
     return {"overhead_model": model.table()}
-
-
-def _progress_bar(total: int):
-    """A tqdm bar on stderr; it hides itself when stderr is not a terminal (e.g. in CI logs)."""
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="window", disable=None, leave=False)
-
-
-def _prefixed(on_stage: Callable[[str], None] | None, where: str) -> Callable[[str], None] | None:
-    """``on_stage`` with every message prefixed by ``where`` (which point is being measured)."""
-    if on_stage is None:
-        return None
-    return lambda message: on_stage(f"{where}: {message}")
