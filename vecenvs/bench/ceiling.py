@@ -33,11 +33,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from enum import Enum
 from typing import Any
 
 import gymnasium as gym
@@ -70,13 +70,6 @@ START_MARGIN_PER_WORKER = 0.0005
 
 #: The keyword arguments the ceiling takes (besides the env's).
 KWARGS = ("num_workers", "start_method", "timeout")
-
-
-class _Command(Enum):
-    """What the parent asks a ceiling process to do."""
-
-    RUN = "run"
-    CLOSE = "close"
 
 
 def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
@@ -166,7 +159,7 @@ class Ceiling:
             time.perf_counter() + START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
         )
         for pipe in self._pipes:
-            pipe.send((_Command.RUN, (start_at, seconds)))
+            pipe.send(("run", (start_at, seconds)))
         replies = self._gather(start_at + seconds + self.timeout, "stepping")
         steps = sum(steps for steps, _ in replies)
         return steps, max(ended for _, ended in replies) - start_at
@@ -174,10 +167,8 @@ class Ceiling:
     def close(self) -> None:
         """Ask every process to close its envs, then join, terminate, kill; safe to call twice."""
         for pipe in self._pipes:
-            try:
-                pipe.send((_Command.CLOSE, None))
-            except (BrokenPipeError, OSError):
-                pass  # already gone: joined or killed below
+            with contextlib.suppress(OSError):  # already gone: joined or killed below
+                pipe.send(("close", None))
         deadline = time.perf_counter() + 5.0
         for process in self._processes:
             process.join(max(0.0, deadline - time.perf_counter()))
@@ -199,24 +190,21 @@ class Ceiling:
     def _gather(self, deadline: float, doing: str) -> list[Any]:
         """Every process's ``(ok, payload)`` reply; raise if one failed, died or is too late."""
         replies: dict[int, Any] = {}
-        waiting = dict(enumerate(self._pipes))
-        sentinels = {process.sentinel: index for index, process in enumerate(self._processes)}
-        while waiting:
-            left = deadline - time.perf_counter()
-            if left <= 0:
+        while len(replies) < len(self._pipes):
+            waiting = [i for i in range(len(self._pipes)) if i not in replies]
+            # A pipe is ready when its process answered; a sentinel when its process ended.
+            objects = [self._pipes[i] for i in waiting] + [
+                self._processes[i].sentinel for i in waiting
+            ]
+            if not multiprocess.connection.wait(objects, max(0.0, deadline - time.perf_counter())):
                 raise TimeoutError(
-                    f"ceiling process {min(waiting)} did not answer within "
+                    f"ceiling process {waiting[0]} did not answer within "
                     f"{self.timeout:g} s while {doing}"
                 )
-            ready = multiprocess.connection.wait(
-                [*waiting.values(), *(s for s, i in sentinels.items() if i in waiting)], left
-            )
-            for item in ready:
-                index = sentinels.get(item)
-                if index is None:
-                    index = next(i for i, pipe in waiting.items() if pipe is item)
+            for index in waiting:
+                if self._pipes[index].poll():
                     try:
-                        ok, payload = item.recv()
+                        ok, payload = self._pipes[index].recv()
                     except EOFError:
                         ok, payload = False, "the process closed its pipe"
                     if not ok:
@@ -224,8 +212,7 @@ class Ceiling:
                             f"ceiling process {index} failed while {doing}:\n{payload}"
                         )
                     replies[index] = payload
-                    del waiting[index]
-                elif index in waiting and not waiting[index].poll():
+                elif not self._processes[index].is_alive():
                     code = self._processes[index].exitcode
                     raise RuntimeError(
                         f"ceiling process {index} died while {doing} (exit code {code})"
@@ -247,13 +234,11 @@ def _work(env_fns: list[Callable[[], gym.Env]], seed: int, pipe: Any) -> None:
             actions.append([env.action_space.sample() for _ in range(ACTION_RING_SIZE)])
         pipe.send((True, None))
         while True:
-            command, payload = pipe.recv()
-            match command:
-                case _Command.RUN:
-                    pipe.send((True, _step_until(envs, actions, *payload)))
-                case _Command.CLOSE:
-                    pipe.send((True, None))
-                    return
+            command, payload = pipe.recv()  # the parent's two commands: "run" and "close"
+            if command == "close":
+                pipe.send((True, None))
+                return
+            pipe.send((True, _step_until(envs, actions, *payload)))
     except (EOFError, BrokenPipeError):
         pass  # the parent is gone: nobody to tell
     except Exception:
