@@ -594,22 +594,13 @@ class _Run:
         before = {process.pid for process in psutil.Process().children(recursive=True)}
         try:
             start = time.perf_counter()
+            what, kwargs = (config.env_id, config.num_envs), config.backend_kwargs
             if config.backend == CEILING:  # not a vector env: processes that step on their own
                 self.envs = ceiling.Ceiling(
-                    config.env_id,
-                    config.num_envs,
-                    env_kwargs=dict(config.env_kwargs),
-                    seed=config.seed,
-                    **config.backend_kwargs,
+                    *what, env_kwargs=config.env_kwargs, seed=config.seed, **kwargs
                 )
             else:
-                self.envs = make_vec(
-                    config.env_id,
-                    config.num_envs,
-                    config.backend,
-                    env_kwargs=dict(config.env_kwargs),
-                    **config.backend_kwargs,
-                )
+                self.envs = make_vec(*what, config.backend, env_kwargs=config.env_kwargs, **kwargs)
                 self.envs.reset(seed=config.seed)
             result.startup_seconds = time.perf_counter() - start
 

@@ -154,34 +154,22 @@ def format_machine(info: dict[str, Any]) -> str:
     Tolerates missing keys, so it also works on what an older version of vecenvs stored.
     Packages that are not installed are left out.
     """
-    cpus = f"{info.get('logical_cpus', '?')} logical CPUs"
-    details = []
-    usable = info.get("usable_cpus")
-    if usable is not None:
-        details.append(f"{usable} usable here")
-    physical = info.get("physical_cores")
+    usable, physical = info.get("usable_cpus"), info.get("physical_cores")
+    details = [f"{usable} usable here"] if usable is not None else []
     if physical is not None:
         details.append(f"{physical} physical core{'' if physical == 1 else 's'}")
-    if details:
-        cpus += f" ({', '.join(details)})"
-    parts = [f"{info.get('cpu_model', 'unknown CPU')}: {cpus}"]
-    memory = info.get("memory_bytes")
-    if memory:
-        parts[0] += f", {memory / 2**30:.1f} GiB memory"
-    if info.get("os"):
-        parts.append(str(info["os"]))
-    if info.get("python"):
-        parts.append(f"{info.get('python_implementation', 'Python')} {info['python']}")
-    if info.get("hostname"):
-        parts.append(f"host {info['hostname']}")
-    installed = [
-        f"{name} {version}"
-        for name, version in (info.get("packages") or {}).items()
-        if version is not None
+    cpus = f"{info.get('logical_cpus', '?')} logical CPUs"
+    cpus += f" ({', '.join(details)})" if details else ""
+    memory, python = info.get("memory_bytes"), info.get("python")
+    cpus += f", {memory / 2**30:.1f} GiB memory" if memory else ""
+    parts = [
+        f"{info.get('cpu_model', 'unknown CPU')}: {cpus}",
+        str(info.get("os") or ""),
+        f"{info.get('python_implementation', 'Python')} {python}" if python else "",
+        f"host {info['hostname']}" if info.get("hostname") else "",
+        ", ".join(f"{n} {v}" for n, v in (info.get("packages") or {}).items() if v is not None),
     ]
-    if installed:
-        parts.append(", ".join(installed))
-    return "; ".join(parts)
+    return "; ".join(part for part in parts if part)
 
 
 @dataclass(frozen=True)
