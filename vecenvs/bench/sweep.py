@@ -45,7 +45,7 @@ from vecenvs.bench.engine import (
     describe_kwargs,
 )
 from vecenvs.bench.store import recording
-from vecenvs.factory import ONE_PROCESS_PER_ENV, WORKER_BACKENDS
+from vecenvs.factory import BACKEND_INFO
 from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
@@ -193,30 +193,25 @@ class SweepConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-ready values (what a results store records)."""
-        return {
-            "envs": [{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
-            "num_envs": sorted(set(self.num_envs)),
-            "backends": [{"name": b.name, "kwargs": dict(b.kwargs)} for b in self.backend_specs()],
-            **{
-                f.name: getattr(self, f.name)
-                for f in dataclasses.fields(self)
-                if f.name not in ("envs", "num_envs", "backends")
-            },
-        }
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(
+            envs=[{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
+            num_envs=sorted(set(self.num_envs)),
+            backends=[{"name": b.name, "kwargs": dict(b.kwargs)} for b in self.backend_specs()],
+        )
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
-        """The config that :meth:`to_dict` described (e.g. read back from a results store)."""
-        return cls(
+        """The config that :meth:`to_dict` described (e.g. read back from a results store);
+        keys this version does not know are ignored."""
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        values.update(
             envs=[BenchEnv(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
             num_envs=list(data["num_envs"]),
             backends=[Backend(b["name"], dict(b.get("kwargs") or {})) for b in data["backends"]],
-            **{
-                f.name: data[f.name]
-                for f in dataclasses.fields(cls)
-                if f.name not in ("envs", "num_envs", "backends") and f.name in data
-            },
         )
+        return cls(**values)
 
 
 @dataclass
@@ -409,17 +404,12 @@ def run_sweep(
     return SweepResult(config, measurements, run.cancelled, elapsed, available_cpus(), run.id)
 
 
-#: Backends that start K processes (K = num_workers, or min(CPUs, N)).
-_K_PROCESSES = WORKER_BACKENDS | {CEILING}
-
-
 def _processes(backend: Backend, num_envs: int, cpus: int) -> int:
-    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once)."""
-    if backend.name in ONE_PROCESS_PER_ENV:
-        return num_envs
-    if backend.name in _K_PROCESSES:
-        return min(int(backend.kwargs.get("num_workers") or cpus), num_envs)
-    return 0
+    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once):
+    N for one per env, K = num_workers (default min(CPUs, N)) for workers, else none."""
+    kind = "workers" if backend.name == CEILING else BACKEND_INFO[backend.name].processes
+    workers = min(int(backend.kwargs.get("num_workers") or cpus), num_envs)
+    return {"per-env": num_envs, "workers": workers}.get(kind, 0)
 
 
 def _summary(measurements: list[Measurement], config: SweepConfig) -> dict[str, Any] | None:

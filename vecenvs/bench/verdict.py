@@ -111,9 +111,10 @@ class Verdict:
         ceiling = (
             "" if self.efficiency is None else f"; {self.efficiency:.0%} of the machine's ceiling"
         )
+        best, rival = _name(self.best, self.reference), _name(self.runner_up, self.reference)
         if self.runner_up is None:
             return (
-                f"{where}: {_name(self.best, self.reference)} is the only backend measured:"
+                f"{where}: {best} is the only backend measured:"
                 f" {self.speedup:.2f}x {self.reference}{spread}{ceiling}."
             )
         if self.close:
@@ -124,16 +125,13 @@ class Verdict:
                 "other, so not faster in every round"
             )
             return (
-                f"{where}: too close to call between {_name(self.best, self.reference)} "
-                f"at {self.speedup:.2f}x {self.reference} and "
-                f"{_name(self.runner_up, self.reference)} "
-                f"at {self.runner_up_speedup:.2f}x: {why}."
+                f"{where}: too close to call between {best} at {self.speedup:.2f}x "
+                f"{self.reference} and {rival} at {self.runner_up_speedup:.2f}x: {why}."
             )
         return (
-            f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
-            f"{self.reference}{spread}, faster than every other backend in every round, "
-            f"{self.margin_low:.2f}-{self.margin_high:.2f}x its closest rival, "
-            f"{_name(self.runner_up, self.reference)}{ceiling}."
+            f"{where}: use {best}: {self.speedup:.2f}x {self.reference}{spread}, faster than "
+            f"every other backend in every round, {self.margin_low:.2f}-{self.margin_high:.2f}x "
+            f"its closest rival, {rival}{ceiling}."
         )
 
 
@@ -246,7 +244,7 @@ def _numbers(error: float, r2: float) -> str:
 _LOOPS = frozenset(i.name for i in BACKEND_INFO.values() if i.processes == "none" and not i.native)
 
 
-def _name(label: str, reference: str) -> str:
+def _name(label: str | None, reference: str) -> str | None:
     """The reference is named as such: ``gym-sync (the loop)``, ``pool (the reference)``."""
     if label != reference:
         return label
