@@ -54,11 +54,8 @@ __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 #: The benchmark's name for this row (``--backend ceiling``, ``Backend("ceiling")``).
 NAME = "ceiling"
 
-#: One line for tables and the dashboard.
-DESCRIPTION = (
-    "the ceiling: min(K, N) processes each stepping their share of the envs in a "
-    "plain loop, no coordination (what no vector env can beat)"
-)
+#: How tables and the dashboard name this row (:func:`vecenvs.bench.describe`).
+DESCRIPTION = "ceiling (min(K, N) processes, no coordination: the machine's limit)"
 
 #: How many actions are sampled up front and then cycled through while stepping, here and in
 #: the engine: enough that the envs don't see one fixed action, few enough to sample in no time.

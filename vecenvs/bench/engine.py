@@ -297,13 +297,14 @@ class Measurement:
         Derived numbers are recomputed, and keys this version does not know are ignored, so
         results written by an older or newer vecenvs still load.
         """
-        config_fields = {f.name for f in dataclasses.fields(BenchConfig)}
-        config = BenchConfig(**{k: v for k, v in data["config"].items() if k in config_fields})
-        own_fields = {f.name for f in dataclasses.fields(cls)} - {"config"}
-        values = {k: v for k, v in data.items() if k in own_fields}
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        config = data["config"]
+        values["config"] = BenchConfig(
+            **{f.name: config[f.name] for f in dataclasses.fields(BenchConfig) if f.name in config}
+        )
         if values.get("startup_seconds") is None:  # JSON has no NaN: stores write null
             values["startup_seconds"] = math.nan
-        return cls(config=config, **values)
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, derived numbers included, as plain JSON-ready values."""
@@ -412,10 +413,8 @@ def compare(
         backend_kwargs: per-backend-name extra arguments, e.g. ``{"pool": {"num_workers": 2}}``,
             added to those of every entry with that name.
         env_kwargs: extra arguments for ``gym.make``, the same for every backend.
-        warmup_seconds: see :class:`BenchConfig`.
-        measure_seconds: see :class:`BenchConfig`.
-        repeats: see :class:`BenchConfig`.
-        seed: see :class:`BenchConfig`; the same for every backend, so they see the same episodes.
+        warmup_seconds, measure_seconds, repeats, seed: see :class:`BenchConfig`; the same for
+            every backend, so they see the same episodes.
         interleave: round-robin the timed windows across backends (True) or not (False).
         on_window: called after every timed window (e.g. to move a progress bar).
         on_stage: told what is happening between windows, e.g. ``"starting subproc (2 of
@@ -681,11 +680,8 @@ class _Run:
             return env_steps // self.config.num_envs, env_steps, elapsed
         # Local names: attribute look-ups in a loop this tight would show in the numbers for
         # cheap envs like CartPole.
-        step = self.envs.step
-        actions = self.actions
-        ring_size = len(actions)
-        clock = time.perf_counter
-        steps = 0
+        step, actions, clock = self.envs.step, self.actions, time.perf_counter
+        ring_size, steps = len(actions), 0
         start = now = clock()
         deadline = start + seconds
         # Reading the clock costs well under a microsecond, a step at least tens of them, so we
@@ -701,9 +697,7 @@ class _Run:
         send, recv = self.envs.send, self.envs.recv
         actions, batch_size = self.batch_actions, self.async_batch_size
         assert batch_size is not None, "only for a backend with send() and recv()"
-        ring_size = len(actions)
-        clock = time.perf_counter
-        batches = 0
+        ring_size, clock, batches = len(actions), time.perf_counter, 0
         start = now = clock()
         deadline = start + seconds
         idle = self.async_idle  # every env that has no action pending gets one: all are busy
@@ -763,7 +757,7 @@ def measurable_backends() -> list[str]:
 def describe(name: str) -> str:
     """How tables and the dashboard name a backend of the benchmark (the ceiling included)."""
     if name == CEILING:
-        return "ceiling (min(K, N) processes, no coordination: the machine's limit)"
+        return ceiling.DESCRIPTION
     if name == DEFAULT_REFERENCE:
         return f"{describe_backend(name)} (the loop: the reference)"
     return describe_backend(name)
@@ -774,11 +768,9 @@ def _async_batch_size(envs: gym.vector.VectorEnv) -> int | None:
 
     With ``batch_size == num_envs`` (or no async API) the plain ``step()`` loop is used.
     """
-    batch_size = getattr(envs, "batch_size", None)
-    has_async_api = callable(getattr(envs, "send", None)) and callable(getattr(envs, "recv", None))
-    if not has_async_api or not isinstance(batch_size, int) or not 0 < batch_size < envs.num_envs:
-        return None
-    return batch_size
+    size = getattr(envs, "batch_size", None)
+    async_api = callable(getattr(envs, "send", None)) and callable(getattr(envs, "recv", None))
+    return size if async_api and isinstance(size, int) and 0 < size < envs.num_envs else None
 
 
 def _memory(processes: Iterable[psutil.Process], unique: bool = False) -> int | None:

@@ -65,7 +65,6 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     Raises:
         ImportError: matplotlib is not installed.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     spec = figure if isinstance(figure, Mapping) else figure.to_dict()
@@ -73,8 +72,7 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     traces = list(spec.get("data", []))
     width = width or layout.get("width") or 900
     height = height or layout.get("height") or 450
-    picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)
-    FigureCanvasAgg(picture)
+    picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)  # savefig draws with Agg
     names = {
         _plain(t.get("name")) for t in traces if t.get("name") and t.get("showlegend") is not False
     }
