@@ -366,7 +366,7 @@ def measure(config: BenchConfig) -> Measurement:
         ValueError: a bad configuration (see :func:`validate_config`); nothing is built then.
     """
     validate_config(config)
-    return _measure([config], _Timer())[0]
+    return _measure([config])[0]
 
 
 def compare(
@@ -443,11 +443,11 @@ def compare(
         repeats=repeats,
         seed=seed,
     )
-    timer = _Timer(on_window, cancel, on_stage)
+    callbacks = (on_window, cancel, on_stage)
     if interleave:
-        results = _measure(configs, timer)
+        results = _measure(configs, *callbacks)
     else:
-        results = [_measure([config], timer)[0] for config in configs]
+        results = [_measure([config], *callbacks)[0] for config in configs]
 
     reference_result = results[reference_index]  # results come in the order of configs
     ceilings = [result for result in results if result.config.backend == CEILING]
@@ -524,49 +524,41 @@ class MeasurementCancelled(RunCancelled):
     """Raised by :func:`compare` (and the sweeps built on it) when its ``cancel()`` said so."""
 
 
-@dataclass
-class _Timer:
-    """What compare() is told between windows: reports each one, and stops when asked to."""
+def _measure(
+    configs: list[BenchConfig],
+    on_window: Callable[[], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> list[Measurement]:
+    """Build every backend, warm each up, then time their windows round-robin: with one config
+    this is :func:`measure`, with several :func:`compare`'s interleaving (the callbacks are
+    compare()'s)."""
 
-    on_window: Callable[[], None] | None = None
-    cancel: Callable[[], bool] | None = None
-    on_stage: Callable[[str], None] | None = None
-
-    def check(self) -> None:
-        """Raise MeasurementCancelled if cancel() says so."""
-        if self.cancel is not None and self.cancel():
+    def stage(message: str | None = None) -> None:
+        """Stop here if cancelled, else say what comes next (building, warming up, timing)."""
+        if cancel is not None and cancel():
             raise MeasurementCancelled("the measurement was cancelled")
+        if on_stage is not None and message is not None:
+            on_stage(message)
 
-    def stage(self, message: str) -> None:
-        """Say what comes next (building, warming up, timing); stop first if cancelled."""
-        self.check()
-        if self.on_stage is not None:
-            self.on_stage(message)
-
-
-def _measure(configs: list[BenchConfig], timer: _Timer) -> list[Measurement]:
-    """Build every backend, warm each up, then time their windows round-robin.
-
-    With one config, this is :func:`measure`; with several, :func:`compare`'s interleaving.
-    """
     with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
         runs = []
         for index, config in enumerate(configs, start=1):
             # Building 128 processes takes a while: say so, and stop between backends.
             of = f" ({index} of {len(configs)})" if len(configs) > 1 else ""
-            timer.stage(f"starting {config.backend_label}{of}")
+            stage(f"starting {config.backend_label}{of}")
             runs.append(stack.enter_context(_Run(config)))
         for run in runs:
-            timer.stage(f"warming up {run.config.backend_label}")
+            stage(f"warming up {run.config.backend_label}")
             run.warm_up()
-        timer.stage("timing")
+        stage("timing")
         for round_index in range(configs[0].repeats):
             start = round_index % len(runs)
             for run in runs[start:] + runs[:start]:
-                timer.check()
+                stage()
                 run.time_window()
-                if timer.on_window is not None:
-                    timer.on_window()
+                if on_window is not None:
+                    on_window()
         return [run.result for run in runs]
 
 

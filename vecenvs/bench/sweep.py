@@ -175,11 +175,14 @@ class SweepConfig:
         pool, Ray and the ceiling; none for the in-process loops and EnvPool's threads.
         """
         cpus = cpus or available_cpus()
-        most = 0
-        for _, num_envs in self.points():
-            counts = [_processes(backend, num_envs, cpus) for backend in self.backend_specs()]
-            most = max(most, sum(counts) if self.interleave else max(counts))
-        return most
+        at_once = sum if self.interleave else max
+        return max(
+            (
+                at_once(_processes(b, n, cpus) for b in self.backend_specs())
+                for _, n in self.points()
+            ),
+            default=0,
+        )
 
     @property
     def timing(self) -> dict[str, Any]:
@@ -414,12 +417,8 @@ def _processes(backend: Backend, num_envs: int, cpus: int) -> int:
 
 def _summary(measurements: list[Measurement], config: SweepConfig) -> dict[str, Any] | None:
     """The fitted overhead model, for the store; None when there is too little to fit."""
-    if not measurements:
-        return None
-    from vecenvs.bench.model import fit_overhead_model
-
     try:
-        model = fit_overhead_model(measurements, cpus=available_cpus(), reference=config.reference)
-    except ValueError:  # e.g. only the reference was measured: nothing to fit
+        model = SweepResult(config, measurements, False, 0.0, available_cpus()).model()
+    except ValueError:  # e.g. nothing, or only the reference, measured: nothing to fit
         return None
     return {"overhead_model": model.table()}
