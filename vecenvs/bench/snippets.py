@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from textwrap import dedent
 from typing import Any
 
 from vecenvs.bench.engine import DEFAULT_REFERENCE
@@ -113,17 +114,14 @@ def autotune_code(settings: Mapping[str, Any]) -> str:
     ]
     if settings.get("env_kwargs"):
         arguments.append(f"env_kwargs={dict(settings['env_kwargs'])!r}")
-    return "\n".join(
-        [
-            "from vecenvs.autotune import autotune",
-            "from vecenvs.bench import figures",
-            "",
-            f"result = autotune({', '.join(arguments)})",
-            "print(result.format_table())",
-            "print('best:', result.best.backend, result.best.kwargs)",
-            "figures.autotune_figure(result.table).show()",
-        ]
-    )
+    return dedent(f"""\
+        from vecenvs.autotune import autotune
+        from vecenvs.bench import figures
+
+        result = autotune({", ".join(arguments)})
+        print(result.format_table())
+        print('best:', result.best.backend, result.best.kwargs)
+        figures.autotune_figure(result.table).show()""")
 
 
 def training_code(settings: Mapping[str, Any]) -> str:
@@ -148,29 +146,23 @@ def training_code(settings: Mapping[str, Any]) -> str:
 def history_code(store_path: str, run_ids: Iterable[int]) -> str:
     """The script that reads runs back from a results store and exports them as CSV."""
     ids = list(run_ids)
-    return "\n".join(
-        [
-            "from vecenvs.bench import ResultsStore",
-            "from vecenvs.bench.engine import Measurement",
-            "",
-            f"store = ResultsStore({str(store_path)!r})",
-            f"rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works",
-            "measurements = [Measurement.from_dict(row['data']) for row in rows]",
-            f"store.export_csv('results.csv', {ids!r})",
-        ]
-    )
+    return dedent(f"""\
+        from vecenvs.bench import ResultsStore
+        from vecenvs.bench.engine import Measurement
+
+        store = ResultsStore({str(store_path)!r})
+        rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works
+        measurements = [Measurement.from_dict(row['data']) for row in rows]
+        store.export_csv('results.csv', {ids!r})""")
 
 
 def machine_code() -> str:
     """The script that prints what the machine page shows."""
-    return "\n".join(
-        [
-            "from vecenvs.bench.machine import format_machine, machine_info",
-            "from vecenvs.factory import available_backends",
-            "from vecenvs.profile import check_attach",
-            "",
-            "print(format_machine(machine_info()))",
-            "print('backends installed:', ', '.join(available_backends()))",
-            "print(check_attach().message)",
-        ]
-    )
+    return dedent("""\
+        from vecenvs.bench.machine import format_machine, machine_info
+        from vecenvs.factory import available_backends
+        from vecenvs.profile import check_attach
+
+        print(format_machine(machine_info()))
+        print('backends installed:', ', '.join(available_backends()))
+        print(check_attach().message)""")
