@@ -32,7 +32,7 @@ import io
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["RENDERER", "add_static_fallback", "png"]
@@ -87,13 +87,15 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
         1 - _TOP_PIXELS / height,
     )
 
-    axes = _axes_for(picture, layout, traces, area)
+    axes: dict[tuple[str, str], Any] = {}  # one per (x axis, y axis) pair the traces use
     legend: dict[str, Any] = {}
     skipped: list[str] = []
     bars: dict[tuple[str, str], list[dict]] = {}
     for trace in traces:
         kind = trace.get("type", "scatter")
         where = (trace.get("xaxis") or "x", trace.get("yaxis") or "y")
+        if where not in axes:
+            axes[where] = _add_axes(picture, layout, where, area)
         if kind == "scatter":
             _scatter(axes[where], trace, legend)
         elif kind == "bar":
@@ -103,8 +105,8 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     for where, group in bars.items():
         _bars(axes[where], group, layout.get("barmode") or "group", legend)
     for (x_name, y_name), ax in axes.items():
-        _style_axis(ax, "x", layout.get(_layout_key(x_name), {}))
-        _style_axis(ax, "y", layout.get(_layout_key(y_name), {}))
+        _style_axis(ax, "x", _axis(layout, x_name))
+        _style_axis(ax, "y", _axis(layout, y_name))
 
     title = _plain((layout.get("title") or {}).get("text"))
     if title:
@@ -177,30 +179,22 @@ def add_static_fallback() -> bool:
 # --- layout -----------------------------------------------------------------------------------
 
 
-def _layout_key(axis_name: str) -> str:
-    """A trace's ``"x2"`` is the layout's ``"xaxis2"``."""
-    return axis_name[0] + "axis" + axis_name[1:]
+def _axis(layout: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The layout of a trace's axis: ``"x2"`` is the layout's ``"xaxis2"``."""
+    return layout.get(name[0] + "axis" + name[1:], {})
 
 
-def _axes_for(
-    picture: Any,
-    layout: Mapping[str, Any],
-    traces: Sequence[Mapping[str, Any]],
-    area: tuple[float, float, float, float],
-) -> dict:
-    """One matplotlib axes per (x axis, y axis) pair the traces use, placed by the plotly
-    axes' domains within ``area`` (left, right, bottom, top); an empty figure gets none."""
-    pairs = list(dict.fromkeys((t.get("xaxis") or "x", t.get("yaxis") or "y") for t in traces))
-    axes = {}
-    for x_name, y_name in pairs:
-        x0, x1 = layout.get(_layout_key(x_name), {}).get("domain") or (0.0, 1.0)
-        y0, y1 = layout.get(_layout_key(y_name), {}).get("domain") or (0.0, 1.0)
-        (left, bottom), (right, top) = _place(area, x0, y0), _place(area, x1, y1)
-        axes[x_name, y_name] = picture.add_axes([left, bottom, right - left, top - bottom])
-    return axes
+def _add_axes(
+    picture: Any, layout: Mapping[str, Any], where: tuple[str, str], area: tuple[float, ...]
+) -> Any:
+    """A matplotlib axes for one (x axis, y axis) pair, placed by the plotly axes' domains
+    within ``area`` (left, right, bottom, top)."""
+    (x0, x1), (y0, y1) = (_axis(layout, name).get("domain") or (0.0, 1.0) for name in where)
+    (left, bottom), (right, top) = _place(area, x0, y0), _place(area, x1, y1)
+    return picture.add_axes([left, bottom, right - left, top - bottom])
 
 
-def _place(area: tuple[float, float, float, float], x: float, y: float) -> tuple[float, float]:
+def _place(area: tuple[float, ...], x: float, y: float) -> tuple[float, float]:
     """plotly's paper coordinates (0-1 over the plot area) as the picture's."""
     left, right, bottom, top = area
     return left + x * (right - left), bottom + y * (top - bottom)
@@ -239,9 +233,7 @@ def _style_axis(ax: Any, which: str, axis: Mapping[str, Any]) -> None:
     ax.set_axisbelow(True)
 
 
-def _annotate(
-    picture: Any, note: Mapping[str, Any], area: tuple[float, float, float, float]
-) -> None:
+def _annotate(picture: Any, note: Mapping[str, Any], area: tuple[float, ...]) -> None:
     """A plotly annotation in paper coordinates (subplot titles, "nothing to draw" notes)."""
     text = _plain(note.get("text"))
     if not text or note.get("xref", "paper") != "paper" or note.get("yref", "paper") != "paper":
