@@ -126,9 +126,8 @@ class Ceiling:
         self._pipes: list[Any] = []
         self._processes: list[Any] = []
         context = multiprocess.get_context(start_method)
-        chunks = np.array_split(np.arange(num_envs), self.num_workers)
         try:
-            for chunk in chunks:
+            for chunk in np.array_split(np.arange(num_envs), self.num_workers):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
                     target=_work,

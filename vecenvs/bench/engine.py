@@ -582,7 +582,8 @@ class _Run:
         # The backend's processes are the ones that appear while it is built. Comparing before
         # and after (rather than taking all our children) keeps apart the processes of several
         # backends open at once in compare().
-        before = {process.pid for process in psutil.Process().children(recursive=True)}
+        me = psutil.Process()
+        before = {process.pid for process in me.children(recursive=True)}
         try:
             start = time.perf_counter()
             what, kwargs = (config.env_id, config.num_envs), config.backend_kwargs
@@ -595,15 +596,9 @@ class _Run:
                 self.envs.reset(seed=config.seed)
             result.startup_seconds = time.perf_counter() - start
 
-            self.children = [
-                process
-                for process in psutil.Process().children(recursive=True)
-                if process.pid not in before
-            ]
+            self.children = [p for p in me.children(recursive=True) if p.pid not in before]
             result.child_processes = len(self.children)
-            result.rss_bytes = result.peak_rss_bytes = (
-                _memory([psutil.Process(), *self.children]) or 0
-            )
+            result.rss_bytes = result.peak_rss_bytes = _memory([me, *self.children]) or 0
             result.children_uss_bytes = _memory(self.children, unique=True)
             # The pool (and EnvPool) say how many lanes step at once; otherwise every worker
             # process steps one env's share, and an in-process backend is one lane.

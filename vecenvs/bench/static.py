@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import io
 import math
 import re
@@ -142,9 +143,7 @@ def add_static_fallback() -> bool:
     import plotly.io as pio
     from plotly.io._base_renderers import MimetypeRenderer
 
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is None:
         warnings.warn(
             "matplotlib is not installed: figures stay interactive only, and an "
             "exported HTML page will not show them (pip install matplotlib)",

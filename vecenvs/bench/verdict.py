@@ -148,9 +148,8 @@ def verdicts(
         config = measurement.config
         if config.backend == CEILING or measurement.ratio is None:
             continue
-        points.setdefault((config.env_label, config.num_envs), {})[config.backend_label] = (
-            measurement
-        )
+        point = (config.env_label, config.num_envs)
+        points.setdefault(point, {})[config.backend_label] = measurement
     found = []
     for (env_label, num_envs), by_label in points.items():
         # (Every measurement here has a ratio: see above.)
