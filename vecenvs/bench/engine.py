@@ -320,11 +320,9 @@ def validate_config(config: BenchConfig) -> None:
     Raises:
         ValueError: naming the bad value and what was expected.
     """
-    if config.backend not in BACKENDS and config.backend != CEILING:
-        raise ValueError(
-            f"unknown backend {config.backend!r}; expected one of: "
-            f"{', '.join([*BACKENDS, CEILING])}"
-        )
+    names = [*BACKENDS, CEILING]  # installed or not: a missing one is told what to install below
+    if config.backend not in names:
+        raise ValueError(f"unknown backend {config.backend!r}; expected one of: {', '.join(names)}")
     if not isinstance(config.env_id, str):
         raise ValueError(f"env_id must be a string such as 'CartPole-v1', got {config.env_id!r}")
     try:

@@ -174,15 +174,9 @@ class SweepConfig:
         gym-async(-shm) and sb3-subproc; K (default min(CPUs, N)) for the pool, the async
         pool, Ray and the ceiling; none for the in-process loops and EnvPool's threads.
         """
-        cpus = cpus or available_cpus()
-        at_once = sum if self.interleave else max
-        return max(
-            (
-                at_once(_processes(b, n, cpus) for b in self.backend_specs())
-                for _, n in self.points()
-            ),
-            default=0,
-        )
+        cpus, at_once = cpus or available_cpus(), sum if self.interleave else max
+        counts = [[_processes(b, n, cpus) for b in self.backend_specs()] for _, n in self.points()]
+        return max((at_once(point) for point in counts), default=0)
 
     @property
     def timing(self) -> dict[str, Any]:
@@ -275,11 +269,8 @@ def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[BenchEnv]:
         >>> [spec.label for spec in env_grid("vecenvs/Costly-v0", step_seconds=[1e-5, 1e-3])]
         ['vecenvs/Costly-v0 (step_seconds=1e-05)', 'vecenvs/Costly-v0 (step_seconds=0.001)']
     """
-    keys = list(kwarg_values)
-    return [
-        BenchEnv(env_id, dict(zip(keys, values)))
-        for values in itertools.product(*(kwarg_values[key] for key in keys))
-    ]
+    combinations = itertools.product(*kwarg_values.values())
+    return [BenchEnv(env_id, dict(zip(kwarg_values, values))) for values in combinations]
 
 
 def validate_sweep(config: SweepConfig) -> None:
