@@ -77,18 +77,13 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
     unknown = sorted(set(kwargs) - set(KWARGS))
     if unknown:
         raise ValueError(f"the ceiling takes only {', '.join(KWARGS)}; got {', '.join(unknown)}")
-    workers = kwargs.get("num_workers")
-    if workers is not None:
-        check_whole_number("the ceiling's num_workers", workers)
-    method = kwargs.get("start_method")
-    if method is not None and method not in multiprocess.get_all_start_methods():
-        raise ValueError(
-            f"start_method {method!r} is not one of "
-            f"{', '.join(multiprocess.get_all_start_methods())}"
-        )
-    timeout = kwargs.get("timeout")
-    if timeout is not None:
-        check_seconds("the ceiling's timeout", timeout)
+    if kwargs.get("num_workers") is not None:
+        check_whole_number("the ceiling's num_workers", kwargs["num_workers"])
+    method, methods = kwargs.get("start_method"), multiprocess.get_all_start_methods()
+    if method is not None and method not in methods:
+        raise ValueError(f"start_method {method!r} is not one of {', '.join(methods)}")
+    if kwargs.get("timeout") is not None:
+        check_seconds("the ceiling's timeout", kwargs["timeout"])
 
 
 class Ceiling:
@@ -151,9 +146,8 @@ class Ceiling:
             (env steps made by all processes, seconds from the common start to the end of the
             last process's last step).
         """
-        start_at = (
-            time.perf_counter() + START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
-        )
+        margin = START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
+        start_at = time.perf_counter() + margin
         for pipe in self._pipes:
             pipe.send(("run", (start_at, seconds)))
         replies = self._gather(start_at + seconds + self.timeout, "stepping")

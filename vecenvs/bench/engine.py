@@ -441,11 +441,9 @@ def compare(
         repeats=repeats,
         seed=seed,
     )
-    callbacks = (on_window, cancel, on_stage)
-    if interleave:
-        results = _measure(configs, *callbacks)
-    else:
-        results = [_measure([config], *callbacks)[0] for config in configs]
+    # Interleaved: one group of every backend; else one group per backend, each in turn.
+    groups = [configs] if interleave else [[config] for config in configs]
+    results = [r for group in groups for r in _measure(group, on_window, cancel, on_stage)]
 
     reference_result = results[reference_index]  # results come in the order of configs
     ceilings = [result for result in results if result.config.backend == CEILING]
@@ -718,16 +716,12 @@ def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
         by_id.setdefault(config.env_id, {})[config.env_label] = config.env_kwargs
     names = {}
     for env_id, variants in by_id.items():
-        keys = list(dict.fromkeys(key for kwargs in variants.values() for key in kwargs))
-        differing = [
-            key for key in keys if len({repr(kwargs.get(key)) for kwargs in variants.values()}) > 1
-        ]
+        keys = dict.fromkeys(key for kwargs in variants.values() for key in kwargs)  # in order
+        differing = [k for k in keys if len({repr(kw.get(k)) for kw in variants.values()}) > 1]
         for label, kwargs in variants.items():
             # Numbers to 3 significant digits: 9.999999999999999e-05 -> 0.0001.
-            shown = [
-                f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}"
-                for key, value in ((key, kwargs.get(key)) for key in differing)
-            ]
+            values = [(key, kwargs.get(key)) for key in differing]
+            shown = [f"{k}={format(v, '.3g') if isinstance(v, float) else v}" for k, v in values]
             names[label] = " ".join([env_id, *shown])
     if len(set(names.values())) < len(names):  # values equal to 3 digits: show them all
         return {label: label for label in names}

@@ -269,9 +269,7 @@ def cpu_seconds(processes: Iterable[psutil.Process]) -> dict[int, float]:
     """User + system CPU seconds of each process, by pid; one that has ended is left out."""
     seconds = {}
     for process in processes:
-        try:
+        with contextlib.suppress(psutil.Error):  # it ended in between
             times = process.cpu_times()
-        except psutil.Error:  # ended in between
-            continue
-        seconds[process.pid] = times.user + times.system
+            seconds[process.pid] = times.user + times.system
     return seconds

@@ -74,19 +74,14 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     width = width or layout.get("width") or 900
     height = height or layout.get("height") or 450
     picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)  # savefig draws with Agg
-    names = {
-        _plain(t.get("name")) for t in traces if t.get("name") and t.get("showlegend") is not False
-    }
+    shown = [t for t in traces if t.get("name") and t.get("showlegend") is not False]
+    names = {_plain(t.get("name")) for t in shown}
     columns = max(1, min(len(names), int(width // 260)))
     legend_rows = -(-len(names) // columns)
     # Horizontal bars are labelled on the left with their categories: give them room.
     labelled = any(t.get("type") == "bar" and t.get("orientation") == "h" for t in traces)
-    area = (
-        0.3 if labelled else _LEFT,
-        _RIGHT,
-        (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height,
-        1 - _TOP_PIXELS / height,
-    )
+    bottom = (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height
+    area = (0.3 if labelled else _LEFT, _RIGHT, bottom, 1 - _TOP_PIXELS / height)
 
     axes: dict[tuple[str, str], Any] = {}  # one per (x axis, y axis) pair the traces use
     legend: dict[str, Any] = {}

@@ -108,9 +108,8 @@ class Verdict:
             if self.windows > 1
             else " (one timed window: no spread to judge by)"
         )
-        ceiling = (
-            "" if self.efficiency is None else f"; {self.efficiency:.0%} of the machine's ceiling"
-        )
+        share = self.efficiency
+        ceiling = "" if share is None else f"; {share:.0%} of the machine's ceiling"
         best, rival = _name(self.best, self.reference), _name(self.runner_up, self.reference)
         if self.runner_up is None:
             return (
