@@ -33,11 +33,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from enum import Enum
 from typing import Any
 
 import gymnasium as gym
@@ -54,13 +54,11 @@ __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 #: The benchmark's name for this row (``--backend ceiling``, ``Backend("ceiling")``).
 NAME = "ceiling"
 
-#: One line for tables and the dashboard.
-DESCRIPTION = (
-    "the ceiling: min(K, N) processes each stepping their share of the envs in a "
-    "plain loop, no coordination (what no vector env can beat)"
-)
+#: How tables and the dashboard name this row (:func:`vecenvs.bench.describe`).
+DESCRIPTION = "ceiling (min(K, N) processes, no coordination: the machine's limit)"
 
-#: How many actions each env samples before timing and then cycles through (as the engine does).
+#: How many actions are sampled up front and then cycled through while stepping, here and in
+#: the engine: enough that the envs don't see one fixed action, few enough to sample in no time.
 ACTION_RING_SIZE = 64
 
 #: How far ahead of "now" a window starts: time for every process to wake up and be ready.
@@ -71,13 +69,6 @@ START_MARGIN_PER_WORKER = 0.0005
 KWARGS = ("num_workers", "start_method", "timeout")
 
 
-class _Command(Enum):
-    """What the parent asks a ceiling process to do."""
-
-    RUN = "run"
-    CLOSE = "close"
-
-
 def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
     """Raise ``ValueError`` for arguments :class:`Ceiling` would refuse (before building).
 
@@ -86,18 +77,13 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
     unknown = sorted(set(kwargs) - set(KWARGS))
     if unknown:
         raise ValueError(f"the ceiling takes only {', '.join(KWARGS)}; got {', '.join(unknown)}")
-    workers = kwargs.get("num_workers")
-    if workers is not None:
-        check_whole_number("the ceiling's num_workers", workers)
-    method = kwargs.get("start_method")
-    if method is not None and method not in multiprocess.get_all_start_methods():
-        raise ValueError(
-            f"start_method {method!r} is not one of "
-            f"{', '.join(multiprocess.get_all_start_methods())}"
-        )
-    timeout = kwargs.get("timeout")
-    if timeout is not None:
-        check_seconds("the ceiling's timeout", timeout)
+    if kwargs.get("num_workers") is not None:
+        check_whole_number("the ceiling's num_workers", kwargs["num_workers"])
+    method, methods = kwargs.get("start_method"), multiprocess.get_all_start_methods()
+    if method is not None and method not in methods:
+        raise ValueError(f"start_method {method!r} is not one of {', '.join(methods)}")
+    if kwargs.get("timeout") is not None:
+        check_seconds("the ceiling's timeout", kwargs["timeout"])
 
 
 class Ceiling:
@@ -135,9 +121,8 @@ class Ceiling:
         self._pipes: list[Any] = []
         self._processes: list[Any] = []
         context = multiprocess.get_context(start_method)
-        chunks = np.array_split(np.arange(num_envs), self.num_workers)
         try:
-            for chunk in chunks:
+            for chunk in np.array_split(np.arange(num_envs), self.num_workers):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
                     target=_work,
@@ -161,11 +146,10 @@ class Ceiling:
             (env steps made by all processes, seconds from the common start to the end of the
             last process's last step).
         """
-        start_at = (
-            time.perf_counter() + START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
-        )
+        margin = START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
+        start_at = time.perf_counter() + margin
         for pipe in self._pipes:
-            pipe.send((_Command.RUN, (start_at, seconds)))
+            pipe.send(("run", (start_at, seconds)))
         replies = self._gather(start_at + seconds + self.timeout, "stepping")
         steps = sum(steps for steps, _ in replies)
         return steps, max(ended for _, ended in replies) - start_at
@@ -173,10 +157,8 @@ class Ceiling:
     def close(self) -> None:
         """Ask every process to close its envs, then join, terminate, kill; safe to call twice."""
         for pipe in self._pipes:
-            try:
-                pipe.send((_Command.CLOSE, None))
-            except (BrokenPipeError, OSError):
-                pass  # already gone: joined or killed below
+            with contextlib.suppress(OSError):  # already gone: joined or killed below
+                pipe.send(("close", None))
         deadline = time.perf_counter() + 5.0
         for process in self._processes:
             process.join(max(0.0, deadline - time.perf_counter()))
@@ -198,24 +180,21 @@ class Ceiling:
     def _gather(self, deadline: float, doing: str) -> list[Any]:
         """Every process's ``(ok, payload)`` reply; raise if one failed, died or is too late."""
         replies: dict[int, Any] = {}
-        waiting = dict(enumerate(self._pipes))
-        sentinels = {process.sentinel: index for index, process in enumerate(self._processes)}
-        while waiting:
-            left = deadline - time.perf_counter()
-            if left <= 0:
+        while len(replies) < len(self._pipes):
+            waiting = [i for i in range(len(self._pipes)) if i not in replies]
+            # A pipe is ready when its process answered; a sentinel when its process ended.
+            objects = [self._pipes[i] for i in waiting] + [
+                self._processes[i].sentinel for i in waiting
+            ]
+            if not multiprocess.connection.wait(objects, max(0.0, deadline - time.perf_counter())):
                 raise TimeoutError(
-                    f"ceiling process {min(waiting)} did not answer within "
+                    f"ceiling process {waiting[0]} did not answer within "
                     f"{self.timeout:g} s while {doing}"
                 )
-            ready = multiprocess.connection.wait(
-                [*waiting.values(), *(s for s, i in sentinels.items() if i in waiting)], left
-            )
-            for item in ready:
-                index = sentinels.get(item)
-                if index is None:
-                    index = next(i for i, pipe in waiting.items() if pipe is item)
+            for index in waiting:
+                if self._pipes[index].poll():
                     try:
-                        ok, payload = item.recv()
+                        ok, payload = self._pipes[index].recv()
                     except EOFError:
                         ok, payload = False, "the process closed its pipe"
                     if not ok:
@@ -223,8 +202,7 @@ class Ceiling:
                             f"ceiling process {index} failed while {doing}:\n{payload}"
                         )
                     replies[index] = payload
-                    del waiting[index]
-                elif index in waiting and not waiting[index].poll():
+                elif not self._processes[index].is_alive():
                     code = self._processes[index].exitcode
                     raise RuntimeError(
                         f"ceiling process {index} died while {doing} (exit code {code})"
@@ -246,13 +224,11 @@ def _work(env_fns: list[Callable[[], gym.Env]], seed: int, pipe: Any) -> None:
             actions.append([env.action_space.sample() for _ in range(ACTION_RING_SIZE)])
         pipe.send((True, None))
         while True:
-            command, payload = pipe.recv()
-            match command:
-                case _Command.RUN:
-                    pipe.send((True, _step_until(envs, actions, *payload)))
-                case _Command.CLOSE:
-                    pipe.send((True, None))
-                    return
+            command, payload = pipe.recv()  # the parent's two commands: "run" and "close"
+            if command == "close":
+                pipe.send((True, None))
+                return
+            pipe.send((True, _step_until(envs, actions, *payload)))
     except (EOFError, BrokenPipeError):
         pass  # the parent is gone: nobody to tell
     except Exception:

@@ -54,6 +54,8 @@ import numpy as np
 import psutil
 
 from vecenvs.bench import ceiling
+from vecenvs.bench.ceiling import ACTION_RING_SIZE
+from vecenvs.bench.machine import cpu_seconds
 from vecenvs.bench.store import RunCancelled
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import (
@@ -76,6 +78,7 @@ __all__ = [
     "Measurement",
     "MeasurementCancelled",
     "compare",
+    "compare_configs",
     "describe",
     "describe_kwargs",
     "measurable_backends",
@@ -83,10 +86,6 @@ __all__ = [
     "short_env_labels",
     "validate_config",
 ]
-
-#: How many batched actions are sampled up front and then cycled through while stepping.
-#: Enough that the envs don't see one fixed action, few enough to sample in no time.
-ACTION_RING_SIZE = 64
 
 #: The backend every other one is compared with: gymnasium's plain sequential vector env.
 #: Everywhere the lab says "the loop", it means this one.
@@ -272,6 +271,10 @@ class Measurement:
         """Median window throughput: less swayed than the mean by one disturbed window."""
         return statistics.median(self.throughputs)
 
+    def ratios_to(self, other: Measurement) -> list[float]:
+        """Window by window, this throughput / ``other``'s in the same round of :func:`compare`."""
+        return [own / theirs for own, theirs in zip(self.throughputs, other.throughputs)]
+
     @property
     def processes(self) -> int:
         """Processes involved in total: this one plus the backend's."""
@@ -294,13 +297,14 @@ class Measurement:
         Derived numbers are recomputed, and keys this version does not know are ignored, so
         results written by an older or newer vecenvs still load.
         """
-        config_fields = {f.name for f in dataclasses.fields(BenchConfig)}
-        config = BenchConfig(**{k: v for k, v in data["config"].items() if k in config_fields})
-        own_fields = {f.name for f in dataclasses.fields(cls)} - {"config"}
-        values = {k: v for k, v in data.items() if k in own_fields}
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        config = data["config"]
+        values["config"] = BenchConfig(
+            **{f.name: config[f.name] for f in dataclasses.fields(BenchConfig) if f.name in config}
+        )
         if values.get("startup_seconds") is None:  # JSON has no NaN: stores write null
             values["startup_seconds"] = math.nan
-        return cls(config=config, **values)
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, derived numbers included, as plain JSON-ready values."""
@@ -316,11 +320,9 @@ def validate_config(config: BenchConfig) -> None:
     Raises:
         ValueError: naming the bad value and what was expected.
     """
-    if config.backend not in BACKENDS and config.backend != CEILING:
-        raise ValueError(
-            f"unknown backend {config.backend!r}; expected one of: "
-            f"{', '.join([*BACKENDS, CEILING])}"
-        )
+    names = [*BACKENDS, CEILING]  # installed or not: a missing one is told what to install below
+    if config.backend not in names:
+        raise ValueError(f"unknown backend {config.backend!r}; expected one of: {', '.join(names)}")
     if not isinstance(config.env_id, str):
         raise ValueError(f"env_id must be a string such as 'CartPole-v1', got {config.env_id!r}")
     try:
@@ -362,11 +364,7 @@ def measure(config: BenchConfig) -> Measurement:
         ValueError: a bad configuration (see :func:`validate_config`); nothing is built then.
     """
     validate_config(config)
-    with _Run(config) as run:
-        run.warm_up()
-        for _ in range(config.repeats):
-            run.time_window()
-        return run.result()
+    return _measure([config])[0]
 
 
 def compare(
@@ -413,10 +411,8 @@ def compare(
         backend_kwargs: per-backend-name extra arguments, e.g. ``{"pool": {"num_workers": 2}}``,
             added to those of every entry with that name.
         env_kwargs: extra arguments for ``gym.make``, the same for every backend.
-        warmup_seconds: see :class:`BenchConfig`.
-        measure_seconds: see :class:`BenchConfig`.
-        repeats: see :class:`BenchConfig`.
-        seed: see :class:`BenchConfig`; the same for every backend, so they see the same episodes.
+        warmup_seconds, measure_seconds, repeats, seed: see :class:`BenchConfig`; the same for
+            every backend, so they see the same episodes.
         interleave: round-robin the timed windows across backends (True) or not (False).
         on_window: called after every timed window (e.g. to move a progress bar).
         on_stage: told what is happening between windows, e.g. ``"starting subproc (2 of
@@ -433,6 +429,55 @@ def compare(
         ValueError: a bad argument; nothing is built then.
         MeasurementCancelled: ``cancel()`` returned True.
     """
+    configs, reference_index = compare_configs(
+        env_id,
+        num_envs,
+        backends,
+        reference=reference,
+        backend_kwargs=backend_kwargs,
+        env_kwargs=env_kwargs,
+        warmup_seconds=warmup_seconds,
+        measure_seconds=measure_seconds,
+        repeats=repeats,
+        seed=seed,
+    )
+    # Interleaved: one group of every backend; else one group per backend, each in turn.
+    groups = [configs] if interleave else [[config] for config in configs]
+    results = [r for group in groups for r in _measure(group, on_window, cancel, on_stage)]
+
+    reference_result = results[reference_index]  # results come in the order of configs
+    ceilings = [result for result in results if result.config.backend == CEILING]
+    # Several ceilings (e.g. K=2 and K=16): the highest is what the machine gives.
+    top = max(ceilings, key=lambda result: result.median) if ceilings else None
+    for result in results:
+        # Window i of every backend ran in round i, close together in time: dividing pair by
+        # pair cancels most of the machine's drift, and the median ignores a stalled window.
+        result.paired_ratios = result.ratios_to(reference_result)
+        result.ratio = statistics.median(result.paired_ratios)
+        if top is not None:
+            result.efficiency = statistics.median(result.ratios_to(top))
+    return results
+
+
+def compare_configs(
+    env_id: str,
+    num_envs: int,
+    backends: Sequence[str | tuple[str, Mapping[str, Any]]],
+    *,
+    reference: str = DEFAULT_REFERENCE,
+    backend_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **timing: Any,
+) -> tuple[list[BenchConfig], int]:
+    """What :func:`compare` would measure, checked: one :class:`BenchConfig` per backend (the
+    reference added last when missing), and the reference's index among them.
+
+    ``timing`` is the configs' other fields (``warmup_seconds``, ``repeats``...). A sweep
+    checks every point of its grid with this before measuring any.
+
+    Raises:
+        ValueError: a bad argument, naming it.
+    """
     entries = [
         (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1])) for entry in backends
     ]
@@ -442,20 +487,15 @@ def compare(
         raise ValueError(
             f"unknown reference backend {reference!r}; expected one of: {', '.join(BACKENDS)}"
         )
-    if not any(name == reference and not kwargs for name, kwargs in entries):
-        entries.append((reference, {}))
     # The reference is the entry named so with no arguments of its own (backend_kwargs may
     # still give it some, e.g. {"pool": {"num_workers": 2}} with reference="pool").
-    reference_index = next(
-        index for index, (name, kwargs) in enumerate(entries) if name == reference and not kwargs
-    )
-    names = {name for name, _ in entries}
+    if (reference, {}) not in entries:
+        entries.append((reference, {}))
     backend_kwargs = dict(backend_kwargs or {})
-    stray = sorted(set(backend_kwargs) - names)
+    stray = sorted(set(backend_kwargs) - {name for name, _ in entries})
     if stray:
         # Most likely a typo in a backend name: silently ignoring it would measure the wrong thing.
         raise ValueError(f"backend_kwargs given for backend(s) not being measured: {stray}")
-
     configs = [
         BenchConfig(
             env_id=env_id,
@@ -463,10 +503,7 @@ def compare(
             backend=name,
             backend_kwargs={**backend_kwargs.get(name, {}), **kwargs},
             env_kwargs=dict(env_kwargs or {}),
-            warmup_seconds=warmup_seconds,
-            measure_seconds=measure_seconds,
-            repeats=repeats,
-            seed=seed,
+            **timing,
         )
         for name, kwargs in entries
     ]
@@ -476,157 +513,92 @@ def compare(
         raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
     for config in configs:
         validate_config(config)
-
-    timer = _Timer(on_window, cancel, on_stage)
-    if interleave:
-        results = _measure_interleaved(configs, timer)
-    else:
-        results = [_measure_one(config, timer) for config in configs]
-
-    reference_result = results[reference_index]  # results come in the order of configs
-    ceilings = [result for result in results if result.config.backend == CEILING]
-    # Several ceilings (e.g. K=2 and K=16): the highest is what the machine gives.
-    top = max(ceilings, key=lambda result: result.median) if ceilings else None
-    for result in results:
-        # Window i of every backend ran in round i, close together in time: dividing pair by
-        # pair cancels most of the machine's drift, and the median ignores a stalled window.
-        result.paired_ratios = _paired(result, reference_result)
-        result.ratio = statistics.median(result.paired_ratios)
-        if top is not None:
-            result.efficiency = statistics.median(_paired(result, top))
-    return results
-
-
-def _paired(result: Measurement, other: Measurement) -> list[float]:
-    """Window by window, ``result``'s throughput / ``other``'s in the same round."""
-    return [own / theirs for own, theirs in zip(result.throughputs, other.throughputs)]
+    return configs, entries.index((reference, {}))
 
 
 class MeasurementCancelled(RunCancelled):
     """Raised by :func:`compare` (and the sweeps built on it) when its ``cancel()`` said so."""
 
 
-class _Timer:
-    """Runs timed windows for compare(): reports each one, and stops when asked to."""
+def _measure(
+    configs: list[BenchConfig],
+    on_window: Callable[[], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> list[Measurement]:
+    """Build every backend, warm each up, then time their windows round-robin: with one config
+    this is :func:`measure`, with several :func:`compare`'s interleaving (the callbacks are
+    compare()'s)."""
 
-    def __init__(
-        self,
-        on_window: Callable[[], None] | None,
-        cancel: Callable[[], bool] | None,
-        on_stage: Callable[[str], None] | None = None,
-    ):
-        self.on_window = on_window
-        self.cancel = cancel
-        self.on_stage = on_stage
-
-    def stage(self, message: str) -> None:
-        """Say what comes next (building, warming up), and stop here if cancelled."""
-        self.check()
-        if self.on_stage is not None:
-            self.on_stage(message)
-
-    def check(self) -> None:
-        """Raise MeasurementCancelled if cancel() says so."""
-        if self.cancel is not None and self.cancel():
+    def stage(message: str | None = None) -> None:
+        """Stop here if cancelled, else say what comes next (building, warming up, timing)."""
+        if cancel is not None and cancel():
             raise MeasurementCancelled("the measurement was cancelled")
+        if on_stage is not None and message is not None:
+            on_stage(message)
 
-    def window(self, run: _Run) -> None:
-        """Time one window of ``run``, checking for cancellation first."""
-        self.check()
-        run.time_window()
-        if self.on_window is not None:
-            self.on_window()
-
-
-def _measure_interleaved(configs: list[BenchConfig], timer: _Timer) -> list[Measurement]:
-    """Build every backend, warm each up, then time their windows round-robin."""
     with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
         runs = []
         for index, config in enumerate(configs, start=1):
             # Building 128 processes takes a while: say so, and stop between backends.
-            timer.stage(f"starting {config.backend_label} ({index} of {len(configs)})")
+            of = f" ({index} of {len(configs)})" if len(configs) > 1 else ""
+            stage(f"starting {config.backend_label}{of}")
             runs.append(stack.enter_context(_Run(config)))
         for run in runs:
-            timer.stage(f"warming up {run.config.backend_label}")
+            stage(f"warming up {run.config.backend_label}")
             run.warm_up()
-        timer.stage("timing")
+        stage("timing")
         for round_index in range(configs[0].repeats):
             start = round_index % len(runs)
             for run in runs[start:] + runs[:start]:
-                timer.window(run)
-        return [run.result() for run in runs]
-
-
-def _measure_one(config: BenchConfig, timer: _Timer) -> Measurement:
-    """:func:`measure`, reporting each window and stopping when the timer says so."""
-    timer.stage(f"starting {config.backend_label}")
-    with _Run(config) as run:
-        timer.stage(f"warming up {config.backend_label}")
-        run.warm_up()
-        timer.stage("timing")
-        for _ in range(config.repeats):
-            timer.window(run)
-        return run.result()
+                stage()
+                run.time_window()
+                if on_window is not None:
+                    on_window()
+        return [run.result for run in runs]
 
 
 class _Run:
     """One open vector env being measured: built on entry, closed on exit.
 
     :func:`measure` drives one of these from start to end; :func:`compare` keeps several open
-    and alternates between them.
+    and alternates between them. What it finds goes straight into :attr:`result`.
     """
 
     def __init__(self, config: BenchConfig):
         self.config = config
         # A vector env, or the ceiling's processes (ceiling.Ceiling); None until entered.
         self.envs: Any = None
-        self.actions: list[Any] = []
         self.children: list[psutil.Process] = []
-        self.throughputs: list[float] = []
-        self.window_steps: list[int] = []
-        self.window_seconds: list[float] = []
-        self.parent_cpu_seconds = 0.0
-        self.children_cpu_seconds = 0.0
-        self.startup_seconds = math.nan
-        self.rss_bytes = 0
-        self.peak_rss_bytes = 0
-        self.children_uss_bytes: int | None = None
-        self.workers = 1
         self.async_batch_size: int | None = None
+        self.result = Measurement(config, [], [], [], math.nan, 0.0, 0.0, 0, 0, None)
 
     def __enter__(self) -> _Run:
-        config = self.config
+        config, result = self.config, self.result
         # The backend's processes are the ones that appear while it is built. Comparing before
         # and after (rather than taking all our children) keeps apart the processes of several
         # backends open at once in compare().
-        before = {process.pid for process in _descendants()}
+        me = psutil.Process()
+        before = {process.pid for process in me.children(recursive=True)}
         try:
             start = time.perf_counter()
+            what, kwargs = (config.env_id, config.num_envs), config.backend_kwargs
             if config.backend == CEILING:  # not a vector env: processes that step on their own
                 self.envs = ceiling.Ceiling(
-                    config.env_id,
-                    config.num_envs,
-                    env_kwargs=dict(config.env_kwargs),
-                    seed=config.seed,
-                    **config.backend_kwargs,
+                    *what, env_kwargs=config.env_kwargs, seed=config.seed, **kwargs
                 )
             else:
-                self.envs = make_vec(
-                    config.env_id,
-                    config.num_envs,
-                    config.backend,
-                    env_kwargs=dict(config.env_kwargs),
-                    **config.backend_kwargs,
-                )
+                self.envs = make_vec(*what, config.backend, env_kwargs=config.env_kwargs, **kwargs)
                 self.envs.reset(seed=config.seed)
-            self.startup_seconds = time.perf_counter() - start
+            result.startup_seconds = time.perf_counter() - start
 
-            self.children = [process for process in _descendants() if process.pid not in before]
-            self.rss_bytes = self.peak_rss_bytes = _rss([psutil.Process(), *self.children])
-            self.children_uss_bytes = _uss(self.children)
+            self.children = [p for p in me.children(recursive=True) if p.pid not in before]
+            result.child_processes = len(self.children)
+            result.rss_bytes = result.peak_rss_bytes = _memory([me, *self.children]) or 0
+            result.children_uss_bytes = _memory(self.children, unique=True)
             # The pool (and EnvPool) say how many lanes step at once; otherwise every worker
             # process steps one env's share, and an in-process backend is one lane.
-            self.workers = getattr(self.envs, "num_workers", None) or max(1, len(self.children))
+            result.workers = getattr(self.envs, "num_workers", None) or max(1, len(self.children))
             if config.backend == CEILING:
                 return self  # its processes sampled their own actions
 
@@ -666,25 +638,20 @@ class _Run:
         """Run one timed window and record its throughput and CPU use."""
         # CPU times are read outside the timed loop: reading them for 128 processes takes a few
         # milliseconds, which must not count as stepping time.
-        parent = psutil.Process()
-        parent_before = _cpu_seconds(parent)
-        children_before = {process.pid: _cpu_seconds(process) for process in self.children}
+        processes = [psutil.Process(), *self.children]
+        before = cpu_seconds(processes)
         steps, env_steps, elapsed = self._step_for(self.config.measure_seconds)
-        parent_after = _cpu_seconds(parent)
-        children_after = {process.pid: _cpu_seconds(process) for process in self.children}
+        after = cpu_seconds(processes)
 
-        self.peak_rss_bytes = max(self.peak_rss_bytes, _rss([parent, *self.children]))
-
-        self.window_steps.append(steps)
-        self.window_seconds.append(elapsed)
-        self.throughputs.append(env_steps / elapsed)
-        if parent_before is not None and parent_after is not None:
-            self.parent_cpu_seconds += parent_after - parent_before
-        # A process that ended mid-window (None) has no "after": leave it out rather than guess.
-        for pid, before in children_before.items():
-            after = children_after[pid]
-            if before is not None and after is not None:
-                self.children_cpu_seconds += after - before
+        result = self.result
+        result.peak_rss_bytes = max(result.peak_rss_bytes, _memory(processes) or 0)
+        result.window_steps.append(steps)
+        result.window_seconds.append(elapsed)
+        result.throughputs.append(env_steps / elapsed)
+        # A process that ended mid-window has no "after": leave it out rather than guess.
+        used = {pid: after[pid] - before[pid] for pid in before.keys() & after.keys()}
+        result.parent_cpu_seconds += used.pop(processes[0].pid, 0.0)
+        result.children_cpu_seconds += sum(used.values())
 
     def _step_for(self, seconds: float) -> tuple[int, int, float]:
         """Step until ``seconds`` have passed; return (batches, env steps, seconds it really took)."""
@@ -696,11 +663,8 @@ class _Run:
             return env_steps // self.config.num_envs, env_steps, elapsed
         # Local names: attribute look-ups in a loop this tight would show in the numbers for
         # cheap envs like CartPole.
-        step = self.envs.step
-        actions = self.actions
-        ring_size = len(actions)
-        clock = time.perf_counter
-        steps = 0
+        step, actions, clock = self.envs.step, self.actions, time.perf_counter
+        ring_size, steps = len(actions), 0
         start = now = clock()
         deadline = start + seconds
         # Reading the clock costs well under a microsecond, a step at least tens of them, so we
@@ -716,9 +680,7 @@ class _Run:
         send, recv = self.envs.send, self.envs.recv
         actions, batch_size = self.batch_actions, self.async_batch_size
         assert batch_size is not None, "only for a backend with send() and recv()"
-        ring_size = len(actions)
-        clock = time.perf_counter
-        batches = 0
+        ring_size, clock, batches = len(actions), time.perf_counter, 0
         start = now = clock()
         deadline = start + seconds
         idle = self.async_idle  # every env that has no action pending gets one: all are busy
@@ -738,23 +700,6 @@ class _Run:
         self.async_idle = np.concatenate(returned)
         return batches, batches * batch_size, elapsed
 
-    def result(self) -> Measurement:
-        """The measurement so far, as a :class:`Measurement`."""
-        return Measurement(
-            config=self.config,
-            throughputs=list(self.throughputs),
-            window_steps=list(self.window_steps),
-            window_seconds=list(self.window_seconds),
-            startup_seconds=self.startup_seconds,
-            parent_cpu_seconds=self.parent_cpu_seconds,
-            children_cpu_seconds=self.children_cpu_seconds,
-            child_processes=len(self.children),
-            rss_bytes=self.rss_bytes,
-            children_uss_bytes=self.children_uss_bytes,
-            workers=self.workers,
-            peak_rss_bytes=self.peak_rss_bytes,
-        )
-
 
 def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
     """Env label -> a short name for charts and tables: the id, plus only the arguments whose
@@ -771,23 +716,16 @@ def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
         by_id.setdefault(config.env_id, {})[config.env_label] = config.env_kwargs
     names = {}
     for env_id, variants in by_id.items():
-        keys = list(dict.fromkeys(key for kwargs in variants.values() for key in kwargs))
-        differing = [
-            key for key in keys if len({repr(kwargs.get(key)) for kwargs in variants.values()}) > 1
-        ]
+        keys = dict.fromkeys(key for kwargs in variants.values() for key in kwargs)  # in order
+        differing = [k for k in keys if len({repr(kw.get(k)) for kw in variants.values()}) > 1]
         for label, kwargs in variants.items():
-            shown = [f"{key}={_short_value(kwargs.get(key))}" for key in differing]
+            # Numbers to 3 significant digits: 9.999999999999999e-05 -> 0.0001.
+            values = [(key, kwargs.get(key)) for key in differing]
+            shown = [f"{k}={format(v, '.3g') if isinstance(v, float) else v}" for k, v in values]
             names[label] = " ".join([env_id, *shown])
     if len(set(names.values())) < len(names):  # values equal to 3 digits: show them all
         return {label: label for label in names}
     return names
-
-
-def _short_value(value: Any) -> str:
-    """A number to 3 significant digits (``9.999999999999999e-05`` -> ``0.0001``), else str."""
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
 
 
 def measurable_backends() -> list[str]:
@@ -798,7 +736,7 @@ def measurable_backends() -> list[str]:
 def describe(name: str) -> str:
     """How tables and the dashboard name a backend of the benchmark (the ceiling included)."""
     if name == CEILING:
-        return "ceiling (min(K, N) processes, no coordination: the machine's limit)"
+        return ceiling.DESCRIPTION
     if name == DEFAULT_REFERENCE:
         return f"{describe_backend(name)} (the loop: the reference)"
     return describe_backend(name)
@@ -809,47 +747,23 @@ def _async_batch_size(envs: gym.vector.VectorEnv) -> int | None:
 
     With ``batch_size == num_envs`` (or no async API) the plain ``step()`` loop is used.
     """
-    batch_size = getattr(envs, "batch_size", None)
-    has_async_api = callable(getattr(envs, "send", None)) and callable(getattr(envs, "recv", None))
-    if not has_async_api or not isinstance(batch_size, int) or not 0 < batch_size < envs.num_envs:
-        return None
-    return batch_size
+    size = getattr(envs, "batch_size", None)
+    async_api = callable(getattr(envs, "send", None)) and callable(getattr(envs, "recv", None))
+    return size if async_api and isinstance(size, int) and 0 < size < envs.num_envs else None
 
 
-def _descendants() -> list[psutil.Process]:
-    """All processes started by this one, directly or not (e.g. via a forkserver)."""
-    return psutil.Process().children(recursive=True)
-
-
-def _cpu_seconds(process: psutil.Process) -> float | None:
-    """User + system CPU time of ``process``, or ``None`` if it has ended."""
-    try:
-        times = process.cpu_times()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return None
-    return times.user + times.system
-
-
-def _rss(processes: Iterable[psutil.Process]) -> int:
-    """Summed resident memory (RSS) of ``processes``, skipping any that have ended."""
-    total = 0
-    for process in processes:
-        try:
-            total += process.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
-def _uss(processes: Iterable[psutil.Process]) -> int | None:
-    """Summed unique memory (USS) of ``processes``, or ``None`` if any can't report it."""
+def _memory(processes: Iterable[psutil.Process], unique: bool = False) -> int | None:
+    """Summed resident memory (RSS) of ``processes``, or with ``unique`` their USS (``None``
+    if any can't report it); processes that have ended are skipped."""
     total = 0
     for process in processes:
         try:
             # USS needs a walk of the memory map: fine once after startup, not per step.
-            total += process.memory_full_info().uss
+            total += process.memory_full_info().uss if unique else process.memory_info().rss
         except psutil.NoSuchProcess:
             pass
         except (psutil.AccessDenied, AttributeError, NotImplementedError):
-            return None
+            if unique:
+                return None
+            raise
     return total

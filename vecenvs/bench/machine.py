@@ -27,12 +27,14 @@ speed measured while other programs hold the cores is low and noisy, and says li
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -46,6 +48,7 @@ __all__ = [
     "PACKAGES",
     "MachineLoad",
     "cpu_model",
+    "cpu_seconds",
     "format_machine",
     "machine_info",
     "machine_load",
@@ -112,16 +115,24 @@ def machine_info() -> dict[str, Any]:
 def cpu_model() -> str:
     """The CPU's marketing name, e.g. ``"Intel(R) Xeon(R) Processor"``, or a best guess.
 
-    Linux: the ``model name`` line of ``/proc/cpuinfo``. macOS: ``sysctl -n
+    Linux: the first ``model name`` line of ``/proc/cpuinfo``. macOS: ``sysctl -n
     machdep.cpu.brand_string``. Elsewhere, or when those say nothing (ARM Linux boards often
     have no ``model name``): ``platform.processor()``, then the architecture, then ``"unknown"``.
     """
-    system = platform.system()
     model = ""
-    if system == "Linux":
-        model = _linux_cpu_model()
-    elif system == "Darwin":
-        model = _macos_cpu_model()
+    try:
+        if platform.system() == "Linux":
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+                lines = (line.partition(":") for line in cpuinfo)
+                model = next((v.strip() for k, _, v in lines if k.strip() == "model name"), "")
+        elif platform.system() == "Darwin":
+            # A timeout, because a stuck sysctl must not stop a benchmark from being saved.
+            command = ["sysctl", "-n", "machdep.cpu.brand_string"]
+            model = subprocess.run(
+                command, capture_output=True, text=True, timeout=5, check=True
+            ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
     return model or platform.processor() or platform.machine() or "unknown"
 
 
@@ -130,12 +141,10 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
     Read from the installed package metadata, without importing the package.
     """
-    versions: dict[str, str | None] = {}
+    versions: dict[str, str | None] = dict.fromkeys(names)
     for name in names:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
     return versions
 
 
@@ -145,34 +154,22 @@ def format_machine(info: dict[str, Any]) -> str:
     Tolerates missing keys, so it also works on what an older version of vecenvs stored.
     Packages that are not installed are left out.
     """
-    cpus = f"{info.get('logical_cpus', '?')} logical CPUs"
-    details = []
-    usable = info.get("usable_cpus")
-    if usable is not None:
-        details.append(f"{usable} usable here")
-    physical = info.get("physical_cores")
+    usable, physical = info.get("usable_cpus"), info.get("physical_cores")
+    details = [f"{usable} usable here"] if usable is not None else []
     if physical is not None:
         details.append(f"{physical} physical core{'' if physical == 1 else 's'}")
-    if details:
-        cpus += f" ({', '.join(details)})"
-    parts = [f"{info.get('cpu_model', 'unknown CPU')}: {cpus}"]
-    memory = info.get("memory_bytes")
-    if memory:
-        parts[0] += f", {memory / 2**30:.1f} GiB memory"
-    if info.get("os"):
-        parts.append(str(info["os"]))
-    if info.get("python"):
-        parts.append(f"{info.get('python_implementation', 'Python')} {info['python']}")
-    if info.get("hostname"):
-        parts.append(f"host {info['hostname']}")
-    installed = [
-        f"{name} {version}"
-        for name, version in (info.get("packages") or {}).items()
-        if version is not None
+    cpus = f"{info.get('logical_cpus', '?')} logical CPUs"
+    cpus += f" ({', '.join(details)})" if details else ""
+    memory, python = info.get("memory_bytes"), info.get("python")
+    cpus += f", {memory / 2**30:.1f} GiB memory" if memory else ""
+    parts = [
+        f"{info.get('cpu_model', 'unknown CPU')}: {cpus}",
+        str(info.get("os") or ""),
+        f"{info.get('python_implementation', 'Python')} {python}" if python else "",
+        f"host {info['hostname']}" if info.get("hostname") else "",
+        ", ".join(f"{n} {v}" for n, v in (info.get("packages") or {}).items() if v is not None),
     ]
-    if installed:
-        parts.append(", ".join(installed))
-    return "; ".join(parts)
+    return "; ".join(part for part in parts if part)
 
 
 @dataclass(frozen=True)
@@ -247,10 +244,9 @@ def machine_load(seconds: float = 1.0, threshold: float = BUSY_SHARE) -> Machine
     elapsed = time.perf_counter() - start
     others = (busy_after - busy_before) - (own_after - own_before)
     share = min(1.0, max(0.0, others / (elapsed * cpus)))
-    try:
+    load_average = None
+    with contextlib.suppress(AttributeError, OSError):  # Windows has no load average
         load_average = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        load_average = None
     return MachineLoad(cpus, share, elapsed, load_average, threshold)
 
 
@@ -266,40 +262,14 @@ def _busy_cpu_seconds() -> float:
 def _own_cpu_seconds() -> float:
     """CPU seconds used by this process and its descendants (those alive now)."""
     own = psutil.Process()
-    total = 0.0
-    for process in [own, *own.children(recursive=True)]:
-        try:
+    return sum(cpu_seconds([own, *own.children(recursive=True)]).values())
+
+
+def cpu_seconds(processes: Iterable[psutil.Process]) -> dict[int, float]:
+    """User + system CPU seconds of each process, by pid; one that has ended is left out."""
+    seconds = {}
+    for process in processes:
+        with contextlib.suppress(psutil.Error):  # it ended in between
             times = process.cpu_times()
-        except psutil.Error:  # ended in between
-            continue
-        total += times.user + times.system
-    return total
-
-
-def _linux_cpu_model() -> str:
-    """The first ``model name`` in ``/proc/cpuinfo``, or ``""``."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    return value.strip()
-    except OSError:
-        pass
-    return ""
-
-
-def _macos_cpu_model() -> str:
-    """What ``sysctl`` calls the CPU, or ``""``."""
-    try:
-        # A timeout, because a stuck sysctl must not stop a benchmark from being saved.
-        completed = subprocess.run(
-            ["sysctl", "-n", "machdep.cpu.brand_string"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return completed.stdout.strip()
+            seconds[process.pid] = times.user + times.system
+    return seconds

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from textwrap import dedent
 from typing import Any
 
 from vecenvs.bench.engine import DEFAULT_REFERENCE
@@ -39,8 +40,6 @@ FIGURES = {
     "model": None,
 }
 
-_TIMING = ("warmup_seconds", "measure_seconds", "repeats", "seed")
-
 
 def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
     """The script that measures a sweep (``SweepConfig.to_dict()`` settings) and draws
@@ -48,26 +47,21 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
     if figure not in FIGURES:
         raise ValueError(f"figure must be one of {', '.join(FIGURES)}, got {figure!r}")
     config = SweepConfig.from_dict(settings)
-    defaults = SweepConfig(envs=[], num_envs=[], backends=[])
-    imports = ["SweepConfig", "run_sweep"]
-    envs = []
-    for env in config.env_specs():
-        if env.kwargs:
-            envs.append(f"BenchEnv({env.env_id!r}, {dict(env.kwargs)!r})")
-            imports.append("BenchEnv")
-        else:
-            envs.append(repr(env.env_id))
-    backends = []
-    for backend in config.backend_specs():
-        if backend.name == config.reference and not backend.kwargs:
-            continue  # run_sweep adds the reference by itself
-        if backend.kwargs:
-            backends.append(f"Backend({backend.name!r}, {dict(backend.kwargs)!r})")
-            imports.append("Backend")
-        else:
-            backends.append(repr(backend.name))
-    if FIGURES[figure] is not None:
-        imports.append("figures")
+    imports = {"SweepConfig", "run_sweep"} | ({"figures"} if FIGURES[figure] else set())
+
+    def spec(kind: str, name: str, kwargs: Mapping[str, Any]) -> str:
+        """``'pool'``, or ``Backend('pool', {'num_workers': 2})`` when it has arguments."""
+        if not kwargs:
+            return repr(name)
+        imports.add(kind)
+        return f"{kind}({name!r}, {dict(kwargs)!r})"
+
+    envs = [spec("BenchEnv", env.env_id, env.kwargs) for env in config.env_specs()]
+    backends = [  # run_sweep adds the reference by itself
+        spec("Backend", backend.name, backend.kwargs)
+        for backend in config.backend_specs()
+        if backend.kwargs or backend.name != config.reference
+    ]
     arguments = [
         f"envs=[{', '.join(envs)}]",
         f"num_envs={sorted(set(config.num_envs))!r}",
@@ -75,38 +69,28 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
     ]
     if config.reference != DEFAULT_REFERENCE:
         arguments.append(f"reference={config.reference!r}")
-    arguments += [
-        f"{name}={getattr(config, name)!r}"
-        for name in _TIMING
-        if getattr(config, name) != getattr(defaults, name)
-    ]
+    defaults = SweepConfig(envs=[], num_envs=[], backends=[]).timing
+    arguments += [f"{k}={v!r}" for k, v in config.timing.items() if v != defaults[k]]
     lines = [
-        f"from vecenvs.bench import {', '.join(sorted(set(imports)))}",
+        f"from vecenvs.bench import {', '.join(sorted(imports))}",
         "",
         "config = SweepConfig(",
         *(f"    {argument}," for argument in arguments),
         ")",
         "result = run_sweep(config, progress=True)  # measures, with a progress bar",
         "model = result.model()  # the overhead model fitted to the measurements",
+        f"{FIGURES[figure]}.show()" if FIGURES[figure] else "print(model.format_table())",
     ]
-    if FIGURES[figure] is None:
-        lines.append("print(model.format_table())")
-    else:
-        lines.append(f"{FIGURES[figure]}.show()")
     return "\n".join(lines)
 
 
 def profile_code(settings: Mapping[str, Any]) -> str:
     """The script that profiles one configuration (a ``ProfileConfig``'s fields) and shows
     the breakdown chart and where the flame graph is."""
-    shown = {
-        key: value
-        for key, value in settings.items()
-        if key
-        in ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seconds", "rate")
-        and value not in ({}, None)
-    }
-    arguments = [f"    {key}={value!r}," for key, value in shown.items()]
+    names = ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seconds", "rate")
+    arguments = [
+        f"    {k}={v!r}," for k, v in settings.items() if k in names and v not in ({}, None)
+    ]
     return "\n".join(
         [
             "from vecenvs.profile import ProfileConfig, breakdown_figure, profile",
@@ -130,17 +114,14 @@ def autotune_code(settings: Mapping[str, Any]) -> str:
     ]
     if settings.get("env_kwargs"):
         arguments.append(f"env_kwargs={dict(settings['env_kwargs'])!r}")
-    return "\n".join(
-        [
-            "from vecenvs.autotune import autotune",
-            "from vecenvs.bench import figures",
-            "",
-            f"result = autotune({', '.join(arguments)})",
-            "print(result.format_table())",
-            "print('best:', result.best.backend, result.best.kwargs)",
-            "figures.autotune_figure(result.table).show()",
-        ]
-    )
+    return dedent(f"""\
+        from vecenvs.autotune import autotune
+        from vecenvs.bench import figures
+
+        result = autotune({", ".join(arguments)})
+        print(result.format_table())
+        print('best:', result.best.backend, result.best.kwargs)
+        figures.autotune_figure(result.table).show()""")
 
 
 def training_code(settings: Mapping[str, Any]) -> str:
@@ -165,29 +146,23 @@ def training_code(settings: Mapping[str, Any]) -> str:
 def history_code(store_path: str, run_ids: Iterable[int]) -> str:
     """The script that reads runs back from a results store and exports them as CSV."""
     ids = list(run_ids)
-    return "\n".join(
-        [
-            "from vecenvs.bench import ResultsStore",
-            "from vecenvs.bench.engine import Measurement",
-            "",
-            f"store = ResultsStore({str(store_path)!r})",
-            f"rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works",
-            "measurements = [Measurement.from_dict(row['data']) for row in rows]",
-            f"store.export_csv('results.csv', {ids!r})",
-        ]
-    )
+    return dedent(f"""\
+        from vecenvs.bench import ResultsStore
+        from vecenvs.bench.engine import Measurement
+
+        store = ResultsStore({str(store_path)!r})
+        rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works
+        measurements = [Measurement.from_dict(row['data']) for row in rows]
+        store.export_csv('results.csv', {ids!r})""")
 
 
 def machine_code() -> str:
     """The script that prints what the machine page shows."""
-    return "\n".join(
-        [
-            "from vecenvs.bench.machine import format_machine, machine_info",
-            "from vecenvs.factory import available_backends",
-            "from vecenvs.profile import check_attach",
-            "",
-            "print(format_machine(machine_info()))",
-            "print('backends installed:', ', '.join(available_backends()))",
-            "print(check_attach().message)",
-        ]
-    )
+    return dedent("""\
+        from vecenvs.bench.machine import format_machine, machine_info
+        from vecenvs.factory import available_backends
+        from vecenvs.profile import check_attach
+
+        print(format_machine(machine_info()))
+        print('backends installed:', ', '.join(available_backends()))
+        print(check_attach().message)""")

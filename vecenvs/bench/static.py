@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import io
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["RENDERER", "add_static_fallback", "png"]
@@ -65,7 +66,6 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     Raises:
         ImportError: matplotlib is not installed.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     spec = figure if isinstance(figure, Mapping) else figure.to_dict()
@@ -73,29 +73,25 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     traces = list(spec.get("data", []))
     width = width or layout.get("width") or 900
     height = height or layout.get("height") or 450
-    picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)
-    FigureCanvasAgg(picture)
-    names = {
-        _plain(t.get("name")) for t in traces if t.get("name") and t.get("showlegend") is not False
-    }
+    picture = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)  # savefig draws with Agg
+    shown = [t for t in traces if t.get("name") and t.get("showlegend") is not False]
+    names = {_plain(t.get("name")) for t in shown}
     columns = max(1, min(len(names), int(width // 260)))
     legend_rows = -(-len(names) // columns)
     # Horizontal bars are labelled on the left with their categories: give them room.
     labelled = any(t.get("type") == "bar" and t.get("orientation") == "h" for t in traces)
-    area = (
-        0.3 if labelled else _LEFT,
-        _RIGHT,
-        (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height,
-        1 - _TOP_PIXELS / height,
-    )
+    bottom = (_BOTTOM_PIXELS + _LEGEND_ROW_PIXELS * legend_rows) / height
+    area = (0.3 if labelled else _LEFT, _RIGHT, bottom, 1 - _TOP_PIXELS / height)
 
-    axes = _axes_for(picture, layout, traces, area)
+    axes: dict[tuple[str, str], Any] = {}  # one per (x axis, y axis) pair the traces use
     legend: dict[str, Any] = {}
     skipped: list[str] = []
     bars: dict[tuple[str, str], list[dict]] = {}
     for trace in traces:
         kind = trace.get("type", "scatter")
         where = (trace.get("xaxis") or "x", trace.get("yaxis") or "y")
+        if where not in axes:
+            axes[where] = _add_axes(picture, layout, where, area)
         if kind == "scatter":
             _scatter(axes[where], trace, legend)
         elif kind == "bar":
@@ -105,8 +101,8 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     for where, group in bars.items():
         _bars(axes[where], group, layout.get("barmode") or "group", legend)
     for (x_name, y_name), ax in axes.items():
-        _style_axis(ax, "x", layout.get(_layout_key(x_name), {}))
-        _style_axis(ax, "y", layout.get(_layout_key(y_name), {}))
+        _style_axis(ax, "x", _axis(layout, x_name))
+        _style_axis(ax, "y", _axis(layout, y_name))
 
     title = _plain((layout.get("title") or {}).get("text"))
     if title:
@@ -114,14 +110,8 @@ def png(figure: Any, *, width: int | None = None, height: int | None = None) -> 
     for note in layout.get("annotations", []):
         _annotate(picture, note, area)
     if skipped:
-        picture.text(
-            0.5,
-            0.5,
-            f"(not drawn here: {', '.join(sorted(set(skipped)))} traces)",
-            ha="center",
-            va="center",
-            color="#7f7f7f",
-        )
+        note = f"(not drawn here: {', '.join(sorted(set(skipped)))} traces)"
+        picture.text(0.5, 0.5, note, ha="center", va="center", color="#7f7f7f")
     if legend:
         picture.legend(
             list(legend.values()),
@@ -148,9 +138,7 @@ def add_static_fallback() -> bool:
     import plotly.io as pio
     from plotly.io._base_renderers import MimetypeRenderer
 
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is None:
         warnings.warn(
             "matplotlib is not installed: figures stay interactive only, and an "
             "exported HTML page will not show them (pip install matplotlib)",
@@ -185,57 +173,53 @@ def add_static_fallback() -> bool:
 # --- layout -----------------------------------------------------------------------------------
 
 
-def _layout_key(axis_name: str) -> str:
-    """A trace's ``"x2"`` is the layout's ``"xaxis2"``."""
-    return axis_name[0] + "axis" + axis_name[1:]
+def _axis(layout: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The layout of a trace's axis: ``"x2"`` is the layout's ``"xaxis2"``."""
+    return layout.get(name[0] + "axis" + name[1:], {})
 
 
-def _axes_for(
-    picture: Any,
-    layout: Mapping[str, Any],
-    traces: Sequence[Mapping[str, Any]],
-    area: tuple[float, float, float, float],
-) -> dict:
-    """One matplotlib axes per (x axis, y axis) pair the traces use, placed by the plotly
-    axes' domains within ``area`` (left, right, bottom, top); an empty figure gets none."""
-    pairs = list(dict.fromkeys((t.get("xaxis") or "x", t.get("yaxis") or "y") for t in traces))
-    axes = {}
-    for x_name, y_name in pairs:
-        x0, x1 = layout.get(_layout_key(x_name), {}).get("domain") or (0.0, 1.0)
-        y0, y1 = layout.get(_layout_key(y_name), {}).get("domain") or (0.0, 1.0)
-        (left, bottom), (right, top) = _place(area, x0, y0), _place(area, x1, y1)
-        axes[x_name, y_name] = picture.add_axes([left, bottom, right - left, top - bottom])
-    return axes
+def _add_axes(
+    picture: Any, layout: Mapping[str, Any], where: tuple[str, str], area: tuple[float, ...]
+) -> Any:
+    """A matplotlib axes for one (x axis, y axis) pair, placed by the plotly axes' domains
+    within ``area`` (left, right, bottom, top)."""
+    (x0, x1), (y0, y1) = (_axis(layout, name).get("domain") or (0.0, 1.0) for name in where)
+    (left, bottom), (right, top) = _place(area, x0, y0), _place(area, x1, y1)
+    return picture.add_axes([left, bottom, right - left, top - bottom])
 
 
-def _place(area: tuple[float, float, float, float], x: float, y: float) -> tuple[float, float]:
+def _place(area: tuple[float, ...], x: float, y: float) -> tuple[float, float]:
     """plotly's paper coordinates (0-1 over the plot area) as the picture's."""
     left, right, bottom, top = area
     return left + x * (right - left), bottom + y * (top - bottom)
 
 
 def _style_axis(ax: Any, which: str, axis: Mapping[str, Any]) -> None:
-    set_scale, set_label = getattr(ax, f"set_{which}scale"), getattr(ax, f"set_{which}label")
-    if axis.get("type") == "log":
-        set_scale("log")
-        if axis.get("tickvals") is None:  # 2, 3, 500, not 2 x 10^0
-            getattr(ax, f"{which}axis").set_major_formatter(_plain_numbers())
-            getattr(ax, f"{which}axis").set_minor_formatter(_plain_numbers())
+    """A plotly axis's scale, title, range and ticks on ``ax``'s ``which`` ("x" or "y") axis."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    def set_(name: str, *args: Any, **kwargs: Any) -> None:  # set_("scale", ...): ax.set_xscale
+        getattr(ax, f"set_{which}{name}")(*args, **kwargs)
+
+    log, ticker = axis.get("type") == "log", getattr(ax, f"{which}axis")
+    ticks, texts = axis.get("tickvals"), axis.get("ticktext")
+    if log:
+        set_("scale", "log")
+        if ticks is None:  # 2, 3, 500, not 2 x 10^0
+            ticker.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.4g}"))
+            ticker.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:,.4g}"))
     title = _plain((axis.get("title") or {}).get("text"))
     if title:
-        set_label(title, fontsize=8)
+        set_("label", title, fontsize=8)
     span = axis.get("range")
     if span and all(isinstance(v, (int, float)) for v in span):
-        low, high = span
-        if axis.get("type") == "log":  # plotly gives a log axis's range in powers of ten
-            low, high = 10.0**low, 10.0**high
-        getattr(ax, f"set_{which}lim")(low, high)
-    ticks, texts = axis.get("tickvals"), axis.get("ticktext")
+        # plotly gives a log axis's range in powers of ten
+        set_("lim", *([10.0**v for v in span] if log else span))
     if ticks is not None and all(isinstance(v, (int, float)) for v in ticks):
-        getattr(ax, f"set_{which}ticks")(list(ticks))
+        set_("ticks", list(ticks))
         if texts is not None:
-            getattr(ax, f"set_{which}ticklabels")([_plain(str(t)) for t in texts])
-        getattr(ax, f"{which}axis").set_minor_formatter(_no_labels())
+            set_("ticklabels", [_plain(str(t)) for t in texts])
+        ticker.set_minor_formatter(NullFormatter())
     if axis.get("showticklabels") is False:
         ax.tick_params(axis=which, labelbottom=False, labelleft=False)
     ax.tick_params(axis=which, labelsize=8)
@@ -243,35 +227,16 @@ def _style_axis(ax: Any, which: str, axis: Mapping[str, Any]) -> None:
     ax.set_axisbelow(True)
 
 
-def _plain_numbers() -> Any:
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda value, _: f"{value:,.4g}")
-
-
-def _no_labels() -> Any:
-    from matplotlib.ticker import NullFormatter
-
-    return NullFormatter()
-
-
-def _annotate(
-    picture: Any, note: Mapping[str, Any], area: tuple[float, float, float, float]
-) -> None:
+def _annotate(picture: Any, note: Mapping[str, Any], area: tuple[float, ...]) -> None:
     """A plotly annotation in paper coordinates (subplot titles, "nothing to draw" notes)."""
     text = _plain(note.get("text"))
     if not text or note.get("xref", "paper") != "paper" or note.get("yref", "paper") != "paper":
         return
     x, y = _place(area, float(note.get("x", 0.5)), float(note.get("y", 0.5)))
-    anchors = {"bottom": "bottom", "top": "top", "middle": "center"}
-    picture.text(
-        x,
-        y,
-        text,
-        fontsize=9,
-        ha={"left": "left", "right": "right"}.get(note.get("xanchor") or "", "center"),
-        va=anchors.get(note.get("yanchor") or "", "center"),
-    )
+    ha, va = note.get("xanchor"), note.get("yanchor")
+    ha = ha if ha in ("left", "right") else "center"
+    va = va if va in ("top", "bottom") else "center"
+    picture.text(x, y, text, fontsize=9, ha=ha, va=va)
 
 
 def _plain(text: Any) -> str:
@@ -304,26 +269,29 @@ def _numbers(values: Any) -> list[float]:
     return [math.nan if v is None else v for v in _array(values)]
 
 
+def _color(style: Mapping[str, Any] | None) -> str | None:
+    """A line's or marker's one colour; None when it has none or one per point."""
+    color = (style or {}).get("color")
+    return color if isinstance(color, str) else None
+
+
 def _scatter(ax: Any, trace: Mapping[str, Any], legend: dict[str, Any]) -> None:
     mode = trace.get("mode") or "lines+markers"
     line, marker = trace.get("line") or {}, trace.get("marker") or {}
-    color = line.get("color") or marker.get("color")
-    color = color if isinstance(color, str) else None
     xs, ys = _array(trace.get("x")), _numbers(trace.get("y"))
     style = {
         "linestyle": _DASHES.get(line.get("dash") or "solid", "-") if "lines" in mode else "none",
         "linewidth": line.get("width") or 1.5,
         "marker": "o" if "markers" in mode else None,
         "markersize": (marker.get("size") or 6) * 0.75,
-        "color": color,
+        "color": _color(line) or _color(marker),
         "alpha": trace.get("opacity") or 1.0,
     }
     errors = (trace.get("error_y") or {}).get("array")
     if errors is not None and xs:
-        container = ax.errorbar(xs, ys, yerr=_numbers(errors), capsize=2, elinewidth=0.8, **style)
-        handle = container.lines[0]
+        handle = ax.errorbar(xs, ys, yerr=_numbers(errors), capsize=2, elinewidth=0.8, **style)[0]
     else:
-        (handle,) = ax.plot(xs, ys, **style) if xs else ax.plot([], [], **style)
+        (handle,) = ax.plot(xs, ys if xs else [], **style)
     _legend_entry(legend, trace, handle)
 
 
@@ -341,32 +309,22 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
         cats, values = _array(trace.get(category_key)), _numbers(trace.get(value_key))
         offset = (index - (slots - 1) / 2) * width if mode == "group" else 0.0
         where = [position[c] + offset for c in cats]
-        base = [stacked.get(c, 0.0) for c in cats] if mode == "stack" else None
-        color = (trace.get("marker") or {}).get("color")
-        color = color if isinstance(color, str) else None
-        errors = (trace.get("error_x" if horizontal else "error_y") or {}).get("array")
-        errors = _numbers(errors) if errors is not None else None
-        draw = ax.barh if horizontal else ax.bar
-        extent: dict[str, Any] = {"height": width} if horizontal else {"width": width}
-        if base is not None:
-            extent["left" if horizontal else "bottom"] = base
-        container = draw(
-            where,
-            values,
-            color=color,
-            alpha=trace.get("opacity") or 1.0,
-            **extent,
-            **({"xerr" if horizontal else "yerr": errors} if errors else {}),
-        )
+        extent: dict[str, Any] = {"height" if horizontal else "width": width}
         if mode == "stack":
+            extent["left" if horizontal else "bottom"] = [stacked.get(c, 0.0) for c in cats]
             for c, v in zip(cats, values):
                 stacked[c] = stacked.get(c, 0.0) + (0.0 if math.isnan(v) else v)
+        errors = _numbers((trace.get(f"error_{value_key}") or {}).get("array"))
+        if errors:  # xerr for horizontal bars, yerr for vertical ones
+            extent[f"{value_key}err"] = errors
+        draw = ax.barh if horizontal else ax.bar
+        alpha = trace.get("opacity") or 1.0
+        container = draw(where, values, color=_color(trace.get("marker")), alpha=alpha, **extent)
         for text, spot in zip(_array(trace.get("text")), where):  # labels at each bar's base
             if text:
-                x, y = (0, spot) if horizontal else (spot, 0)
                 ax.annotate(
                     _plain(text),
-                    (x, y),
+                    (0, spot) if horizontal else (spot, 0),
                     fontsize=7,
                     va="center" if horizontal else "bottom",
                     ha="left" if horizontal else "center",
@@ -375,17 +333,12 @@ def _bars(ax: Any, traces: list[dict], mode: str, legend: dict[str, Any]) -> Non
                 )
         _legend_entry(legend, trace, container)
     if not numeric:
-        ticks = [position[c] for c in categories]
-        labels = [_plain(str(c)) for c in categories]
+        ticks, labels = [position[c] for c in categories], [_plain(str(c)) for c in categories]
+        slanted = len(categories) > 4
         if horizontal:
             ax.set_yticks(ticks, labels)
         else:
-            ax.set_xticks(
-                ticks,
-                labels,
-                rotation=20 if len(categories) > 4 else 0,
-                ha="right" if len(categories) > 4 else "center",
-            )
+            ax.set_xticks(ticks, labels, rotation=20 * slanted, ha="right" if slanted else "center")
 
 
 def _legend_entry(legend: dict[str, Any], trace: Mapping[str, Any], handle: Any) -> None:

@@ -41,11 +41,11 @@ from vecenvs.bench.engine import (
     Measurement,
     MeasurementCancelled,
     compare,
+    compare_configs,
     describe_kwargs,
-    validate_config,
 )
 from vecenvs.bench.store import recording
-from vecenvs.factory import ONE_PROCESS_PER_ENV, WORKER_BACKENDS
+from vecenvs.factory import BACKEND_INFO
 from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # only for type hints: the store and the model are imported w
     from vecenvs.bench.store import ResultsStore
 
 __all__ = [
+    "TIMING",
     "Backend",
     "BenchEnv",
     "SweepConfig",
@@ -62,6 +63,10 @@ __all__ = [
     "run_sweep",
     "validate_sweep",
 ]
+
+
+#: The settings a sweep passes to every measurement unchanged (:attr:`SweepConfig.timing`).
+TIMING = ("warmup_seconds", "measure_seconds", "repeats", "seed")
 
 
 @dataclass(frozen=True)
@@ -169,12 +174,14 @@ class SweepConfig:
         gym-async(-shm) and sb3-subproc; K (default min(CPUs, N)) for the pool, the async
         pool, Ray and the ceiling; none for the in-process loops and EnvPool's threads.
         """
-        cpus = cpus or available_cpus()
-        most = 0
-        for _, num_envs in self.points():
-            counts = [_processes(backend, num_envs, cpus) for backend in self.backend_specs()]
-            most = max(most, sum(counts) if self.interleave else max(counts))
-        return most
+        cpus, at_once = cpus or available_cpus(), sum if self.interleave else max
+        counts = [[_processes(b, n, cpus) for b in self.backend_specs()] for _, n in self.points()]
+        return max((at_once(point) for point in counts), default=0)
+
+    @property
+    def timing(self) -> dict[str, Any]:
+        """How long and how each point is measured: the fields :class:`BenchConfig` shares."""
+        return {name: getattr(self, name) for name in TIMING}
 
     @property
     def windows(self) -> int:
@@ -183,30 +190,25 @@ class SweepConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain JSON-ready values (what a results store records)."""
-        return {
-            "envs": [{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
-            "num_envs": sorted(set(self.num_envs)),
-            "backends": [{"name": b.name, "kwargs": dict(b.kwargs)} for b in self.backend_specs()],
-            **{
-                f.name: getattr(self, f.name)
-                for f in dataclasses.fields(self)
-                if f.name not in ("envs", "num_envs", "backends")
-            },
-        }
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(
+            envs=[{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
+            num_envs=sorted(set(self.num_envs)),
+            backends=[{"name": b.name, "kwargs": dict(b.kwargs)} for b in self.backend_specs()],
+        )
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
-        """The config that :meth:`to_dict` described (e.g. read back from a results store)."""
-        return cls(
+        """The config that :meth:`to_dict` described (e.g. read back from a results store);
+        keys this version does not know are ignored."""
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        values.update(
             envs=[BenchEnv(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
             num_envs=list(data["num_envs"]),
             backends=[Backend(b["name"], dict(b.get("kwargs") or {})) for b in data["backends"]],
-            **{
-                f.name: data[f.name]
-                for f in dataclasses.fields(cls)
-                if f.name not in ("envs", "num_envs", "backends") and f.name in data
-            },
         )
+        return cls(**values)
 
 
 @dataclass
@@ -267,11 +269,8 @@ def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[BenchEnv]:
         >>> [spec.label for spec in env_grid("vecenvs/Costly-v0", step_seconds=[1e-5, 1e-3])]
         ['vecenvs/Costly-v0 (step_seconds=1e-05)', 'vecenvs/Costly-v0 (step_seconds=0.001)']
     """
-    keys = list(kwarg_values)
-    return [
-        BenchEnv(env_id, dict(zip(keys, values)))
-        for values in itertools.product(*(kwarg_values[key] for key in keys))
-    ]
+    combinations = itertools.product(*kwarg_values.values())
+    return [BenchEnv(env_id, dict(zip(kwarg_values, values))) for values in combinations]
 
 
 def validate_sweep(config: SweepConfig) -> None:
@@ -285,33 +284,19 @@ def validate_sweep(config: SweepConfig) -> None:
         ValueError: naming the bad value and what was expected.
     """
     envs, backends = config.env_specs(), config.backend_specs()
-    for name, values in (
-        ("envs", envs),
-        ("num_envs", list(config.num_envs)),
-        ("backends", backends),
-    ):
+    for name, values in (("envs", envs), ("num_envs", config.num_envs), ("backends", backends)):
         if not values:
             raise ValueError(f"{name} is empty; expected at least one")
-    labels = [backend.label for backend in backends]
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicates:
-        raise ValueError(f"backend(s) listed more than once: {', '.join(duplicates)}")
     for env in envs:
         for num_envs in config.num_envs:
-            for backend in backends:
-                validate_config(
-                    BenchConfig(
-                        env_id=env.env_id,
-                        num_envs=num_envs,
-                        backend=backend.name,
-                        backend_kwargs=dict(backend.kwargs),
-                        env_kwargs=dict(env.kwargs),
-                        warmup_seconds=config.warmup_seconds,
-                        measure_seconds=config.measure_seconds,
-                        repeats=config.repeats,
-                        seed=config.seed,
-                    )
-                )
+            compare_configs(
+                env.env_id,
+                num_envs,
+                [(backend.name, backend.kwargs) for backend in backends],
+                reference=config.reference,
+                env_kwargs=env.kwargs,
+                **config.timing,
+            )
         try:
             gym.make(env.env_id, **env.kwargs).close()
         except Exception as error:  # the env's own complaint, e.g. an unknown argument
@@ -357,8 +342,12 @@ def run_sweep(
     """
     validate_sweep(config)
     points = config.points()
-    backends = config.backend_specs()
-    bar = _progress_bar(config.windows) if progress else None
+    backends = [(b.name, b.kwargs) for b in config.backend_specs()]
+    bar = None
+    if progress:  # tqdm hides its bar when stderr is not a terminal (e.g. in CI logs)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=config.windows, unit="window", disable=None, leave=False)
 
     def window_done() -> None:
         if bar is not None:
@@ -366,29 +355,32 @@ def run_sweep(
         if on_window is not None:
             on_window()
 
+    where = ""  # the point being measured: stage() tells on_stage which
+
+    def stage(message: str) -> None:
+        if on_stage is not None:
+            on_stage(f"{where}: {message}")
+
     started = time.perf_counter()
     measurements: list[Measurement] = []
     with recording(store, "sweep", config.to_dict(), label=label, run_id=run_id) as run:
         run.summary = _summary(measurements, config)
         try:
             for done, (env, num_envs) in enumerate(points, start=1):
-                if bar is not None:
-                    bar.set_description(f"{env.label}, N={num_envs}")
                 where = f"{env.label}, N={num_envs}"
+                if bar is not None:
+                    bar.set_description(where)
                 results = compare(
                     env.env_id,
                     num_envs,
-                    [(b.name, b.kwargs) for b in backends],
+                    backends,
                     reference=config.reference,
                     env_kwargs=env.kwargs,
-                    warmup_seconds=config.warmup_seconds,
-                    measure_seconds=config.measure_seconds,
-                    repeats=config.repeats,
-                    seed=config.seed,
                     interleave=config.interleave,
                     on_window=window_done,
                     cancel=cancel,
-                    on_stage=_prefixed(on_stage, where),
+                    on_stage=stage,
+                    **config.timing,
                 )
                 measurements.extend(results)
                 for result in results:
@@ -406,41 +398,18 @@ def run_sweep(
     return SweepResult(config, measurements, run.cancelled, elapsed, available_cpus(), run.id)
 
 
-#: Backends that start K processes (K = num_workers, or min(CPUs, N)).
-_K_PROCESSES = WORKER_BACKENDS | {CEILING}
-
-
 def _processes(backend: Backend, num_envs: int, cpus: int) -> int:
-    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once)."""
-    if backend.name in ONE_PROCESS_PER_ENV:
-        return num_envs
-    if backend.name in _K_PROCESSES:
-        return min(int(backend.kwargs.get("num_workers") or cpus), num_envs)
-    return 0
+    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once):
+    N for one per env, K = num_workers (default min(CPUs, N)) for workers, else none."""
+    kind = "workers" if backend.name == CEILING else BACKEND_INFO[backend.name].processes
+    workers = min(int(backend.kwargs.get("num_workers") or cpus), num_envs)
+    return {"per-env": num_envs, "workers": workers}.get(kind, 0)
 
 
 def _summary(measurements: list[Measurement], config: SweepConfig) -> dict[str, Any] | None:
     """The fitted overhead model, for the store; None when there is too little to fit."""
-    if not measurements:
-        return None
-    from vecenvs.bench.model import fit_overhead_model
-
     try:
-        model = fit_overhead_model(measurements, cpus=available_cpus(), reference=config.reference)
-    except ValueError:  # e.g. only the reference was measured: nothing to fit
+        model = SweepResult(config, measurements, False, 0.0, available_cpus()).model()
+    except ValueError:  # e.g. nothing, or only the reference, measured: nothing to fit
         return None
     return {"overhead_model": model.table()}
-
-
-def _progress_bar(total: int):
-    """A tqdm bar on stderr; it hides itself when stderr is not a terminal (e.g. in CI logs)."""
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="window", disable=None, leave=False)
-
-
-def _prefixed(on_stage: Callable[[str], None] | None, where: str) -> Callable[[str], None] | None:
-    """``on_stage`` with every message prefixed by ``where`` (which point is being measured)."""
-    if on_stage is None:
-        return None
-    return lambda message: on_stage(f"{where}: {message}")

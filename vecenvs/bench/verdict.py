@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, Measurement
 from vecenvs.bench.model import BackendFit, OverheadModel
+from vecenvs.factory import BACKEND_INFO
 
 __all__ = [
     "GOOD",
@@ -96,9 +97,8 @@ class Verdict:
     @property
     def close(self) -> bool:
         """Too close to call: one window only, or a round in which the runner-up kept up."""
-        if self.runner_up is None:
-            return self.windows < 2
-        return self.windows < 2 or self.margin_low is None or self.margin_low <= 1.0
+        rival_kept_up = self.runner_up is not None and (self.margin_low or 0.0) <= 1.0
+        return self.windows < 2 or rival_kept_up
 
     def sentence(self, env_name: str | None = None) -> str:
         """The verdict as one plain-text sentence (``env_name``: how to call the env)."""
@@ -108,12 +108,12 @@ class Verdict:
             if self.windows > 1
             else " (one timed window: no spread to judge by)"
         )
-        ceiling = (
-            "" if self.efficiency is None else f"; {self.efficiency:.0%} of the machine's ceiling"
-        )
+        share = self.efficiency
+        ceiling = "" if share is None else f"; {share:.0%} of the machine's ceiling"
+        best, rival = _name(self.best, self.reference), _name(self.runner_up, self.reference)
         if self.runner_up is None:
             return (
-                f"{where}: {_name(self.best, self.reference)} is the only backend measured:"
+                f"{where}: {best} is the only backend measured:"
                 f" {self.speedup:.2f}x {self.reference}{spread}{ceiling}."
             )
         if self.close:
@@ -124,16 +124,13 @@ class Verdict:
                 "other, so not faster in every round"
             )
             return (
-                f"{where}: too close to call between {_name(self.best, self.reference)} "
-                f"at {self.speedup:.2f}x {self.reference} and "
-                f"{_name(self.runner_up, self.reference)} "
-                f"at {self.runner_up_speedup:.2f}x: {why}."
+                f"{where}: too close to call between {best} at {self.speedup:.2f}x "
+                f"{self.reference} and {rival} at {self.runner_up_speedup:.2f}x: {why}."
             )
         return (
-            f"{where}: use {_name(self.best, self.reference)}: {self.speedup:.2f}x "
-            f"{self.reference}{spread}, faster than every other backend in every round, "
-            f"{self.margin_low:.2f}-{self.margin_high:.2f}x its closest rival, "
-            f"{_name(self.runner_up, self.reference)}{ceiling}."
+            f"{where}: use {best}: {self.speedup:.2f}x {self.reference}{spread}, faster than "
+            f"every other backend in every round, {self.margin_low:.2f}-{self.margin_high:.2f}x "
+            f"its closest rival, {rival}{ceiling}."
         )
 
 
@@ -150,9 +147,8 @@ def verdicts(
         config = measurement.config
         if config.backend == CEILING or measurement.ratio is None:
             continue
-        points.setdefault((config.env_label, config.num_envs), {})[config.backend_label] = (
-            measurement
-        )
+        point = (config.env_label, config.num_envs)
+        points.setdefault(point, {})[config.backend_label] = measurement
     found = []
     for (env_label, num_envs), by_label in points.items():
         # (Every measurement here has a ratio: see above.)
@@ -161,10 +157,7 @@ def verdicts(
         ratios = best.paired_ratios or [best.ratio or 0.0]
         # The rival is the one that came closest in its worst round for the winner, not merely
         # the second by median: a backend third by median may still have won one round.
-        rivals = [
-            (other, [own / theirs for own, theirs in zip(best.throughputs, other.throughputs)])
-            for other in ranked[1:]
-        ]
+        rivals = [(other, best.ratios_to(other)) for other in ranked[1:]]
         runner, margins = min(
             rivals, key=lambda rival: min(rival[1], default=math.inf), default=(None, [])
         )
@@ -244,11 +237,12 @@ def _numbers(error: float, r2: float) -> str:
     return f"median error {error:.0%}, {r2_text}"
 
 
-#: References that are a plain sequential loop, called "the loop" in sentences.
-_LOOPS = frozenset({DEFAULT_REFERENCE, "multi", "sb3-dummy"})
+#: References that are a plain sequential loop, called "the loop" in sentences: the backends
+#: that start no process and step gymnasium's envs (envpool's threads step its own).
+_LOOPS = frozenset(i.name for i in BACKEND_INFO.values() if i.processes == "none" and not i.native)
 
 
-def _name(label: str, reference: str) -> str:
+def _name(label: str | None, reference: str) -> str | None:
     """The reference is named as such: ``gym-sync (the loop)``, ``pool (the reference)``."""
     if label != reference:
         return label
@@ -266,6 +260,5 @@ def format_verdicts(
     lines += [f"  {verdict.sentence()}" for verdict in verdicts(measurements, reference=reference)]
     if model is not None:
         lines.append("Overhead model, how well it fits:")
-        for quality in model_qualities(model):
-            lines.append(f"  {'WARNING: ' if quality.poor else ''}{quality.sentence}")
+        lines += [f"  {'WARNING: ' * q.poor}{q.sentence}" for q in model_qualities(model)]
     return "\n".join(lines)
