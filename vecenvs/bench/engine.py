@@ -102,27 +102,30 @@ CEILING = ceiling.NAME
 QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.15, "repeats": 3}
 
 
+def cli_option(
+    help: str, metavar: str | None = None, type: str | None = None, **argparse: Any
+) -> dict[str, Any]:
+    """A config field's command-line option, for ``field(metadata=...)``: its help, metavar,
+    argparse type (a name in ``vecenvs.cli.common.ARGUMENT_TYPES``, which this module may not
+    import) and any other ``add_argument`` keyword, or ``flag`` when it is not ``--<name>``."""
+    named = {"help": help, "metavar": metavar, "type": type}
+    return {key: value for key, value in named.items() if value is not None} | argparse
+
+
 @dataclass
 class BenchConfig:
     """What to measure and for how long: one backend, one env id, one number of envs."""
 
-    # A field's ``metadata`` is its command-line option (flag, metavar, help, argparse type
-    # named from vecenvs.cli.common): ``vecenvs.cli`` builds the option, default included,
-    # from the field, so the two can't drift apart.
+    # A field's ``metadata`` is its command-line option (see :func:`cli_option`): ``vecenvs.cli``
+    # builds the option, default included, from the field, so the two can't drift apart.
 
     env_id: str = field(
-        default="CartPole-v1",
-        metadata={"flag": "--env", "metavar": "ID", "help": "gymnasium env id"},
+        default="CartPole-v1", metadata=cli_option("gymnasium env id", "ID", flag="--env")
     )
     """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
 
     num_envs: int = field(
-        default=8,
-        metadata={
-            "metavar": "N",
-            "help": "number of envs stepped together",
-            "type": "positive_int",
-        },
+        default=8, metadata=cli_option("number of envs stepped together", "N", "positive_int")
     )
     """How many copies of the env are stepped together (N)."""
 
@@ -134,46 +137,38 @@ class BenchConfig:
 
     env_kwargs: dict[str, Any] = field(
         default_factory=dict,
-        metadata={
-            "flag": "--env-kwarg",
-            "metavar": "KEY=VALUE",
-            "help": "argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), "
-            "anything else is taken as a string",
-            "type": "env_kwarg",
-        },
+        metadata=cli_option(
+            "argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
+            "else is taken as a string",
+            "KEY=VALUE",
+            "env_kwarg",
+            flag="--env-kwarg",
+        ),
     )
     """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``."""
 
     warmup_seconds: float = field(
         default=1.0,
-        metadata={
-            "flag": "--warmup",
-            "metavar": "S",
-            "help": "untimed stepping before the first window",
-            "type": "non_negative_float",
-        },
+        metadata=cli_option(
+            "untimed stepping before the first window", "S", "non_negative_float", flag="--warmup"
+        ),
     )
     """Untimed stepping before the first timed window (0 means no warm-up)."""
 
     measure_seconds: float = field(
         default=2.0,
-        metadata={
-            "flag": "--seconds",
-            "metavar": "S",
-            "help": "length of each timed window",
-            "type": "positive_float",
-        },
+        metadata=cli_option("length of each timed window", "S", "positive_float", flag="--seconds"),
     )
     """Length of each timed window; the last step may run a little over it."""
 
     repeats: int = field(
         default=3,
-        metadata={"metavar": "R", "help": "timed windows per backend", "type": "positive_int"},
+        metadata=cli_option("timed windows per backend", "R", "positive_int"),
     )
     """How many timed windows; their spread is the measurement noise."""
 
     seed: int = field(
-        default=0, metadata={"help": "seed of the resets and sampled actions", "type": "int"}
+        default=0, metadata=cli_option("seed of the resets and sampled actions", type="int")
     )
     """Seeds the reset and the action sampler, so every backend sees the same episodes."""
 

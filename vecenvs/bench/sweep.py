@@ -40,12 +40,13 @@ from vecenvs.bench.engine import (
     BenchConfig,
     Measurement,
     MeasurementCancelled,
+    cli_option,
     compare,
     compare_configs,
-    describe_kwargs,
 )
 from vecenvs.bench.store import recording
 from vecenvs.factory import BACKEND_INFO
+from vecenvs.table import describe_kwargs
 from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
@@ -134,12 +135,12 @@ class SweepConfig:
 
     interleave: bool = field(
         default=True,
-        metadata={  # the command line's option (see BenchConfig): --sequential turns it off
-            "flag": "--sequential",
-            "action": "store_false",
-            "help": "measure the backends one after the other instead of interleaving their "
-            "windows (uses less memory: only one backend's processes exist at a time)",
-        },
+        metadata=cli_option(  # the command line's option: --sequential turns it off
+            "measure the backends one after the other instead of interleaving their windows "
+            "(uses less memory: only one backend's processes exist at a time)",
+            flag="--sequential",
+            action="store_false",
+        ),
     )
     """Round-robin the windows of the backends at a point (see :func:`compare`)."""
 

@@ -230,6 +230,9 @@ def _measure_training(
     return TrainingResult(measurement, venv.env_seconds, sum(window_seconds))
 
 
+# training_settings repeats compare_training's first arguments on purpose (a kept repeat): the
+# job queue needs the checked settings before anything runs, and compare_training takes them
+# back as keyword arguments.
 def training_settings(
     env_id: str,
     num_envs: int,

@@ -64,7 +64,7 @@ import psutil
 import vecenvs
 from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
-from vecenvs.bench.engine import describe_kwargs
+from vecenvs.bench.engine import cli_option
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
@@ -77,6 +77,7 @@ from vecenvs.profile.pyspy import (
     permission_message,
 )
 from vecenvs.profile.stacks import StackSample, read_speedscope, write_collapsed
+from vecenvs.table import describe_kwargs
 
 __all__ = [
     "Profile",
@@ -131,9 +132,7 @@ class ProfileConfig:
     num_envs: int = field(default=8, metadata=_BENCH_OPTIONS["num_envs"])
     """How many copies of the env are stepped together (N)."""
 
-    backend: str = field(
-        default="subproc", metadata={"metavar": "NAME", "help": "backend to profile"}
-    )
+    backend: str = field(default="subproc", metadata=cli_option("backend to profile", "NAME"))
     """A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``."""
 
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -145,21 +144,13 @@ class ProfileConfig:
 
     seconds: int = field(
         default=5,
-        metadata={
-            "metavar": "S",
-            "help": "how long py-spy samples, whole seconds",
-            "type": "positive_int",
-        },
+        metadata=cli_option("how long py-spy samples, whole seconds", "S", "positive_int"),
     )
     """How long py-spy samples, in whole seconds (py-spy's ``--duration`` takes no fractions)."""
 
     rate: int = field(
         default=100,
-        metadata={
-            "metavar": "R",
-            "help": "samples per second, 1 to 1000",
-            "type": "samples_per_second",
-        },
+        metadata=cli_option("samples per second, 1 to 1000", "R", "samples_per_second"),
     )
     """Samples per second and per thread (py-spy's ``--rate``), 1 to 1000."""
 
@@ -168,7 +159,7 @@ class ProfileConfig:
 
     output_dir: str | os.PathLike[str] | None = field(
         default=None,
-        metadata={"flag": "--out", "metavar": "DIR", "help": "directory for the files"},
+        metadata=cli_option("directory for the files", "DIR", flag="--out"),
     )
     """Where the files go; created if needed. ``None``: :func:`default_output_dir`."""
 
@@ -180,11 +171,10 @@ class ProfileConfig:
 
     nonblocking: bool = field(
         default=False,
-        metadata={
-            "action": "store_true",
-            "help": "let py-spy sample without pausing the processes: less disturbance, "
-            "a few torn stacks",
-        },
+        metadata=cli_option(
+            "let py-spy sample without pausing the processes: less disturbance, a few torn stacks",
+            action="store_true",
+        ),
     )
     """Sample without pausing the processes (py-spy's ``--nonblocking``): less disturbance,
     but some stacks come out torn."""
