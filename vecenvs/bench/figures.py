@@ -204,16 +204,9 @@ def seeds_figure(
                     col=column,
                 )
                 shown.add(label)
-            figure.update_xaxes(
-                categoryorder="array",
-                categoryarray=categories,
-                showticklabels=False,
-                row=row,
-                col=column,
-            )
         figure.update_yaxes(title_text=_STEPS_PER_SECOND, row=row, col=1)
-    for column in range(1, len(columns) + 1):
-        figure.update_xaxes(title_text="backend (see legend)", row=len(rows), col=column)
+    figure.update_xaxes(categoryorder="array", categoryarray=categories, showticklabels=False)
+    figure.update_xaxes(title_text="backend (see legend)", row=len(rows))
     figure.update_annotations(font_size=13)  # the cell titles
     figure.update_layout(
         title_text=title,
