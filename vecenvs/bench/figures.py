@@ -484,7 +484,7 @@ def runs_figure(
         group = f"run {index}"
         _legend_entry(
             figure,
-            name=_text(_shorten(run, 48)),
+            name=_text(run if len(run) <= 48 else run[:47] + "…"),
             line={"color": color, "width": 3},
             legendgroup=group,
             legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
@@ -661,11 +661,6 @@ class _Data:
         """The values of N measured on ``env``, ascending."""
         return sorted({n for e, n, _ in self.latest if e == env})
 
-    def span(self, env: str | None = None) -> tuple[int, int]:
-        """The smallest and largest N measured (of ``env``, or of any env)."""
-        ns = [n for e, n, _ in self.latest if env is None or e == env]
-        return min(ns), max(ns)
-
 
 # --- drawing helpers --------------------------------------------------------------------------
 
@@ -709,8 +704,7 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
         type="log", title_text=_N_AXIS, tickvals=ticks, ticktext=[str(n) for n in ticks]
     )
     figure.update_yaxes(type="log" if log_y else "linear")
-    for row in range(1, rows + 1):
-        figure.update_yaxes(title_text=y_title, row=row, col=1)
+    figure.update_yaxes(title_text=y_title, col=1)
     figure.update_annotations(font_size=13)  # the panel titles
     figure.update_layout(
         title_text=title,
@@ -784,7 +778,8 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
     for panel, env in enumerate(data.envs, start=1):
         if env not in model.envs:
             continue
-        grid = _grid(*data.span(env), model.cpus)
+        ns = data.env_num_envs(env)
+        grid = _grid(ns[0], ns[-1], model.cpus)
         for label in data.backends:
             fitted = label in model.backends or label == model.reference
             if label in skip or not fitted:
@@ -883,10 +878,6 @@ def _text(text: str) -> str:
     tags (``<br>``, ``<b>``, ``<a href>``) and entities in names and titles, and ``%{...}`` in
     hover templates (a zero-width space after the ``%`` keeps that one from being read)."""
     return html.escape(str(text), quote=False).replace("%{", "%\u200b{")
-
-
-def _shorten(text: str, length: int) -> str:
-    return text if len(text) <= length else text[: length - 1] + "…"
 
 
 def _wrap(text: str, width: int) -> str:

@@ -39,7 +39,7 @@ slower than the loop it was meant to beat.
 The fit
 -------
 **t_env, per env** (:attr:`BenchConfig.env_label`): the median over the env's reference
-measurements of 1 / their median window throughput. Each point uses the t_env of the reference
+measurements of 1 / their median window throughput; each point uses the t_env of the reference
 measured at its own env and N, the very measurement its ratio was divided by.
 
 **t_os, per backend** (:attr:`BenchConfig.backend_label`, one number for every env and N).
@@ -50,45 +50,40 @@ Each measured speed-up S_i implies a batch time and so its own estimate of t_os:
 The fitted t_os minimises sum_i (log S_predicted,i - log S_i)^2 = sum_i
 log(t_batch_predicted,i / t_batch_i)^2: errors as *ratios*, because batch times span tens of
 microseconds (CartPole, N=1) to a tenth of a second (MuJoCo, N=128), and plain least squares
-would fit the slowest batches, where the overhead is a rounding error. On a log scale, half or
-double the measured speed-up costs the same at every N and for every env.
-
-The log makes it non-linear in t_os, so the fit is Gauss-Newton. For small errors
-log(1 + x) ~ x and the sum becomes sum_i ((t_os - t_os_i) / t_batch_i)^2, a weighted linear
-least squares (``numpy.linalg.lstsq``; the weighted mean of the t_os_i). When the model fits
-badly, those weights favour the fastest batches by the square of how much faster they are (the
-pool with one worker, stepping in the calling process, would decide t_os alone), so the fit
-repeats the linear step, weighting by the batch time predicted so far; a round that would make
-it worse is shortened. It settles in a few rounds. t_os is kept >= 0, and flagged ``clamped``
-when that bound holds it.
+would fit the slowest batches, where the overhead is a rounding error. The log makes it
+non-linear in t_os, so the fit is Gauss-Newton: for small errors log(1 + x) ~ x, and the sum
+becomes sum_i ((t_os - t_os_i) / t_batch_i)^2, a weighted linear least squares
+(``numpy.linalg.lstsq``). Those weights favour the fastest batches by the square of how much
+faster they are (the pool with one worker, stepping in the calling process, would decide t_os
+alone), so the fit repeats the linear step, weighting by the batch time predicted so far, and
+shortens a round that would make it worse. t_os is kept >= 0, flagged ``clamped`` when that
+bound holds it.
 
 **Fit quality**: R^2 of log S, predicted against measured, and the median relative error
-|S_predicted - S| / S. Log scale for the same reason: speed-ups span 0.05x to 2x and their noise
-grows with them, so on a linear scale the largest would decide R^2. R^2 is negative when the
-model does worse than a flat line at the average (a loaded machine can do that); a backend whose
-speed-up hardly varies (a loop) has little spread to explain: read its median error instead.
+|S_predicted - S| / S; on a log scale because speed-ups span 0.05x to 2x and their noise grows
+with them. R^2 is negative when the model does worse than a flat line at the average; a loop,
+whose speed-up hardly varies, leaves it little spread to explain: read its median error.
 
 What is fitted, and what is not
 -------------------------------
-- **The reference** defines t_env: t_os 0 and speed-up 1 by definition, a row but no fit. t_env
-  includes its own per-call bookkeeping, so every other t_os is overhead *beyond the reference's*.
+- **The reference** defines t_env (including its own per-call bookkeeping, so every other t_os
+  is overhead *beyond the reference's*): t_os 0 and speed-up 1 by definition, not fitted.
 - **Sequential loops** (``workers == 1``: ``multi``, ``sb3-dummy``) are fitted with c = 1; one
   leaner than gym-sync is clamped to 0, and its median error shows by how much it wins.
 - **The ceiling** is not fitted: it caps c. Its efficiency per process (speed-up / processes)
   is interpolated on a log scale of N between the N it was measured at, held beyond them.
-- **Native backends** (EnvPool) step C++ envs, not the Python envs t_env describes: left out.
-- **Measurements without a ratio** (made outside :func:`~vecenvs.bench.compare`) are left out.
-  Everything left out is listed in :attr:`OverheadModel.skipped`, with the reason.
+- Left out, and listed in :attr:`OverheadModel.skipped` with the reason: **native backends**
+  (EnvPool steps C++ envs, not the Python envs t_env describes) and **measurements without a
+  ratio** (made outside :func:`~vecenvs.bench.compare`).
 
 One process per env: a second variant
 -------------------------------------
 Backends with one process per env (``subproc``, ``gym-async``, ``sb3-subproc``) pay per env: a
 pipe message to each process and back and, once N exceeds the CPUs, the switching between N
 processes. A constant t_os fits them poorly when N > cpus, and the poor fit is itself the lesson.
-So each backend also gets a fit ``per_env`` with t_os(N) = a + b N (a, b >= 0), each round a
-least squares with two unknowns (one coming out negative is set to 0 and the other refitted).
-b, the price of one more env per call, should be near 0 for the pool, whose overhead is per
-worker. The variant needs measurements at two or more values of N.
+So each backend with measurements at two or more N also gets a fit ``per_env``,
+t_os(N) = a + b N (a, b >= 0). b, the price of one more env per call, should be near 0 for the
+pool, whose overhead is per worker.
 
 Example:
     >>> from vecenvs.bench import QUICK, compare
