@@ -84,13 +84,6 @@ class Verdict:
     reference: str = DEFAULT_REFERENCE
 
     @property
-    def margin(self) -> float | None:
-        """How much faster the best is than the runner-up, from the two speed-ups."""
-        if self.runner_up_speedup is None:
-            return None
-        return self.speedup / self.runner_up_speedup
-
-    @property
     def close(self) -> bool:
         """Too close to call: one window only, or a round in which the runner-up kept up."""
         rival_kept_up = self.runner_up is not None and (self.margin_low or 0.0) <= 1.0
