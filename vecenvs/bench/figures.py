@@ -219,7 +219,6 @@ def seeds_figure(
 
 
 def _in_case(num_envs: int, case: str, cpus: int) -> bool:
-    """Whether N belongs to the seeds figure's ``case``: any, N <= CPUs, N > CPUs."""
     return case == "all" or (num_envs <= cpus) == (case == "within")
 
 
@@ -229,10 +228,8 @@ def seeds_figures(
     cpus: int | None = None,
     reference: str = DEFAULT_REFERENCE,
 ) -> dict[str, go.Figure]:
-    """The seed post's two figures: ``"within"`` (N <= CPUs) and ``"beyond"`` (N > CPUs).
-
-    A case with no measurements is left out of the dict.
-    """
+    """The seed post's two figures, ``"within"`` (N <= CPUs) and ``"beyond"`` (N > CPUs),
+    leaving out a case with no measurements."""
     cpus = check_cpus(cpus)
     figures = {}
     for case in ("within", "beyond"):
@@ -640,7 +637,6 @@ class _Data:
         )
 
     def series(self, env: str, label: str) -> list[Measurement]:
-        """One backend's measurements of one env, by N."""
         keys = sorted(key for key in self.latest if key[0] == env and key[2] == label)
         return [self.latest[key] for key in keys]
 
@@ -658,7 +654,6 @@ class _Data:
         return [best[n] for n in sorted(best)]
 
     def env_num_envs(self, env: str) -> list[int]:
-        """The values of N measured on ``env``, ascending."""
         return sorted({n for e, n, _ in self.latest if e == env})
 
 
@@ -724,7 +719,6 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
 
 
 def _scatter(figure: go.Figure, data: _Data, panel: int, **trace: Any) -> None:
-    """A scatter trace in the ``panel``-th env's panel."""
     row, col = _cell(data, panel)
     figure.add_trace(go.Scatter(**trace), row=row, col=col)
 
@@ -881,12 +875,10 @@ def _text(text: str) -> str:
 
 
 def _wrap(text: str, width: int) -> str:
-    """Break a panel title onto lines of about ``width`` characters, at spaces."""
     return "<br>".join(textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False))
 
 
 def _in_legend(figure: go.Figure, group: str) -> bool:
-    """Whether a trace of ``group`` already has a legend entry."""
     return any(trace.legendgroup == group and trace.showlegend for trace in figure.data)
 
 
