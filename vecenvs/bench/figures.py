@@ -1,36 +1,22 @@
 """Charts of the measurements and of the overhead model, as plotly figures.
 
 The notebooks and the dashboard draw the same charts from the same functions, so a chart means
-the same thing wherever it is seen. Every function takes measurements (from
-:func:`~vecenvs.bench.compare`, a sweep, or a results store) and returns a
-``plotly.graph_objects.Figure``:
-
-- :func:`seeds_figure` / :func:`seeds_figures`: the figure of the seed post (a blog
-  post that proposed a ``PoolVecEnv`` for Stable-Baselines3):
-  a grid of bar charts, rows = number of envs N, columns = envs from cheap to costly, one bar per
-  backend. Split into "N <= CPUs" (every backend can run all its envs at once) and "N > CPUs".
-- :func:`metric_figure`: one measure (:data:`METRICS`) against N, one panel per env, with the
-  machine's limit and the model's curves; the next three are it, one measure each:
-- :func:`throughput_figure`: env steps/s against N, one panel per env, with the machine's
-  ceiling (measured by the ``ceiling`` row: min(K, N) processes stepping with no coordination;
-  estimated as min(N, CPUs) x one env's rate where it was not measured) and, given a fitted
-  model, its predicted curves.
-- :func:`speedup_figure`: the same as a speed-up over the sequential reference.
-- :func:`efficiency_figure`: throughput as a share of the ceiling.
-- :func:`runs_figure`: several runs of the results store overlaid (History).
-- :func:`autotune_figure`: autotune's candidates.
+the same thing wherever it is seen: the seed post's grid of bars (:func:`seeds_figure`), one
+measure against N with the machine's limit and the model's curves (:func:`metric_figure` and
+its three faces :func:`throughput_figure`, :func:`speedup_figure`, :func:`efficiency_figure`),
+several stored runs overlaid (:func:`runs_figure`) and autotune's candidates
+(:func:`autotune_figure`).
 
 Made to be read at a glance: panels are named by the env's id plus only the arguments that
 differ between the envs shown, at most three panels side by side, legends below the panels,
 log axes labelled at a few round values. Every name that comes from data is escaped, so a
 label in a results store is shown as typed, never read as markup.
 
-They are pure functions of the data: call them again with more measurements and they draw the
-new picture (the dashboard redraws this way as results arrive). The order of envs, backends and
-traces depends only on the data, never on the order results arrived in; where one configuration
-(env, N, backend) was measured more than once, the last measurement in the sequence is drawn.
-Colours are per backend family (every ``pool (...)`` is a shade of green), the same in every
-chart.
+They are pure functions of the data (the dashboard redraws by calling them again as results
+arrive): the order of envs, backends and traces depends only on the data, never on the order
+results arrived in, and where one configuration (env, N, backend) was measured more than once
+the last measurement is drawn. Colours are per backend family (every ``pool (...)`` a shade of
+green), the same in every chart.
 
 Example:
     >>> from vecenvs.bench import QUICK, compare
@@ -53,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plotly import graph_objects as go
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from vecenvs.bench.engine import (
@@ -62,9 +49,8 @@ from vecenvs.bench.engine import (
     Measurement,
     short_env_labels,
 )
-from vecenvs.bench.model import OverheadModel, env_step_seconds, native_backends
+from vecenvs.bench.model import OverheadModel, check_cpus, env_step_seconds, native_backends
 from vecenvs.factory import BACKEND_INFO
-from vecenvs.workers import available_cpus
 
 __all__ = [
     "BACKEND_COLORS",
@@ -159,23 +145,18 @@ def seeds_figure(
 ) -> go.Figure:
     """The seed post's figure: rows = N, columns = envs by cost, bars = throughput per backend.
 
-    Columns go from the cheapest env to the costliest (by the reference's single-env rate;
+    Columns go from the cheapest env to the costliest (by the ``reference``'s single-env rate;
     envs without a reference measurement come last). Each bar is the mean throughput over the
     timed windows, its error bar their standard deviation; hovering shows the speed-up over
-    the reference. A backend not measured in a cell leaves its slot empty.
-
-    Args:
-        measurements: any number of envs, N and backends.
-        cpus: what "N <= CPUs" means; by default this machine's CPUs.
-        case: ``"all"``, ``"within"`` (N <= cpus) or ``"beyond"`` (N > cpus).
-        reference: the sequential reference, used to order the envs by cost.
+    the reference. A backend not measured in a cell leaves its slot empty. ``case`` is one of
+    :data:`CASES`: every N, N <= ``cpus`` (by default this machine's) or N > ``cpus``.
 
     Raises:
         ValueError: an unknown ``case`` or a bad ``cpus``.
     """
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; expected one of {CASES}")
-    cpus = _check_cpus(cpus)
+    cpus = check_cpus(cpus)
     keep = [m for m in measurements if _in_case(m.config.num_envs, case, cpus)]
     data = _Data.of(keep, reference, ceiling_as_backend=True)
     where = {"all": "", "within": f", N <= {cpus} CPUs", "beyond": f", N > {cpus} CPUs"}[case]
@@ -223,16 +204,9 @@ def seeds_figure(
                     col=column,
                 )
                 shown.add(label)
-            figure.update_xaxes(
-                categoryorder="array",
-                categoryarray=categories,
-                showticklabels=False,
-                row=row,
-                col=column,
-            )
         figure.update_yaxes(title_text=_STEPS_PER_SECOND, row=row, col=1)
-    for column in range(1, len(columns) + 1):
-        figure.update_xaxes(title_text="backend (see legend)", row=len(rows), col=column)
+    figure.update_xaxes(categoryorder="array", categoryarray=categories, showticklabels=False)
+    figure.update_xaxes(title_text="backend (see legend)", row=len(rows))
     figure.update_annotations(font_size=13)  # the cell titles
     figure.update_layout(
         title_text=title,
@@ -245,7 +219,6 @@ def seeds_figure(
 
 
 def _in_case(num_envs: int, case: str, cpus: int) -> bool:
-    """Whether N belongs to the seeds figure's ``case``: any, N <= CPUs, N > CPUs."""
     return case == "all" or (num_envs <= cpus) == (case == "within")
 
 
@@ -255,11 +228,9 @@ def seeds_figures(
     cpus: int | None = None,
     reference: str = DEFAULT_REFERENCE,
 ) -> dict[str, go.Figure]:
-    """The seed post's two figures: ``"within"`` (N <= CPUs) and ``"beyond"`` (N > CPUs).
-
-    A case with no measurements is left out of the dict.
-    """
-    cpus = _check_cpus(cpus)
+    """The seed post's two figures, ``"within"`` (N <= CPUs) and ``"beyond"`` (N > CPUs),
+    leaving out a case with no measurements."""
+    cpus = check_cpus(cpus)
     figures = {}
     for case in ("within", "beyond"):
         keep = [m for m in measurements if _in_case(m.config.num_envs, case, cpus)]
@@ -301,24 +272,16 @@ def metric_figure(
     variant: str = "constant",
     reference: str = DEFAULT_REFERENCE,
 ) -> go.Figure:
-    """One measure of every backend against N, one panel per env, with the machine's limit.
+    """One measure (:data:`METRICS`) of every backend against N, one panel per env.
 
     The one figure behind :func:`throughput_figure`, :func:`speedup_figure` and
     :func:`efficiency_figure`, which say what each ``metric`` draws. In every one: a point per
     measured (env, N, backend); the dotted black line is the machine's limit, the ceiling
-    (measured where the ``ceiling`` row was, else estimated as min(N, CPUs) x one env's rate,
-    which the legend says); given a fitted ``model``, a dashed curve per fitted backend of what
-    it predicts, and without one the points of a backend are joined by a thin line (but on the
-    efficiency chart).
-
-    Args:
-        measurements: any number of envs, N and backends.
-        model: from :func:`~vecenvs.bench.model.fit_overhead_model`, for the curves (and its
-            t_env for envs without a ceiling); optional.
-        metric: one of :data:`METRICS`: ``"throughput"``, ``"speedup"``, ``"efficiency"``.
-        cpus: for the estimated limit; by default the model's, else this machine's.
-        variant: the model's ``"constant"`` or ``"per_env"`` overhead, for the curves.
-        reference: the sequential reference (its throughput gives the single-env rate).
+    (measured where the ``ceiling`` row was, else estimated as min(N, ``cpus``) x one env's
+    rate, which the legend says; ``cpus`` by default the model's, else this machine's); given a
+    fitted ``model``, a dashed curve per fitted backend of what it predicts with its
+    ``variant`` of overhead, and without one the points of a backend are joined by a thin line
+    (but on the efficiency chart).
 
     Raises:
         ValueError: an unknown ``metric`` or a bad ``cpus``.
@@ -336,7 +299,7 @@ def metric_figure(
     backends = [label for label in data.backends if not (speedup and label == reference)]
     if not (backends if speedup else data.latest):
         return _empty_figure(title, empty)
-    cpus = model.cpus if model is not None and cpus is None else _check_cpus(cpus)
+    cpus = model.cpus if model is not None and cpus is None else check_cpus(cpus)
     if efficiency and not all(data.ceiling(env) for env in data.envs):
         title += " (estimated as CPUs x one env where no ceiling was measured)"
     figure = _facets(data, title, y_title, log_y=not efficiency)
@@ -346,15 +309,32 @@ def metric_figure(
             points = data.series(env, label)
             if not points:
                 continue
-            errors: list[float] | None
-            if efficiency:
-                values: list[float | None] = [100 * _efficiency(m, limit) for m in points]
-                errors = [100 * m.std / limit(m.config.num_envs) for m in points]
-            else:
-                values = [m.ratio if speedup else m.mean for m in points]
-                errors = None if speedup else [m.std for m in points]
-            lines = model is None and not efficiency
-            _add_points(figure, data, label, points, values, panel, errors, lines, unit)
+            values: list[float | None] = [m.ratio if speedup else m.mean for m in points]
+            errors = None if speedup else [m.std for m in points]
+            if efficiency:  # a point's own paired efficiency where the ceiling was measured with it
+                limits = [limit(m.config.num_envs) for m in points]
+                values = [
+                    100 * (m.mean / lim if m.efficiency is None else m.efficiency)
+                    for m, lim in zip(points, limits)
+                ]
+                errors = [100 * m.std / lim for m, lim in zip(points, limits)]
+            error_y = None if errors is None else {"type": "data", "array": errors, "visible": True}
+            color = data.colors[label]
+            _scatter(
+                figure,
+                data,
+                panel,
+                x=[m.config.num_envs for m in points],
+                y=values,
+                error_y=error_y,
+                mode="markers" if model is not None or efficiency else "lines+markers",
+                line={"color": color, "width": 1},
+                marker={"color": color, "size": 8},
+                name=data.names[label],
+                legendgroup=label,
+                showlegend=not _in_legend(figure, label),
+                hovertemplate=_hover(unit),
+            )
         ns, ceiling = data.env_num_envs(env), data.ceiling(env)
         if speedup:
             level = f"{reference} (the loop, the reference): 1x"
@@ -391,7 +371,7 @@ def metric_figure(
 
 # The three charts below repeat metric_figure's signature on purpose (a kept repeat): each is
 # public, called by name from notebooks, the CLI and the dashboard, with its own docstring
-# saying how to read it.
+# saying how to read it. Their arguments are metric_figure's.
 def throughput_figure(
     measurements: Sequence[Measurement],
     model: OverheadModel | None = None,
@@ -406,8 +386,6 @@ def throughput_figure(
     black line is the ceiling: where the ``ceiling`` row was measured, its points (min(K, N)
     processes stepping with no coordination, what no vector env can beat); otherwise an
     estimate, min(N, CPUs) x one env's rate, which says so in the legend.
-
-    Args: as for :func:`metric_figure`.
     """
     return metric_figure(
         measurements, model, metric="throughput", cpus=cpus, variant=variant, reference=reference
@@ -430,8 +408,6 @@ def speedup_figure(
     envs (measured where the ``ceiling`` row was, else estimated as min(N, CPUs); EnvPool,
     stepping native envs, may cross it: it is not like-for-like). Measurements without a ratio
     are not drawn.
-
-    Args: as for :func:`metric_figure`.
     """
     return metric_figure(
         measurements, model, metric="speedup", cpus=cpus, variant=variant, reference=reference
@@ -454,8 +430,6 @@ def efficiency_figure(
     windows of the same round); elsewhere the limit is the estimate min(N, CPUs) x one env's
     rate, and the title says so. EnvPool can go above 100%: its native envs step faster than
     the Python ones the ceiling steps.
-
-    Args: as for :func:`metric_figure`.
     """
     return metric_figure(
         measurements, model, metric="efficiency", cpus=cpus, variant=variant, reference=reference
@@ -475,13 +449,10 @@ def runs_figure(
     below the plot, grouped by run (click a run to hide all its lines), then the line style of
     each backend; so 10 runs of 5 backends take 15 entries, not 50, and never the plot's width.
 
-    Args:
-        runs: run name (e.g. ``"#12 laptop"``) -> that run's measurements.
-        metric: ``"throughput"`` (env steps/s) or ``"speedup"`` (over ``reference``).
-        reference: the sequential reference of the runs.
-        what: what the throughput is of, for the axis: ``"env stepping"`` (benchmarks) or
-            ``"training"`` (PPO's training throughput, a different quantity: never put both
-            on one axis).
+    ``runs`` maps a run's name (e.g. ``"#12 laptop"``) to its measurements; ``metric`` is
+    ``"throughput"`` or ``"speedup"`` (over ``reference``). ``what`` the throughput is of, for
+    the axis: ``"env stepping"`` or ``"training"`` (PPO's training throughput, a different
+    quantity: never put both on one axis).
     """
     if metric not in ("throughput", "speedup"):
         raise ValueError(f"metric must be 'throughput' or 'speedup', got {metric!r}")
@@ -510,7 +481,7 @@ def runs_figure(
         group = f"run {index}"
         _legend_entry(
             figure,
-            name=_text(_shorten(run, 48)),
+            name=_text(run if len(run) <= 48 else run[:47] + "…"),
             line={"color": color, "width": 3},
             legendgroup=group,
             legendgrouptitle_text="runs" if index == 0 else None,  # one title for them all
@@ -556,13 +527,9 @@ def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = N
 
     One colour per backend family, as in every other chart, and one legend entry per colour.
     The speed-up over ``multi`` is written at the base of each bar, where the error bar (at its
-    end) cannot hide it.
-
-    Args:
-        table: :attr:`vecenvs.autotune.AutotuneResult.table` (or the ``"table"`` of its
-            ``to_dict()``, as the results store keeps it): rows with ``label``,
-            ``steps_per_second``, ``std`` and ``vs_loop`` (the speed-up over ``multi``).
-        title: the chart's title.
+    end) cannot hide it. ``table`` is :attr:`vecenvs.autotune.AutotuneResult.table` (or the
+    ``"table"`` of its ``to_dict()``): rows with ``label``, ``steps_per_second``, ``std`` and
+    ``vs_loop`` (the speed-up over ``multi``).
     """
     title = title or "Autotune: throughput of each candidate"
     if not table:
@@ -571,13 +538,10 @@ def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = N
     best = rows[-1]["label"]
     names = [_text(("★ " if row["label"] == best else "") + str(row["label"])) for row in rows]
     figure = go.Figure()
-    families = list(dict.fromkeys(str(row["label"]).split(" ")[0] for row in reversed(rows)))
-    for family in families:
-        mine = [
-            (name, row)
-            for name, row in zip(names, rows)
-            if str(row["label"]).split(" ")[0] == family
-        ]
+    by_family: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for name, row in reversed(list(zip(names, rows))):  # families in the order of their best
+        by_family.setdefault(str(row["label"]).split(" ")[0], []).insert(0, (name, row))
+    for family, mine in by_family.items():
         figure.add_trace(
             go.Bar(
                 x=[row["steps_per_second"] for _, row in mine],
@@ -673,7 +637,6 @@ class _Data:
         )
 
     def series(self, env: str, label: str) -> list[Measurement]:
-        """One backend's measurements of one env, by N."""
         keys = sorted(key for key in self.latest if key[0] == env and key[2] == label)
         return [self.latest[key] for key in keys]
 
@@ -691,13 +654,7 @@ class _Data:
         return [best[n] for n in sorted(best)]
 
     def env_num_envs(self, env: str) -> list[int]:
-        """The values of N measured on ``env``, ascending."""
         return sorted({n for e, n, _ in self.latest if e == env})
-
-    def span(self, env: str | None = None) -> tuple[int, int]:
-        """The smallest and largest N measured (of ``env``, or of any env)."""
-        ns = [n for e, n, _ in self.latest if env is None or e == env]
-        return min(ns), max(ns)
 
 
 # --- drawing helpers --------------------------------------------------------------------------
@@ -709,20 +666,8 @@ _TITLE_CHARACTERS = {1: 110, 2: 60, 3: 38}
 _PANEL_HEIGHT = 360
 #: Line styles for the backends of the History overlay (its colours are the runs').
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-#: One colour per run in the History overlay: plotly's qualitative "D3" and "Dark24" mixed,
-#: 10 distinct colours before any repeats.
-_RUN_COLORS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
+#: One colour per run in the History overlay: plotly's qualitative "D3", 10 distinct colours.
+_RUN_COLORS = tuple(color.lower() for color in qualitative.D3)
 
 
 def _cell(data: _Data, panel: int) -> tuple[int, int]:
@@ -754,8 +699,7 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
         type="log", title_text=_N_AXIS, tickvals=ticks, ticktext=[str(n) for n in ticks]
     )
     figure.update_yaxes(type="log" if log_y else "linear")
-    for row in range(1, rows + 1):
-        figure.update_yaxes(title_text=y_title, row=row, col=1)
+    figure.update_yaxes(title_text=y_title, col=1)
     figure.update_annotations(font_size=13)  # the panel titles
     figure.update_layout(
         title_text=title,
@@ -775,7 +719,6 @@ def _facets(data: _Data, title: str, y_title: str, *, log_y: bool) -> go.Figure:
 
 
 def _scatter(figure: go.Figure, data: _Data, panel: int, **trace: Any) -> None:
-    """A scatter trace in the ``panel``-th env's panel."""
     row, col = _cell(data, panel)
     figure.add_trace(go.Scatter(**trace), row=row, col=col)
 
@@ -787,36 +730,6 @@ def _legend_entry(figure: go.Figure, **trace: Any) -> None:
 
 def _hover(unit: str, name: str = "%{fullData.name}", digits: int = 3) -> str:
     return f"{name}<br>N=%{{x}}<br>%{{y:,.{digits}~g}} {unit}<extra></extra>"
-
-
-def _add_points(
-    figure: go.Figure,
-    data: _Data,
-    label: str,
-    points: list[Measurement],
-    values: Sequence[float | None],
-    panel: int,
-    errors: list[float] | None,
-    lines: bool,
-    unit: str,
-) -> None:
-    """One backend's measured points in one panel (its legend entry only in the first)."""
-    color = data.colors[label]
-    _scatter(
-        figure,
-        data,
-        panel,
-        x=[m.config.num_envs for m in points],
-        y=values,
-        error_y=None if errors is None else {"type": "data", "array": errors, "visible": True},
-        mode="lines+markers" if lines else "markers",
-        line={"color": color, "width": 1},
-        marker={"color": color, "size": 8},
-        name=data.names[label],
-        legendgroup=label,
-        showlegend=not _in_legend(figure, label),
-        hovertemplate=_hover(unit),
-    )
 
 
 def _add_line(
@@ -859,7 +772,8 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
     for panel, env in enumerate(data.envs, start=1):
         if env not in model.envs:
             continue
-        grid = _grid(*data.span(env), model.cpus)
+        ns = data.env_num_envs(env)
+        grid = _grid(ns[0], ns[-1], model.cpus)
         for label in data.backends:
             fitted = label in model.backends or label == model.reference
             if label in skip or not fitted:
@@ -908,14 +822,6 @@ def _limit(data: _Data, model: OverheadModel | None, env: str, cpus: int):
         return min(num_envs, cpus) / t_env
 
     return limit
-
-
-def _efficiency(measurement: Measurement, limit) -> float:
-    """The measurement's share of the ceiling: its own paired efficiency if it has one (the
-    ceiling was measured beside it), else its mean over the limit at its N."""
-    if measurement.efficiency is not None:
-        return measurement.efficiency
-    return measurement.mean / limit(measurement.config.num_envs)
 
 
 def _tidy_log_axes(figure: go.Figure) -> go.Figure:
@@ -968,17 +874,11 @@ def _text(text: str) -> str:
     return html.escape(str(text), quote=False).replace("%{", "%\u200b{")
 
 
-def _shorten(text: str, length: int) -> str:
-    return text if len(text) <= length else text[: length - 1] + "…"
-
-
 def _wrap(text: str, width: int) -> str:
-    """Break a panel title onto lines of about ``width`` characters, at spaces."""
     return "<br>".join(textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False))
 
 
 def _in_legend(figure: go.Figure, group: str) -> bool:
-    """Whether a trace of ``group`` already has a legend entry."""
     return any(trace.legendgroup == group and trace.showlegend for trace in figure.data)
 
 
@@ -1012,14 +912,6 @@ def _empty_figure(title: str, message: str) -> go.Figure:
 
 def _ratio_text(ratio: float | None, reference: str) -> str:
     return "no speed-up (not from compare())" if ratio is None else f"{ratio:.2f}x {reference}"
-
-
-def _check_cpus(cpus: int | None) -> int:
-    if cpus is None:
-        return available_cpus()
-    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
-        raise ValueError(f"cpus must be a whole number >= 1, got {cpus!r}")
-    return cpus
 
 
 # --- colours and order ------------------------------------------------------------------------

@@ -1,127 +1,89 @@
 """The overhead model: two numbers that explain most of what a backend's speed-up is.
 
-Why is a backend with 8 worker processes not 8 times faster than a plain loop over the envs?
-Because every ``step()`` call pays a price for the parallelism (sending the actions, waking the
-workers, waiting for the slowest one, gathering the results) however cheap the envs are. The
-seed post (a blog post that proposed a ``PoolVecEnv`` for Stable-Baselines3) sums this up as
+Why is a backend with 8 worker processes not 8 times faster than a loop over the envs? Every
+``step()`` call pays for the parallelism (sending actions, waking workers, waiting for the
+slowest, gathering results) however cheap the envs are. The seed post (a blog post proposing a
+``PoolVecEnv`` for Stable-Baselines3) sums this up as
 
     fps_parallel / fps_sequential  ~  N t_env / (N t_env + t_os)
 
-for N envs whose step takes t_env, with t_os the operating system's overhead. That ratio can
-never exceed 1, so it is an *efficiency*, not a speed-up: the parallelism is missing from it.
-Below it is put back, and the two numbers t_env and t_os are fitted to measurements.
+for N envs whose step takes t_env, with t_os the operating system's overhead. That ratio never
+exceeds 1: it is an *efficiency*, the parallelism is missing. Below it is put back, and t_env
+and t_os are fitted to measurements.
 
 The derivation
 --------------
-One ``step()`` of N envs, on a backend that can step c envs at the same moment, takes
+One ``step()`` of N envs, on a backend that steps c envs at the same moment, takes
 
     t_batch = N t_env / c + t_os
 
-- **t_env**: the time of one env step, measured by the sequential reference (gym-sync):
-  t_env = 1 / its throughput in env steps per second.
-- **c = min(workers, N, capacity(N))**: how many envs really step at once. ``workers`` is
-  :attr:`~vecenvs.bench.engine.Measurement.workers` (1 for a loop, N for one process per env, K
-  for the pool); no backend steps more envs at once than there are envs, or than the machine
-  can step. **capacity(N)** is the machine's, measured by the ceiling row
-  (:mod:`vecenvs.bench.ceiling`: min(K, N) processes stepping with no coordination) as its
-  speed-up over the reference: on 2 CPUs often 1.7-1.9, not 2, because busy cores share caches,
-  memory bandwidth and clock headroom. Without a ceiling measurement it is min(N, cpus), an
-  estimate that overstates the machine once every core is busy.
-- **t_os**: the backend's fixed overhead per ``step()`` call, the same whatever N is.
+- **t_env**: one env step, 1 / the throughput of the sequential reference (gym-sync).
+- **c = min(workers, N, capacity(N))**: envs really stepping at once. ``workers`` is
+  :attr:`~vecenvs.bench.engine.Measurement.workers` (1 for a loop, N for one process per env,
+  K for the pool). **capacity(N)** is the machine's: the ceiling row's speed-up over the
+  reference (:mod:`vecenvs.bench.ceiling`: min(K, N) processes stepping with no coordination);
+  on 2 CPUs often 1.7-1.9, not 2, as busy cores share caches, memory bandwidth and clock
+  headroom. Without a ceiling it is estimated as min(N, cpus), which overstates a busy machine.
+- **t_os**: the backend's fixed overhead per ``step()`` call, whatever N is.
 
-The loop needs N t_env for the same batch, so the speed-up over it is
+The loop needs N t_env for the same batch, so the speed-up over it and the efficiency are
 
-    S = N t_env / t_batch = c N t_env / (N t_env + c t_os)
+    S = N t_env / t_batch = c N t_env / (N t_env + c t_os),    S / c = N t_env / (N t_env + c t_os)
 
-and the efficiency, the speed-up per envs-at-once, is
-
-    S / c = N t_env / (N t_env + c t_os)
-
-This is the seed's formula, with the seed's t_os equal to c times ours: while one call's
-overhead runs, all c lanes wait, so c t_os of env-stepping time is lost per call. Reading it:
-
-- N t_env much larger than c t_os (costly envs, many of them): S -> c, and the throughput
-  approaches the **machine's limit**, the ceiling: capacity(N) / t_env env steps/s.
-- N t_env much smaller than t_os (CartPole, few envs): S ~ N t_env / t_os, far below 1. The
-  parallel backend is slower than the loop it was meant to beat.
+The efficiency is the seed's formula, its t_os being c times ours: while one call's overhead
+runs, all c lanes wait. Reading it: when N t_env >> c t_os (costly envs, many of them), S -> c
+and the throughput approaches the machine's limit, the ceiling capacity(N) / t_env; when
+N t_env << t_os (CartPole, few envs), S ~ N t_env / t_os, far below 1: the parallel backend is
+slower than the loop it was meant to beat.
 
 The fit
 -------
-**t_env, per env** (an env id with its arguments, :attr:`BenchConfig.env_label`): the median
-over that env's reference measurements of 1 / (the reference's median window throughput).
-Each measured point also keeps the t_env of the reference measured at the same env and N: its
-ratio was divided by that very measurement, so the fit uses that one for the point.
+**t_env, per env** (:attr:`BenchConfig.env_label`): the median over the env's reference
+measurements of 1 / their median window throughput; each point uses the t_env of the reference
+measured at its own env and N, the very measurement its ratio was divided by.
 
-**t_os, per backend** (:attr:`BenchConfig.backend_label`; one number shared by every env and
-every N). Solving the model for t_os turns each measured speed-up S_i into an estimate:
+**t_os, per backend** (:attr:`BenchConfig.backend_label`, one number for every env and N).
+Each measured speed-up S_i implies a batch time and so its own estimate of t_os:
 
-    t_batch_i = N_i t_env_i / S_i        (the batch time that speed-up implies)
-    t_os_i    = t_batch_i - N_i t_env_i / c_i
+    t_batch_i = N_i t_env_i / S_i,    t_os_i = t_batch_i - N_i t_env_i / c_i
 
-A point's t_os_i is what t_os would be if that point alone were right. The fitted t_os is the
-one whose predicted speed-ups are closest to the measured ones *as ratios*: it minimises
-
-    sum_i (log S_predicted,i - log S_i)^2  =  sum_i log(t_batch_predicted,i / t_batch_i)^2
-
-Why ratios: batch times range from tens of microseconds (CartPole, N=1) to a tenth of a second
-(MuJoCo, N=128). Plain least squares on times would fit the slowest batches, where the overhead
-is a rounding error, and ignore the small ones, where it is everything. On a log scale,
-predicting half or double the measured speed-up costs the same at every N and for every env.
-
-How: the model is not linear in t_os (it sits inside the log), so the fit is Gauss-Newton.
-For small errors log(1 + x) ~ x, and the sum becomes sum_i ((t_os - t_os_i) / t_batch_i)^2, the
-error of the batch time relative to itself: a weighted *linear* least squares, solved by
-``numpy.linalg.lstsq`` (with w_i = 1 / t_batch_i^2 it is the weighted mean of the t_os_i). When
-the model describes the data well, that is the answer. When it does not, those weights favour
-the fastest batches by the square of how much faster they are: a single point with next to no
-overhead (the pool with one worker steps its env in the calling process) would decide t_os for
-the whole backend. So the fit repeats the linear step, each round weighting by the batch time
-predicted so far and correcting for the curve of the log; a round that would make the fit worse
-is shortened. It settles in a few rounds. A negative t_os makes no physical sense: t_os is kept
->= 0, and flagged ``clamped`` when that bound holds it.
+The fitted t_os minimises sum_i (log S_predicted,i - log S_i)^2 = sum_i
+log(t_batch_predicted,i / t_batch_i)^2: errors as *ratios*, because batch times span tens of
+microseconds (CartPole, N=1) to a tenth of a second (MuJoCo, N=128), and plain least squares
+would fit the slowest batches, where the overhead is a rounding error. The log makes it
+non-linear in t_os, so the fit is Gauss-Newton: for small errors log(1 + x) ~ x, and the sum
+becomes sum_i ((t_os - t_os_i) / t_batch_i)^2, a weighted linear least squares
+(``numpy.linalg.lstsq``). Those weights favour the fastest batches by the square of how much
+faster they are (the pool with one worker, stepping in the calling process, would decide t_os
+alone), so the fit repeats the linear step, weighting by the batch time predicted so far, and
+shortens a round that would make it worse. t_os is kept >= 0, flagged ``clamped`` when that
+bound holds it.
 
 **Fit quality**: R^2 of log S, predicted against measured, and the median relative error
-|S_predicted - S| / S. On a log scale for the same reason as the fit (whose error is exactly
-R^2's residual): speed-ups span orders of magnitude (0.05x to 2x) and their noise grows with
-them, so on a linear scale the few largest speed-ups would decide R^2, and a model off by 3x at
-small N would still score well. R^2 is the share of the spread of log S the model explains; it
-is negative when the model does worse than a flat line at the average speed-up (a noisy,
-loaded machine can do that). A backend whose speed-up hardly varies (a sequential loop) has
-little spread to explain: read its median error instead.
+|S_predicted - S| / S; on a log scale because speed-ups span 0.05x to 2x and their noise grows
+with them. R^2 is negative when the model does worse than a flat line at the average; a loop,
+whose speed-up hardly varies, leaves it little spread to explain: read its median error.
 
 What is fitted, and what is not
 -------------------------------
-- **The reference** (gym-sync) defines t_env, so its t_os is 0 and its speed-up 1 by
-  definition; it gets a row, not a fit. Note that t_env includes the reference's own per-call
-  bookkeeping spread over the N envs: every other t_os is overhead *beyond the reference's*.
-- **Sequential loops** (``workers == 1``: ``multi``, ``sb3-dummy``) are fitted with c = 1: their
-  t_os is how much more than gym-sync they spend per call. A loop leaner than gym-sync would
-  need a negative t_os; it is clamped to 0, and its median error shows by how much it beats the
-  reference.
-- **The ceiling** is not fitted: it is the limit c is capped by (see capacity above).
-  Between the values of N it was measured at, its efficiency per process (its speed-up / its
-  processes) is interpolated on a log scale of N, and held constant beyond them.
-- **Native backends** (EnvPool) are left out: their envs are C++ code, not the Python envs t_env
-  was measured on, so the model's t_env does not describe them. They are a reference point to
-  look at, not like-for-like.
-- **Measurements without a ratio** (measured outside :func:`~vecenvs.bench.compare`) are left
-  out: there is no reference to divide by. Everything left out is listed in
-  :attr:`OverheadModel.skipped`, with the reason.
+- **The reference** defines t_env (including its own per-call bookkeeping, so every other t_os
+  is overhead *beyond the reference's*): t_os 0 and speed-up 1 by definition, not fitted.
+- **Sequential loops** (``workers == 1``: ``multi``, ``sb3-dummy``) are fitted with c = 1; one
+  leaner than gym-sync is clamped to 0, and its median error shows by how much it wins.
+- **The ceiling** is not fitted: it caps c. Its efficiency per process (speed-up / processes)
+  is interpolated on a log scale of N between the N it was measured at, held beyond them.
+- Left out, and listed in :attr:`OverheadModel.skipped` with the reason: **native backends**
+  (EnvPool steps C++ envs, not the Python envs t_env describes) and **measurements without a
+  ratio** (made outside :func:`~vecenvs.bench.compare`).
 
 One process per env: a second variant
 -------------------------------------
-Backends with one process per env (``subproc``, ``gym-async``, ``sb3-subproc``) pay their
-overhead *per env*: a pipe message to each process and back, and, once N exceeds the CPUs, the
-operating system switching between N processes on a few cores. A constant t_os fits them
-poorly when N > cpus, and the poor fit (low R^2, large median error) is itself the lesson. So
-each backend also gets a second fit, ``per_env``, where the overhead grows with N:
-
-    t_os(N) = a + b N        (a, b >= 0)
-
-fitted the same way, each round now a least squares with two unknowns (if a or b would come
-out negative it is set to 0 and the other one refitted). b is the price of one more env per call. For the pool, b should come out near 0,
-its overhead being per worker, not per env; for one process per env it should not. The variant
-needs measurements at two or more values of N.
+Backends with one process per env (``subproc``, ``gym-async``, ``sb3-subproc``) pay per env: a
+pipe message to each process and back and, once N exceeds the CPUs, the switching between N
+processes. A constant t_os fits them poorly when N > cpus, and the poor fit is itself the lesson.
+So each backend with measurements at two or more N also gets a fit ``per_env``,
+t_os(N) = a + b N (a, b >= 0). b, the price of one more env per call, should be near 0 for the
+pool, whose overhead is per worker.
 
 Example:
     >>> from vecenvs.bench import QUICK, compare
@@ -165,8 +127,6 @@ __all__ = [
 #: ``"per_env"`` (t_os(N) = a + b N).
 VARIANTS = ("constant", "per_env")
 
-#: Backends whose envs are native code, used when :mod:`vecenvs.peers` does not say.
-
 #: Gauss-Newton rounds of the fit (it usually settles in a handful), and the shortest step
 #: tried before deciding that no step improves it.
 _MAX_ROUNDS = 100
@@ -205,24 +165,20 @@ def native_backends() -> frozenset[str]:
 
 @dataclass(frozen=True)
 class EnvFit:
-    """What the model knows about one env: its step time, measured by the reference."""
+    """What the model knows about one env (``label``: its id and arguments): its step time
+    ``t_env_seconds``, the median of 1 / the reference's throughput over ``points`` reference
+    measurements, on a machine of ``cpus`` CPUs.
+
+    ``ceiling`` is the measured ceiling as ``(N, efficiency per process)`` pairs, N ascending:
+    its speed-up over the reference divided by its processes, min(K, N). Empty when no ceiling
+    was measured on this env: the limit is then an estimate.
+    """
 
     label: str
-    """The env id and its arguments, e.g. ``"CartPole-v1"``."""
-
     t_env_seconds: float
-    """One env step, in seconds: the median of 1 / the reference's throughput."""
-
     cpus: int
-    """The CPUs of the machine that measured."""
-
     points: int
-    """How many reference measurements t_env comes from."""
-
     ceiling: tuple[tuple[int, float], ...] = ()
-    """The measured ceiling as ``(N, efficiency per process)`` pairs, N ascending: the
-    ceiling's speed-up over the reference divided by its processes, min(K, N). Empty when no
-    ceiling was measured on this env: the limit is then an estimate."""
 
     @property
     def single_env_rate(self) -> float:
@@ -244,36 +200,29 @@ class EnvFit:
         return processes * _interpolate_log(self.ceiling, num_envs)
 
     def limit(self, num_envs: float) -> float:
-        """The most env steps per second this machine gives with ``num_envs`` envs: the
-        ceiling, capacity(N) / t_env."""
+        """The most env steps/s this machine gives with ``num_envs`` envs: capacity(N) / t_env."""
         return self.capacity(num_envs) / self.t_env_seconds
 
     @property
     def machine_limit(self) -> float:
         """The limit once every CPU is busy (N >= cpus): the ceiling measured there, or
         cpus x single-env rate as an estimate without a ceiling."""
-        largest = max([self.cpus, *(n for n, _ in self.ceiling)])
-        return self.limit(largest)
+        return self.limit(max([self.cpus, *(n for n, _ in self.ceiling)]))
 
 
 @dataclass(frozen=True)
 class OverheadFit:
-    """One fitted overhead: t_os(N) = ``fixed_seconds`` + ``per_env_seconds`` x N."""
+    """One fitted overhead, t_os(N) = ``fixed_seconds`` + ``per_env_seconds`` x N, both >= 0
+    (``per_env_seconds`` is 0 in the constant variant), with how well it fits: ``r2`` of log
+    speed-up (NaN with fewer than two distinct speed-ups) and the ``median_relative_error`` of
+    the speed-up. ``clamped``: the best fit wanted a negative overhead and 0 was used instead.
+    """
 
     fixed_seconds: float
-    """The part paid once per ``step()`` call, in seconds (>= 0)."""
-
     per_env_seconds: float
-    """The part paid per env per call, in seconds (>= 0; always 0 in the constant variant)."""
-
     r2: float
-    """R^2 of log speed-up, predicted vs measured; NaN with fewer than two distinct speed-ups."""
-
     median_relative_error: float
-    """Median over the points of |predicted speed-up - measured| / measured."""
-
     clamped: bool = False
-    """True when the best fit wanted a negative overhead and 0 was used instead."""
 
     def seconds(self, num_envs: float) -> float:
         """The overhead of one ``step()`` call of ``num_envs`` envs, in seconds."""
@@ -282,43 +231,35 @@ class OverheadFit:
 
 @dataclass(frozen=True)
 class BackendFit:
-    """One backend's fitted overhead, with how well the model describes its measurements."""
+    """One backend's fitted overhead (``label``: the backend and its arguments), from
+    ``points`` measurements (env x N).
+
+    ``workers``: how many envs it steps at once, ``None`` meaning one per env (N). ``constant``
+    is the seed's model, one t_os per call; ``per_env`` is t_os(N) = a + b N, ``None`` when the
+    measurements cover only one N. The properties below read the constant variant.
+    """
 
     label: str
-    """The backend and its arguments, e.g. ``"pool (num_workers=2)"``."""
-
     points: int
-    """How many measurements (env x N) the fit used."""
-
     workers: int | None
-    """How many envs it steps at once, from the measurements; ``None`` means one per env (N)."""
-
     constant: OverheadFit
-    """The seed's model: one t_os per call, whatever N."""
-
     per_env: OverheadFit | None = None
-    """t_os(N) = a + b N; ``None`` when the measurements cover only one N."""
 
     @property
     def t_os_seconds(self) -> float:
-        """The constant variant's overhead per ``step()`` call, in seconds."""
         return self.constant.fixed_seconds
 
     @property
     def r2(self) -> float:
-        """The constant variant's R^2 (see :attr:`OverheadFit.r2`)."""
         return self.constant.r2
 
     @property
     def median_relative_error(self) -> float:
-        """The constant variant's median relative error of the speed-up."""
         return self.constant.median_relative_error
 
     def workers_at(self, num_envs: float) -> float:
         """How many envs this backend steps at once with ``num_envs`` envs (before the CPUs)."""
-        if self.workers is None:
-            return num_envs
-        return min(self.workers, num_envs)
+        return num_envs if self.workers is None else min(self.workers, num_envs)
 
     def fit(self, variant: str = "constant") -> OverheadFit:
         """The fit for ``variant`` (one of :data:`VARIANTS`).
@@ -339,28 +280,21 @@ class BackendFit:
 
 @dataclass
 class OverheadModel:
-    """t_env per env and t_os per backend, fitted to measurements; predicts speed-ups.
+    """t_env per env and t_os per backend, fitted to measurements (by
+    :func:`fit_overhead_model`); predicts speed-ups.
 
-    Build one with :func:`fit_overhead_model`.
+    ``cpus``: of the machine that measured, capping how many envs step at once. ``reference``:
+    the sequential backend that defines t_env and the speed-ups, not in ``backends``.
+    ``skipped``: the measurements left out of the fit, each with the reason.
+    ``reference_points``: how many reference measurements there were.
     """
 
     cpus: int
-    """The CPUs of the machine that measured: caps how many envs step at once."""
-
     reference: str
-    """The sequential backend that defines t_env and the speed-ups (``"gym-sync"``)."""
-
     envs: dict[str, EnvFit]
-    """Env label -> its step time, from the reference."""
-
     backends: dict[str, BackendFit]
-    """Backend label -> its fitted overhead (the reference is not in here: see ``reference``)."""
-
     skipped: list[str] = field(default_factory=list)
-    """Measurements left out of the fit, each with the reason."""
-
     reference_points: int = 0
-    """How many reference measurements there were."""
 
     def concurrency(
         self,
@@ -390,14 +324,9 @@ class OverheadModel:
         *,
         variant: str = "constant",
     ) -> float:
-        """The model's speed-up over the reference: c N t_env / (N t_env + c t_os(N)).
-
-        Args:
-            env_label: an env in :attr:`envs`.
-            backend_label: a backend in :attr:`backends`, or the reference (always 1.0).
-            num_envs: N.
-            workers: how many envs the backend steps at once; by default what was measured.
-            variant: ``"constant"`` (the seed's t_os) or ``"per_env"`` (t_os = a + b N).
+        """The model's speed-up over the reference: c N t_env / (N t_env + c t_os(N)); 1.0 for
+        the reference. ``workers``: how many envs the backend steps at once, by default what
+        was measured; ``variant``: one of :data:`VARIANTS`.
 
         Raises:
             KeyError: an env or backend the model was not fitted on.
@@ -422,10 +351,8 @@ class OverheadModel:
         *,
         variant: str = "constant",
     ) -> float:
-        """The model's throughput in env steps/s: speed-up x single-env rate.
-
-        Takes the same arguments as :meth:`predict_speedup`.
-        """
+        """The model's throughput in env steps/s: speed-up x single-env rate (arguments as
+        for :meth:`predict_speedup`)."""
         speedup = self.predict_speedup(env_label, backend_label, num_envs, workers, variant=variant)
         return speedup * self._env(env_label).single_env_rate
 
@@ -534,32 +461,26 @@ class OverheadModel:
         return "\n".join(lines)
 
     def _env(self, env_label: str) -> EnvFit:
-        try:
-            return self.envs[env_label]
-        except KeyError:
-            raise KeyError(
-                f"no t_env for env {env_label!r}: the model knows {sorted(self.envs)}"
-            ) from None
+        if env_label not in self.envs:
+            raise KeyError(f"no t_env for env {env_label!r}: the model knows {sorted(self.envs)}")
+        return self.envs[env_label]
 
     def _backend(self, backend_label: str) -> BackendFit:
-        try:
-            return self.backends[backend_label]
-        except KeyError:
+        if backend_label not in self.backends:
             raise KeyError(
                 f"backend {backend_label!r} was not fitted: the model has {sorted(self.backends)}"
                 f" and the reference {self.reference!r} (see OverheadModel.skipped for why "
                 "measurements were left out)"
-            ) from None
+            )
+        return self.backends[backend_label]
 
 
 def env_step_seconds(
     measurements: Iterable[Measurement], *, reference: str = DEFAULT_REFERENCE
 ) -> dict[str, float]:
-    """t_env per env label: the median over the reference's measurements of 1 / throughput.
-
-    The throughput of each reference measurement is its median window. Envs the reference was
-    not measured on are absent. The figures use this too, to order envs by cost.
-    """
+    """t_env per env label: the median over the reference's measurements of 1 / their median
+    window throughput. Envs the reference was not measured on are absent. The figures use
+    this too, to order envs by cost."""
     inverse_rates = defaultdict(list)
     for measurement in measurements:
         rate = _reference_rate(measurement, reference)
@@ -576,15 +497,10 @@ def fit_overhead_model(
 ) -> OverheadModel:
     """Fit t_env per env and t_os per backend (see the module docstring for how and why).
 
-    Args:
-        measurements: from :func:`~vecenvs.bench.compare` or a sweep, the reference included
-            (it gives t_env). Any number of envs, N and backends; a configuration measured
-            several times gives several points.
-        cpus: the CPUs of the machine that measured; by default this machine's.
-        reference: the sequential backend the ratios are relative to.
-
-    Returns:
-        The fitted :class:`OverheadModel`; what was left out is in its ``skipped``.
+    ``measurements`` come from :func:`~vecenvs.bench.compare` or a sweep, the reference
+    included (it gives t_env): any number of envs, N and backends, a configuration measured
+    several times giving several points. ``cpus``: of the machine that measured, by default
+    this one's. What was left out is in the model's ``skipped``.
 
     Raises:
         TypeError: an item is not a :class:`~vecenvs.bench.engine.Measurement`.
@@ -595,14 +511,11 @@ def fit_overhead_model(
     measurements = list(measurements)
     for item in measurements:
         if not isinstance(item, Measurement):
-            hint = ""
-            if isinstance(item, dict):
-                hint = " (use Measurement.from_dict for stored results)"
+            hint = (
+                " (use Measurement.from_dict for stored results)" if isinstance(item, dict) else ""
+            )
             raise TypeError(f"expected Measurement objects, got {type(item).__name__}{hint}")
-    if cpus is None:
-        cpus = available_cpus()
-    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
-        raise ValueError(f"cpus must be a whole number >= 1, got {cpus!r}")
+    cpus = check_cpus(cpus)
     if not measurements:
         raise ValueError("no measurements to fit: measure with compare() or a sweep first")
 
@@ -622,54 +535,43 @@ def fit_overhead_model(
             point_t[config.env_label, config.num_envs].append(1.0 / rate)
             reference_points[config.env_label] += 1
 
-    ceilings = _ceilings(measurements, env_t, point_t, cpus)
+    ceilings = _ceilings(measurements, env_t, point_t)
     envs = {
         label: EnvFit(label, t_env, cpus, reference_points[label], ceilings.get(label, ()))
         for label, t_env in env_t.items()
     }
-    natives = native_backends()
     skipped: list[str] = []
     points_by_backend: dict[str, list[_Point]] = defaultdict(list)
     for measurement in measurements:
-        config = measurement.config
+        config, ratio = measurement.config, measurement.ratio
         label = config.backend_label
         where = f"{label} on {config.env_label}, N={config.num_envs}"
         if label == reference:
             if _reference_rate(measurement, reference) is None:
                 skipped.append(f"{where}: the reference has no positive throughput")
-            continue
-        if config.backend == CEILING:
-            continue  # not a backend: the limit that caps c (see _ceilings)
-        if config.backend in natives:
+        elif config.backend == CEILING:
+            pass  # not a backend: the limit that caps c (see _ceilings)
+        elif config.backend in NATIVE_BACKENDS:
             reason = (
                 f"{label}: native backend, its envs are C++ code and not the Python envs "
                 "t_env was measured on (shown, not fitted)"
             )
             if reason not in skipped:
                 skipped.append(reason)
-            continue
-        ratio = measurement.ratio
-        if ratio is None:
+        elif ratio is None:
             skipped.append(f"{where}: no ratio (measured outside compare(), no reference)")
-            continue
-        if not _positive(ratio):
+        elif not _positive(ratio):
             skipped.append(f"{where}: ratio {ratio!r} is not a positive number")
-            continue
-        if config.env_label not in env_t:
+        elif config.env_label not in env_t:
             skipped.append(f"{where}: no {reference} measurement of this env to take t_env from")
-            continue
-        t_env = _t_env_at(config, env_t, point_t)
-        workers = measurement.workers if measurement.workers and measurement.workers > 0 else 1
-        capacity = envs[config.env_label].capacity(config.num_envs)
-        points_by_backend[label].append(
-            _Point(
-                num_envs=config.num_envs,
-                t_env=t_env,
-                c=max(1, min(workers, config.num_envs, capacity)),
-                speedup=float(ratio),
-                workers=workers,
+        else:
+            workers = measurement.workers if measurement.workers and measurement.workers > 0 else 1
+            capacity = envs[config.env_label].capacity(config.num_envs)
+            c = max(1, min(workers, config.num_envs, capacity))
+            t_env = _t_env_at(config, env_t, point_t)
+            points_by_backend[label].append(
+                _Point(config.num_envs, t_env, c, float(ratio), workers)
             )
-        )
 
     if not points_by_backend:
         message = (
@@ -683,14 +585,7 @@ def fit_overhead_model(
         raise ValueError(message)
 
     backends = {label: _fit_backend(label, points) for label, points in points_by_backend.items()}
-    return OverheadModel(
-        cpus=cpus,
-        reference=reference,
-        envs=envs,
-        backends=backends,
-        skipped=skipped,
-        reference_points=sum(reference_points.values()),
-    )
+    return OverheadModel(cpus, reference, envs, backends, skipped, sum(reference_points.values()))
 
 
 @dataclass(frozen=True)
@@ -712,11 +607,6 @@ class _Point:
     def parallel_seconds(self) -> float:
         """The env-stepping part of the batch time: N t_env / c."""
         return self.num_envs * self.t_env / self.c
-
-    @property
-    def t_os(self) -> float:
-        """This point's own estimate of the overhead: t_batch - N t_env / c."""
-        return self.t_batch - self.parallel_seconds
 
 
 def _fit_backend(label: str, points: list[_Point]) -> BackendFit:
@@ -821,7 +711,6 @@ def _ceilings(
     measurements: Sequence[Measurement],
     env_t: dict[str, float],
     point_t: dict[tuple[str, int], list[float]],
-    cpus: int,
 ) -> dict[str, tuple[tuple[int, float], ...]]:
     """Env label -> the measured ceiling as (N, efficiency per process), N ascending.
 
@@ -844,6 +733,19 @@ def _ceilings(
         per_env = best[config.env_label]
         per_env[config.num_envs] = max(per_env.get(config.num_envs, 0.0), ratio / processes)
     return {label: tuple(sorted(values.items())) for label, values in best.items()}
+
+
+def check_cpus(cpus: int | None) -> int:
+    """``cpus`` checked, by default this machine's CPUs (the figures check theirs here too).
+
+    Raises:
+        ValueError: not a whole number >= 1.
+    """
+    if cpus is None:
+        return available_cpus()
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+        raise ValueError(f"cpus must be a whole number >= 1, got {cpus!r}")
+    return cpus
 
 
 def _positive(value: Any) -> TypeGuard[float]:
@@ -882,8 +784,7 @@ def _reference_rate(measurement: Measurement, reference: str) -> float | None:
     """The reference's median window throughput, or None if this isn't a usable reference."""
     if measurement.config.backend_label != reference or not measurement.throughputs:
         return None
-    rate = measurement.median
-    return rate if math.isfinite(rate) and rate > 0 else None
+    return measurement.median if _positive(measurement.median) else None
 
 
 def _check_variant(variant: str) -> None:

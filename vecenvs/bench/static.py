@@ -1,20 +1,15 @@
 """A still picture of a plotly figure, for wherever plotly's JavaScript does not run.
 
-The lab's charts are plotly figures: interactive in JupyterLab and the dashboard, but a
-notebook exported to HTML, a notebook viewer or a PDF shows an empty space where the
-JavaScript would have drawn them. :func:`png` draws the same figure with matplotlib, and
-:func:`add_static_fallback` makes every figure a notebook shows carry that picture beside the
-interactive version: JupyterLab picks the interactive one, an exported page the picture.
+A notebook exported to HTML, a notebook viewer or a PDF shows an empty space where plotly's
+JavaScript would have drawn a chart. :func:`png` draws the same figure with matplotlib (the
+``notebooks`` extra installs it), and :func:`add_static_fallback` makes every figure a notebook
+shows carry that picture beside the interactive version: JupyterLab picks the interactive one,
+an exported page the picture.
 
-It draws what the lab's charts use (:mod:`vecenvs.bench.figures`,
-:func:`vecenvs.profile.breakdown_figure`, the notebooks' own): scatter traces (lines, markers,
-dashes, error bars) and bar traces (vertical or horizontal; grouped, stacked or overlaid), in
-subplots, on linear or log axes, with their titles, tick labels, subplot titles and one
-legend. Hover texts, which a picture cannot show, are left out; a trace of another type is
-named in a note on the picture rather than silently dropped.
-
-matplotlib is needed for the picture (the ``notebooks`` extra installs it); without it the
-figures stay interactive only, and :func:`add_static_fallback` says so.
+It draws what the lab's charts use: scatter traces (lines, markers, dashes, error bars) and bar
+traces (vertical or horizontal; grouped, stacked or overlaid), in subplots, on linear or log
+axes, with titles, tick labels, subplot titles and one legend. Hover texts are left out; a
+trace of another type is named in a note on the picture rather than silently dropped.
 
 Example:
     >>> import plotly.graph_objects as go
@@ -57,11 +52,8 @@ _TOP_PIXELS, _BOTTOM_PIXELS, _LEGEND_ROW_PIXELS = 80, 60, 18
 
 
 def png(figure: Any, *, width: int | None = None, height: int | None = None) -> bytes:
-    """The figure as a PNG image, drawn by matplotlib.
-
-    Args:
-        figure: a ``plotly.graph_objects.Figure`` or its dict (``figure.to_dict()``).
-        width, height: in pixels; by default the figure's own, else 900 x 450.
+    """``figure`` (a plotly ``Figure`` or its ``to_dict()``) as a PNG image drawn by matplotlib,
+    ``width`` x ``height`` pixels: by default the figure's own, else 900 x 450.
 
     Raises:
         ImportError: matplotlib is not installed.

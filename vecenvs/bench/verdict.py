@@ -2,26 +2,24 @@
 trust the overhead model, in words.
 
 A table of speed-ups leaves the reading to the reader, who will take 1.04x for a win. The
-verdict reads it the way the measurement allows, and every word of it comes from the numbers
-it sits beside:
+verdict reads it the way the measurement allows, every word from the numbers beside it:
 
-- **The fastest** backend at each (env, N) is the one with the highest speed-up over the
-  reference (the median of its paired windows, :attr:`~vecenvs.bench.Measurement.ratio`). The
-  ceiling row is the machine's limit, not something to use, and is never the answer.
+- **The fastest** at each (env, N) has the highest speed-up over the reference (the median of
+  its paired windows, :attr:`~vecenvs.bench.Measurement.ratio`); never the ceiling row, which
+  is the machine's limit, not something to use.
 - **Its interval** is the range of its paired ratios: window i of every backend ran in round i
   of :func:`~vecenvs.bench.compare`, a moment apart, so each ratio saw about the same machine.
-- **Too close to call** when the winner and any other backend, compared window by window in
-  the same rounds, do not agree in every round (the range of winner / rival includes 1), or
-  when there was a single window and so no spread to judge by. "Every round agreed" with three
-  windows would happen by chance a quarter of the time for two equal backends: more windows
-  make the call firmer.
+- **Too close to call** when the winner and a rival, compared window by window in the same
+  rounds, do not agree in every round (the range of winner / rival includes 1), or when a
+  single window leaves no spread to judge by. With three windows "every round agreed" happens
+  by chance a quarter of the time for two equal backends: more windows make the call firmer.
 
 Fit quality (:func:`fit_quality`): the model's median relative error on the speed-up and its
 R^2 on log speed-up (see :mod:`vecenvs.bench.model`), in one word: *good* (error <= 10% and
-R^2 >= 0.8), *rough* (error <= 25% and R^2 >= 0.5), else *poor*, with a warning that its curve
-is not to be trusted (and whether the variant whose overhead grows with N fits better). A
-sequential loop (one worker) is judged on its error alone: its speed-up hardly changes with N,
-so there is little spread for R^2 to explain, and a low R^2 says nothing about the fit.
+R^2 >= 0.8), *rough* (error <= 25% and R^2 >= 0.5), else *poor*, warning that its curve is not
+to be trusted (and whether the variant whose overhead grows with N fits better). A sequential
+loop (one worker) is judged on its error alone: its speed-up hardly changes with N, leaving
+R^2 little spread to explain.
 
 Example:
     >>> from vecenvs.bench import QUICK, compare
@@ -61,38 +59,29 @@ _QUALITY_BOUNDS = ((GOOD, 0.10, 0.8), (ROUGH, 0.25, 0.5))
 
 @dataclass(frozen=True)
 class Verdict:
-    """What to use for one env and N, as the paired windows allow."""
+    """What to use for one env and N, as the paired windows allow.
+
+    ``best``: the backend label with the highest ``speedup`` over the reference (the median of
+    its paired windows), ``low`` and ``high`` the extremes of its ``windows`` paired windows.
+    ``runner_up``: the closest rival, the other backend whose best round came nearest to (or
+    beat) the winner's, None if only one was measured; ``margin_low`` and ``margin_high`` the
+    extremes over the rounds of best / rival (both windows of the same round).
+    ``efficiency``: the best backend's share of the ceiling, when measured beside it.
+    """
 
     env_label: str
     num_envs: int
     best: str
-    """The backend label with the highest speed-up."""
     speedup: float
-    """Its speed-up over the reference: the median of its paired windows."""
     low: float
-    """The lowest of its paired windows' speed-ups."""
     high: float
-    """The highest."""
     windows: int
-    """How many paired windows the numbers come from."""
     runner_up: str | None
-    """The closest rival: of the other backends, the one whose best round came nearest to (or
-    beat) the winner's; None if only one was measured."""
     runner_up_speedup: float | None
     margin_low: float | None
-    """The lowest, over the rounds, of best / rival (both windows of the same round)."""
     margin_high: float | None
-    """The highest."""
     efficiency: float | None
-    """The best backend's share of the ceiling, when the ceiling was measured beside it."""
     reference: str = DEFAULT_REFERENCE
-
-    @property
-    def margin(self) -> float | None:
-        """How much faster the best is than the runner-up, from the two speed-ups."""
-        if self.runner_up_speedup is None:
-            return None
-        return self.speedup / self.runner_up_speedup
 
     @property
     def close(self) -> bool:
@@ -183,13 +172,13 @@ def verdicts(
 
 @dataclass(frozen=True)
 class FitQuality:
-    """How well the overhead model describes one backend, in a word and a sentence."""
+    """How well the overhead model describes one backend: a ``word`` (:data:`GOOD`,
+    :data:`ROUGH` or :data:`POOR`) and a ``sentence`` with the numbers it comes from and what
+    to make of it."""
 
     backend: str
     word: str
-    """:data:`GOOD`, :data:`ROUGH` or :data:`POOR`."""
     sentence: str
-    """The word with the numbers it comes from, and what to make of it."""
 
     @property
     def poor(self) -> bool:
