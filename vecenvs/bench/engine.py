@@ -1,27 +1,21 @@
 """The measuring engine: how many env steps per second does a backend deliver?
 
-Every speed the lab reports (``python -m vecenvs bench``, the notebooks, the dashboard) is
-measured here, the same way:
+Every speed the lab reports (CLI, notebooks, dashboard) is measured here, the same way:
 
-1. **Startup**: build the vector env with :func:`vecenvs.make_vec` and reset it once
-   (``startup_seconds``: 128 processes are not free to start, and every training run pays it).
-2. **Actions**: a ring of batched actions is sampled *before* any timing. Sampling costs about
-   as much as a CartPole step: inside the timed loop it would measure the sampler as well.
-3. **Warm-up**: untimed stepping for ``warmup_seconds`` (lazy imports, cold caches, workers
-   scheduled for the first time).
+1. **Startup**: build the vector env (:func:`vecenvs.make_vec`) and reset it once: starting
+   128 processes is not free, and every training run pays it again.
+2. **Actions**: sample a ring of actions *before* any timing: sampling one costs about as much
+   as a CartPole step, so sampling in the timed loop would measure the sampler too.
+3. **Warm-up**: untimed stepping for ``warmup_seconds`` (lazy imports, cold caches).
 4. **Timed windows**: ``repeats`` windows of about ``measure_seconds``, each stepping until its
-   time is up; throughput = ``num_envs * steps / elapsed``, in env steps per second. Their
-   spread (``std``) says whether a 5% difference between two backends means anything.
+   time is up: throughput = ``num_envs * steps / elapsed`` env steps per second. Their spread
+   (``std``) says whether a 5% difference between two backends means anything.
 
-   An async backend (EnvPool's ``send(actions, env_ids)`` / ``recv()`` with ``batch_size``
-   below ``num_envs``, such as ``pool-async``) is stepped as it is meant to be: send to every
-   env, then "recv the first ``batch_size`` ready, send them their next actions" until the
-   deadline. What is still in flight then is received untimed and uncounted, so every window
-   starts with every env idle, like the lock-step loop's.
-
-Around the windows we record the CPU time of this process and of the backend's workers, and
-after startup how many processes the backend runs and their memory: a backend can be fast by
-keeping every core busy, and that is worth seeing.
+An async backend (EnvPool's ``send``/``recv`` with ``batch_size < num_envs``, e.g.
+``pool-async``) is stepped as it is meant to be: "recv the first ``batch_size`` envs ready, send
+them actions"; what is in flight at the deadline is received untimed and uncounted, so every
+window starts with every env idle. CPU time, processes and memory are recorded too: a backend
+can be fast by keeping every core busy.
 
 Example:
     >>> from vecenvs.bench import QUICK, BenchConfig, compare, measure
@@ -141,8 +135,7 @@ class BenchConfig:
         metadata=cli_option("length of each timed window", "S", "positive_float", flag="--seconds"),
     )
     repeats: int = field(
-        default=3,
-        metadata=cli_option("timed windows per backend", "R", "positive_int"),
+        default=3, metadata=cli_option("timed windows per backend", "R", "positive_int")
     )
     # The same seed for every backend: they all see the same episodes and actions.
     seed: int = field(
@@ -166,12 +159,10 @@ class Measurement:
 
     Throughputs are in individual env steps per second: one ``step()`` of 8 envs counts 8.
 
-    Memory: forked workers share most pages with the parent, and RSS counts a shared page in
-    every process that maps it, so summed RSS over-counts. USS counts only the pages a process
-    alone holds, so the workers' summed USS is what the extra processes really cost. This
-    process's own USS is left out: it drops whenever *any* backend forks workers sharing its
-    pages, so in :func:`compare` it would depend on which backends were built before (and
-    "this process" in ``rss_bytes`` also holds the other in-process backends' envs there).
+    Memory: summed RSS over-counts the pages forked workers share with this process; the
+    workers' summed USS (the pages only they hold) is what they really cost. This process's USS
+    is left out: it drops whenever any backend forks, so in :func:`compare` it would depend on
+    which backends were built before.
     """
 
     config: BenchConfig
@@ -319,29 +310,21 @@ def compare(
     """Measure several backends in one run and give each its speed relative to ``reference``.
 
     A speed alone says little (it depends on the machine); "3.1x gym-sync, measured a moment
-    ago on this machine" says a lot. So the reference is always measured too, added last when
-    ``backends`` lacks it. ``backends`` are names, or ``(name, kwargs)`` pairs to measure one
-    backend several ways; ``backend_kwargs`` (``{"pool": {"num_workers": 2}}``) adds arguments
-    to every entry of a name. The timing arguments are :class:`BenchConfig`'s.
+    ago here" says a lot, so the reference is always measured too, added last when missing.
+    ``backends`` are names, or ``(name, kwargs)`` pairs to measure one backend several ways;
+    ``backend_kwargs`` (``{"pool": {"num_workers": 2}}``) adds to every entry of that name.
 
-    By default the timed windows are **interleaved**: every backend is built and warmed up first,
-    then the windows go round-robin (A, B, C, then B, C, A, ...). On a shared machine the load
-    drifts over minutes; interleaving spreads that drift over all backends instead of penalising
-    whichever ran during the busy minute, and rotating who goes first stops one backend always
-    running right after the same other one. The price: all the backends' processes exist at
-    once (several hundred at N=128 with one process per env). ``interleave=False`` builds,
-    measures and closes the backends one after the other instead.
+    The timed windows are **interleaved** by default: every backend is built and warmed up,
+    then the windows go round-robin (A, B, C, then B, C, A...), so the drift of a shared
+    machine's load is spread over all backends, not charged to whichever ran in the busy
+    minute. The price: all their processes exist at once (hundreds at N=128 with one per env);
+    ``interleave=False`` measures the backends one after the other instead. Each ``ratio`` is
+    the median over rounds of this backend's window / the reference's window of the same round.
 
-    Each ratio is the median, over rounds, of this backend's window divided by the reference's
-    window of the same round (:attr:`Measurement.ratio`).
-
-    ``on_window`` is called after every timed window (a progress bar); ``on_stage`` is told what
-    happens between windows, e.g. ``"starting subproc (2 of 4)"`` (starting 128 processes takes
-    a while); ``cancel`` is checked between windows, and when it returns True every env is
-    closed and :class:`MeasurementCancelled` raised.
-
-    Returns one :class:`Measurement` per backend, in the order of ``backends``, the reference
-    last if it was added. Raises ValueError for a bad argument, before anything is built.
+    ``on_window`` is called after every timed window; ``on_stage`` is told what happens between
+    them, e.g. ``"starting subproc (2 of 4)"``; ``cancel`` is checked between them, and True
+    closes every env and raises :class:`MeasurementCancelled`. Returns one :class:`Measurement`
+    per backend, in order; raises ValueError for a bad argument, before building anything.
     """
     configs, reference_index = compare_configs(
         env_id,
