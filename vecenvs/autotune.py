@@ -1,26 +1,18 @@
 """Autotune: measure the ways of stepping N envs on this machine, within a time budget, and pick one.
 
 Which backend wins depends on the env's step cost, on N and on the CPUs (the overhead model in
-:mod:`vecenvs.bench.model` says why): a cheap env with few envs wants the plain loop, many envs
-or a costly step want the pool, stragglers want the async pool. Rather than guess, measure:
+:mod:`vecenvs.bench.model` says why). Rather than guess, measure a short list of candidates
+(:func:`candidates`, likeliest winners first), each with a warm-up and ``REPEATS`` windows of
+one length sized so the whole list fits the budget. The budget is a deadline: a candidate whose
+windows plus the longest startup seen so far no longer fit is reported as skipped, never
+measured late. Every candidate is measured with :func:`vecenvs.bench.measure`, the engine
+behind ``bench``, the notebooks and the dashboard, so the numbers mean the same everywhere.
 
     >>> from vecenvs.autotune import autotune
     >>> result = autotune("CartPole-v1", num_envs=4, budget_seconds=3)  # doctest: +SKIP
     >>> print(result.format_table())                                    # doctest: +SKIP
     >>> result.best.backend, result.best.kwargs                         # doctest: +SKIP
     ('multi', {})
-
-How it stays within the budget:
-
-1. **A short list of candidates**, likeliest winners first (:func:`candidates`).
-2. **Windows sized from the budget**: each candidate gets a warm-up and ``REPEATS`` timed
-   windows, all of one length, chosen so the whole list fits with room for process startups.
-3. **A real deadline**: a candidate whose windows plus the longest startup seen so far no
-   longer fit the time left is reported as skipped, never measured late.
-
-Every candidate is measured with :func:`vecenvs.bench.measure`, the engine behind ``bench``, the
-notebooks and the dashboard, so the numbers mean the same everywhere (the async pool with
-send/recv: its env steps per second come in batches of envs at different points in time).
 
 From the command line: ``python -m vecenvs autotune --env CartPole-v1 --num-envs 128 --budget 20``.
 """

@@ -1,26 +1,19 @@
 """The ceiling: the most env steps per second this machine gives, measured.
 
 No vector env can step N envs faster than K processes that each step their share of the envs
-in a plain loop and never wait for anyone: no actions sent, no results gathered, no barrier.
-This module measures that as one more row of the benchmark (backend ``"ceiling"``), beside the
-real backends in the same run; every row's **efficiency** is its throughput divided by this one
-(:attr:`vecenvs.bench.Measurement.efficiency`).
+in a plain loop and never wait for anyone. This module measures that as one more row of the
+benchmark (backend ``"ceiling"``), beside the real backends in the same run; each row's
+**efficiency** is its throughput over this one (:attr:`vecenvs.bench.Measurement.efficiency`).
+It is measured, not computed as "CPUs x one env's rate": busy cores share caches, memory
+bandwidth and turbo headroom, and a hyperthreaded core counts as two CPUs (on a 16-core Xeon,
+CartPole's ceiling was 1.5M steps/s where 16 x one env's rate says 1.9M).
 
-Measured rather than computed as "CPUs x one env's rate": once every core is busy the cores
-share caches, memory bandwidth and turbo headroom, and a hyperthreaded core counts as two CPUs.
-On our 2-core VM the ceiling is 1.7-2.0x one env's rate; on a 16-core Xeon CartPole's was 1.5M
-steps/s where 16 x one env's rate says 1.9M. A limit that overstates the machine makes every
-backend look worse than it is.
-
-How: ``min(K, N)`` processes (K defaults to the CPUs this process may use) build their share of
-the envs, reset them and sample a ring of actions before any timing. For a window the parent
-sends each process "start at t0, stop at t0 + S" (one message per window, never per step), t0 a
-few milliseconds ahead so that every process is awake by then; each steps its envs round and
+``min(K, N)`` processes build, reset and pick a ring of actions for their envs before any
+timing. For a window the parent sends each "start at t0, stop at t0 + S" (t0 a few ms ahead, so
+that all are awake; ``time.perf_counter`` is system-wide on Linux); each steps its envs round and
 round until the deadline and answers with its env steps and when its last step ended. The
-window's throughput is all their env steps over the time from t0 to the last one's end. Between
-windows the processes block on their pipes, so the other backends' windows are not disturbed.
-``time.perf_counter`` is the system-wide monotonic clock on Linux: t0 is the same instant in
-every process.
+throughput is all their steps over t0 to the last end. Between windows they block on their
+pipes, so the other backends' windows are not disturbed.
 
 Example:
     >>> from vecenvs.bench.ceiling import Ceiling

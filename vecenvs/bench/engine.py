@@ -548,8 +548,7 @@ class _Run:
         ring_size, steps = len(actions), 0
         start = now = clock()
         deadline = start + seconds
-        # Reading the clock costs well under a microsecond, a step at least tens of them, so we
-        # can afford to read it after every step and stop right on time even for slow envs.
+        # The clock costs well under a microsecond, a step tens of them: read it every step.
         while now < deadline:
             step(actions[steps % ring_size])
             steps += 1
@@ -572,11 +571,9 @@ class _Run:
             batches += 1
             now = clock()
         elapsed = now - start
-        # Untimed: collect what is still in flight, so that the next window (this backend's or
-        # another's) starts with every env idle, as the lock-step loop's windows do. Counting
-        # this wait would charge the window for the stragglers of steps it does not count;
-        # the steps in flight at the deadline are left uncounted instead (at most N of them).
-        # When batch_size does not divide N, the last few envs stay in flight until next time.
+        # Untimed and uncounted (at most N steps): collect what is in flight, so that the next
+        # window starts with every env idle, as the lock-step loop's do. When batch_size does
+        # not divide N, the last few envs stay in flight until next time.
         returned = [recv()[4]["env_id"] for _ in range(self.config.num_envs // batch_size)]
         self.async_idle = np.concatenate(returned)
         return batches, batches * batch_size, elapsed
