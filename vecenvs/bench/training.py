@@ -1,19 +1,15 @@
 """Training throughput: how fast Stable-Baselines3's PPO trains on each way of stepping envs.
 
-The benchmark times the vector env alone, with random actions. A learner also runs its policy
-on every step and updates it between rollouts, so what a faster vector env buys in training
-depends on the env's share of the training time. This module trains PPO on each backend
-(through :func:`vecenvs.sb3.to_sb3`, or SB3's own ``DummyVecEnv`` / ``SubprocVecEnv`` for
-``sb3-dummy`` / ``sb3-subproc``) and measures both:
+The benchmark times the vector env alone. A learner also runs its policy on every step and
+updates it between rollouts, so what a faster vector env buys in training depends on the env's
+share of the training time. This module trains PPO on each backend (through
+:func:`vecenvs.sb3.to_sb3`, or SB3's own vec envs for ``sb3-dummy`` / ``sb3-subproc``) and
+measures the **training throughput** (env steps per second of ``model.learn()``, everything
+included) and the **env share** (the part of that time spent inside the vector env's ``step``).
 
-- **training throughput**: env steps per second of ``model.learn()``, everything included;
-- **env share**: the part of that time spent inside the vector env's ``step`` (timed by a thin
-  wrapper around it), the rest being the policy's forward passes and the updates.
-
-Each result is stored as a :class:`~vecenvs.bench.Measurement` (one timed window per
-``learn()`` call), so the store, the History page and the exports treat it like the
-benchmark's; its run has kind ``"train"`` and its data also holds ``env_seconds`` and
-``learn_seconds``.
+Each result is a :class:`~vecenvs.bench.Measurement` (one timed window per ``learn()`` call),
+so the store, the History page and the exports treat it like the benchmark's; its run has kind
+``"train"`` and its data also holds ``env_seconds`` and ``learn_seconds``.
 
 Example:
     >>> from vecenvs.bench.training import measure_training
