@@ -1,34 +1,18 @@
 """Autotune: measure the ways of stepping N envs on this machine, within a time budget, and pick one.
 
 Which backend wins depends on the env's step cost, on N and on the CPUs (the overhead model in
-:mod:`vecenvs.bench.model` says why): a cheap env with few envs wants the plain loop, many envs
-or a costly step want the pool, stragglers want the async pool. Rather than guess, measure:
+:mod:`vecenvs.bench.model` says why). Rather than guess, measure a short list of candidates
+(:func:`candidates`, likeliest winners first), each with a warm-up and ``REPEATS`` windows of
+one length sized so the whole list fits the budget. The budget is a deadline: a candidate whose
+windows plus the longest startup seen so far no longer fit is reported as skipped, never
+measured late. Every candidate is measured with :func:`vecenvs.bench.measure`, the engine
+behind ``bench``, the notebooks and the dashboard, so the numbers mean the same everywhere.
 
     >>> from vecenvs.autotune import autotune
     >>> result = autotune("CartPole-v1", num_envs=4, budget_seconds=3)  # doctest: +SKIP
     >>> print(result.format_table())                                    # doctest: +SKIP
     >>> result.best.backend, result.best.kwargs                         # doctest: +SKIP
     ('multi', {})
-
-How it stays within the budget:
-
-1. **A short list of candidates** (:func:`candidates`): the loop; the pool with K = 2, 4, 8...
-   up to the CPUs (never more than N), and at K = CPUs also without shared memory; the async
-   pool at K = CPUs with half the envs per batch; and one process per env only while N is at
-   most a few times the CPUs (beyond that its startup alone eats the budget, and it loses).
-   They are ordered so that the likeliest winners come first.
-2. **Windows sized from the budget**: each candidate gets a warm-up and ``repeats`` timed
-   windows, all of them the same length, chosen so the whole list fits the budget with room
-   for starting the processes.
-3. **A real deadline**: before building a candidate, the time it needs (its windows plus the
-   longest startup seen so far) is compared with the time left; candidates that no longer fit
-   are reported as skipped, never measured late.
-
-Every candidate is measured with :func:`vecenvs.bench.measure`, the engine behind ``bench``,
-the notebooks and the dashboard, so the numbers mean the same thing everywhere. The async pool
-is measured with send/recv (see :mod:`vecenvs.bench.engine`), its throughput in env steps per
-second like the rest; remember that it hands your learner batches of envs at different
-points in time.
 
 From the command line: ``python -m vecenvs autotune --env CartPole-v1 --num-envs 128 --budget 20``.
 """
@@ -44,15 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from vecenvs.bench.engine import (
-    BenchConfig,
-    Measurement,
-    describe_kwargs,
-    measure,
-    validate_config,
-)
+from vecenvs.bench.engine import BenchConfig, Measurement, compare, measure, validate_config
 from vecenvs.bench.store import recording
-from vecenvs.bench.sweep import Backend
+from vecenvs.bench.sweep import TIMING, Backend, BenchEnv, check_env
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.table import format_table
 from vecenvs.workers import available_cpus
@@ -80,19 +58,31 @@ MAX_WINDOW_SECONDS = 1.0
 #: and forking takes ~10-50 ms a process on our 2-core VM).
 GUESSED_STARTUP_SECONDS_PER_PROCESS = 0.05
 
-#: One process per env is a candidate while N is at most this many times the CPUs.
+#: One process per env is a candidate while N is at most this many times the CPUs: beyond,
+#: its startup alone eats the budget, and it loses.
 SUBPROC_MAX_ENVS_PER_CPU = 4
 
 #: A close call: the two fastest within this factor of each other are measured again, side by
 #: side, before one is chosen (see :func:`autotune`).
 CLOSE_CALL = 1.25
 
+#: The columns of :meth:`AutotuneResult.format_table`.
+HEADER = (
+    "candidate",
+    "mode",
+    "K",
+    "envs/K",
+    "shm",
+    "steps/s (median ± std)",
+    "x loop",
+    "startup s",
+)
+
 
 @dataclass(frozen=True)
 class Candidate(Backend):
-    """One way of stepping the envs: a sweep's :class:`~vecenvs.bench.sweep.Backend` (a name
-    from ``vecenvs.BACKENDS`` and its arguments, labelled ``"pool (num_workers=2)"``), plus
-    what autotune needs to know of it."""
+    """One way of stepping the envs: a sweep's :class:`~vecenvs.bench.sweep.Backend` (labelled
+    ``"pool (num_workers=2)"``), plus what autotune needs to know of it."""
 
     @property
     def backend(self) -> str:
@@ -129,6 +119,10 @@ class Candidate(Backend):
 def candidates(num_envs: int, cpus: int | None = None) -> list[Candidate]:
     """The configurations worth measuring for ``num_envs`` envs on ``cpus`` CPUs, likeliest first.
 
+    The loop; the pool with K = CPUs, then K = the smaller powers of two (never more than N),
+    and at K = CPUs also without shared memory; the async pool at K = CPUs with half the envs
+    per batch; one process per env while N is at most ``SUBPROC_MAX_ENVS_PER_CPU`` x CPUs.
+
     Example:
         >>> [c.label for c in candidates(8, cpus=2)]  # doctest: +NORMALIZE_WHITESPACE
         ['multi', 'pool (num_workers=2)', 'pool-async (num_workers=2, batch_size=4)',
@@ -136,9 +130,7 @@ def candidates(num_envs: int, cpus: int | None = None) -> list[Candidate]:
     """
     cpus = cpus or available_cpus()
     top = min(cpus, num_envs)
-    worker_counts = sorted(
-        {k for k in _powers_of_two(top) if k >= 2} | ({top} if top >= 2 else set())
-    )
+    powers = itertools.takewhile(lambda k: k < top, (2**i for i in itertools.count(1)))
     found = [Candidate("multi")]
     if top >= 2:
         found.append(Candidate("pool", {"num_workers": top}))
@@ -146,7 +138,7 @@ def candidates(num_envs: int, cpus: int | None = None) -> list[Candidate]:
         found.append(
             Candidate("pool-async", {"num_workers": max(1, top), "batch_size": num_envs // 2})
         )
-    found += [Candidate("pool", {"num_workers": k}) for k in reversed(worker_counts) if k != top]
+    found += [Candidate("pool", {"num_workers": k}) for k in reversed(list(powers))]
     if top >= 2:
         found.append(Candidate("pool", {"num_workers": top, "shared_memory": False}))
     if num_envs <= SUBPROC_MAX_ENVS_PER_CPU * cpus:
@@ -158,54 +150,29 @@ def candidates(num_envs: int, cpus: int | None = None) -> list[Candidate]:
 class AutotuneProgress:
     """What ``on_result`` is told after each candidate has been measured."""
 
-    measurement: Measurement
-    """The candidate just measured."""
-
-    done: int
-    """Candidates measured so far, this one included."""
-
-    total: int
-    """Candidates planned."""
-
-    elapsed_seconds: float
-    """Time since autotune started."""
+    measurement: Measurement  # the candidate just measured
+    done: int  # candidates measured so far, this one included
+    total: int  # candidates planned
+    elapsed_seconds: float  # since autotune started
 
 
 @dataclass
 class AutotuneResult:
     """What :func:`autotune` measured, and the winner."""
 
-    env_label: str
-    """The env measured, e.g. ``"vecenvs/Costly-v0 (step_seconds=0.001)"``."""
-
+    env_label: str  # e.g. "vecenvs/Costly-v0 (step_seconds=0.001)"
     num_envs: int
-    """N."""
-
-    cpus: int
-    """CPUs this process could use."""
-
+    cpus: int  # CPUs this process could use
     budget_seconds: float
-    """The time budget given."""
-
-    elapsed_seconds: float
-    """The time it really took."""
-
-    measurements: list[Measurement]
-    """One per candidate measured, in the order measured."""
-
-    skipped: list[Candidate]
-    """Candidates left out because the budget ran out (or ``cancel`` said stop)."""
-
+    elapsed_seconds: float = 0.0  # the time it really took
+    measurements: list[Measurement] = field(default_factory=list)  # in the order measured
+    skipped: list[Candidate] = field(default_factory=list)  # no time left, or cancel said stop
     cancelled: bool = False
-    """True when ``cancel()`` stopped it early."""
-
-    run_id: int | None = None
-    """The run's id in the results store, when one was given."""
-
+    run_id: int | None = None  # the run's id in the results store, when one was given
+    # After a close call, the two fastest measured again side by side with the loop (windows
+    # interleaved, see :func:`vecenvs.bench.compare`), each ``ratio`` its speed-up over the
+    # loop in those paired windows. Empty when the call was clear, or no time was left.
     head_to_head: list[Measurement] = field(default_factory=list)
-    """After a close call, the two fastest measured again side by side with the loop (windows
-    interleaved, see :func:`vecenvs.bench.compare`); each ``ratio`` is its speed-up over the
-    loop in those paired windows. Empty when the call was clear, or no time was left."""
 
     @property
     def best(self) -> Candidate:
@@ -214,16 +181,8 @@ class AutotuneResult:
             raise ValueError("nothing was measured: raise the budget")
         finalists = [m for m in self.head_to_head if m.ratio is not None]
         if finalists:
-            winner = max(finalists, key=lambda m: m.ratio or 0.0)
-        else:
-            winner = max(self.measurements, key=lambda m: m.median)
-        return Candidate(winner.config.backend, dict(winner.config.backend_kwargs))
-
-    def _head_to_head_ratio(self, candidate: Candidate) -> float | None:
-        for m in self.head_to_head:
-            if Candidate(m.config.backend, dict(m.config.backend_kwargs)) == candidate:
-                return m.ratio
-        return None
+            return _candidate(max(finalists, key=lambda m: m.ratio or 0.0))
+        return _candidate(max(self.measurements, key=lambda m: m.median))
 
     @property
     def table(self) -> list[dict[str, Any]]:
@@ -231,13 +190,10 @@ class AutotuneResult:
         speed-up over the loop (and, for the finalists of a close call, the head-to-head's)."""
         loop = next((m.median for m in self.measurements if m.config.backend == "multi"), None)
         best = self.best if self.measurements else None
+        head_to_head = {_candidate(m).label: m.ratio for m in self.head_to_head}
         rows = []
-
-        def order(m: Measurement) -> tuple[bool, float]:
-            return (Candidate(m.config.backend, dict(m.config.backend_kwargs)) != best, -m.median)
-
-        for m in sorted(self.measurements, key=order):
-            candidate = Candidate(m.config.backend, dict(m.config.backend_kwargs))
+        for m in sorted(self.measurements, key=lambda m: (_candidate(m) != best, -m.median)):
+            candidate = _candidate(m)
             rows.append(
                 {
                     "label": candidate.label,
@@ -245,7 +201,7 @@ class AutotuneResult:
                     "steps_per_second": m.median,
                     "std": m.std,
                     "vs_loop": None if loop is None else m.median / loop,
-                    "head_to_head_vs_loop": self._head_to_head_ratio(candidate),
+                    "head_to_head_vs_loop": head_to_head.get(candidate.label),
                     "startup_seconds": m.startup_seconds,
                 }
             )
@@ -253,45 +209,30 @@ class AutotuneResult:
 
     def format_table(self) -> str:
         """The table as text, the winner first and marked."""
-        header = (
-            "candidate",
-            "mode",
-            "K",
-            "envs/K",
-            "shm",
-            "steps/s (median ± std)",
-            "x loop",
-            "startup s",
-        )
-        lines_of_cells = [header]
-        for index, row in enumerate(self.table):
-            lines_of_cells.append(
-                (
-                    ("* " if index == 0 else "  ") + row["label"],
-                    row["mode"],
-                    str(row["workers"]),
-                    str(row["envs_per_worker"]),
-                    {True: "yes", False: "no", None: "-"}[row["shared_memory"]],
-                    f"{row['steps_per_second']:,.0f} ± {row['std']:,.0f}",
-                    "-" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
-                    f"{row['startup_seconds']:.2f}",
-                )
+        cells = [
+            (
+                ("* " if index == 0 else "  ") + row["label"],
+                row["mode"],
+                str(row["workers"]),
+                str(row["envs_per_worker"]),
+                {True: "yes", False: "no", None: "-"}[row["shared_memory"]],
+                f"{row['steps_per_second']:,.0f} ± {row['std']:,.0f}",
+                "-" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}",
+                f"{row['startup_seconds']:.2f}",
             )
+            for index, row in enumerate(self.table)
+        ]
         title = (
             f"autotune: {self.env_label}, N={self.num_envs}, {self.cpus} CPUs, "
             f"{self.elapsed_seconds:.1f} s of a {self.budget_seconds:g} s budget"
         )
-        lines = [format_table(header, lines_of_cells[1:], title=title, rule=False)]
+        lines = [format_table(HEADER, cells, title=title, rule=False)]
         if self.skipped:
             lines.append("not measured (budget): " + ", ".join(c.label for c in self.skipped))
         if self.head_to_head:
+            ratios = [f"{_candidate(m).label} {m.ratio:.2f}x" for m in self.head_to_head]
             lines.append(
-                "close call, measured again side by side with the loop: "
-                + ", ".join(
-                    f"{Candidate(m.config.backend, dict(m.config.backend_kwargs)).label} "
-                    f"{m.ratio:.2f}x"
-                    for m in self.head_to_head
-                )
+                "close call, measured again side by side with the loop: " + ", ".join(ratios)
             )
         if self.measurements:
             lines.append(f"best: {self.best.label}")
@@ -299,6 +240,7 @@ class AutotuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain JSON-ready values."""
+        best = self.best if self.measurements else None
         return {
             "env": self.env_label,
             "num_envs": self.num_envs,
@@ -306,21 +248,13 @@ class AutotuneResult:
             "budget_seconds": self.budget_seconds,
             "elapsed_seconds": self.elapsed_seconds,
             "best": None
-            if not self.measurements
-            else {
-                "backend": self.best.backend,
-                "kwargs": dict(self.best.kwargs),
-                "label": self.best.label,
-            },
+            if best is None
+            else {"backend": best.backend, "kwargs": dict(best.kwargs), "label": best.label},
             "table": self.table,
             "skipped": [c.label for c in self.skipped],
             "cancelled": self.cancelled,
             "head_to_head": [
-                {
-                    "label": Candidate(m.config.backend, dict(m.config.backend_kwargs)).label,
-                    "vs_loop": m.ratio,
-                }
-                for m in self.head_to_head
+                {"label": _candidate(m).label, "vs_loop": m.ratio} for m in self.head_to_head
             ],
             "measurements": [m.to_dict() for m in self.measurements],
         }
@@ -342,25 +276,16 @@ def autotune(
 ) -> AutotuneResult:
     """Measure the candidates for ``num_envs`` copies of ``env`` within ``budget_seconds``.
 
-    Args:
-        env: a registered env id such as ``"CartPole-v1"``, or a function that makes one env
-            (registered here under a temporary id; worker processes then need the ``fork``
-            start method, Linux's default, to know it).
-        num_envs: N.
-        budget_seconds: a deadline for the whole search, startup of every process included.
-        env_kwargs: arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``.
-        candidates_to_try: what to measure; default :func:`candidates` for N and this machine.
-        seed: seeds resets and actions, the same for every candidate.
-        on_result: called after each candidate with an :class:`AutotuneProgress`.
-        cancel: checked before each candidate; when it returns True, autotune stops and returns
-            what it measured (``cancelled=True``).
-        store: a results store to save the run in (kind ``"autotune"``), candidate by candidate.
-        label: a name for the run in the store.
-        run_id: save into this run of ``store``, already started by the caller (the dashboard's
-            job runner does); default: start a new run.
+    ``env`` is a registered env id, or a function that makes one env (registered here under a
+    temporary id: worker processes then need the ``fork`` start method, Linux's default, to know
+    it). The budget is a deadline for the whole search, every process's startup included.
+    ``candidates_to_try`` defaults to :func:`candidates` for N and this machine. ``on_result``
+    gets an :class:`AutotuneProgress` after each candidate; ``cancel`` is checked before each,
+    and True stops the search with what it measured (``cancelled=True``). ``store`` saves the
+    run (kind ``"autotune"``) candidate by candidate, under ``label``, or into its run
+    ``run_id`` already started by the caller (the dashboard's job runner does).
 
-    Raises:
-        ValueError: a bad argument, before anything is measured.
+    Raises ValueError for a bad argument, before anything is measured.
     """
     started = time.perf_counter()
     env_id = env if isinstance(env, str) else _register_factory(env)
@@ -376,14 +301,7 @@ def autotune(
     }
     with recording(store, "autotune", settings, label=label, run_id=run_id) as run:
         result = AutotuneResult(
-            configs[0].env_label,
-            num_envs,
-            available_cpus(),
-            budget_seconds,
-            elapsed_seconds=0.0,
-            measurements=[],
-            skipped=[],
-            run_id=run.id,
+            configs[0].env_label, num_envs, available_cpus(), budget_seconds, run_id=run.id
         )
         try:
             for index, (candidate, config) in enumerate(zip(planned, configs)):
@@ -391,8 +309,7 @@ def autotune(
                     result.cancelled = run.cancelled = True
                     result.skipped += planned[index:]
                     break
-                cost = _cost(candidate, config, result.measurements, num_envs)
-                if time.perf_counter() + cost > deadline:
+                if time.perf_counter() + _cost(candidate, config, result) > deadline:
                     result.skipped.append(candidate)
                     continue
                 measurement = measure(config)
@@ -423,9 +340,6 @@ def validate_autotune(
     _plan(env_id, num_envs, budget_seconds, dict(env_kwargs or {}), None, 0)
 
 
-# ---------------------------------------------------------------------- helpers
-
-
 def _plan(
     env_id: str,
     num_envs: int,
@@ -440,29 +354,20 @@ def _plan(
     planned = list(candidates_to_try) if candidates_to_try is not None else candidates(num_envs)
     if not planned:
         raise ValueError("candidates_to_try is empty; expected at least one candidate")
-    windows = _window_seconds(budget_seconds, planned, num_envs)
+    window = _window_seconds(budget_seconds, planned, num_envs)
+    timing: dict[str, Any] = {
+        "warmup_seconds": window,
+        "measure_seconds": window,
+        "repeats": REPEATS,
+        "seed": seed,
+    }
     configs = [
-        BenchConfig(
-            env_id,
-            num_envs,
-            c.backend,
-            dict(c.kwargs),
-            env_kwargs,
-            warmup_seconds=windows,
-            measure_seconds=windows,
-            repeats=REPEATS,
-            seed=seed,
-        )
+        BenchConfig(env_id, num_envs, c.backend, dict(c.kwargs), env_kwargs, **timing)
         for c in planned
     ]
     for config in configs:
-        validate_config(config)  # every typo fails now, not after half the budget
-    try:
-        gym.make(env_id, **env_kwargs).close()
-    except Exception as error:  # the env's own complaint, e.g. an unknown argument
-        raise ValueError(
-            f"cannot make {env_id}{describe_kwargs(env_kwargs)}: {type(error).__name__}: {error}"
-        ) from None
+        validate_config(config)
+    check_env(BenchEnv(env_id, env_kwargs))
     return planned, configs
 
 
@@ -482,21 +387,16 @@ def _window_seconds(budget_seconds: float, planned: list[Candidate], num_envs: i
     return min(max(window, MIN_WINDOW_SECONDS), MAX_WINDOW_SECONDS)
 
 
-def _cost(
-    candidate: Candidate, config: BenchConfig, done: list[Measurement], num_envs: int
-) -> float:
-    """How long measuring ``candidate`` should take: its windows plus its startup.
-
-    Startup is scaled from the slowest measured so far (per process), or guessed before any.
-    """
-    processes = 1 + candidate.processes(num_envs)
+def _cost(candidate: Candidate, config: BenchConfig, result: AutotuneResult) -> float:
+    """How long measuring ``candidate`` should take: its windows plus its startup, scaled from
+    the slowest startup per process measured so far (or guessed before any)."""
+    done = result.measurements
     per_process = [
         m.startup_seconds / m.processes for m in done if not math.isnan(m.startup_seconds)
     ]
-    startup_each = max(per_process) if per_process else GUESSED_STARTUP_SECONDS_PER_PROCESS
-    return (
-        config.warmup_seconds + config.repeats * config.measure_seconds + processes * startup_each
-    )
+    startup_each = max(per_process, default=GUESSED_STARTUP_SECONDS_PER_PROCESS)
+    windows = config.warmup_seconds + config.repeats * config.measure_seconds
+    return windows + (1 + candidate.processes(result.num_envs)) * startup_each
 
 
 def _head_to_head(
@@ -511,29 +411,23 @@ def _head_to_head(
     ranked = sorted(result.measurements, key=lambda m: m.median, reverse=True)
     if len(ranked) < 2 or ranked[0].median >= CLOSE_CALL * ranked[1].median:
         return []
-    finalists = [Candidate(m.config.backend, dict(m.config.backend_kwargs)) for m in ranked[:2]]
     loop = Candidate("multi")
-    entries = [c for c in finalists if c != loop]
-    cost = sum(_cost(c, config, result.measurements, result.num_envs) for c in [*entries, loop])
+    entries = [c for c in map(_candidate, ranked[:2]) if c != loop]
+    cost = sum(_cost(c, config, result) for c in [*entries, loop])
     if time.perf_counter() + cost > deadline or (cancel is not None and cancel()):
         return []
-    from vecenvs.bench.engine import compare
-
     return compare(
         config.env_id,
         config.num_envs,
         [(c.backend, dict(c.kwargs)) for c in entries],
         reference="multi",
         env_kwargs=config.env_kwargs,
-        warmup_seconds=config.warmup_seconds,
-        measure_seconds=config.measure_seconds,
-        repeats=config.repeats,
-        seed=config.seed,
+        **{name: getattr(config, name) for name in TIMING},
     )
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    return list(itertools.takewhile(lambda k: k <= limit, (2**i for i in itertools.count())))
+def _candidate(measurement: Measurement) -> Candidate:
+    return Candidate(measurement.config.backend, dict(measurement.config.backend_kwargs))
 
 
 _factory_ids = itertools.count()
@@ -545,8 +439,7 @@ def _register_factory(env_fn: Callable[[], gym.Env]) -> str:
         raise ValueError(
             f"env is {env_fn!r:.80}: expected an env id or a function that makes an env"
         )
-    env_id = (
-        f"vecenvs-autotune/{getattr(env_fn, '__name__', 'env').strip('<>')}{next(_factory_ids)}-v0"
-    )
+    name = getattr(env_fn, "__name__", "env").strip("<>")
+    env_id = f"vecenvs-autotune/{name}{next(_factory_ids)}-v0"
     gym.register(env_id, entry_point=lambda **kwargs: env_fn(**kwargs))
     return env_id

@@ -1,22 +1,15 @@
 """Measuring: one engine for every number the lab reports, so the CLI, the notebooks and the
 dashboard give the same answer to the same question.
 
-- :mod:`vecenvs.bench.engine`: measure one backend (:func:`measure`) or several, interleaved,
-  on one env and N (:func:`compare`).
-- :mod:`vecenvs.bench.ceiling`: the ``ceiling`` row, the machine's limit measured beside them.
-- :mod:`vecenvs.bench.sweep`: a grid of envs x N x backends, with live progress, cancelling and
-  saving as it goes (:func:`run_sweep`).
-- :mod:`vecenvs.bench.model`: the overhead model fitted to measurements (t_env, t_os, the
-  machine's limit) (:func:`fit_overhead_model`).
-- :mod:`vecenvs.bench.verdict`: what to use at each N, or "too close to call", and the model's
-  fit quality in words.
-- :mod:`vecenvs.bench.figures`: plotly charts of all of that (the seeds' figure, throughput,
-  speed-up, efficiency).
-- :mod:`vecenvs.bench.store`: the SQLite results store (:class:`ResultsStore`).
-- :mod:`vecenvs.bench.machine`: what machine the numbers were measured on, and how busy it is
-  now (:func:`machine_load`).
-- :mod:`vecenvs.bench.static`: a still picture of a figure, for where plotly's JavaScript
-  does not run (an exported notebook).
+- :mod:`~vecenvs.bench.engine`: measure one backend or several, interleaved (:func:`compare`);
+  :mod:`~vecenvs.bench.ceiling`: the machine's limit, measured beside them;
+  :mod:`~vecenvs.bench.sweep`: a grid of envs x N x backends (:func:`run_sweep`).
+- :mod:`~vecenvs.bench.model`: the overhead model fitted to measurements;
+  :mod:`~vecenvs.bench.verdict`: what to use at each N, in words;
+  :mod:`~vecenvs.bench.figures`: plotly charts of all of that, and
+  :mod:`~vecenvs.bench.static` a still picture of one where plotly's JavaScript does not run.
+- :mod:`~vecenvs.bench.store`: the SQLite results store; :mod:`~vecenvs.bench.machine`: what
+  machine measured, and how busy it is now.
 
 Example:
     >>> from vecenvs.bench import QUICK, SweepConfig, run_sweep

@@ -1,27 +1,19 @@
 """The ceiling: the most env steps per second this machine gives, measured.
 
 No vector env can step N envs faster than K processes that each step their share of the envs
-in a plain loop and never wait for anyone: no actions sent, no results gathered, no barrier.
-That is what this module measures, as one more row of the benchmark (backend ``"ceiling"``),
-side by side with the real backends in the same run. Every other row's **efficiency** is its
-throughput divided by this one (see :attr:`vecenvs.bench.Measurement.efficiency`).
+in a plain loop and never wait for anyone. This module measures that as one more row of the
+benchmark (backend ``"ceiling"``), beside the real backends in the same run; each row's
+**efficiency** is its throughput over this one (:attr:`vecenvs.bench.Measurement.efficiency`).
+It is measured, not computed as "CPUs x one env's rate": busy cores share caches, memory
+bandwidth and turbo headroom, and a hyperthreaded core counts as two CPUs (on a 16-core Xeon,
+CartPole's ceiling was 1.5M steps/s where 16 x one env's rate says 1.9M).
 
-Why measure it rather than compute it as "CPUs x one env's rate": once every core is busy, the
-cores share caches, memory bandwidth and turbo headroom, and a machine with hyperthreads
-counts two "CPUs" per core. On our 2-core VM the ceiling is 1.7-2.0x one env's rate, not 2x;
-on a 16-core Xeon CartPole's ceiling was 1.5M steps/s where 16 x one env's rate says 1.9M.
-A limit line that overstates what the machine gives makes every backend look worse than it is.
-
-How: ``min(K, N)`` processes (K defaults to the CPUs this process may use) each build their
-share of the envs, reset them, and sample a ring of actions, all before any timing. For a timed
-window the parent sends each process "start at t0, stop at t0 + S" (one message per window,
-never per step), where t0 is a few milliseconds ahead so that every process is awake before it;
-each steps its envs round and round until the deadline (``reset`` when an episode ends) and
-answers with how many env steps it made and when its last step ended. The window's throughput
-is all their env steps divided by the time from t0 to the last one's end. Between windows the
-processes block on their pipes and use no CPU, so the other backends' windows are not disturbed.
-``time.perf_counter`` is the system-wide monotonic clock on Linux, so t0 means the same instant
-in every process.
+``min(K, N)`` processes build, reset and pick a ring of actions for their envs before any
+timing. For a window the parent sends each "start at t0, stop at t0 + S" (t0 a few ms ahead, so
+that all are awake; ``time.perf_counter`` is system-wide on Linux); each steps its envs round and
+round until the deadline and answers with its env steps and when its last step ended. The
+throughput is all their steps over t0 to the last end. Between windows they block on their
+pipes, so the other backends' windows are not disturbed.
 
 Example:
     >>> from vecenvs.bench.ceiling import Ceiling
@@ -70,10 +62,8 @@ KWARGS = ("num_workers", "start_method", "timeout")
 
 
 def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
-    """Raise ``ValueError`` for arguments :class:`Ceiling` would refuse (before building).
-
-    ``num_workers`` above N is allowed: the ceiling then runs N processes (min(K, N)).
-    """
+    """Raise ``ValueError`` for arguments :class:`Ceiling` would refuse, before building.
+    ``num_workers`` above N is allowed: the ceiling then runs N processes (min(K, N))."""
     unknown = sorted(set(kwargs) - set(KWARGS))
     if unknown:
         raise ValueError(f"the ceiling takes only {', '.join(KWARGS)}; got {', '.join(unknown)}")
@@ -89,15 +79,10 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
 class Ceiling:
     """``min(K, N)`` processes stepping their share of N envs each, with no coordination.
 
-    Args:
-        env_id: a registered gymnasium id.
-        num_envs: N, split as evenly as possible over the processes.
-        env_kwargs: arguments for ``gym.make``.
-        num_workers: K; by default the CPUs this process may use. min(K, N) processes start.
-        seed: env i is reset with ``seed + i`` and samples its actions from a space seeded so.
-        start_method: how processes start (``multiprocess``'s; default: the platform's).
-        timeout: the longest wait, in seconds, for a process to build its envs or to answer
-            after a window's deadline.
+    K (``num_workers``) defaults to the CPUs this process may use; N is split as evenly as
+    possible. Env i is reset with ``seed + i`` and samples its actions from a space seeded so.
+    ``timeout`` is the longest wait, in seconds, for a process to build its envs or to answer
+    after a window's deadline.
     """
 
     def __init__(
@@ -140,12 +125,8 @@ class Ceiling:
             raise
 
     def run_for(self, seconds: float) -> tuple[int, float]:
-        """One timed window: every process steps for ``seconds`` from a common start.
-
-        Returns:
-            (env steps made by all processes, seconds from the common start to the end of the
-            last process's last step).
-        """
+        """One timed window: every process steps for ``seconds`` from a common start. Returns
+        (all processes' env steps, seconds from that start to the end of the last step)."""
         margin = START_MARGIN_SECONDS + START_MARGIN_PER_WORKER * self.num_workers
         start_at = time.perf_counter() + margin
         for pipe in self._pipes:

@@ -1,37 +1,25 @@
 """The measuring engine: how many env steps per second does a backend deliver?
 
-Everything that reports a speed (the ``python -m vecenvs bench`` command, the notebooks, the
-dashboard) measures it here, so every number in the lab is measured the same way:
+Every speed the lab reports (CLI, notebooks, dashboard) is measured here, the same way:
 
-1. **Startup.** Build the vector env with :func:`vecenvs.make_vec` and reset it once. The time
-   this takes is ``startup_seconds``: starting 128 processes is not free, and it is paid again
-   every time a training run starts.
-2. **Actions.** Sample a small ring of batched actions *before* any timing, and cycle through it.
-   Sampling an action costs about as much as stepping CartPole, so sampling inside the timed loop
-   would measure the sampler as much as the backend.
-3. **Warm-up.** Step, untimed, for ``warmup_seconds``: the first steps pay for lazy imports, cold
-   caches and worker processes being scheduled for the first time.
-4. **Timed windows.** ``repeats`` windows of about ``measure_seconds`` each. A window steps in a
-   loop until its time is up; throughput = ``num_envs * steps / elapsed``, in individual env steps
-   per second. Several windows, instead of one long one, show how noisy the machine is (the
-   ``std``), which tells you whether a 5% difference between two backends means anything.
+1. **Startup**: build the vector env (:func:`vecenvs.make_vec`) and reset it once: starting
+   128 processes is not free, and every training run pays it again.
+2. **Actions**: sample a ring of actions *before* any timing: sampling one costs about as much
+   as a CartPole step, so sampling in the timed loop would measure the sampler too.
+3. **Warm-up**: untimed stepping for ``warmup_seconds`` (lazy imports, cold caches).
+4. **Timed windows**: ``repeats`` windows of about ``measure_seconds``, each stepping until its
+   time is up: throughput = ``num_envs * steps / elapsed`` env steps per second. Their spread
+   (``std``) says whether a 5% difference between two backends means anything.
 
-   An asynchronous backend (one with EnvPool's ``send(actions, env_ids)`` / ``recv()`` and a
-   ``batch_size`` below ``num_envs``, such as ``pool-async``) is stepped the way it is meant to
-   be used instead: each window sends actions to every env, then loops "recv the first
-   ``batch_size`` envs ready, send them their next actions"; after the deadline, what is still
-   in flight is received untimed and uncounted, so that every window starts with every env
-   idle, like the lock-step loop's. Throughput is again env steps per second: ``batch_size``
-   per recv.
-
-Around the timed windows we also record the CPU time used by this process and by the backend's
-worker processes, and, right after startup, how many processes the backend runs and how much
-memory they use: a backend can be fast by keeping every core busy, and that is worth seeing.
+An async backend (EnvPool's ``send``/``recv`` with ``batch_size < num_envs``, e.g.
+``pool-async``) is stepped as it is meant to be: "recv the first ``batch_size`` envs ready, send
+them actions"; what is in flight at the deadline is received untimed and uncounted, so every
+window starts with every env idle. CPU time, processes and memory are recorded too: a backend
+can be fast by keeping every core busy.
 
 Example:
     >>> from vecenvs.bench import QUICK, BenchConfig, compare, measure
-    >>> result = measure(BenchConfig("CartPole-v1", num_envs=8, backend="gym-async", **QUICK))
-    >>> result.mean > 0
+    >>> measure(BenchConfig("CartPole-v1", num_envs=8, backend="gym-async", **QUICK)).mean > 0
     True
     >>> results = compare("CartPole-v1", 8, ["gym-async"], **QUICK)  # + gym-sync, the reference
     >>> [(r.config.backend, r.ratio) for r in results][-1]
@@ -91,14 +79,11 @@ __all__ = [
 #: Everywhere the lab says "the loop", it means this one.
 DEFAULT_REFERENCE = "gym-sync"
 
-#: The row that is not a vector env but the machine's limit: min(K, N) processes stepping
-#: their share of the envs with no coordination (:mod:`vecenvs.bench.ceiling`).
+#: The row that is the machine's limit, not a vector env (:mod:`vecenvs.bench.ceiling`).
 CEILING = ceiling.NAME
 
-#: Short warm-up and windows, for tests and for a first look. Use as ``BenchConfig(..., **QUICK)``
-#: or ``compare(..., **QUICK)``. Numbers measured this quickly are rough: don't draw conclusions
-#: from a few percent.
-#: Three windows, so that the median paired ratio can outvote one disturbed window.
+#: Short timing for tests and a first look (``BenchConfig(..., **QUICK)``): rough numbers, don't
+#: trust a few percent. Three windows, so that the median paired ratio outvotes a disturbed one.
 QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.15, "repeats": 3}
 
 
@@ -114,27 +99,20 @@ def cli_option(
 
 @dataclass
 class BenchConfig:
-    """What to measure and for how long: one backend, one env id, one number of envs."""
+    """What to measure and for how long: one backend, one env id, one number of envs.
 
-    # A field's ``metadata`` is its command-line option (see :func:`cli_option`): ``vecenvs.cli``
-    # builds the option, default included, from the field, so the two can't drift apart.
+    A field's ``metadata`` is its command-line option (:func:`cli_option`): ``vecenvs.cli``
+    builds the option, default included, from the field, so the two can't drift apart.
+    """
 
     env_id: str = field(
         default="CartPole-v1", metadata=cli_option("gymnasium env id", "ID", flag="--env")
     )
-    """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
-
     num_envs: int = field(
         default=8, metadata=cli_option("number of envs stepped together", "N", "positive_int")
     )
-    """How many copies of the env are stepped together (N)."""
-
-    backend: str = DEFAULT_REFERENCE
-    """A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``."""
-
-    backend_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra arguments for the backend, e.g. ``{"num_workers": 2}`` for the pool."""
-
+    backend: str = DEFAULT_REFERENCE  # a name from vecenvs.factory.BACKENDS, or "ceiling"
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"num_workers": 2}
     env_kwargs: dict[str, Any] = field(
         default_factory=dict,
         metadata=cli_option(
@@ -145,32 +123,24 @@ class BenchConfig:
             flag="--env-kwarg",
         ),
     )
-    """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``."""
-
     warmup_seconds: float = field(
         default=1.0,
         metadata=cli_option(
             "untimed stepping before the first window", "S", "non_negative_float", flag="--warmup"
         ),
     )
-    """Untimed stepping before the first timed window (0 means no warm-up)."""
-
+    # The last step of a window may run a little over it.
     measure_seconds: float = field(
         default=2.0,
         metadata=cli_option("length of each timed window", "S", "positive_float", flag="--seconds"),
     )
-    """Length of each timed window; the last step may run a little over it."""
-
     repeats: int = field(
-        default=3,
-        metadata=cli_option("timed windows per backend", "R", "positive_int"),
+        default=3, metadata=cli_option("timed windows per backend", "R", "positive_int")
     )
-    """How many timed windows; their spread is the measurement noise."""
-
+    # The same seed for every backend: they all see the same episodes and actions.
     seed: int = field(
         default=0, metadata=cli_option("seed of the resets and sampled actions", type="int")
     )
-    """Seeds the reset and the action sampler, so every backend sees the same episodes."""
 
     @property
     def backend_label(self) -> str:
@@ -189,71 +159,37 @@ class Measurement:
 
     Throughputs are in individual env steps per second: one ``step()`` of 8 envs counts 8.
 
-    Memory: forked workers share most pages with the parent, and RSS counts a shared page once
-    in every process that maps it, so the RSS sum over-counts. USS counts only the pages a
-    process alone holds (what would be freed if it exited), so the workers' summed USS is what
-    the extra processes really cost. This process's own USS is left out on purpose: it drops
-    each time *any* backend forks workers that share its pages, so in :func:`compare` it would
-    depend on which backends were built before. For the same reason, "this process" in
-    ``rss_bytes`` also holds the other in-process backends' envs during :func:`compare`.
+    Memory: summed RSS over-counts the pages forked workers share with this process; the
+    workers' summed USS (the pages only they hold) is what they really cost. This process's USS
+    is left out: it drops whenever any backend forks, so in :func:`compare` it would depend on
+    which backends were built before.
     """
 
     config: BenchConfig
-    """The configuration that was measured."""
-
-    throughputs: list[float]
-    """Env steps per second in each timed window, in the order they were measured."""
-
-    window_steps: list[int]
-    """How many times ``step()`` (or an async backend's ``recv()``) was called in each window
-    (batches, not env steps)."""
-
-    window_seconds: list[float]
-    """How long each window really lasted, from its first step to the end of its last step."""
-
-    startup_seconds: float
-    """Time to build the vector env and reset it once."""
-
-    parent_cpu_seconds: float
-    """CPU time (user + system) this Python process used during the timed windows."""
-
-    children_cpu_seconds: float
-    """CPU time (user + system) the backend's worker processes used during the timed windows."""
-
-    child_processes: int
-    """How many processes the backend started (0 for the in-process backends)."""
-
-    rss_bytes: int
-    """Resident memory after startup, this process + the backend's (over-counts shared pages)."""
-
-    children_uss_bytes: int | None
-    """Memory only the backend's processes hold (their USS summed); ``None`` if the OS won't say."""
-
+    throughputs: list[float]  # env steps per second of each timed window, in order
+    window_steps: list[int]  # step() (or an async backend's recv()) calls in each window
+    window_seconds: list[float]  # each window from its first step to the end of its last
+    startup_seconds: float  # building the vector env and resetting it once
+    parent_cpu_seconds: float  # user + system CPU time of this process during the windows
+    children_cpu_seconds: float  # ... and of the backend's worker processes
+    child_processes: int  # processes the backend started (0 for the in-process backends)
+    rss_bytes: int  # after startup, this process + the backend's (over-counts shared pages)
+    children_uss_bytes: int | None  # the backend's processes' USS summed; None if the OS won't say
+    # Envs stepped at the same moment: 1 for the loops, N for one process per env, K for the
+    # pool (the calling process counts when it steps envs too).
     workers: int = 1
-    """How many envs can be stepped at the same moment: 1 for the sequential loops, N for one
-    process per env, K for the pool (the calling process counts when it steps envs too)."""
-
-    peak_rss_bytes: int = 0
-    """The largest ``rss_bytes`` seen: after startup and after each timed window."""
-
+    peak_rss_bytes: int = 0  # the largest rss_bytes: after startup and after each window
+    # Window by window, throughput / the reference's in the same round of compare() (empty
+    # outside it): a round's windows run back to back, so each pair saw about the same load.
     paired_ratios: list[float] = field(default_factory=list)
-    """Window by window, this backend's throughput / the reference's in the same round of
-    :func:`compare` (empty otherwise). Windows of one round run back to back, so each pair saw
-    about the same machine load."""
-
+    # The median of paired_ratios (one disturbed window cannot drag it far); None outside compare.
     ratio: float | None = None
-    """Speed relative to the reference in the same :func:`compare` run: the median of
-    ``paired_ratios`` (one disturbed window cannot drag it far); ``None`` outside compare()."""
-
+    # Share of the machine's ceiling reached: the median window-by-window ratio to the ceiling
+    # row of the same compare() run, if it had one (else None). 1.0: no coordination cost at all.
     efficiency: float | None = None
-    """Share of the machine's ceiling this backend reached: the median, window by window, of
-    its throughput / the ceiling's in the same round of :func:`compare`, when the ceiling
-    (backend ``"ceiling"``) was measured there too; ``None`` otherwise. 1.0 would be every
-    process stepping envs all the time with no coordination at all."""
 
     @property
     def mean(self) -> float:
-        """Mean throughput over the windows, in env steps per second."""
         return statistics.fmean(self.throughputs)
 
     @property
@@ -272,12 +208,11 @@ class Measurement:
 
     @property
     def processes(self) -> int:
-        """Processes involved in total: this one plus the backend's."""
+        """This process plus the backend's."""
         return 1 + self.child_processes
 
     @property
     def timed_seconds(self) -> float:
-        """Total length of the timed windows."""
         return sum(self.window_seconds)
 
     @property
@@ -289,8 +224,8 @@ class Measurement:
     def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
         """Rebuild a measurement from :meth:`to_dict`'s output (e.g. read back from a store).
 
-        Derived numbers are recomputed, and keys this version does not know are ignored, so
-        results written by an older or newer vecenvs still load.
+        Derived numbers are recomputed, and unknown keys ignored, so results written by an older
+        or newer vecenvs still load.
         """
         values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
         config = data["config"]
@@ -310,11 +245,7 @@ class Measurement:
 
 
 def validate_config(config: BenchConfig) -> None:
-    """Check a configuration before any env is built, so a typo fails at once and clearly.
-
-    Raises:
-        ValueError: naming the bad value and what was expected.
-    """
+    """Check a configuration before any env is built; raise ValueError naming the bad value."""
     names = [*BACKENDS, CEILING]  # installed or not: a missing one is told what to install below
     if config.backend not in names:
         raise ValueError(f"unknown backend {config.backend!r}; expected one of: {', '.join(names)}")
@@ -336,7 +267,6 @@ def validate_config(config: BenchConfig) -> None:
             raise ValueError(f"{name} must be a dict, got {getattr(config, name)!r}")
     workers = config.backend_kwargs.get("num_workers")
     if config.backend in WORKER_BACKENDS and isinstance(workers, int) and workers > config.num_envs:
-        # The backend would refuse it too, but only after the envs of earlier points were measured.
         raise ValueError(
             f"{config.backend} with num_workers={workers} cannot step N={config.num_envs} env(s): each "
             f"worker needs at least one env; use N >= {workers}, or leave num_workers out "
@@ -353,10 +283,8 @@ def validate_config(config: BenchConfig) -> None:
 def measure(config: BenchConfig) -> Measurement:
     """Measure one backend: startup, warm-up, then ``config.repeats`` timed windows.
 
-    The vector env is always closed before returning, also when stepping fails.
-
-    Raises:
-        ValueError: a bad configuration (see :func:`validate_config`); nothing is built then.
+    The vector env is always closed before returning, also when stepping fails. Raises
+    ValueError for a bad configuration (see :func:`validate_config`), before building anything.
     """
     validate_config(config)
     return _measure([config])[0]
@@ -381,48 +309,22 @@ def compare(
 ) -> list[Measurement]:
     """Measure several backends in one run and give each its speed relative to ``reference``.
 
-    A speed on its own says little (it depends on the machine); "3.1x gym-sync, measured a
-    moment ago on this machine" says a lot. So the reference is always measured too.
+    A speed alone says little (it depends on the machine); "3.1x gym-sync, measured a moment
+    ago here" says a lot, so the reference is always measured too, added last when missing.
+    ``backends`` are names, or ``(name, kwargs)`` pairs to measure one backend several ways;
+    ``backend_kwargs`` (``{"pool": {"num_workers": 2}}``) adds to every entry of that name.
 
-    By default the timed windows are **interleaved**: every backend is built and warmed up first,
-    then the windows go round-robin (A, B, C, then B, C, A, ...). On a shared machine the load
-    drifts over minutes; interleaving spreads that drift over all backends instead of penalising
-    whichever ran during the busy minute. Rotating who goes first each round stops one backend
-    always running right after the same other one. The price is that all the backends' processes
-    exist at the same time (idle, except the one being timed): at N=128 with the one-process-per-
-    env backends that is several hundred processes. Pass ``interleave=False`` to measure the
-    backends one after the other instead, each built and closed in turn.
+    The timed windows are **interleaved** by default: every backend is built and warmed up,
+    then the windows go round-robin (A, B, C, then B, C, A...), so the drift of a shared
+    machine's load is spread over all backends, not charged to whichever ran in the busy
+    minute. The price: all their processes exist at once (hundreds at N=128 with one per env);
+    ``interleave=False`` measures the backends one after the other instead. Each ``ratio`` is
+    the median over rounds of this backend's window / the reference's window of the same round.
 
-    Each ratio is the median, over rounds, of this backend's window divided by the reference's
-    window of the same round (see :attr:`Measurement.ratio`).
-
-    Args:
-        env_id: the gymnasium env id, the same for every backend.
-        num_envs: N, the same for every backend.
-        backends: what to measure, in the order reported: backend names, or ``(name, kwargs)``
-            pairs to measure one backend several ways, e.g. ``[("pool", {"num_workers": 1}),
-            ("pool", {"num_workers": 2})]``.
-        reference: the backend ratios are relative to; added at the end if not in ``backends``.
-        backend_kwargs: per-backend-name extra arguments, e.g. ``{"pool": {"num_workers": 2}}``,
-            added to those of every entry with that name.
-        env_kwargs: extra arguments for ``gym.make``, the same for every backend.
-        warmup_seconds, measure_seconds, repeats, seed: see :class:`BenchConfig`; the same for
-            every backend, so they see the same episodes.
-        interleave: round-robin the timed windows across backends (True) or not (False).
-        on_window: called after every timed window (e.g. to move a progress bar).
-        on_stage: told what is happening between windows, e.g. ``"starting subproc (2 of
-            4)"``: starting 128 processes takes a while, and a progress bar that does not
-            move should say why.
-        cancel: checked between windows; when it returns True, every env is closed and
-            :class:`MeasurementCancelled` is raised.
-
-    Returns:
-        One :class:`Measurement` per backend, in the order of ``backends`` with the reference
-        last if it was added, each with its ``ratio`` set.
-
-    Raises:
-        ValueError: a bad argument; nothing is built then.
-        MeasurementCancelled: ``cancel()`` returned True.
+    ``on_window`` is called after every timed window; ``on_stage`` is told what happens between
+    them, e.g. ``"starting subproc (2 of 4)"``; ``cancel`` is checked between them, and True
+    closes every env and raises :class:`MeasurementCancelled`. Returns one :class:`Measurement`
+    per backend, in order; raises ValueError for a bad argument, before building anything.
     """
     configs, reference_index = compare_configs(
         env_id,
@@ -436,18 +338,15 @@ def compare(
         repeats=repeats,
         seed=seed,
     )
-    # Interleaved: one group of every backend; else one group per backend, each in turn.
     groups = [configs] if interleave else [[config] for config in configs]
     results = [r for group in groups for r in _measure(group, on_window, cancel, on_stage)]
-
-    reference_result = results[reference_index]  # results come in the order of configs
     ceilings = [result for result in results if result.config.backend == CEILING]
     # Several ceilings (e.g. K=2 and K=16): the highest is what the machine gives.
     top = max(ceilings, key=lambda result: result.median) if ceilings else None
     for result in results:
         # Window i of every backend ran in round i, close together in time: dividing pair by
         # pair cancels most of the machine's drift, and the median ignores a stalled window.
-        result.paired_ratios = result.ratios_to(reference_result)
+        result.paired_ratios = result.ratios_to(results[reference_index])
         result.ratio = statistics.median(result.paired_ratios)
         if top is not None:
             result.efficiency = statistics.median(result.ratios_to(top))
@@ -464,15 +363,10 @@ def compare_configs(
     env_kwargs: Mapping[str, Any] | None = None,
     **timing: Any,
 ) -> tuple[list[BenchConfig], int]:
-    """What :func:`compare` would measure, checked: one :class:`BenchConfig` per backend (the
-    reference added last when missing), and the reference's index among them.
-
-    ``timing`` is the configs' other fields (``warmup_seconds``, ``repeats``...). A sweep
-    checks every point of its grid with this before measuring any.
-
-    Raises:
-        ValueError: a bad argument, naming it.
-    """
+    """What :func:`compare` would measure, checked (ValueError naming a bad argument): one
+    :class:`BenchConfig` per backend, the reference added last when missing, and the
+    reference's index. ``timing`` is the configs' other fields; a sweep checks every point of
+    its grid with this before measuring any."""
     entries = [
         (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1])) for entry in backends
     ]
@@ -522,11 +416,10 @@ def _measure(
     on_stage: Callable[[str], None] | None = None,
 ) -> list[Measurement]:
     """Build every backend, warm each up, then time their windows round-robin: with one config
-    this is :func:`measure`, with several :func:`compare`'s interleaving (the callbacks are
-    compare()'s)."""
+    this is :func:`measure`, with several :func:`compare`'s interleaving."""
 
     def stage(message: str | None = None) -> None:
-        """Stop here if cancelled, else say what comes next (building, warming up, timing)."""
+        """Stop here if cancelled, else say what comes next."""
         if cancel is not None and cancel():
             raise MeasurementCancelled("the measurement was cancelled")
         if on_stage is not None and message is not None:
@@ -535,7 +428,6 @@ def _measure(
     with ExitStack() as stack:  # closes every env built so far, whatever goes wrong
         runs = []
         for index, config in enumerate(configs, start=1):
-            # Building 128 processes takes a while: say so, and stop between backends.
             of = f" ({index} of {len(configs)})" if len(configs) > 1 else ""
             stage(f"starting {config.backend_label}{of}")
             runs.append(stack.enter_context(_Run(config)))
@@ -554,25 +446,20 @@ def _measure(
 
 
 class _Run:
-    """One open vector env being measured: built on entry, closed on exit.
-
-    :func:`measure` drives one of these from start to end; :func:`compare` keeps several open
-    and alternates between them. What it finds goes straight into :attr:`result`.
-    """
+    """One open vector env being measured, built on entry and closed on exit; what it finds
+    goes straight into :attr:`result`. :func:`compare` keeps several open at once."""
 
     def __init__(self, config: BenchConfig):
         self.config = config
-        # A vector env, or the ceiling's processes (ceiling.Ceiling); None until entered.
-        self.envs: Any = None
+        self.envs: Any = None  # a vector env, or the ceiling's processes (ceiling.Ceiling)
         self.children: list[psutil.Process] = []
         self.async_batch_size: int | None = None
         self.result = Measurement(config, [], [], [], math.nan, 0.0, 0.0, 0, 0, None)
 
     def __enter__(self) -> _Run:
         config, result = self.config, self.result
-        # The backend's processes are the ones that appear while it is built. Comparing before
-        # and after (rather than taking all our children) keeps apart the processes of several
-        # backends open at once in compare().
+        # The backend's processes are the ones that appear while it is built: not all our
+        # children, which in compare() include the other backends' processes.
         me = psutil.Process()
         before = {process.pid for process in me.children(recursive=True)}
         try:
@@ -625,13 +512,12 @@ class _Run:
             envs.close()
 
     def warm_up(self) -> None:
-        """Step, untimed, for ``warmup_seconds``."""
         if self.config.warmup_seconds > 0:
             self._step_for(self.config.warmup_seconds)
 
     def time_window(self) -> None:
         """Run one timed window and record its throughput and CPU use."""
-        # CPU times are read outside the timed loop: reading them for 128 processes takes a few
+        # CPU times are read outside the timed loop: for 128 processes that takes a few
         # milliseconds, which must not count as stepping time.
         processes = [psutil.Process(), *self.children]
         before = cpu_seconds(processes)
@@ -662,8 +548,7 @@ class _Run:
         ring_size, steps = len(actions), 0
         start = now = clock()
         deadline = start + seconds
-        # Reading the clock costs well under a microsecond, a step at least tens of them, so we
-        # can afford to read it after every step and stop right on time even for slow envs.
+        # The clock costs well under a microsecond, a step tens of them: read it every step.
         while now < deadline:
             step(actions[steps % ring_size])
             steps += 1
@@ -686,11 +571,9 @@ class _Run:
             batches += 1
             now = clock()
         elapsed = now - start
-        # Untimed: collect what is still in flight, so that the next window (this backend's or
-        # another's) starts with every env idle, as the lock-step loop's windows do. Counting
-        # this wait would charge the window for the stragglers of steps it does not count;
-        # the steps in flight at the deadline are left uncounted instead (at most N of them).
-        # When batch_size does not divide N, the last few envs stay in flight until next time.
+        # Untimed and uncounted (at most N steps): collect what is in flight, so that the next
+        # window starts with every env idle, as the lock-step loop's do. When batch_size does
+        # not divide N, the last few envs stay in flight until next time.
         returned = [recv()[4]["env_id"] for _ in range(self.config.num_envs // batch_size)]
         self.async_idle = np.concatenate(returned)
         return batches, batches * batch_size, elapsed
@@ -698,7 +581,8 @@ class _Run:
 
 def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
     """Env label -> a short name for charts and tables: the id, plus only the arguments whose
-    values differ between the configs of that id, numbers to 3 significant digits.
+    values differ between the configs of that id, numbers to 3 significant digits (all of them
+    in full when two would then look the same).
 
     Example:
         >>> configs = [BenchConfig("vecenvs/Costly-v0", env_kwargs={"step_seconds": s,
@@ -714,11 +598,10 @@ def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
         keys = dict.fromkeys(key for kwargs in variants.values() for key in kwargs)  # in order
         differing = [k for k in keys if len({repr(kw.get(k)) for kw in variants.values()}) > 1]
         for label, kwargs in variants.items():
-            # Numbers to 3 significant digits: 9.999999999999999e-05 -> 0.0001.
             values = [(key, kwargs.get(key)) for key in differing]
             shown = [f"{k}={format(v, '.3g') if isinstance(v, float) else v}" for k, v in values]
             names[label] = " ".join([env_id, *shown])
-    if len(set(names.values())) < len(names):  # values equal to 3 digits: show them all
+    if len(set(names.values())) < len(names):
         return {label: label for label in names}
     return names
 
@@ -738,18 +621,16 @@ def describe(name: str) -> str:
 
 
 def _async_batch_size(envs: gym.vector.VectorEnv) -> int | None:
-    """``batch_size`` if ``envs`` has EnvPool's async API with batches smaller than all envs.
-
-    With ``batch_size == num_envs`` (or no async API) the plain ``step()`` loop is used.
-    """
+    """``batch_size`` if ``envs`` has EnvPool's async API with batches smaller than all envs
+    (else None: the plain ``step()`` loop is used)."""
     size = getattr(envs, "batch_size", None)
     async_api = callable(getattr(envs, "send", None)) and callable(getattr(envs, "recv", None))
     return size if async_api and isinstance(size, int) and 0 < size < envs.num_envs else None
 
 
 def _memory(processes: Iterable[psutil.Process], unique: bool = False) -> int | None:
-    """Summed resident memory (RSS) of ``processes``, or with ``unique`` their USS (``None``
-    if any can't report it); processes that have ended are skipped."""
+    """Summed RSS of ``processes``, or with ``unique`` their USS (``None`` if any can't report
+    it); processes that have ended are skipped."""
     total = 0
     for process in processes:
         try:

@@ -1,26 +1,17 @@
-"""Which machine measured this? The facts that make a speed comparable across machines.
+"""Which machine measured this, and how busy is it now?
 
-"250,000 steps/s" means little without the machine: how many cores, which CPU, which Python,
-which versions of gymnasium and numpy. :func:`machine_info` gathers those facts as a plain,
-JSON-ready dict; the results store saves it with every run, so runs from different days and
-different machines can be told apart and compared fairly.
+"250,000 steps/s" means little without the machine: its cores, CPU, Python and the versions of
+gymnasium and numpy. :func:`machine_info` gathers those facts as a JSON-ready dict, which the
+results store saves with every run, so runs of different days and machines can be compared
+fairly. :func:`machine_load` says whether the machine is quiet enough to measure on right now:
+a speed measured while other programs hold the cores is low and noisy, and says little.
 
 Example:
-    >>> from vecenvs.bench.machine import format_machine, machine_info
-    >>> info = machine_info()
-    >>> info["logical_cpus"] >= 1
-    True
-    >>> print(format_machine(info))  # doctest: +SKIP
+    >>> from vecenvs.bench.machine import format_machine, machine_info, machine_load
+    >>> print(format_machine(machine_info()))  # doctest: +SKIP
     Intel(R) Xeon(R) Processor: 2 logical CPUs (2 usable here, 2 physical cores), 7.8 GiB memory;
     Linux-6.1.0-x86_64-with-glibc2.36; CPython 3.11.7; host lab-vm; vecenvs 0.1.0, ...
-
-And whether the machine is quiet enough to measure on right now (:func:`machine_load`): a
-speed measured while other programs hold the cores is low and noisy, and says little.
-
-    >>> load = machine_load(seconds=0.2)
-    >>> 0.0 <= load.others_share <= 1.0
-    True
-    >>> print(load.sentence())  # doctest: +SKIP
+    >>> print(machine_load(seconds=0.2).sentence())  # doctest: +SKIP
     Load check: other programs used 3% of this machine's 2 CPUs over the last 0.2 s (1-minute
     load average 0.41). Quiet (busy from 20%): the numbers measured now should repeat.
 """
@@ -81,17 +72,11 @@ PACKAGES = (
 def machine_info() -> dict[str, Any]:
     """The facts about this machine and this Python that a measurement depends on.
 
-    Cheap enough to call for every run: on Linux it reads ``/proc/cpuinfo`` and starts no
-    process. Nothing is imported to find a package's version, so asking about torch costs
-    nothing even when torch is installed.
-
-    Returns:
-        A JSON-ready dict with these keys: ``hostname``, ``cpu_model``, ``logical_cpus``
-        (``os.cpu_count()``), ``usable_cpus`` (the CPUs this process may run on, which a
-        container or ``taskset`` can make fewer), ``physical_cores`` (``None`` if unknown),
-        ``memory_bytes``, ``os`` (``platform.platform()``), ``system``, ``release``,
-        ``architecture``, ``python``, ``python_implementation`` and ``packages`` (package name
-        -> version, ``None`` when not installed).
+    Cheap enough for every run: on Linux it reads ``/proc/cpuinfo`` and starts no process, and
+    package versions come from their metadata, so asking about torch does not import it.
+    ``usable_cpus`` are the CPUs this process may run on (a container or ``taskset`` can make
+    them fewer than ``logical_cpus``); ``physical_cores`` is ``None`` when unknown, and a
+    package's version ``None`` when it is not installed.
     """
     return {
         "hostname": socket.gethostname(),
@@ -115,9 +100,9 @@ def machine_info() -> dict[str, Any]:
 def cpu_model() -> str:
     """The CPU's marketing name, e.g. ``"Intel(R) Xeon(R) Processor"``, or a best guess.
 
-    Linux: the first ``model name`` line of ``/proc/cpuinfo``. macOS: ``sysctl -n
-    machdep.cpu.brand_string``. Elsewhere, or when those say nothing (ARM Linux boards often
-    have no ``model name``): ``platform.processor()``, then the architecture, then ``"unknown"``.
+    Linux: ``/proc/cpuinfo``'s first ``model name``; macOS: ``sysctl``. Elsewhere, or when those
+    say nothing (ARM Linux boards often have no ``model name``): ``platform.processor()``, then
+    the architecture, then ``"unknown"``.
     """
     model = ""
     try:
@@ -137,10 +122,8 @@ def cpu_model() -> str:
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed version of each package in ``names``, ``None`` for those not installed.
-
-    Read from the installed package metadata, without importing the package.
-    """
+    """Installed version of each package (``None`` if not installed), read from its metadata
+    without importing it."""
     versions: dict[str, str | None] = dict.fromkeys(names)
     for name in names:
         with contextlib.suppress(metadata.PackageNotFoundError):
@@ -151,8 +134,7 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 def format_machine(info: dict[str, Any]) -> str:
     """One paragraph summing up a :func:`machine_info` dict, for a terminal or a page.
 
-    Tolerates missing keys, so it also works on what an older version of vecenvs stored.
-    Packages that are not installed are left out.
+    Missing keys are fine (what an older vecenvs stored); packages not installed are left out.
     """
     usable, physical = info.get("usable_cpus"), info.get("physical_cores")
     details = [f"{usable} usable here"] if usable is not None else []
@@ -176,26 +158,18 @@ def format_machine(info: dict[str, Any]) -> str:
 class MachineLoad:
     """How busy other programs kept this machine over a short interval (:func:`machine_load`)."""
 
-    cpus: int
-    """The machine's logical CPUs (all of them: other programs may use any)."""
-
+    cpus: int  # all the machine's logical CPUs: other programs may use any
+    # The share of all the CPUs' time used by processes other than this one and its children,
+    # from 0 (idle) to 1 (every CPU busy all the time).
     others_share: float
-    """The share of all the CPUs' time that processes other than this one and its children
-    used, from 0 (idle) to 1 (every CPU busy all the time)."""
-
-    seconds: float
-    """How long the interval was."""
-
+    seconds: float  # how long the interval was
+    # The 1-minute load average (runnable processes); None where the OS has none. It also
+    # remembers the last minute, which the share does not.
     load_average: float | None
-    """The 1-minute load average (runnable processes, averaged); None where the OS has none.
-    It also remembers the last minute, which the share does not."""
-
-    threshold: float = BUSY_SHARE
-    """From this ``others_share`` on, the machine counts as busy."""
+    threshold: float = BUSY_SHARE  # from this others_share on, the machine counts as busy
 
     @property
     def busy(self) -> bool:
-        """Whether other programs used at least :attr:`threshold` of the machine."""
         return self.others_share >= self.threshold
 
     @property
@@ -225,16 +199,13 @@ class MachineLoad:
 
 
 def machine_load(seconds: float = 1.0, threshold: float = BUSY_SHARE) -> MachineLoad:
-    """Measure how much of this machine other programs use, over ``seconds`` from now.
+    """Measure how much of this machine other programs use, over ``seconds`` from now (at
+    least 0.05 s: shorter intervals are all noise).
 
     The machine's busy CPU time (``psutil.cpu_times``: everything but idle and I/O wait) minus
     the CPU time of this process and its children, over the CPU time there was. Call it while
     this process is idle (before measuring), or its own work is subtracted but its pressure on
     the other programs is not.
-
-    Args:
-        seconds: how long to watch (at least 0.05 s: shorter intervals are all noise).
-        threshold: the :attr:`MachineLoad.threshold` to judge by.
     """
     seconds = max(0.05, float(seconds))
     cpus = psutil.cpu_count() or 1

@@ -1,18 +1,13 @@
 """Sweeps: measure a whole grid of envs x N x backends in one go, with live progress.
 
-One point of the grid is one env (with its arguments) and one N. At each point every backend
-is measured with :func:`vecenvs.bench.compare`, interleaved with the sequential reference, so
-every measurement carries its speed-up over the loop measured a moment before on the same
-machine. A sweep is what the seeds' figure is made of (rows = N, columns = env cost), and what
-the overhead model (:mod:`vecenvs.bench.model`) is fitted to.
+At each point of the grid (one env with its arguments, one N) every backend is measured with
+:func:`vecenvs.bench.compare`, interleaved with the sequential reference, so every measurement
+carries its speed-up over the loop measured a moment before on the same machine. A sweep is
+what the seeds' figure and the overhead model (:mod:`vecenvs.bench.model`) are made of.
 
-The same function serves three kinds of caller:
-
-- the CLI shows a progress bar (``progress=True``);
-- the dashboard and the notebooks pass ``on_result`` to redraw their charts each time a point
-  is done, and ``cancel`` (for example a ``threading.Event``'s ``is_set``) to stop early;
-- anyone can pass a :class:`~vecenvs.bench.store.ResultsStore` so that every point is saved as
-  soon as it is measured: a sweep cut short (cancelled, crashed, Ctrl-C) keeps what it measured.
+The CLI shows a progress bar (``progress=True``); the dashboard and the notebooks redraw on
+``on_result`` and stop early with ``cancel``; a :class:`~vecenvs.bench.store.ResultsStore`
+saves every point as soon as it is measured, so a sweep cut short keeps what it measured.
 
 Example:
     >>> from vecenvs.bench import QUICK
@@ -60,6 +55,7 @@ __all__ = [
     "SweepConfig",
     "SweepProgress",
     "SweepResult",
+    "check_env",
     "env_grid",
     "run_sweep",
     "validate_sweep",
@@ -72,16 +68,12 @@ TIMING = ("warmup_seconds", "measure_seconds", "repeats", "seed")
 
 @dataclass(frozen=True)
 class BenchEnv:
-    """One env of a sweep: a gymnasium id and the arguments ``gym.make`` gets.
-
-    (Not called ``EnvSpec``: that is gymnasium's registry entry for an id.)
-    """
+    """One env of a sweep: a gymnasium id and its ``gym.make`` arguments, e.g.
+    ``BenchEnv("vecenvs/Costly-v0", {"step_seconds": 1e-3})`` (not ``EnvSpec``: that is
+    gymnasium's registry entry for an id)."""
 
     env_id: str
-    """The registered id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
-
     kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}`` for the teaching env."""
 
     @property
     def label(self) -> str:
@@ -91,13 +83,11 @@ class BenchEnv:
 
 @dataclass(frozen=True)
 class Backend:
-    """One backend of a sweep: a name from ``vecenvs.BACKENDS`` and its arguments."""
+    """One backend of a sweep: a name from ``vecenvs.BACKENDS`` and its arguments, e.g.
+    ``Backend("pool", {"num_workers": 2})``."""
 
     name: str
-    """E.g. ``"pool"``, ``"subproc"`` or ``"gym-async"``."""
-
     kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Arguments for the backend, e.g. ``{"num_workers": 2}``."""
 
     @property
     def label(self) -> str:
@@ -107,32 +97,18 @@ class Backend:
 
 @dataclass
 class SweepConfig:
-    """The grid to measure and how long to measure each point."""
+    """The grid to measure and how long to measure each point (the timing fields are
+    :class:`BenchConfig`'s)."""
 
-    envs: Sequence[str | BenchEnv]
-    """Env ids or :class:`BenchEnv` s; :func:`env_grid` expands argument grids into specs."""
-
-    num_envs: Sequence[int]
-    """The values of N to measure, e.g. ``[1, 2, 8, 32, 128]``."""
-
-    backends: Sequence[str | Backend]
-    """Backend names or :class:`Backend` s; the reference is added when missing."""
-
-    reference: str = DEFAULT_REFERENCE
-    """The sequential loop every speed-up is relative to."""
-
+    envs: Sequence[str | BenchEnv]  # :func:`env_grid` expands argument grids into BenchEnvs
+    num_envs: Sequence[int]  # the values of N, e.g. [1, 2, 8, 32, 128]
+    backends: Sequence[str | Backend]  # the reference is added when missing
+    reference: str = DEFAULT_REFERENCE  # the sequential loop every speed-up is relative to
     warmup_seconds: float = BenchConfig.warmup_seconds
-    """Untimed stepping of each backend before its first window."""
-
     measure_seconds: float = BenchConfig.measure_seconds
-    """Length of each timed window."""
-
     repeats: int = BenchConfig.repeats
-    """Timed windows per backend and point."""
-
     seed: int = BenchConfig.seed
-    """Seeds resets and actions: every backend sees the same episodes."""
-
+    # Round-robin the windows of the backends at a point (see :func:`compare`).
     interleave: bool = field(
         default=True,
         metadata=cli_option(  # the command line's option: --sequential turns it off
@@ -142,14 +118,11 @@ class SweepConfig:
             action="store_false",
         ),
     )
-    """Round-robin the windows of the backends at a point (see :func:`compare`)."""
-
+    # Measure only these (env label, N) points of the grid (None: all): for a table whose envs
+    # are measured at different N, as the core's targets are.
     only: Sequence[tuple[str, int]] | None = None
-    """Measure only these ``(env label, N)`` points of the grid (None: every one): a table
-    whose envs are measured at different N, as the core's targets are."""
 
     def env_specs(self) -> list[BenchEnv]:
-        """The envs as :class:`BenchEnv` s."""
         return [BenchEnv(env) if isinstance(env, str) else env for env in self.envs]
 
     def backend_specs(self) -> list[Backend]:
@@ -168,20 +141,17 @@ class SweepConfig:
         return points
 
     def processes_at_once(self, cpus: int | None = None) -> int:
-        """The most worker processes that exist at the same moment while measuring: at one
-        point, every backend's (all built at once when interleaved, one at a time otherwise).
-
-        For warning before starting 512 processes on 2 CPUs. One process per env for subproc,
-        gym-async(-shm) and sb3-subproc; K (default min(CPUs, N)) for the pool, the async
-        pool, Ray and the ceiling; none for the in-process loops and EnvPool's threads.
-        """
+        """The most worker processes that exist at once while measuring one point: every
+        backend's when interleaved, the largest one's otherwise (to warn before starting 512
+        processes on 2 CPUs). N for one process per env, K (default min(CPUs, N)) for the pools,
+        Ray and the ceiling, none for the in-process loops and EnvPool's threads."""
         cpus, at_once = cpus or available_cpus(), sum if self.interleave else max
         counts = [[_processes(b, n, cpus) for b in self.backend_specs()] for _, n in self.points()]
         return max((at_once(point) for point in counts), default=0)
 
     @property
     def timing(self) -> dict[str, Any]:
-        """How long and how each point is measured: the fields :class:`BenchConfig` shares."""
+        """How each point is measured: the fields :class:`BenchConfig` shares."""
         return {name: getattr(self, name) for name in TIMING}
 
     @property
@@ -201,8 +171,7 @@ class SweepConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepConfig:
-        """The config that :meth:`to_dict` described (e.g. read back from a results store);
-        keys this version does not know are ignored."""
+        """The config :meth:`to_dict` described; keys this version does not know are ignored."""
         values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
         values.update(
             envs=[BenchEnv(e["env_id"], dict(e.get("kwargs") or {})) for e in data["envs"]],
@@ -217,19 +186,10 @@ class SweepProgress:
     """What ``on_result`` is told each time a point of the grid has been measured."""
 
     point: tuple[BenchEnv, int]
-    """The (env, N) just measured."""
-
-    measurements: list[Measurement]
-    """This point's measurements, one per backend, the reference last."""
-
-    points_done: int
-    """Points measured so far, this one included."""
-
+    measurements: list[Measurement]  # one per backend, the reference last
+    points_done: int  # this one included
     points_total: int
-    """Points in the whole grid."""
-
-    elapsed_seconds: float
-    """Time since the sweep started."""
+    elapsed_seconds: float  # since the sweep started
 
 
 @dataclass
@@ -237,22 +197,11 @@ class SweepResult:
     """Everything a sweep measured, in the order it was measured."""
 
     config: SweepConfig
-    """What was asked for."""
-
-    measurements: list[Measurement]
-    """One per backend and point measured; fewer than the grid when cancelled."""
-
+    measurements: list[Measurement]  # fewer than the grid when cancelled
     cancelled: bool
-    """True when ``cancel()`` stopped the sweep before the end."""
-
-    elapsed_seconds: float
-    """Wall-clock time of the whole sweep, building the envs included."""
-
-    cpus: int
-    """CPUs this process could use: what "N above the CPUs" means here."""
-
-    run_id: int | None = None
-    """The run's id in the results store, when one was given."""
+    elapsed_seconds: float  # the whole sweep, building the envs included
+    cpus: int  # CPUs this process could use: what "N above the CPUs" means here
+    run_id: int | None = None  # the run's id in the results store, when one was given
 
     def model(self) -> OverheadModel:
         """Fit the overhead model (:func:`vecenvs.bench.model.fit_overhead_model`) to this sweep."""
@@ -277,12 +226,8 @@ def env_grid(env_id: str, **kwarg_values: Sequence[Any]) -> list[BenchEnv]:
 def validate_sweep(config: SweepConfig) -> None:
     """Check the whole grid before anything is measured, so the last point's typo fails now.
 
-    Every (env, N, backend) combination is checked like :func:`vecenvs.bench.validate_config`
-    does, and each env is built once here (and closed) so that a misspelt env argument fails
-    with the env's own message, not inside N worker processes half an hour from now.
-
-    Raises:
-        ValueError: naming the bad value and what was expected.
+    Every (env, N, backend) is checked as :func:`vecenvs.bench.validate_config` does, and each
+    env with :func:`check_env`. Raises ValueError.
     """
     envs, backends = config.env_specs(), config.backend_specs()
     for name, values in (("envs", envs), ("num_envs", config.num_envs), ("backends", backends)):
@@ -298,10 +243,16 @@ def validate_sweep(config: SweepConfig) -> None:
                 env_kwargs=env.kwargs,
                 **config.timing,
             )
-        try:
-            gym.make(env.env_id, **env.kwargs).close()
-        except Exception as error:  # the env's own complaint, e.g. an unknown argument
-            raise ValueError(f"cannot make {env.label}: {type(error).__name__}: {error}") from None
+        check_env(env)
+
+
+def check_env(env: BenchEnv) -> None:
+    """Build ``env`` once and close it, so that a misspelt env argument fails now, with the
+    env's own message in a ValueError, not inside N worker processes half an hour from now."""
+    try:
+        gym.make(env.env_id, **env.kwargs).close()
+    except Exception as error:  # the env's own complaint, e.g. an unknown argument
+        raise ValueError(f"cannot make {env.label}: {type(error).__name__}: {error}") from None
 
 
 def run_sweep(
@@ -316,30 +267,20 @@ def run_sweep(
     on_window: Callable[[], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> SweepResult:
-    """Measure every point of ``config``'s grid; see the module docstring.
+    """Measure every point of ``config``'s grid (see the module docstring).
 
-    Args:
-        config: the grid and the timing.
-        on_result: called after each point with a :class:`SweepProgress`.
-        cancel: checked between timed windows; when it returns True the sweep stops, closes
-            every env, and returns what it measured so far with ``cancelled=True``.
-        store: a results store to save the run in, point by point, with this machine's
-            description; the run is marked done, cancelled or failed at the end.
-        label: a name for the run in the store.
-        run_id: save into this run of ``store``, already started by the caller (the
-            dashboard's job runner starts it first, to tell the page which run to watch);
-            default: start a new run.
-        progress: show a progress bar (tqdm) on stderr, one tick per timed window.
-        on_window: called after each timed window (there are ``config.windows`` of them).
-        on_stage: told what happens between windows, e.g. ``"CartPole-v1, N=64: starting
-            subproc (2 of 4)"`` (see :func:`~vecenvs.bench.compare`).
+    ``on_result`` gets a :class:`SweepProgress` after each point; ``on_window`` is called after
+    each of the ``config.windows`` timed windows; ``on_stage`` is told what happens between
+    windows, e.g. ``"CartPole-v1, N=64: starting subproc (2 of 4)"``; ``progress`` shows a tqdm
+    bar on stderr. When ``cancel()`` returns True (checked between windows) every env is closed
+    and what was measured so far is returned with ``cancelled=True``.
 
-    Returns:
-        A :class:`SweepResult`.
+    ``store`` saves the run point by point with this machine's description, under ``label``, or
+    into its run ``run_id`` already started by the caller (the dashboard's job runner does, to
+    tell the page which run to watch); the run is marked done, cancelled or failed at the end.
 
-    Raises:
-        ValueError: a bad configuration; nothing is measured then.
-        Exception: whatever a backend raised while being measured (the run is marked failed).
+    Raises ValueError for a bad configuration, before measuring anything, and whatever a backend
+    raised while being measured (the run is then marked failed).
     """
     validate_sweep(config)
     points = config.points()
@@ -400,8 +341,7 @@ def run_sweep(
 
 
 def _processes(backend: Backend, num_envs: int, cpus: int) -> int:
-    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once):
-    N for one per env, K = num_workers (default min(CPUs, N)) for workers, else none."""
+    """How many processes ``backend`` starts for ``num_envs`` envs (see processes_at_once)."""
     kind = "workers" if backend.name == CEILING else BACKEND_INFO[backend.name].processes
     workers = min(int(backend.kwargs.get("num_workers") or cpus), num_envs)
     return {"per-env": num_envs, "workers": workers}.get(kind, 0)

@@ -1,19 +1,15 @@
 """Training throughput: how fast Stable-Baselines3's PPO trains on each way of stepping envs.
 
-The benchmark measures env steps per second with random actions: the vector env alone. A
-learner also runs a policy on every step and updates it between rollouts, so how much a faster
-vector env buys in training depends on the env's share of the training time. This module
-trains PPO on each backend (through :func:`vecenvs.sb3.to_sb3`, or SB3's own ``DummyVecEnv`` /
-``SubprocVecEnv`` for ``sb3-dummy`` / ``sb3-subproc``) and measures both numbers:
+The benchmark times the vector env alone. A learner also runs its policy on every step and
+updates it between rollouts, so what a faster vector env buys in training depends on the env's
+share of the training time. This module trains PPO on each backend (through
+:func:`vecenvs.sb3.to_sb3`, or SB3's own vec envs for ``sb3-dummy`` / ``sb3-subproc``) and
+measures the **training throughput** (env steps per second of ``model.learn()``, everything
+included) and the **env share** (the part of that time spent inside the vector env's ``step``).
 
-- **training throughput**: env steps per second of ``model.learn()``, everything included;
-- **env share**: the part of that time spent inside the vector env's ``step`` (timed by a thin
-  wrapper around it), the rest being the policy's forward passes and the updates.
-
-A training measurement is stored as a :class:`~vecenvs.bench.Measurement` like any other (one
-timed window per ``learn()`` call), so the results store, the History page and the exports
-treat it like the benchmark's; its run has kind ``"train"`` and each measurement's data also
-holds ``env_seconds`` and ``learn_seconds``.
+Each result is a :class:`~vecenvs.bench.Measurement` (one timed window per ``learn()`` call),
+so the store, the History page and the exports treat it like the benchmark's; its run has kind
+``"train"`` and its data also holds ``env_seconds`` and ``learn_seconds``.
 
 Example:
     >>> from vecenvs.bench.training import measure_training
@@ -26,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,14 +33,7 @@ from vecenvs.bench.store import recording
 from vecenvs.checks import check_whole_number
 from vecenvs.factory import BACKEND_INFO, check_backend_available, make_vec
 
-__all__ = [
-    "SB3_OWN",
-    "TrainingResult",
-    "compare_training",
-    "measure_training",
-    "training_settings",
-    "validate_training",
-]
+__all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "training_settings"]
 
 #: Backends that are SB3's own vector envs, used as they are (no adapter in between).
 SB3_OWN = tuple(name for name, info in BACKEND_INFO.items() if info.family == "sb3")
@@ -56,14 +46,9 @@ N_STEPS = 64
 class TrainingResult:
     """One backend trained on: the measurement and where its time went."""
 
-    measurement: Measurement
-    """Training env steps per second, one window per ``learn()`` call."""
-
-    env_seconds: float
-    """Time spent inside the vector env's ``step`` during the timed ``learn()`` calls."""
-
-    learn_seconds: float
-    """Total time of the timed ``learn()`` calls."""
+    measurement: Measurement  # training env steps per second, one window per learn() call
+    env_seconds: float  # inside the vector env's step during the timed learn() calls
+    learn_seconds: float  # the timed learn() calls in all
 
     @property
     def env_share(self) -> float:
@@ -80,19 +65,18 @@ class TrainingResult:
         }
 
 
-def validate_training(
+def training_settings(
     env_id: str,
     num_envs: int,
     backends: Sequence[str],
-    timesteps: int,
+    timesteps: int = 2048,
     repeats: int = 2,
+    seed: int = 0,
     torch_threads: int | None = None,
-) -> None:
-    """Check the arguments of :func:`compare_training` before anything is built.
-
-    Raises:
-        ValueError: naming the bad value (an unknown backend, SB3 missing, N < 1, ...).
-    """
+) -> dict[str, Any]:
+    """The arguments of :func:`compare_training`, checked (ValueError naming the bad value: an
+    unknown backend, SB3 missing, N < 1...), as the settings a run or a job keeps; the job queue
+    passes them back to :func:`compare_training` as they are."""
     check_backend_available("sb3-dummy")  # SB3 itself: the learner
     if not backends:
         raise ValueError("backends is empty; expected at least one, e.g. ['sb3-dummy', 'pool']")
@@ -108,6 +92,15 @@ def validate_training(
                 "envs); pick another"
             )
         validate_config(BenchConfig(env_id, num_envs, backend))
+    return {
+        "env_id": env_id,
+        "num_envs": num_envs,
+        "backends": list(backends),
+        "timesteps": timesteps,
+        "repeats": repeats,
+        "seed": seed,
+        "torch_threads": torch_threads,
+    }
 
 
 def measure_training(
@@ -127,57 +120,39 @@ def measure_training(
     One untimed ``learn()`` of a single rollout warms up (torch's first passes are slow), then
     ``repeats`` timed ``learn()`` calls of ``timesteps`` env steps each.
 
-    Args:
-        torch_threads: threads torch may use for the policy (``torch.set_num_threads``) during
-            this measurement; ``None`` leaves torch's default (one per core). On few cores,
-            torch's threads and the workers of a process-based vector env compete for the
-            same CPUs: on our 2-core VM, PPO on the pool (N=8 CartPole) trained at ~1,900 env
-            steps/s with torch's 2 threads and ~4,700 with 1.
-        on_progress: called after each rollout (and once the vector env is built) with a
-            message and the fraction of this measurement's env steps done, from 0 to 1: one
-            ``learn()`` can take a minute, too long to report nothing.
+    ``torch_threads`` is what torch may use for the policy (``torch.set_num_threads``) during
+    this measurement; ``None`` keeps torch's default, one per core. On few cores torch's threads
+    and a process-based vector env's workers compete for the CPUs: on our 2-core VM, PPO on the
+    pool (N=8 CartPole) trained at ~1,900 env steps/s with torch's 2 threads and ~4,700 with 1.
+
+    ``on_progress`` is called once the vector env is built and after each rollout, with a
+    message and the fraction of this measurement's env steps done: one ``learn()`` can take a
+    minute, too long to report nothing.
     """
     import torch
     from stable_baselines3 import PPO
 
-    validate_training(env_id, num_envs, [backend], timesteps, repeats, torch_threads)
-    threads_before = torch.get_num_threads()
-    if torch_threads is not None:
-        torch.set_num_threads(torch_threads)
-    try:
-        return _measure_training(
-            PPO, env_id, num_envs, backend, backend_kwargs, timesteps, repeats, seed, on_progress
-        )
-    finally:
-        torch.set_num_threads(threads_before)
-
-
-def _measure_training(
-    PPO: Any,
-    env_id: str,
-    num_envs: int,
-    backend: str,
-    backend_kwargs: Mapping[str, Any] | None,
-    timesteps: int,
-    repeats: int,
-    seed: int,
-    on_progress: Callable[[str, float], None] | None = None,
-) -> TrainingResult:
-    """The timing of :func:`measure_training`, once everything is checked and set."""
-    started = time.perf_counter()
+    training_settings(env_id, num_envs, [backend], timesteps, repeats, seed, torch_threads)
+    backend_kwargs = dict(backend_kwargs or {})
     warmup_steps = N_STEPS * num_envs
     all_steps = warmup_steps + repeats * timesteps
-    venv = _timed(_sb3_vec_env(env_id, num_envs, backend, dict(backend_kwargs or {}), seed))
     callback = None
     if on_progress is not None:
-        on_progress(f"{backend}: built, warming up", 0.0)
 
         def report(num_timesteps: int) -> None:
             done = min(num_timesteps, all_steps)
             on_progress(f"{backend}: {done:,} of {all_steps:,} env steps", done / all_steps)
 
         callback = _rollout_callback(report)
-    try:
+    with ExitStack() as stack:  # closes the vector env, then gives torch its threads back
+        stack.callback(torch.set_num_threads, torch.get_num_threads())
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+        started = time.perf_counter()
+        venv = _timed(_sb3_vec_env(env_id, num_envs, backend, backend_kwargs, seed))
+        stack.enter_context(closing(venv))
+        if on_progress is not None:
+            on_progress(f"{backend}: built, warming up", 0.0)
         model = PPO(
             "MlpPolicy",
             venv,
@@ -202,13 +177,11 @@ def _measure_training(
             window_steps.append(steps // num_envs)
             window_seconds.append(seconds)
         rss = sum(_rss(p) for p in [psutil.Process(), *children])
-    finally:
-        venv.close()
     config = BenchConfig(
         env_id,
         num_envs,
         backend,
-        dict(backend_kwargs or {}),
+        backend_kwargs,
         warmup_seconds=0.0,
         measure_seconds=max(window_seconds),
         repeats=repeats,
@@ -230,32 +203,6 @@ def _measure_training(
     return TrainingResult(measurement, venv.env_seconds, sum(window_seconds))
 
 
-# training_settings repeats compare_training's first arguments on purpose (a kept repeat): the
-# job queue needs the checked settings before anything runs, and compare_training takes them
-# back as keyword arguments.
-def training_settings(
-    env_id: str,
-    num_envs: int,
-    backends: Sequence[str],
-    timesteps: int = 2048,
-    repeats: int = 2,
-    seed: int = 0,
-    torch_threads: int | None = None,
-) -> dict[str, Any]:
-    """The arguments of :func:`compare_training`, checked, as the settings a run or a job
-    keeps (the job queue passes them back to :func:`compare_training` as they are)."""
-    validate_training(env_id, num_envs, backends, timesteps, repeats, torch_threads)
-    return {
-        "env_id": env_id,
-        "num_envs": num_envs,
-        "backends": list(backends),
-        "timesteps": timesteps,
-        "repeats": repeats,
-        "seed": seed,
-        "torch_threads": torch_threads,
-    }
-
-
 def compare_training(
     env_id: str,
     num_envs: int,
@@ -273,15 +220,11 @@ def compare_training(
 ) -> list[TrainingResult]:
     """:func:`measure_training` for each backend in turn; save each result in ``store``.
 
-    ``torch_threads`` is passed on to :func:`measure_training`.
-
-    Args:
-        on_result: called after each backend.
-        on_progress: called after each rollout with a message and the fraction of the whole
-            comparison done (see :func:`measure_training`).
-        cancel: checked before each backend; True stops and returns what was measured.
-        store, run_id: a results store to save the run in (kind ``"train"``), and a run already
-            started in it, if any (see :func:`~vecenvs.bench.store.recording`).
+    ``on_result`` is called after each backend, ``on_progress`` after each rollout with a
+    message and the fraction of the whole comparison done. ``cancel`` is checked before each
+    backend: True stops and returns what was measured. ``store`` and ``run_id``: a results
+    store to save the run in (kind ``"train"``), and a run already started in it, if any (see
+    :func:`~vecenvs.bench.store.recording`).
     """
     settings = training_settings(
         env_id, num_envs, backends, timesteps, repeats, seed, torch_threads
