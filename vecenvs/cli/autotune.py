@@ -41,7 +41,6 @@ __all__ = ["add_parser"]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``autotune`` command to the ``vecenvs`` parser."""
     parser = add_command(
         commands,
         "autotune",
@@ -65,7 +64,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Check the input, measure, print the table."""
     env_kwargs: dict[str, Any] = {}
     for key, value in args.env_kwargs:
         if key in env_kwargs and env_kwargs[key] != value:

@@ -29,7 +29,7 @@ import multiprocessing
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import vecenvs
@@ -113,7 +113,6 @@ CORE_PRESETS: dict[str, dict[str, Any]] = {
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``bench`` command to the ``vecenvs`` parser."""
     parser = add_command(
         commands,
         "bench",
@@ -189,7 +188,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """The ``bench`` command: check everything, measure point by point, then summarise."""
     try:
         config = _sweep_config(args)
         validate_sweep(config)
@@ -295,7 +293,6 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
 
 
 def _fit(result):
-    """The overhead model fitted to the sweep, or None when there is nothing to fit."""
     try:
         return result.model()
     except ValueError:  # e.g. only the reference was measured
@@ -305,11 +302,8 @@ def _fit(result):
 def format_speedups(
     results: Sequence[bench.Measurement], *, reference: str = bench.DEFAULT_REFERENCE
 ) -> str:
-    """One line per backend, one column per (env, N): the speed-up over ``reference``.
-
-    The quickest way to see the seeds' claims: which backends stay below 1.0x, and how the
-    numbers move along N (the columns) and with env cost (the blocks of columns).
-    """
+    """One line per backend, one column per (env, N): the speed-up over ``reference``, the
+    quickest way to see which backends stay below 1.0x and how that moves with N and env cost."""
     points = list(dict.fromkeys((r.config.env_label, r.config.num_envs) for r in results))
     backends = list(dict.fromkeys(r.config.backend_label for r in results))
     ratios = {
@@ -325,7 +319,6 @@ def format_speedups(
 
 
 def _times(ratio: float | None) -> str:
-    """``1.234`` -> ``"1.23x"``; ``"-"`` where that backend was not measured."""
     return "-" if ratio is None else f"{ratio:.2f}x"
 
 
@@ -353,7 +346,7 @@ def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
 
 
 def _write_html(path: str, result, model) -> None:
-    """Write the sweep's charts into one self-contained HTML page."""
+    """Write the sweep's charts into one self-contained HTML page (plotly.js embedded once)."""
     from vecenvs.bench import figures
 
     charts = [
@@ -365,7 +358,6 @@ def _write_html(path: str, result, model) -> None:
     with open(path, "w", encoding="utf-8") as file:
         file.write("<html><head><meta charset='utf-8'><title>vecenvs bench</title></head><body>")
         for index, chart in enumerate(charts):
-            # plotly.js is embedded once, in the first chart, so the page works offline.
             file.write(chart.to_html(full_html=False, include_plotlyjs=index == 0))
         file.write("</body></html>\n")
 
@@ -376,13 +368,8 @@ def format_table(
     reference: str = bench.DEFAULT_REFERENCE,
     interleaved: bool = True,
 ) -> str:
-    """A plain-text table of one :func:`vecenvs.bench.compare` run (one env id, one N).
-
-    Args:
-        results: what :func:`vecenvs.bench.compare` returned.
-        reference: the backend the ratios are relative to, for the column title.
-        interleaved: whether the windows were interleaved, for the title line.
-    """
+    """A plain-text table of one :func:`vecenvs.bench.compare` run (one env id, one N);
+    ``reference`` titles the ratio column, ``interleaved`` says how the windows were timed."""
     first = results[0].config
     cpus = available_cpus()
     title = (
@@ -390,33 +377,23 @@ def format_table(
         f"windows per backend after {first.warmup_seconds:g} s warm-up, "
         f"{'interleaved' if interleaved else 'one backend after the other'}; {cpus} CPUs"
     )
-    header = (
-        "backend",
-        "steps/s (mean ± std)",
-        f"x {reference}",
-        "of ceiling",
-        "startup s",
-        "procs",
-        "RSS MB",
-        "workers USS MB",
-        "CPU s parent",
-        "CPU s children",
-    )
-    rows = [
-        (
-            r.config.backend_label,
-            f"{r.mean:,.0f} ± {r.std:,.0f}",
-            "-" if r.ratio is None else f"{r.ratio:.2f}",
-            "-" if r.efficiency is None else f"{r.efficiency:.0%}",
-            f"{r.startup_seconds:.2f}",
-            str(r.processes),
-            f"{r.rss_bytes / 2**20:.0f}",
-            "?" if r.children_uss_bytes is None else f"{r.children_uss_bytes / 2**20:.0f}",
-            f"{r.parent_cpu_seconds:.2f}",
-            f"{r.children_cpu_seconds:.2f}",
-        )
-        for r in results
-    ]
+    mb = 2**20
+    columns: dict[str, Callable[[bench.Measurement], str]] = {
+        "backend": lambda r: r.config.backend_label,
+        "steps/s (mean ± std)": lambda r: f"{r.mean:,.0f} ± {r.std:,.0f}",
+        f"x {reference}": lambda r: "-" if r.ratio is None else f"{r.ratio:.2f}",
+        "of ceiling": lambda r: "-" if r.efficiency is None else f"{r.efficiency:.0%}",
+        "startup s": lambda r: f"{r.startup_seconds:.2f}",
+        "procs": lambda r: str(r.processes),
+        "RSS MB": lambda r: f"{r.rss_bytes / mb:.0f}",
+        "workers USS MB": lambda r: (
+            "?" if r.children_uss_bytes is None else f"{r.children_uss_bytes / mb:.0f}"
+        ),
+        "CPU s parent": lambda r: f"{r.parent_cpu_seconds:.2f}",
+        "CPU s children": lambda r: f"{r.children_cpu_seconds:.2f}",
+    }
+    header = list(columns)
+    rows = [[cell(r) for cell in columns.values()] for r in results]
     lines = format_columns(header, rows, title=title).split("\n")
 
     many = [

@@ -39,7 +39,6 @@ from vecenvs.factory import BACKENDS
 
 __all__ = ["add_parser"]
 
-#: Sampling time of ``--quick``, in seconds.
 QUICK_SECONDS = 2
 
 _FILES_HELP = """\
@@ -62,7 +61,6 @@ by what the process was doing, so each line adds up to 100% of that process's ti
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``profile`` command to the ``vecenvs`` parser."""
     parser = add_command(
         commands,
         "profile",
@@ -101,7 +99,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """The ``profile`` command: check everything, profile, print the table and the files."""
     config = profiling.ProfileConfig(
         env_id=args.env_id,
         num_envs=args.num_envs,
