@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import sys
 from typing import Any
 
 from vecenvs.autotune import autotune
@@ -34,6 +33,7 @@ from vecenvs.cli.common import (
     open_outputs,
     positive_float,
     saved_as,
+    say,
     write_json,
 )
 
@@ -81,11 +81,9 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     def show(progress) -> None:
         measurement = progress.measurement
-        print(
+        say(
             f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
-            f"{measurement.median:,.0f} steps/s",
-            file=sys.stderr,
-            flush=True,
+            f"{measurement.median:,.0f} steps/s"
         )
 
     with measuring(parser, store, bad_input=(ValueError,)):

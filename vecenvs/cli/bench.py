@@ -56,6 +56,7 @@ from vecenvs.cli.common import (
     open_outputs,
     positive_int,
     saved_as,
+    say,
     unique,
     write_json,
 )
@@ -195,20 +196,17 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
-        print(
+        say(
             f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
-            "being measured",
-            file=sys.stderr,
+            "being measured"
         )
 
     points = config.points()
     per_backend = config.warmup_seconds + config.repeats * config.measure_seconds
-    print(
+    say(
         f"measuring {len(points)} point(s) x {len(config.backend_specs())} backends, "
         f"about {len(points) * len(config.backend_specs()) * per_backend:.0f} s plus startup"
-        f"{'' if store is None else f'; saving to {store.path}'}",
-        file=sys.stderr,
-        flush=True,
+        f"{'' if store is None else f'; saving to {store.path}'}"
     )
 
     def show(progress: SweepProgress) -> None:

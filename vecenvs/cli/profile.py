@@ -20,7 +20,6 @@ process crashed), 2 bad command-line input, 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from vecenvs import profile as profiling
 from vecenvs.cli.common import (
@@ -34,6 +33,7 @@ from vecenvs.cli.common import (
     fail,
     machine_turn,
     positive_int,
+    say,
 )
 from vecenvs.factory import BACKENDS
 
@@ -122,26 +122,20 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers is not None and args.backend != "pool":
-        print(
+        say(
             f"{parser.prog}: note: --workers only applies to the pool backend, not to "
-            f"{args.backend}",
-            file=sys.stderr,
+            f"{args.backend}"
         )
 
-    print(
+    say(
         f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
-        f"py-spy samples for {config.seconds} s (plus start-up)...",
-        file=sys.stderr,
-        flush=True,
+        f"py-spy samples for {config.seconds} s (plus start-up)..."
     )
     try:
         with machine_turn(parser):
             result = profiling.profile(config)
     except KeyboardInterrupt:
-        print(
-            f"{parser.prog}: interrupted (every process it started has been stopped)",
-            file=sys.stderr,
-        )
+        say(f"{parser.prog}: interrupted (every process it started has been stopped)")
         return EXIT_INTERRUPTED
     except profiling.ProfilerError as error:  # py-spy missing or not allowed, target crashed
         return fail(parser, error, code=EXIT_FAILED)
