@@ -61,9 +61,8 @@ class LabQueue(JobQueue):
                 f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}"
             )
         validate_profile(config)
-        settings = {
-            key: value for key, value in dataclasses.asdict(config).items() if key != "output_dir"
-        }
+        settings = dataclasses.asdict(config)
+        del settings["output_dir"]
         return self.submit("profile", settings, label, start_runner)
 
     def submit_autotune(

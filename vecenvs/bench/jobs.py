@@ -194,8 +194,7 @@ class JobQueue:
 
     def get(self, job_id: int) -> Job:
         """The job ``job_id``, with its run. Raises StoreError for an unknown id."""
-        with self.store.transaction(write=False) as connection:
-            record = connection.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        record = self._read_one("SELECT * FROM jobs WHERE id = ?", job_id)
         if record is None:
             raise StoreError(f"unknown job id {job_id!r} in the store {self.store.path}")
         return self._job(record)
@@ -211,12 +210,12 @@ class JobQueue:
 
     def position(self, job_id: int) -> int:
         """How many jobs are ahead of ``job_id``: queued before it, or running now."""
+        sql = f"SELECT count(*) FROM {_JOBS_AND_RUNS} WHERE jobs.id < ? AND {_UNFINISHED}"
+        return self._read_one(sql, job_id)[0]
+
+    def _read_one(self, sql: str, *parameters: Any) -> Any:
         with self.store.transaction(write=False) as connection:
-            (ahead,) = connection.execute(
-                f"SELECT count(*) FROM {_JOBS_AND_RUNS} WHERE jobs.id < ? AND {_UNFINISHED}",
-                (job_id,),
-            ).fetchone()
-        return ahead
+            return connection.execute(sql, parameters).fetchone()
 
     def _job(self, record: Any) -> Job:
         run = None
@@ -267,11 +266,7 @@ class JobQueue:
 
     def cancel_requested(self, job_id: int) -> bool:
         """Whether someone asked the started job ``job_id`` to stop (its runner polls this)."""
-        with self.store.transaction(write=False) as connection:
-            (requested,) = connection.execute(
-                "SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)
-            ).fetchone()
-        return bool(requested)
+        return bool(self._read_one("SELECT cancel_requested FROM jobs WHERE id = ?", job_id)[0])
 
     def runner_alive(self) -> bool:
         """True if some process holds this store's runner lock (is serving the queue)."""
@@ -328,8 +323,7 @@ class JobQueue:
                 return
 
     def _next_queued(self) -> int | None:
-        with self.store.transaction(write=False) as connection:
-            record = connection.execute(_OLDEST_QUEUED).fetchone()
+        record = self._read_one(_OLDEST_QUEUED)
         return None if record is None else record["id"]
 
     def _run_next(self) -> None:
@@ -339,12 +333,8 @@ class JobQueue:
             return
 
         def say_waiting(holder: str) -> None:
-            Progress(self, job_id).update(
-                0,
-                0,
-                f"waiting for another benchmark on this machine to finish (pid {holder})",
-                force=True,
-            )
+            message = f"waiting for another benchmark on this machine to finish (pid {holder})"
+            Progress(self, job_id).update(0, 0, message, force=True)
 
         # Give up when everything waiting has been cancelled meanwhile.
         with machine_turn(say_waiting, give_up=lambda: self._next_queued() is None):
@@ -361,9 +351,7 @@ class JobQueue:
                 return None
             connection.execute("UPDATE jobs SET state = 'started' WHERE id = ?", (record["id"],))
         job = self._job(record)
-        settings = job.settings
-        if job.kind == "profile":
-            settings = {**settings, "output_dir": None}
+        settings = {**job.settings, "output_dir": None} if job.kind == "profile" else job.settings
         job.run_id = self.store.start_run(job.kind, settings, label=job.label)
         with self.store.transaction(write=True) as connection:
             connection.execute("UPDATE jobs SET run_id = ? WHERE id = ?", (job.run_id, job.id))
