@@ -171,12 +171,8 @@ class LabQueue(JobQueue):
             outcome = f"best: {result.best.label}"
         else:
             outcome = "nothing fitted in the budget: raise it"
-        progress.update(
-            len(result.measurements),
-            len(result.measurements) + len(result.skipped),
-            outcome,
-            force=True,
-        )
+        measured = len(result.measurements)
+        progress.update(measured, measured + len(result.skipped), outcome, force=True)
 
     def _execute_train(self, job: Job, run: Run, progress: Progress) -> None:
         settings = job.settings

@@ -11,11 +11,9 @@ and the fitted overhead model, and saves everything in the results store. Exampl
     python -m vecenvs bench --preset seeds --html seeds.html   # the seeds' figure, ~10 min
     python -m vecenvs bench --json results.json          # also save every number as JSON
 
-gymnasium's ``gym-sync`` is always measured as well, in the same run, and every speed is also
-given as a ratio to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only
-on this one. By default the ``ceiling`` row is measured too (min(K, N) processes stepping their
-share of the envs with no coordination: what no vector env can beat, see
-:mod:`vecenvs.bench.ceiling`), and every row gets its share of it, the efficiency.
+``gym-sync`` is always measured too, in the same run, and every speed is also given as a ratio
+to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only on this one. So
+is, by default, the ``ceiling`` (:mod:`vecenvs.bench.ceiling`), and each row's share of it.
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
 130 interrupted with Ctrl-C (what was measured by then is kept in the store).
@@ -66,15 +64,15 @@ from vecenvs.workers import available_cpus
 
 __all__ = ["add_parser", "format_table"]
 
-#: What ``bench`` measures when no ``--backend`` is given (gym-sync is added as the reference).
+#: What ``bench`` measures by default (gym-sync is added as the reference).
 DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm", bench.CEILING)
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
 #: The presets' costliest env, left out of them when MuJoCo is not installed.
 HUMANOID = "HumanoidStandup-v5"
 
-#: ``--preset seeds``: the grid of the seeds' figure. Columns are envs from cheap to costly
-#: (HumanoidStandup-v5 only when MuJoCo is installed), rows are N, on both sides of the CPUs.
+#: ``--preset seeds``: the grid of the seeds' figure, envs from cheap to costly, N on both
+#: sides of the CPUs.
 SEEDS_PRESET: dict[str, Any] = {
     "envs": ("CartPole-v1", "Acrobot-v1", HUMANOID),
     "num_envs": (1, 2, 4, 16, 64),
@@ -82,9 +80,7 @@ SEEDS_PRESET: dict[str, Any] = {
 }
 
 #: ``--preset core16`` / ``core2``: the table of the core's targets (issue 15 of this project):
-#: each env at the N the targets name, the pool (several K), the async pool (batch of N/2),
-#: gymnasium's AsyncVectorEnv with shared memory and the machine's ceiling, all in one run.
-#: ``python -m vecenvs bench --preset core16 --json core16.json`` on a 16-core machine.
+#: each env at the N the targets name, every contender and the ceiling, in one run.
 _CORE_BACKENDS = ("pool", "pool-async", "gym-async-shm", bench.CEILING)
 CORE_PRESETS: dict[str, dict[str, Any]] = {
     "core16": {
@@ -236,7 +232,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
-    """The command line as a :class:`SweepConfig` (not yet validated): each part as given, else
+    """The command line as a (not yet validated) :class:`SweepConfig`: each part as given, else
     as the preset says, else the default."""
     preset: dict[str, Any] = (
         SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
@@ -329,7 +325,6 @@ def _write(text: str) -> None:
 
 
 def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
-    """Write the measurements with enough about the machine to interpret them later."""
     from vecenvs.bench.machine import machine_info
 
     document = {

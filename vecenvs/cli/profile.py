@@ -162,9 +162,7 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             f"not in the table: {len(excluded)} other thread(s) or helper process(es) "
             f"({', '.join(names)}); they are in the speedscope file"
         )
-    print()
-    print(_LEGEND.format(rate=config.rate))
-    print()
+    print(f"\n{_LEGEND.format(rate=config.rate)}\n")
     print(
         _FILES_HELP.format(
             directory=result.svg_path.parent,

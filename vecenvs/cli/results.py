@@ -163,10 +163,11 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         else:
             _write_out(_no_results(path) + "\n")
         return EXIT_OK
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     if args.limit is not None and len(runs) == args.limit:
-        shown = f"the newest {len(runs)} run{'s' if len(runs) != 1 else ''} (--limit {args.limit})"
+        shown = f"the newest {count} (--limit {args.limit})"
     else:
-        shown = f"{len(runs)} run{'s' if len(runs) != 1 else ''}, newest first,"
+        shown = f"{count}, newest first,"
     _write_out(
         f"{format_runs(runs)}\n\n{shown} in {store.path}.\n"
         "For one run's numbers: python -m vecenvs results show ID"
