@@ -1,8 +1,7 @@
 """The lab's jobs: what the dashboard queues, and how the runner process carries each out.
 
-:mod:`vecenvs.bench.jobs` is the queue itself (submitting, cancelling, one runner per store,
-one benchmark per machine) and knows nothing of what a job does. This module, above the
-measuring code, gives it the four kinds the dashboard offers: a **sweep**
+:mod:`vecenvs.bench.jobs` is the queue itself and knows nothing of what a job does; this
+module, above the measuring code, gives it the dashboard's four kinds: a **sweep**
 (:func:`~vecenvs.bench.sweep.run_sweep`), a **profile** (:func:`~vecenvs.profile.profile`), an
 **autotune** search (:func:`~vecenvs.autotune.autotune`) and a **train** comparison
 (:func:`~vecenvs.bench.training.compare_training`). Each ``submit_*`` checks its settings
@@ -36,7 +35,6 @@ from vecenvs.profile.runner import ProfileConfig, profile, validate_profile
 
 __all__ = ["JOB_KINDS", "LabQueue", "main"]
 
-#: What a job can run.
 JOB_KINDS = ("sweep", "profile", "autotune", "train")
 
 
@@ -45,16 +43,10 @@ class LabQueue(JobQueue):
 
     runner_module = "vecenvs.lab"
 
-    # --- Submitting -----------------------------------------------------------------------
-
     def submit_sweep(
         self, config: Any, *, label: str | None = None, start_runner: bool = True
     ) -> int:
-        """Queue a :class:`~vecenvs.bench.sweep.SweepConfig`; return the job's id.
-
-        The config is checked first (:func:`~vecenvs.bench.sweep.validate_sweep`), so a bad
-        one raises ``ValueError`` here, in the page, and is never queued.
-        """
+        """Queue a :class:`~vecenvs.bench.sweep.SweepConfig`; return the job's id."""
         validate_sweep(config)
         return self.submit("sweep", config.to_dict(), label, start_runner)
 
@@ -62,16 +54,15 @@ class LabQueue(JobQueue):
         self, config: Any, *, label: str | None = None, start_runner: bool = True
     ) -> int:
         """Queue a :class:`~vecenvs.profile.ProfileConfig` (its ``output_dir`` is chosen by the
-        runner, under :attr:`profiles_dir`); return the job's id. Checked first, like sweeps."""
+        runner, under :attr:`profiles_dir`); return the job's id."""
         if config.output_dir is not None:
             raise ValueError(
                 "a queued profile's output_dir is chosen by the runner "
                 f"(under {self.profiles_dir}); got output_dir={config.output_dir!r}"
             )
         validate_profile(config)
-        settings = {
-            key: value for key, value in dataclasses.asdict(config).items() if key != "output_dir"
-        }
+        settings = dataclasses.asdict(config)
+        del settings["output_dir"]
         return self.submit("profile", settings, label, start_runner)
 
     def submit_autotune(
@@ -84,8 +75,7 @@ class LabQueue(JobQueue):
         label: str | None = None,
         start_runner: bool = True,
     ) -> int:
-        """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id. Checked
-        first (:func:`~vecenvs.autotune.validate_autotune`), like sweeps."""
+        """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id."""
         validate_autotune(env_id, num_envs, budget_seconds, env_kwargs=env_kwargs)
         settings = {
             "env_id": env_id,
@@ -107,25 +97,16 @@ class LabQueue(JobQueue):
         label: str | None = None,
         start_runner: bool = True,
     ) -> int:
-        """Queue :func:`~vecenvs.bench.training.compare_training` (PPO's training throughput on
-        each backend); return the job's id. Checked first, like sweeps."""
+        """Queue :func:`~vecenvs.bench.training.compare_training`; return the job's id."""
         settings = training_settings(
             env_id, num_envs, backends, timesteps, repeats, torch_threads=torch_threads
         )
         return self.submit("train", settings, label, start_runner)
 
-    # --- Running (in the runner process) ---------------------------------------------------
-
     def execute(self, job: Job, run: Run, progress: Progress) -> None:
-        run_kind = {
-            "sweep": self._execute_sweep,
-            "profile": self._execute_profile,
-            "autotune": self._execute_autotune,
-            "train": self._execute_training,
-        }.get(job.kind)
-        if run_kind is None:
+        if job.kind not in JOB_KINDS:
             raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
-        run_kind(job, run, progress)
+        getattr(self, f"_execute_{job.kind}")(job, run, progress)
 
     def _execute_sweep(self, job: Job, run: Run, progress: Progress) -> None:
         config = SweepConfig.from_dict(job.settings)
@@ -190,14 +171,10 @@ class LabQueue(JobQueue):
             outcome = f"best: {result.best.label}"
         else:
             outcome = "nothing fitted in the budget: raise it"
-        progress.update(
-            len(result.measurements),
-            len(result.measurements) + len(result.skipped),
-            outcome,
-            force=True,
-        )
+        measured = len(result.measurements)
+        progress.update(measured, measured + len(result.skipped), outcome, force=True)
 
-    def _execute_training(self, job: Job, run: Run, progress: Progress) -> None:
+    def _execute_train(self, job: Job, run: Run, progress: Progress) -> None:
         settings = job.settings
         steps = 1000  # the bar's resolution: progress is reported after every rollout
         progress.update(0, steps, f"building {settings['backends'][0]}", force=True)

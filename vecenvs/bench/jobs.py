@@ -1,49 +1,25 @@
 """The job queue: measurements that wait their turn, one at a time per machine.
 
-Two measurements running at once on one machine measure each other: a pool of two workers
-timed while another sweep keeps both cores busy reports half its speed. So the dashboard never
-measures in its own process. Pressing *Run* only writes a **job** (what to run) into the
-results store and makes sure a **runner** is going; the runner, a separate process, takes jobs
-oldest first and runs each one, saving every result in the store as it comes. A page only
-reads the store and redraws. What a job does is not this module's business: a subclass says
-it for each kind (:class:`vecenvs.lab.LabQueue`: sweep, profile, autotune, train), so the queue
-depends on nothing above it. Hence:
+Two measurements running at once on one machine measure each other. So the dashboard never
+measures in its own process: *Run* only writes a **job** into the results store and makes sure
+a **runner** process is going, which takes jobs oldest first and saves every result in the
+store as it comes; a page only reads the store. What a job does is a subclass's business
+(:class:`vecenvs.lab.LabQueue`), so the queue depends on nothing above it. Two tabs pressing
+*Run* get two jobs, run one after the other; closing the tab stops nothing; a runner that dies
+is noticed (its run marked failed by :meth:`ResultsStore.fail_abandoned_runs`) and the next
+page load starts a new one.
 
-- two tabs that both press *Run* get two jobs, run one after the other, never together;
-- closing the tab, or the browser crashing, stops nothing and loses nothing: reopening the page
-  reads the same store and shows the run still going, or finished;
-- a runner that dies (killed, out of memory) is noticed: its run is marked failed
-  (:meth:`ResultsStore.fail_abandoned_runs`) and the next page load starts a new runner for
-  the jobs still waiting.
+Two ``filelock`` locks, which the OS frees when their process dies: the **runner lock**, one
+per store file (a second runner finds it held and exits), and the **machine lock**
+(:func:`machine_turn`), which runners of different stores and the ``bench``, ``autotune`` and
+``profile`` commands take in turn.
 
-Two locks (``filelock`` on small files: the OS releases them when their process dies, so a
-crash never leaves one held, on Linux, macOS and Windows alike) make this safe:
-
-- the **runner lock**, one per store file: at most one runner serves a store's queue. A second
-  runner started at the same moment finds it held and exits at once;
-- the **machine lock**, one per machine (:func:`machine_lock_path`, taken with
-  :func:`machine_turn`): runners of different stores take turns, and so do the ``bench``,
-  ``autotune`` and ``profile`` commands. While a job waits for it, its progress says so.
-
-The ``jobs`` table (schema version 2 of the store):
-
-================ ======= ===================================================================
-column           type    meaning
-================ ======= ===================================================================
-id               INTEGER primary key: a larger id was submitted later
-kind             TEXT    what to run, e.g. ``'sweep'`` (see :data:`vecenvs.lab.JOB_KINDS`)
-settings         TEXT    JSON: the kind's settings, e.g. ``SweepConfig.to_dict()``
-label            TEXT    the user's name for the run it will become, or NULL
-state            TEXT    ``'queued'``, ``'started'`` (it has a run), or ``'cancelled'`` (before
-                         it started)
-submitted_at     TEXT    ISO-8601, UTC
-run_id           INTEGER the run in ``runs`` once started: its status says how it is going
-cancel_requested INTEGER 1 once someone asked a started job to stop
-progress         TEXT    JSON ``{"done", "total", "message"}`` written by the runner
-================ ======= ===================================================================
-
-The whole life of a job, as :attr:`Job.status` reports it: ``queued`` -> ``running`` -> ``done``,
-``cancelled`` or ``failed``.
+The ``jobs`` table (schema version 2): ``kind`` and ``settings`` (JSON) say what to run,
+``state`` is ``'queued'``, ``'started'`` or ``'cancelled'`` (before it started), ``run_id`` the
+run it became (whose status says how it goes), ``cancel_requested`` 1 once someone asked a
+started job to stop, ``progress`` the runner's JSON ``{"done", "total", "message"}``. As
+:attr:`Job.status` reports it: ``queued`` -> ``running`` -> ``done``, ``cancelled`` or
+``failed``.
 """
 
 from __future__ import annotations
@@ -109,40 +85,32 @@ _OLDEST_QUEUED = "SELECT * FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1"
 
 
 def machine_lock_path() -> Path:
-    """The file whose lock lets one benchmark at a time run on this machine.
-
-    ``$VECENVS_MACHINE_LOCK`` if set, else ``vecenvs-bench.lock`` in the system's temporary
-    directory (shared by every user of the machine, as the CPUs are).
-    """
+    """The lock file of this machine's benchmarks: ``$VECENVS_MACHINE_LOCK``, else
+    ``vecenvs-bench.lock`` in the temporary directory (shared by every user, as the CPUs are)."""
     explicit = os.environ.get(MACHINE_LOCK_ENV_VAR)
     return Path(explicit) if explicit else Path(tempfile.gettempdir()) / "vecenvs-bench.lock"
 
 
 @dataclass
 class Job:
-    """One job of the queue, with the run it became (if it has started)."""
+    """One job of the queue (a row of ``jobs``), with the run it became once started."""
 
     id: int
     kind: str
     settings: dict[str, Any]
     label: str | None
     state: str
-    """``"queued"``, ``"started"`` or ``"cancelled"`` (see :attr:`status` for the whole story)."""
     submitted_at: str
     run_id: int | None
     cancel_requested: bool
     progress: dict[str, Any] = field(default_factory=dict)
-    """``{"done": 3, "total": 12, "message": "..."}`` as the runner last wrote it."""
     run: RunRecord | None = None
-    """The run in the results store, once the job has started."""
 
     @property
     def status(self) -> str:
         """``"queued"``, ``"running"``, ``"done"``, ``"cancelled"`` or ``"failed"``."""
-        if self.state == "queued":
-            return "queued"
-        if self.state == "cancelled":
-            return "cancelled"
+        if self.state in ("queued", "cancelled"):
+            return self.state
         if self.run_id is None:  # taken by the runner, its run being created this instant
             return "running"
         if self.run is None:  # its run was deleted from the store
@@ -164,11 +132,7 @@ class Job:
 
 
 class JobQueue:
-    """The job queue kept in a results store; see the module docstring.
-
-    Args:
-        store: the results store whose ``jobs`` table is the queue; results go there too.
-    """
+    """The job queue kept in the ``jobs`` table of ``store``, where results go too."""
 
     #: The module the runner process runs, ``python -m <runner_module> --store PATH``: the
     #: subclass's, which knows how to carry out its kinds of job.
@@ -180,7 +144,6 @@ class JobQueue:
 
     @property
     def runner_lock_path(self) -> Path:
-        """The lock file held by the runner serving this store."""
         return self.store.path.with_name(self.store.path.name + ".runner.lock")
 
     @property
@@ -192,8 +155,6 @@ class JobQueue:
     def profiles_dir(self) -> Path:
         """Where profiles run from the queue keep their files: ``<store dir>/profiles/run-<id>``."""
         return self.store.path.parent / "profiles"
-
-    # --- Submitting -----------------------------------------------------------------------
 
     def submit(
         self,
@@ -231,12 +192,9 @@ class JobQueue:
             self.ensure_runner()
         return job_id
 
-    # --- Reading --------------------------------------------------------------------------
-
     def get(self, job_id: int) -> Job:
         """The job ``job_id``, with its run. Raises StoreError for an unknown id."""
-        with self.store.transaction(write=False) as connection:
-            record = connection.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        record = self._read_one("SELECT * FROM jobs WHERE id = ?", job_id)
         if record is None:
             raise StoreError(f"unknown job id {job_id!r} in the store {self.store.path}")
         return self._job(record)
@@ -252,37 +210,30 @@ class JobQueue:
 
     def position(self, job_id: int) -> int:
         """How many jobs are ahead of ``job_id``: queued before it, or running now."""
+        sql = f"SELECT count(*) FROM {_JOBS_AND_RUNS} WHERE jobs.id < ? AND {_UNFINISHED}"
+        return self._read_one(sql, job_id)[0]
+
+    def _read_one(self, sql: str, *parameters: Any) -> Any:
         with self.store.transaction(write=False) as connection:
-            (ahead,) = connection.execute(
-                f"SELECT count(*) FROM {_JOBS_AND_RUNS} WHERE jobs.id < ? AND {_UNFINISHED}",
-                (job_id,),
-            ).fetchone()
-        return ahead
+            return connection.execute(sql, parameters).fetchone()
 
     def _job(self, record: Any) -> Job:
         run = None
         if record["run_id"] is not None:
             with contextlib.suppress(StoreError):
                 run = self.store.run(record["run_id"])
+        plain_columns = ("id", "kind", "label", "state", "submitted_at", "run_id")
         return Job(
-            id=record["id"],
-            kind=record["kind"],
+            **{name: record[name] for name in plain_columns},
             settings=from_json(record["settings"]),
-            label=record["label"],
-            state=record["state"],
-            submitted_at=record["submitted_at"],
-            run_id=record["run_id"],
             cancel_requested=bool(record["cancel_requested"]),
             progress=from_json(record["progress"]) or {},
             run=run,
         )
 
     def wait(self, job_id: int, timeout: float) -> Job:
-        """Wait until job ``job_id`` has finished and return it.
-
-        Raises:
-            TimeoutError: it has not finished after ``timeout`` seconds (naming its status).
-        """
+        """Wait until job ``job_id`` has finished and return it; TimeoutError (naming its
+        status) if it has not after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             self.store.fail_abandoned_runs()
@@ -297,8 +248,6 @@ class JobQueue:
             if job.status == "queued" and not self.runner_alive():
                 self.ensure_runner()  # its runner died before taking it
             time.sleep(POLL_SECONDS)
-
-    # --- Cancelling -----------------------------------------------------------------------
 
     def cancel(self, job_id: int) -> str:
         """Stop job ``job_id``: a queued job is dropped at once, a running one stops at its
@@ -317,13 +266,7 @@ class JobQueue:
 
     def cancel_requested(self, job_id: int) -> bool:
         """Whether someone asked the started job ``job_id`` to stop (its runner polls this)."""
-        with self.store.transaction(write=False) as connection:
-            (requested,) = connection.execute(
-                "SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)
-            ).fetchone()
-        return bool(requested)
-
-    # --- Runner processes -----------------------------------------------------------------
+        return bool(self._read_one("SELECT cancel_requested FROM jobs WHERE id = ?", job_id)[0])
 
     def runner_alive(self) -> bool:
         """True if some process holds this store's runner lock (is serving the queue)."""
@@ -332,16 +275,11 @@ class JobQueue:
             return not held
 
     def ensure_runner(self) -> subprocess.Popen | None:
-        """Start a runner for this store unless one is already serving it.
+        """Start a runner for this store and return it; None when one is already serving it.
 
-        The runner is started with a list of arguments, never through a shell, and reads what
-        to run from the store, never from its command line. It writes what it prints to
-        :attr:`runner_log_path`. It is in this process's process group, so Ctrl-C in the
-        terminal that started the dashboard stops it too (cleanly: its run is marked
-        cancelled); otherwise it exits by itself once the queue is empty.
-
-        Returns:
-            The new runner, or None when one was already running.
+        It is started without a shell and reads what to run from the store, never from its
+        command line. It is in this process's process group, so Ctrl-C in the dashboard's
+        terminal stops it too (its run marked cancelled); else it exits once the queue is empty.
         """
         if not self.runner_module:
             raise NotImplementedError(f"{type(self).__name__} has no runner_module to start")
@@ -362,10 +300,8 @@ class JobQueue:
         return runner
 
     def _reap(self) -> None:
-        """Collect the exit status of runners this object started (no zombies left behind)."""
+        """Collect the exit status of runners this object started (no zombies)."""
         self._runners = [runner for runner in self._runners if runner.poll() is None]
-
-    # --- The runner's side ----------------------------------------------------------------
 
     def execute(self, job: Job, run: Run, progress: Progress) -> None:
         """Carry out one job, saving into ``run``; a subclass says how, for each kind it has
@@ -373,10 +309,8 @@ class JobQueue:
         raise NotImplementedError(f"{type(self).__name__} cannot run {job.kind!r} jobs")
 
     def serve(self) -> None:
-        """Run queued jobs, oldest first, until none is left (what the runner process does).
-
-        Returns at once if another runner already serves this store.
-        """
+        """Run queued jobs, oldest first, until none is left (what the runner process does);
+        return at once if another runner already serves this store."""
         while True:
             with try_lock(self.runner_lock_path) as held:
                 if not held:
@@ -389,8 +323,7 @@ class JobQueue:
                 return
 
     def _next_queued(self) -> int | None:
-        with self.store.transaction(write=False) as connection:
-            record = connection.execute(_OLDEST_QUEUED).fetchone()
+        record = self._read_one(_OLDEST_QUEUED)
         return None if record is None else record["id"]
 
     def _run_next(self) -> None:
@@ -400,12 +333,8 @@ class JobQueue:
             return
 
         def say_waiting(holder: str) -> None:
-            Progress(self, job_id).update(
-                0,
-                0,
-                f"waiting for another benchmark on this machine to finish (pid {holder})",
-                force=True,
-            )
+            message = f"waiting for another benchmark on this machine to finish (pid {holder})"
+            Progress(self, job_id).update(0, 0, message, force=True)
 
         # Give up when everything waiting has been cancelled meanwhile.
         with machine_turn(say_waiting, give_up=lambda: self._next_queued() is None):
@@ -422,9 +351,7 @@ class JobQueue:
                 return None
             connection.execute("UPDATE jobs SET state = 'started' WHERE id = ?", (record["id"],))
         job = self._job(record)
-        settings = job.settings
-        if job.kind == "profile":
-            settings = {**settings, "output_dir": None}
+        settings = {**job.settings, "output_dir": None} if job.kind == "profile" else job.settings
         job.run_id = self.store.start_run(job.kind, settings, label=job.label)
         with self.store.transaction(write=True) as connection:
             connection.execute("UPDATE jobs SET run_id = ? WHERE id = ?", (job.run_id, job.id))
@@ -476,12 +403,8 @@ class Progress:
 
 @contextlib.contextmanager
 def try_lock(path: Path) -> Iterator[bool]:
-    """Try to take the lock ``path`` without waiting; yield whether we hold it.
-
-    ``filelock`` takes an OS lock (``flock`` on Unix, ``msvcrt`` on Windows) that is freed when
-    its holder dies, so a crash never leaves one held. The holder writes its pid beside it, in
-    ``<path>.pid``, for the "waiting for" message.
-    """
+    """Try to take the lock ``path`` without waiting; yield whether we hold it. The holder
+    writes its pid in ``<path>.pid``, for the "waiting for" message."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(path)
     try:
@@ -507,17 +430,10 @@ def machine_turn(
 ) -> Iterator[bool]:
     """Wait for this machine's benchmark lock and hold it for the ``with`` block.
 
-    Every measuring entry point takes it (the dashboard's runner, ``bench``, ``autotune``,
-    ``profile``), so two measurements never run on one machine at once. There is no deadline on
-    the wait: the other benchmark's own deadlines bound it, and the kernel frees the lock if its
-    holder dies. Ctrl-C stops waiting.
-
-    Args:
-        on_wait: called once, with the holder's pid, if the lock is taken when we ask.
-        give_up: polled while waiting; when it returns True we stop waiting.
-
-    Yields:
-        True while holding the lock; False if ``give_up`` said stop (nothing is held then).
+    Every measuring entry point takes it, so two measurements never run on one machine at once.
+    The wait has no deadline (the other benchmark's own bound it); Ctrl-C stops it. ``on_wait``
+    is called once with the holder's pid if the lock is taken; ``give_up`` is polled while
+    waiting. Yields True while holding the lock, False if ``give_up`` said stop.
     """
     path = machine_lock_path()
     told = False

@@ -1,18 +1,8 @@
 """The command line: ``python -m vecenvs <command>`` (or just ``vecenvs <command>``).
 
-One module per command, each adding its own subparser:
-
-- :mod:`vecenvs.cli.bench`: ``bench``, measure backends side by side (a sweep over envs, N,
-  backends and worker counts), store the results and fit the overhead model.
-- :mod:`vecenvs.cli.profile`: ``profile``, run one configuration under py-spy and say where the
-  time goes in every process.
-- :mod:`vecenvs.cli.results`: ``results list | show | export``, read the results store.
-- :mod:`vecenvs.cli.autotune`: ``autotune``, measure the ways of stepping N envs within a time
-  budget and say which is fastest here.
-
-What they share is in :mod:`vecenvs.cli.common`: the options that set a config field are
-built from that field (its flag, help and type in the field's ``metadata``, its default the
-field's own), and so are the env, output and error-reporting pieces every command uses.
+One module per command (``bench``, ``autotune``, ``profile``, ``results``), each adding its own
+subparser; what they share (options built from config fields, argument types, error reporting,
+output) is in :mod:`vecenvs.cli.common`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import sys
 from typing import Any
 
 from vecenvs.autotune import autotune
@@ -34,6 +33,7 @@ from vecenvs.cli.common import (
     open_outputs,
     positive_float,
     saved_as,
+    say,
     write_json,
 )
 
@@ -41,7 +41,6 @@ __all__ = ["add_parser"]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``autotune`` command to the ``vecenvs`` parser."""
     parser = add_command(
         commands,
         "autotune",
@@ -65,7 +64,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Check the input, measure, print the table."""
     env_kwargs: dict[str, Any] = {}
     for key, value in args.env_kwargs:
         if key in env_kwargs and env_kwargs[key] != value:
@@ -83,11 +81,9 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     def show(progress) -> None:
         measurement = progress.measurement
-        print(
+        say(
             f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
-            f"{measurement.median:,.0f} steps/s",
-            file=sys.stderr,
-            flush=True,
+            f"{measurement.median:,.0f} steps/s"
         )
 
     with measuring(parser, store, bad_input=(ValueError,)):

@@ -11,11 +11,9 @@ and the fitted overhead model, and saves everything in the results store. Exampl
     python -m vecenvs bench --preset seeds --html seeds.html   # the seeds' figure, ~10 min
     python -m vecenvs bench --json results.json          # also save every number as JSON
 
-gymnasium's ``gym-sync`` is always measured as well, in the same run, and every speed is also
-given as a ratio to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only
-on this one. By default the ``ceiling`` row is measured too (min(K, N) processes stepping their
-share of the envs with no coordination: what no vector env can beat, see
-:mod:`vecenvs.bench.ceiling`), and every row gets its share of it, the efficiency.
+``gym-sync`` is always measured too, in the same run, and every speed is also given as a ratio
+to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only on this one. So
+is, by default, the ``ceiling`` (:mod:`vecenvs.bench.ceiling`), and each row's share of it.
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
 130 interrupted with Ctrl-C (what was measured by then is kept in the store).
@@ -29,7 +27,7 @@ import multiprocessing
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import vecenvs
@@ -56,6 +54,7 @@ from vecenvs.cli.common import (
     open_outputs,
     positive_int,
     saved_as,
+    say,
     unique,
     write_json,
 )
@@ -65,15 +64,15 @@ from vecenvs.workers import available_cpus
 
 __all__ = ["add_parser", "format_table"]
 
-#: What ``bench`` measures when no ``--backend`` is given (gym-sync is added as the reference).
+#: What ``bench`` measures by default (gym-sync is added as the reference).
 DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm", bench.CEILING)
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
 #: The presets' costliest env, left out of them when MuJoCo is not installed.
 HUMANOID = "HumanoidStandup-v5"
 
-#: ``--preset seeds``: the grid of the seeds' figure. Columns are envs from cheap to costly
-#: (HumanoidStandup-v5 only when MuJoCo is installed), rows are N, on both sides of the CPUs.
+#: ``--preset seeds``: the grid of the seeds' figure, envs from cheap to costly, N on both
+#: sides of the CPUs.
 SEEDS_PRESET: dict[str, Any] = {
     "envs": ("CartPole-v1", "Acrobot-v1", HUMANOID),
     "num_envs": (1, 2, 4, 16, 64),
@@ -81,9 +80,7 @@ SEEDS_PRESET: dict[str, Any] = {
 }
 
 #: ``--preset core16`` / ``core2``: the table of the core's targets (issue 15 of this project):
-#: each env at the N the targets name, the pool (several K), the async pool (batch of N/2),
-#: gymnasium's AsyncVectorEnv with shared memory and the machine's ceiling, all in one run.
-#: ``python -m vecenvs bench --preset core16 --json core16.json`` on a 16-core machine.
+#: each env at the N the targets name, every contender and the ceiling, in one run.
 _CORE_BACKENDS = ("pool", "pool-async", "gym-async-shm", bench.CEILING)
 CORE_PRESETS: dict[str, dict[str, Any]] = {
     "core16": {
@@ -113,7 +110,6 @@ CORE_PRESETS: dict[str, dict[str, Any]] = {
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``bench`` command to the ``vecenvs`` parser."""
     parser = add_command(
         commands,
         "bench",
@@ -189,7 +185,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """The ``bench`` command: check everything, measure point by point, then summarise."""
     try:
         config = _sweep_config(args)
         validate_sweep(config)
@@ -197,20 +192,17 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
-        print(
+        say(
             f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
-            "being measured",
-            file=sys.stderr,
+            "being measured"
         )
 
     points = config.points()
     per_backend = config.warmup_seconds + config.repeats * config.measure_seconds
-    print(
+    say(
         f"measuring {len(points)} point(s) x {len(config.backend_specs())} backends, "
         f"about {len(points) * len(config.backend_specs()) * per_backend:.0f} s plus startup"
-        f"{'' if store is None else f'; saving to {store.path}'}",
-        file=sys.stderr,
-        flush=True,
+        f"{'' if store is None else f'; saving to {store.path}'}"
     )
 
     def show(progress: SweepProgress) -> None:
@@ -240,7 +232,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _sweep_config(args: argparse.Namespace) -> SweepConfig:
-    """The command line as a :class:`SweepConfig` (not yet validated): each part as given, else
+    """The command line as a (not yet validated) :class:`SweepConfig`: each part as given, else
     as the preset says, else the default."""
     preset: dict[str, Any] = (
         SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
@@ -295,7 +287,6 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
 
 
 def _fit(result):
-    """The overhead model fitted to the sweep, or None when there is nothing to fit."""
     try:
         return result.model()
     except ValueError:  # e.g. only the reference was measured
@@ -305,11 +296,8 @@ def _fit(result):
 def format_speedups(
     results: Sequence[bench.Measurement], *, reference: str = bench.DEFAULT_REFERENCE
 ) -> str:
-    """One line per backend, one column per (env, N): the speed-up over ``reference``.
-
-    The quickest way to see the seeds' claims: which backends stay below 1.0x, and how the
-    numbers move along N (the columns) and with env cost (the blocks of columns).
-    """
+    """One line per backend, one column per (env, N): the speed-up over ``reference``, the
+    quickest way to see which backends stay below 1.0x and how that moves with N and env cost."""
     points = list(dict.fromkeys((r.config.env_label, r.config.num_envs) for r in results))
     backends = list(dict.fromkeys(r.config.backend_label for r in results))
     ratios = {
@@ -325,7 +313,6 @@ def format_speedups(
 
 
 def _times(ratio: float | None) -> str:
-    """``1.234`` -> ``"1.23x"``; ``"-"`` where that backend was not measured."""
     return "-" if ratio is None else f"{ratio:.2f}x"
 
 
@@ -338,7 +325,6 @@ def _write(text: str) -> None:
 
 
 def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
-    """Write the measurements with enough about the machine to interpret them later."""
     from vecenvs.bench.machine import machine_info
 
     document = {
@@ -353,7 +339,7 @@ def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
 
 
 def _write_html(path: str, result, model) -> None:
-    """Write the sweep's charts into one self-contained HTML page."""
+    """Write the sweep's charts into one self-contained HTML page (plotly.js embedded once)."""
     from vecenvs.bench import figures
 
     charts = [
@@ -365,7 +351,6 @@ def _write_html(path: str, result, model) -> None:
     with open(path, "w", encoding="utf-8") as file:
         file.write("<html><head><meta charset='utf-8'><title>vecenvs bench</title></head><body>")
         for index, chart in enumerate(charts):
-            # plotly.js is embedded once, in the first chart, so the page works offline.
             file.write(chart.to_html(full_html=False, include_plotlyjs=index == 0))
         file.write("</body></html>\n")
 
@@ -376,13 +361,8 @@ def format_table(
     reference: str = bench.DEFAULT_REFERENCE,
     interleaved: bool = True,
 ) -> str:
-    """A plain-text table of one :func:`vecenvs.bench.compare` run (one env id, one N).
-
-    Args:
-        results: what :func:`vecenvs.bench.compare` returned.
-        reference: the backend the ratios are relative to, for the column title.
-        interleaved: whether the windows were interleaved, for the title line.
-    """
+    """A plain-text table of one :func:`vecenvs.bench.compare` run (one env id, one N);
+    ``reference`` titles the ratio column, ``interleaved`` says how the windows were timed."""
     first = results[0].config
     cpus = available_cpus()
     title = (
@@ -390,33 +370,23 @@ def format_table(
         f"windows per backend after {first.warmup_seconds:g} s warm-up, "
         f"{'interleaved' if interleaved else 'one backend after the other'}; {cpus} CPUs"
     )
-    header = (
-        "backend",
-        "steps/s (mean ± std)",
-        f"x {reference}",
-        "of ceiling",
-        "startup s",
-        "procs",
-        "RSS MB",
-        "workers USS MB",
-        "CPU s parent",
-        "CPU s children",
-    )
-    rows = [
-        (
-            r.config.backend_label,
-            f"{r.mean:,.0f} ± {r.std:,.0f}",
-            "-" if r.ratio is None else f"{r.ratio:.2f}",
-            "-" if r.efficiency is None else f"{r.efficiency:.0%}",
-            f"{r.startup_seconds:.2f}",
-            str(r.processes),
-            f"{r.rss_bytes / 2**20:.0f}",
-            "?" if r.children_uss_bytes is None else f"{r.children_uss_bytes / 2**20:.0f}",
-            f"{r.parent_cpu_seconds:.2f}",
-            f"{r.children_cpu_seconds:.2f}",
-        )
-        for r in results
-    ]
+    mb = 2**20
+    columns: dict[str, Callable[[bench.Measurement], str]] = {
+        "backend": lambda r: r.config.backend_label,
+        "steps/s (mean ± std)": lambda r: f"{r.mean:,.0f} ± {r.std:,.0f}",
+        f"x {reference}": lambda r: "-" if r.ratio is None else f"{r.ratio:.2f}",
+        "of ceiling": lambda r: "-" if r.efficiency is None else f"{r.efficiency:.0%}",
+        "startup s": lambda r: f"{r.startup_seconds:.2f}",
+        "procs": lambda r: str(r.processes),
+        "RSS MB": lambda r: f"{r.rss_bytes / mb:.0f}",
+        "workers USS MB": lambda r: (
+            "?" if r.children_uss_bytes is None else f"{r.children_uss_bytes / mb:.0f}"
+        ),
+        "CPU s parent": lambda r: f"{r.parent_cpu_seconds:.2f}",
+        "CPU s children": lambda r: f"{r.children_cpu_seconds:.2f}",
+    }
+    header = list(columns)
+    rows = [[cell(r) for cell in columns.values()] for r in results]
     lines = format_columns(header, rows, title=title).split("\n")
 
     many = [

@@ -1,11 +1,7 @@
 """Pieces every ``python -m vecenvs`` command shares: its parser, the options built from the
-config dataclasses, argument types, error reporting and output.
-
-An option that sets a config field is made from that field by :func:`config_option`: its flag,
-help and type are in the field's ``metadata``, its default is the field's default, so the
-command line can't drift from the configs. Every command checks all of its input before doing
-any work, and reports a bad value as one line naming the value and what was expected, with
-exit code 2 (the convention argparse uses).
+config dataclasses (:func:`config_option`, so the command line can't drift from the configs),
+argument types, error reporting and output. Every command checks all of its input before doing
+any work and reports a bad value as one line, with exit code 2 (argparse's convention).
 """
 
 from __future__ import annotations
@@ -104,11 +100,8 @@ def add_env_options(
     kwarg_help: str = "; repeat for several",
     num_envs: int | None = None,
 ) -> None:
-    """``--env``, ``--num-envs`` and ``--env-kwarg``: which env, and how many copies.
-
-    ``grid``: each may be repeated, and when none is given these values are used (bench's
-    sweep). ``num_envs``: a command's own default N (autotune's 16).
-    """
+    """``--env``, ``--num-envs`` and ``--env-kwarg``. With ``grid`` (bench's sweep) the first
+    two may be repeated, defaulting to its values; ``num_envs`` is a command's own default N."""
     for name in ("env_id", "num_envs"):
         if grid is not None:
             repeat: dict[str, Any] = {"action": "append", "default": None}
@@ -163,6 +156,11 @@ def measuring(
             store.close()
 
 
+def say(text: str) -> None:
+    """Print ``text`` on stderr at once: progress, notes and waits, apart from the results."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def fail(parser: argparse.ArgumentParser, message: object, *, code: int) -> int:
     """Print ``message`` as ``vecenvs <command>: error: ...`` and return ``code``."""
     print(f"{parser.prog}: error: {message}", file=sys.stderr)
@@ -171,19 +169,16 @@ def fail(parser: argparse.ArgumentParser, message: object, *, code: int) -> int:
 
 @contextlib.contextmanager
 def machine_turn(parser: argparse.ArgumentParser) -> Iterator[None]:
-    """Wait for this machine's benchmark lock, saying so, and hold it: two measurements at
-    once would spoil both (see :func:`vecenvs.bench.jobs.machine_turn`)."""
+    """:func:`vecenvs.bench.jobs.machine_turn`, saying on stderr when it waits."""
     from vecenvs.bench.jobs import machine_turn as take_turn
 
-    def say(holder: str) -> None:
-        print(
+    def waiting(holder: str) -> None:
+        say(
             f"{parser.prog}: another benchmark is running on this machine (pid {holder}); "
-            "waiting for it to finish (Ctrl-C to stop waiting)",
-            file=sys.stderr,
-            flush=True,
+            "waiting for it to finish (Ctrl-C to stop waiting)"
         )
 
-    with take_turn(say):
+    with take_turn(waiting):
         yield
 
 
@@ -205,12 +200,8 @@ def add_output_options(parser: argparse.ArgumentParser, json_help: str) -> argpa
 
 def open_outputs(args: argparse.Namespace, *options: str) -> Any:
     """Check that the files of ``options`` (e.g. ``"json"``) can be written and open the store
-    (None with ``--no-store``), so a bad path fails before any measuring.
-
-    Raises:
-        ValueError: the first problem, naming the option and the path (for the store, its own
-            one-line message: a directory, not writable, ...).
-    """
+    (None with ``--no-store``), so a bad path fails before any measuring; ValueError naming the
+    first problem."""
     from vecenvs.bench.store import ResultsStore, StoreError
 
     for option in options:

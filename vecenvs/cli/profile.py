@@ -20,7 +20,6 @@ process crashed), 2 bad command-line input, 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from vecenvs import profile as profiling
 from vecenvs.cli.common import (
@@ -34,12 +33,12 @@ from vecenvs.cli.common import (
     fail,
     machine_turn,
     positive_int,
+    say,
 )
 from vecenvs.factory import BACKENDS
 
 __all__ = ["add_parser"]
 
-#: Sampling time of ``--quick``, in seconds.
 QUICK_SECONDS = 2
 
 _FILES_HELP = """\
@@ -62,7 +61,6 @@ by what the process was doing, so each line adds up to 100% of that process's ti
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``profile`` command to the ``vecenvs`` parser."""
     parser = add_command(
         commands,
         "profile",
@@ -101,7 +99,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """The ``profile`` command: check everything, profile, print the table and the files."""
     config = profiling.ProfileConfig(
         env_id=args.env_id,
         num_envs=args.num_envs,
@@ -125,26 +122,20 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers is not None and args.backend != "pool":
-        print(
+        say(
             f"{parser.prog}: note: --workers only applies to the pool backend, not to "
-            f"{args.backend}",
-            file=sys.stderr,
+            f"{args.backend}"
         )
 
-    print(
+    say(
         f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
-        f"py-spy samples for {config.seconds} s (plus start-up)...",
-        file=sys.stderr,
-        flush=True,
+        f"py-spy samples for {config.seconds} s (plus start-up)..."
     )
     try:
         with machine_turn(parser):
             result = profiling.profile(config)
     except KeyboardInterrupt:
-        print(
-            f"{parser.prog}: interrupted (every process it started has been stopped)",
-            file=sys.stderr,
-        )
+        say(f"{parser.prog}: interrupted (every process it started has been stopped)")
         return EXIT_INTERRUPTED
     except profiling.ProfilerError as error:  # py-spy missing or not allowed, target crashed
         return fail(parser, error, code=EXIT_FAILED)
@@ -171,9 +162,7 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             f"not in the table: {len(excluded)} other thread(s) or helper process(es) "
             f"({', '.join(names)}); they are in the speedscope file"
         )
-    print()
-    print(_LEGEND.format(rate=config.rate))
-    print()
+    print(f"\n{_LEGEND.format(rate=config.rate)}\n")
     print(
         _FILES_HELP.format(
             directory=result.svg_path.parent,

@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,6 @@ MAX_CELL_WIDTH = 36
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add the ``results`` command, with its ``list``, ``show`` and ``export`` actions."""
     where = _default_store_where()
     results_parser = add_command(
         commands,
@@ -144,7 +143,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``results list``: one line per run, newest first."""
     path = _store_path(args)
     if not path.exists():
         # Not an error: a newcomer's first question is "where are my results?".
@@ -165,10 +163,11 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         else:
             _write_out(_no_results(path) + "\n")
         return EXIT_OK
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     if args.limit is not None and len(runs) == args.limit:
-        shown = f"the newest {len(runs)} run{'s' if len(runs) != 1 else ''} (--limit {args.limit})"
+        shown = f"the newest {count} (--limit {args.limit})"
     else:
-        shown = f"{len(runs)} run{'s' if len(runs) != 1 else ''}, newest first,"
+        shown = f"{count}, newest first,"
     _write_out(
         f"{format_runs(runs)}\n\n{shown} in {store.path}.\n"
         "For one run's numbers: python -m vecenvs results show ID"
@@ -179,42 +178,26 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def format_runs(runs: Sequence[RunRecord]) -> str:
     """A plain-text table of runs, one line each (what ``results list`` prints)."""
-    header = [
-        "id",
-        "started",
-        "kind",
-        "status",
-        "label",
-        "envs",
-        "N",
-        "backends",
-        "meas.",
-        "machine",
-    ]
-    rows = [
-        (
-            str(run.id),
-            _local_time(run.started_at),
-            run.kind,
-            run.status,
-            run.label or "-",
-            ", ".join(run.env_ids) or "-",
-            ", ".join(map(str, run.num_envs)) or "-",
-            ", ".join(run.backends) or "-",
-            str(run.measurement_count),
-            _machine_short(run.machine),
-        )
-        for run in runs
-    ]
-    cells = [tuple(_shorten(cell) for cell in row) for row in rows]
-    return format_table(header, cells, left=set(range(1, 8)) | {9})
+    columns: dict[str, Callable[[RunRecord], str]] = {
+        "id": lambda run: str(run.id),
+        "started": lambda run: _local_time(run.started_at),
+        "kind": lambda run: run.kind,
+        "status": lambda run: run.status,
+        "label": lambda run: run.label or "-",
+        "envs": lambda run: ", ".join(run.env_ids) or "-",
+        "N": lambda run: ", ".join(map(str, run.num_envs)) or "-",
+        "backends": lambda run: ", ".join(run.backends) or "-",
+        "meas.": lambda run: str(run.measurement_count),
+        "machine": lambda run: _machine_short(run.machine),
+    }
+    cells = [[_shorten(cell(run)) for cell in columns.values()] for run in runs]
+    return format_table(list(columns), cells, left=set(range(1, 8)) | {9})
 
 
 # --- show ---------------------------------------------------------------------------------
 
 
 def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``results show RUN_ID``: everything about one run."""
     path = _store_path(args)
     if not path.exists():
         return fail(parser, _no_results(path), code=EXIT_BAD_INPUT)
@@ -265,12 +248,8 @@ def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = None) -> str:
-    """A plain-text table of measurement rows, as :meth:`ResultsStore.measurements` gives.
-
-    Args:
-        rows: the rows to show, in order.
-        reference: the backend the ratios are relative to, for the column title.
-    """
+    """A plain-text table of :meth:`ResultsStore.measurements` rows; ``reference``, the
+    backend the ratios are relative to, titles its column."""
     ratio = f"x {reference or 'ref'}"
     header = ["env", "N", "backend", "steps/s (mean ± std)", ratio, "of ceiling"]
     table_rows = [
@@ -291,7 +270,6 @@ def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = 
 
 
 def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``results export``: runs as CSV or JSON, to a file or stdout."""
     path = _store_path(args)
     output: Path | None = args.output
     file_format = args.format
@@ -315,21 +293,17 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     try:
         with ResultsStore(path) as store:
             export = store.export_csv if file_format == "csv" else store.export_json
-            count = export(text, run_ids=args.run_ids)
+            # Everything is read before the file is touched: no half-written file.
+            count = export(text if output is None else output, run_ids=args.run_ids)
     except StoreError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
-
-    if output is None:
-        _write_out(text.getvalue())
-        return EXIT_OK
-    try:
-        # newline="": the text already has its line endings (CSV's are \r\n).
-        with open(output, "w", encoding="utf-8", newline="") as file:
-            file.write(text.getvalue())
     except OSError as error:
         return fail(
             parser, f"cannot write -o {output}: {error.strerror or error}", code=EXIT_BAD_INPUT
         )
+    if output is None:
+        _write_out(text.getvalue())
+        return EXIT_OK
     what = "measurement" if file_format == "csv" else "run"
     _write_out(f"wrote {count} {what}{'s' if count != 1 else ''} to {output}\n")
     return EXIT_OK
@@ -339,12 +313,10 @@ def _run_export(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _store_path(args: argparse.Namespace) -> Path:
-    """The store ``--store`` names, or the default one."""
     return args.store.expanduser() if args.store is not None else default_store_path()
 
 
 def _default_store_where() -> str:
-    """Where the default store is, and the rule that chose it, for ``--help``."""
     try:
         return f"{default_store_path()}, which is {_DEFAULT_STORE_RULE}"
     except RuntimeError:  # no home directory to be found: the rule alone
@@ -352,7 +324,6 @@ def _default_store_where() -> str:
 
 
 def _no_results(path: Path) -> str:
-    """The friendly words for a store that does not exist yet."""
     return (
         f"no results yet in {path}; run `python -m vecenvs bench --quick` to make some, "
         "or pass --store PATH to read another store"

@@ -1,28 +1,14 @@
 """The results store: every run, with its machine and settings, in one SQLite file.
 
 A speed measured today is only worth keeping if, next week, you can still say what was
-measured, how, and on which machine. So every run (a ``bench`` command, a sweep from the
-dashboard, a profile) is saved with its settings and :func:`~vecenvs.bench.machine.machine_info`,
-and each of its measurements is saved as it arrives. Runs can then be listed, compared across
-days and machines, and exported to CSV or JSON (``python -m vecenvs results --help``).
-
-The store is one SQLite file, ``results.sqlite``: SQLite ships with Python, needs no server, and
-several processes can write to one file at once without losing anything. Where it lives:
-``$VECENVS_STORE`` if set, else ``$XDG_DATA_HOME/vecenvs/results.sqlite``, else
-``~/.local/share/vecenvs/results.sqlite`` (see :func:`default_store_path`); every entry point
-also takes an explicit path.
-
-One module per idea, each building on those before it:
-
-- :mod:`~vecenvs.bench.store.values`: plain JSON, UTC times, checked numbers, and
-  :class:`StoreError`, the one error the store raises;
-- :mod:`~vecenvs.bench.store.schema`: the tables, the schema version and its migrations;
-- :mod:`~vecenvs.bench.store.sqlite`: opening the file and short transactions, safely from
-  several processes at once;
-- :mod:`~vecenvs.bench.store.records`: a measurement as a row; runs and measurements read back;
-- :mod:`~vecenvs.bench.store.export`: CSV and JSON;
-- :mod:`~vecenvs.bench.store.runs`: the run lifecycle, :func:`recording`, and
-  :class:`ResultsStore` itself.
+measured, how, and on which machine. So every run (a ``bench`` command, a dashboard sweep, a
+profile) is saved with its settings and :func:`~vecenvs.bench.machine.machine_info`, each
+measurement as it arrives; runs can be listed, compared, and exported to CSV or JSON
+(``python -m vecenvs results --help``). SQLite ships with Python, needs no server, and lets
+several processes write to one file at once. The modules, each building on those before it:
+``values`` (plain JSON, :class:`StoreError`), ``schema`` (tables and migrations), ``sqlite``
+(opening the file, transactions), ``records`` (rows in, records out), ``export`` (CSV, JSON)
+and ``runs`` (the run lifecycle, :func:`recording`, :class:`ResultsStore`).
 
 Example:
     >>> from vecenvs.bench import QUICK, BenchConfig, measure

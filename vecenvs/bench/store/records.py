@@ -11,14 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from vecenvs.bench.store.values import (
-    StoreError,
-    from_json,
-    plain,
-    run_ids,
-    to_json,
-    whole_number,
-)
+from vecenvs.bench.store.values import StoreError, from_json, plain, run_ids, to_json, whole_number
 
 #: The measurement columns saying what was measured, and those saying how fast it went.
 CONFIG_COLUMNS = ("env_id", "env_kwargs", "num_envs", "backend", "backend_kwargs")
@@ -41,38 +34,22 @@ class Measurement(Protocol):
 class RunRecord:
     """One run as the store knows it: what :meth:`ResultsStore.run` and ``runs`` return."""
 
-    id: int
-    """The run's id, used by :meth:`ResultsStore.run` and ``python -m vecenvs results show``."""
-    kind: str
-    """What made the run, e.g. ``"bench"``, ``"sweep"`` or ``"profile"``."""
-    status: str
-    """``"running"``, ``"done"``, ``"cancelled"`` or ``"failed"``."""
-    started_at: str
-    """When the run started, ISO-8601 in UTC."""
-    finished_at: str | None
-    """When the run finished, ISO-8601 in UTC; ``None`` while it is running."""
-    label: str | None
-    """The user's name for the run, if they gave one."""
-    settings: Any
-    """What was asked for, as given to :meth:`ResultsStore.start_run` (decoded JSON)."""
-    machine: dict[str, Any]
-    """The machine that ran it: a :func:`~vecenvs.bench.machine.machine_info` dict."""
-    summary: Any
-    """A result of the whole run given to :meth:`ResultsStore.finish_run`, or ``None``."""
-    error: str | None
-    """Why the run failed, or ``None``."""
+    id: int  # as ``python -m vecenvs results show`` takes it
+    kind: str  # what made the run: "bench", "sweep", "profile", ...
+    status: str  # "running", "done", "cancelled" or "failed"
+    started_at: str  # ISO-8601 in UTC
+    finished_at: str | None  # ISO-8601 in UTC; None while running
+    label: str | None  # the user's name for the run
+    settings: Any  # what was asked for, as given to start_run (decoded JSON)
+    machine: dict[str, Any]  # a machine_info() dict of the machine that ran it
+    summary: Any  # the result of the whole run given to finish_run, or None
+    error: str | None  # why the run failed
     measurement_count: int
-    """How many measurements the run has."""
-    env_ids: list[str]
-    """The env ids measured, in the order they were first measured."""
-    num_envs: list[int]
-    """The values of N measured, smallest first."""
-    backends: list[str]
-    """The backends measured, in the order they were first measured."""
-    pid: int | None = None
-    """The process that started the run (``None`` for runs saved by schema version 1)."""
-    host: str | None = None
-    """The host name of that process."""
+    env_ids: list[str]  # the env ids measured, in the order first measured
+    num_envs: list[int]  # the values of N measured, smallest first
+    backends: list[str]  # the backends measured, in the order first measured
+    pid: int | None = None  # the process that started it (None in schema version 1 runs)
+    host: str | None = None  # the host name of that process
 
     @property
     def duration_seconds(self) -> float | None:
@@ -83,7 +60,6 @@ class RunRecord:
         return (datetime.fromisoformat(self.finished_at) - started).total_seconds()
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field as plain JSON-ready values."""
         return dataclasses.asdict(self)
 
 
@@ -99,20 +75,19 @@ def measurement_columns(measurement: Measurement | Mapping[str, Any]) -> dict[st
     missing = [key for key in ("env_id", "num_envs", "backend") if key not in config]
     if missing:
         raise StoreError(f"the measurement's config has no {', '.join(missing)}")
-    numbers = {name: data.get(name) for name in NUMBER_COLUMNS}
     return {
         "env_id": str(config["env_id"]),
         "env_kwargs": to_json(config.get("env_kwargs") or {}),
         "num_envs": whole_number("num_envs", config["num_envs"]),
         "backend": str(config["backend"]),
         "backend_kwargs": to_json(config.get("backend_kwargs") or {}),
-        **{name: _number(value) for name, value in numbers.items()},
+        **{name: _number(data.get(name)) for name in NUMBER_COLUMNS},
         "data": to_json(data),
     }
 
 
 def _number(value: Any) -> float | None:
-    """A float for a REAL column; ``None`` for a missing, non-numeric or non-finite value."""
+    """``None`` for a missing, non-numeric or non-finite value."""
     if value is None or isinstance(value, bool):
         return None
     try:

@@ -1,10 +1,6 @@
 """The run lifecycle: a run starts ``running``, gathers measurements, and ends ``done``,
-``cancelled`` or ``failed``; :func:`recording` is the one way code lives one.
-
-:class:`ResultsStore` is the store itself: it starts, fills and ends runs, finds those whose
-process died, and reads runs back (through :mod:`~vecenvs.bench.store.records`) or exports
-them (through :mod:`~vecenvs.bench.store.export`).
-"""
+``cancelled`` or ``failed``; :func:`recording` is the one way code lives one, and
+:class:`ResultsStore` starts, fills, ends, finds abandoned, reads back and exports runs."""
 
 from __future__ import annotations
 
@@ -28,11 +24,9 @@ from vecenvs.bench.store.records import (
 from vecenvs.bench.store.sqlite import SQLiteFile
 from vecenvs.bench.store.values import StoreError, to_json, utc_now, whole_number
 
-#: Every status a run can have; ``running`` until :meth:`ResultsStore.finish_run` is called.
-RUN_STATUSES = ("running", "done", "cancelled", "failed")
-
-#: The statuses :meth:`ResultsStore.finish_run` accepts.
+#: The statuses :meth:`ResultsStore.finish_run` accepts, and every status a run can have.
 FINAL_STATUSES = ("done", "cancelled", "failed")
+RUN_STATUSES = ("running", *FINAL_STATUSES)
 
 
 class RunCancelled(Exception):
@@ -40,18 +34,12 @@ class RunCancelled(Exception):
 
 
 class Run:
-    """A run being recorded: what the body of ``with recording(...) as run:`` fills in.
-
-    Attributes:
-        id: the run's id in the store (None when there is no store).
-        summary: a JSON-ready result of the whole run, saved when the run ends.
-        cancelled: set it when the body stopped early on request, without raising.
-    """
+    """A run being recorded: what the body of ``with recording(...) as run:`` fills in."""
 
     def __init__(self, store: ResultsStore | None, run_id: int | None):
-        self.store, self.id = store, run_id
-        self.summary: Any = None
-        self.cancelled = False
+        self.store, self.id = store, run_id  # id: None when there is no store
+        self.summary: Any = None  # a JSON-ready result of the whole run, saved at its end
+        self.cancelled = False  # set it when the body stopped early on request, not raising
 
     def add(self, measurement: Measurement | Mapping[str, Any]) -> None:
         """Save one measurement in the run (nothing without a store)."""
@@ -70,12 +58,10 @@ def recording(
 ) -> Iterator[Run]:
     """The one lifecycle of a run: ``with recording(store, "sweep", settings) as run:``.
 
-    The run starts here (or is the caller's ``run_id``, already started), and ends when the
-    block does: *done* (or *cancelled* if the body set ``run.cancelled``), *cancelled* on
+    The run starts here (or is the caller's ``run_id``, already started) and ends with the
+    block: *done* (*cancelled* if the body set ``run.cancelled``), *cancelled* on
     :class:`RunCancelled` or Ctrl-C, *failed* with the error's text on any other exception,
-    which goes on up. A run that something else has already ended is left as it is, so blocks
-    may nest: the innermost ends the run. A process killed mid-run cannot end it; the store
-    finds such runs when it is read (:meth:`ResultsStore.fail_abandoned_runs`). Without a store
+    which goes on up. A run already ended is left as it is, so blocks may nest. Without a store
     (``None``), nothing is saved and ``run.id`` is None.
     """
     if store is None:
@@ -103,13 +89,8 @@ def recording(
 
 class ResultsStore(SQLiteFile):
     """A results store in one SQLite file: runs, their measurements, their machines.
-
-    Creating it opens and checks the file (see :class:`~vecenvs.bench.store.sqlite.SQLiteFile`:
-    ``ResultsStore(path)``, ``path=None`` for :func:`default_store_path`), so a command can
-    check its ``--store`` before it spends minutes measuring.
-    """
-
-    # --- Writing: a run's life ------------------------------------------------------------
+    ``ResultsStore(path)`` opens and checks the file at once (see
+    :class:`~vecenvs.bench.store.sqlite.SQLiteFile`; ``None``: :func:`default_store_path`)."""
 
     def start_run(
         self,
@@ -120,10 +101,8 @@ class ResultsStore(SQLiteFile):
         label: str | None = None,
     ) -> int:
         """Record that a run of ``kind`` (``"bench"``, ``"sweep"``, ...) has started, with
-        status ``"running"``, and return its id. ``settings``: what was asked for, JSON-ready
-        (a dict, or a dataclass such as :class:`~vecenvs.bench.BenchConfig`); ``machine``:
-        default :func:`~vecenvs.bench.machine.machine_info`; ``label``: the user's name for it.
-        """
+        its JSON-ready ``settings`` (a dict or a dataclass) and ``machine`` (default
+        :func:`~vecenvs.bench.machine.machine_info`); return its id."""
         if not isinstance(kind, str) or not kind:
             raise StoreError(f"kind must be a non-empty string such as 'bench', got {kind!r}")
         if label is not None and not isinstance(label, str):
@@ -140,13 +119,9 @@ class ResultsStore(SQLiteFile):
             return int(cursor.lastrowid or 0)  # (always set after an INSERT)
 
     def add_measurement(self, run_id: int, measurement: Measurement | Mapping[str, Any]) -> int:
-        """Save one measurement as part of run ``run_id``; return its id.
-
-        ``measurement`` is a :class:`~vecenvs.bench.Measurement`, or a dict shaped like its
-        ``to_dict()``: at least ``config`` with ``env_id``, ``num_envs`` and ``backend``;
-        ``mean``, ``median``, ``std``, ``ratio`` if known. StoreError for an unknown run id
-        or a dict without those keys.
-        """
+        """Save a :class:`~vecenvs.bench.Measurement` (or a dict like its ``to_dict()``: at
+        least ``config`` with ``env_id``, ``num_envs`` and ``backend``) in run ``run_id``;
+        return its id. StoreError for an unknown run id or a dict without those keys."""
         columns = measurement_columns(measurement)
         with self.transaction(write=True) as connection:
             require_runs(connection, self.path, [run_id])
@@ -166,11 +141,9 @@ class ResultsStore(SQLiteFile):
         error: str | None = None,
         if_running: bool = False,
     ) -> None:
-        """Record that run ``run_id`` has ended (most code lets :func:`recording` do it):
-        ``status`` (one of :data:`FINAL_STATUSES`), a JSON-ready ``summary`` of the whole run
-        (e.g. the fitted overhead model), the ``error`` that failed it. Calling it again
-        overwrites what the last call wrote, unless ``if_running``: then an ended run is left
-        as it is."""
+        """Record that run ``run_id`` has ended (most code lets :func:`recording` do it), with
+        a JSON-ready ``summary`` of the whole run and the ``error`` that failed it. Calling it
+        again overwrites, unless ``if_running``: then an ended run is left as it is."""
         if status not in FINAL_STATUSES:
             raise StoreError(f"status must be one of {', '.join(FINAL_STATUSES)}, got {status!r}")
         if error is not None and not isinstance(error, str):
@@ -185,13 +158,11 @@ class ResultsStore(SQLiteFile):
             )
 
     def fail_abandoned_runs(self) -> list[int]:
-        """Mark as failed the runs still ``"running"`` whose process has ended on this host;
-        return their ids.
+        """Mark as failed, and return, the runs still ``"running"`` whose process has ended.
 
-        A run killed with ``kill -9``, or whose machine lost power, never calls
-        :meth:`finish_run`; without this it would look as if it were still going. Only runs
-        started on this host are checked (a process on another machine can't be seen from here),
-        and only those that recorded their process (schema version 2 and later).
+        A run killed with ``kill -9`` never calls :meth:`finish_run`. Only runs started on this
+        host (another machine's processes can't be seen) that recorded their process (schema
+        version 2) are checked.
         """
         with self.transaction(write=False) as connection:
             candidates = connection.execute(
@@ -209,18 +180,15 @@ class ResultsStore(SQLiteFile):
                 )
         return abandoned
 
-    # --- Reading --------------------------------------------------------------------------
-
     def runs(self, limit: int | None = None, kind: str | None = None) -> list[RunRecord]:
-        """The runs, newest first (at most ``limit``; only those of ``kind`` if given), each
-        with how many measurements it has."""
+        """The runs, newest first (at most ``limit``; only those of ``kind`` if given)."""
         if limit is not None:
             whole_number("limit", limit, minimum=1)
         with self.transaction(write=False) as connection:
             return select_runs(connection, kind=kind, limit=limit)
 
     def run(self, run_id: int) -> RunRecord:
-        """The run with id ``run_id``; StoreError, saying which ids the store has, if none."""
+        """StoreError, saying which ids the store has, if there is none."""
         with self.transaction(write=False) as connection:
             return select_runs(connection, ids=require_runs(connection, self.path, [run_id]))[0]
 
@@ -245,18 +213,13 @@ class ResultsStore(SQLiteFile):
         """
         return self._read(run_ids, runs=False)[1]
 
-    # --- Exporting ------------------------------------------------------------------------
-
     def export_json(
         self, path_or_file: export.Destination, run_ids: Iterable[int] | None = None
     ) -> int:
-        """Write runs (``run_ids``, or all), oldest first, as JSON: each with every
-        :class:`RunRecord` field and its ``measurements``. Return how many runs were written.
-
-        ``path_or_file`` is a file name, or an open text file such as ``sys.stdout``.
-        StoreError if one of ``run_ids`` is not in the store, OSError if the file can't be
-        written. Everything is read before the file is touched: no half-written file.
-        """
+        """Write runs (``run_ids``, or all), oldest first, as JSON, each with every
+        :class:`RunRecord` field and its ``measurements``, to a file name or an open text file;
+        return how many. StoreError for a run id not in the store, OSError if the file can't be
+        written. Everything is read before the file is touched: no half-written file."""
         runs, rows = self._read(run_ids)
         export.write_json(path_or_file, runs, rows)
         return len(runs)
@@ -264,11 +227,10 @@ class ResultsStore(SQLiteFile):
     def export_csv(
         self, path_or_file: export.Destination, run_ids: Iterable[int] | None = None
     ) -> int:
-        """Write measurements as CSV, one line each with its run and machine: the columns of
-        :meth:`measurements` (the kwargs as JSON text), then every field of the saved
-        measurement, flattened (``config.warmup_seconds``; lists as JSON text), less those
-        repeating a column. Arguments and errors as :meth:`export_json`. Return how many
-        measurements were written."""
+        """Write measurements as CSV, one line each: the columns of :meth:`measurements`, then
+        every field of the saved measurement, flattened (see
+        :func:`~vecenvs.bench.store.export.write_csv`). Arguments, errors and answer as
+        :meth:`export_json`, counting measurements."""
         rows = self._read(run_ids, runs=False)[1]
         export.write_csv(path_or_file, rows)
         return len(rows)
@@ -276,8 +238,8 @@ class ResultsStore(SQLiteFile):
     def _read(
         self, run_ids: Iterable[int] | None, *, runs: bool = True
     ) -> tuple[list[RunRecord], list[dict[str, Any]]]:
-        """The runs ``run_ids`` (each checked; ``None``: all), oldest first, and their
-        measurement rows (with ``runs=False``, only the rows), read in one transaction."""
+        """The runs ``run_ids`` (``None``: all), oldest first, and their measurement rows
+        (``runs=False``: only the rows), read in one transaction."""
         with self.transaction(write=False) as connection:
             ids = None if run_ids is None else require_runs(connection, self.path, run_ids)
             found = select_runs(connection, ids=ids, newest_first=False) if runs else []
@@ -291,11 +253,7 @@ _ABANDONED = (
 
 
 def _alive(pid: int, started_at: str) -> bool:
-    """Whether process ``pid`` still runs and is the one that started a run at ``started_at``.
-
-    A pid is reused once its process has ended, so a live pid is only the run's own process if
-    that process started before the run did.
-    """
+    """Whether process ``pid`` still runs and started before ``started_at`` (pids are reused)."""
     import psutil  # only here: reading and writing the store needs nothing beyond sqlite3
 
     try:

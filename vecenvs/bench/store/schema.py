@@ -1,56 +1,20 @@
 """The file's format: its tables, its version, and the steps that upgrade an older file.
 
-Version 2. The version is kept in the file itself (``PRAGMA user_version``); opening an older
-file upgrades it with the steps in :data:`MIGRATIONS`, and a file from a newer vecenvs is
-refused rather than misread. All times are ISO-8601 text in UTC
-(``2026-05-09T07:35:25.123+00:00``), which sorts correctly as text. JSON columns hold plain
-JSON; a value JSON cannot hold (NaN, an infinity) is stored as ``null``.
+The version is kept in the file (``PRAGMA user_version``); opening an older file upgrades it
+with :data:`MIGRATIONS`, and a file from a newer vecenvs is refused rather than misread. Times
+are ISO-8601 text in UTC (``2026-05-09T07:35:25.123+00:00``), which sorts correctly as text;
+JSON columns hold plain JSON (NaN and infinities as ``null``), kwargs with sorted keys so that
+equal arguments are equal text.
 
-``runs``: one row per run.
-
-============== ======= =====================================================================
-column         type    meaning
-============== ======= =====================================================================
-id             INTEGER primary key, increasing: a larger id is a later run
-kind           TEXT    what made the run: ``'bench'``, ``'sweep'``, ``'profile'``, ...
-status         TEXT    ``'running'``, then ``'done'``, ``'cancelled'`` or ``'failed'``
-started_at     TEXT    when :meth:`ResultsStore.start_run` was called
-finished_at    TEXT    when :meth:`ResultsStore.finish_run` was called; NULL while running
-label          TEXT    the user's name for the run, or NULL
-settings       TEXT    JSON: what was asked for (env ids, N values, backends, timing, ...)
-machine        TEXT    JSON: :func:`~vecenvs.bench.machine.machine_info` of the writer
-summary        TEXT    JSON or NULL: a result of the whole run (a fitted model, a breakdown)
-error          TEXT    why the run failed, or NULL
-pid            INTEGER the process that started the run (v2; NULL in runs from version 1)
-host           TEXT    the host name of that process (v2), so that a run left ``'running'`` by
-                       a process that was killed can be told from one still going
-============== ======= =====================================================================
-
-``measurements``: one row per measured (env, N, backend), indexed by ``run_id``.
-
-============== ======= =====================================================================
-column         type    meaning
-============== ======= =====================================================================
-id             INTEGER primary key, increasing in the order measurements were added
-run_id         INTEGER the run it belongs to (``runs.id``)
-recorded_at    TEXT    when it was added
-env_id         TEXT    the gymnasium env id
-env_kwargs     TEXT    JSON with sorted keys, so equal arguments are equal text
-num_envs       INTEGER N
-backend        TEXT    the backend's name
-backend_kwargs TEXT    JSON with sorted keys
-mean           REAL    env steps per second, mean over the timed windows
-median         REAL    env steps per second, median
-std            REAL    env steps per second, standard deviation
-ratio          REAL    mean / the reference backend's mean in the same run, or NULL
-data           TEXT    JSON: the whole ``Measurement.to_dict()``
-============== ======= =====================================================================
-
-The key columns are there to filter and sort on; ``data`` holds everything, so a field added to
-:class:`~vecenvs.bench.Measurement` later is stored without changing the schema.
-
-``jobs`` (v2): the dashboard's queue of benchmarks and profiles waiting for their turn on this
-machine; :mod:`vecenvs.bench.jobs` documents it and is the only code that uses it.
+- ``runs``: one row per run; ``settings`` is what was asked for, ``machine`` the writer's
+  :func:`~vecenvs.bench.machine.machine_info`, ``summary`` a result of the whole run (a fitted
+  model, a breakdown). ``pid`` and ``host`` (v2; NULL in older runs) tell a run left
+  ``'running'`` by a killed process from one still going.
+- ``measurements``: one row per measured (env, N, backend); ``mean``, ``median`` and ``std``
+  in env steps per second over the timed windows, ``ratio`` the mean over the reference
+  backend's in the same run. The key columns are there to filter and sort on; ``data`` holds
+  the whole ``Measurement.to_dict()``, so a field added later needs no new schema.
+- ``jobs`` (v2): the dashboard's queue, documented by :mod:`vecenvs.bench.jobs`, its only user.
 """
 
 from __future__ import annotations
@@ -123,8 +87,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def migrate(connection: sqlite3.Connection, path: Path) -> None:
-    """Create the tables in a new file, or upgrade an older one; refuse a newer one, or a
-    SQLite file of another program (which is left exactly as it was)."""
+    """Create the tables in a new file, or upgrade an older one; refuse (StoreError) a newer
+    one, or another program's SQLite file (left exactly as it was)."""
 
     def version() -> int:
         found: int = connection.execute("PRAGMA user_version").fetchone()[0]

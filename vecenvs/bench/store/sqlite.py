@@ -1,20 +1,15 @@
 """Opening the store's SQLite file, and short transactions on it, safely from many writers.
 
-The dashboard's benchmark process, a ``bench`` command in a terminal and a notebook may all
-write to the same file at once. Nothing is lost because:
+The dashboard's runner, a ``bench`` command and a notebook may all write to one file at once.
+Nothing is lost because the file is in WAL mode (readers never block the writer, nor it them),
+each write is one short transaction that takes the write lock at its start and waits up to
+:data:`BUSY_TIMEOUT_SECONDS` for it, and row ids come from SQLite inside those transactions.
 
-- the file is in WAL mode (write-ahead log): readers never block the writer, nor it them;
-- each write is one short transaction that takes the write lock at its start
-  (``BEGIN IMMEDIATE``), and a writer that finds the lock taken waits for it (up to
-  :data:`BUSY_TIMEOUT_SECONDS`) instead of failing;
-- row ids come from SQLite inside those transactions, never from a count read earlier.
-
-A :class:`SQLiteFile` holds one connection, opened when it is created, so that a bad path fails
-at once rather than after an hour of measuring. Threads of one process may share it (a lock
-lets one use the connection at a time). It can be pickled, e.g. sent to a worker process: only
-its path travels, and the copy opens its own connection when first used. After a ``fork`` the
-child does the same: a SQLite connection must not be used from two processes. After
-:meth:`~SQLiteFile.close`, using it opens it again.
+A :class:`SQLiteFile` opens its connection when created, so a bad path fails at once rather
+than after an hour of measuring. Threads may share it (a lock serializes them). Pickled, only
+its path travels; the copy, like a child after ``fork``, opens its own connection on first use
+(a SQLite connection must not be used from two processes). After :meth:`~SQLiteFile.close`,
+using it opens it again.
 """
 
 from __future__ import annotations
@@ -43,12 +38,9 @@ BUSY_TIMEOUT_SECONDS = 30.0
 
 
 def default_store_path() -> Path:
-    """Where the results store is when no path is given.
-
-    ``$VECENVS_STORE`` if set; else ``$XDG_DATA_HOME/vecenvs/results.sqlite`` if
-    ``XDG_DATA_HOME`` is set (the freedesktop.org convention for user data); else
-    ``~/.local/share/vecenvs/results.sqlite``.
-    """
+    """``$VECENVS_STORE`` if set; else ``$XDG_DATA_HOME/vecenvs/results.sqlite`` if
+    ``XDG_DATA_HOME`` is set (the freedesktop.org convention); else
+    ``~/.local/share/vecenvs/results.sqlite``."""
     explicit = os.environ.get(STORE_ENV_VAR)
     if explicit:
         return Path(explicit).expanduser()
@@ -68,12 +60,10 @@ class SQLiteFile:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
-        chosen = default_store_path() if path is None else Path(path).expanduser()
-        self._set_up(chosen)
+        self._set_up(default_store_path() if path is None else Path(path).expanduser())
         self.open()
 
     def _set_up(self, path: Path) -> None:
-        """The state of a store that has no connection yet."""
         # Absolute, so that a notebook changing its directory, or a worker process started
         # elsewhere, still finds the same file.
         self.path = path.absolute()
@@ -105,7 +95,6 @@ class SQLiteFile:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        # Only the path travels: a connection can't be pickled, and the copy opens its own.
         return {"path": self.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -114,14 +103,14 @@ class SQLiteFile:
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """One short transaction: committed if the block succeeds, rolled back if not. Keep it
-        short: writers wait for it. Any SQLite error becomes a StoreError.
+        """One short transaction, committed if the block succeeds, rolled back if not; any
+        SQLite error becomes a StoreError.
 
         A write transaction takes the write lock at its start (``BEGIN IMMEDIATE``). With a
-        plain ``BEGIN`` (what ``with connection:`` does) the lock is taken at the first write,
-        and if another process got it first SQLite must fail at once with "database is locked"
-        rather than wait: waiting there could deadlock two writers that each hold a read snapshot.
-        A read transaction (``BEGIN``) sees one consistent snapshot of the file.
+        plain ``BEGIN`` the lock is taken at the first write, and if another process got it
+        first SQLite must fail at once with "database is locked" rather than wait: waiting there
+        could deadlock two writers that each hold a read snapshot. A read transaction sees one
+        consistent snapshot of the file.
         """
         with self._lock:
             connection = self._connect()
@@ -141,8 +130,8 @@ class SQLiteFile:
     def _connect(self) -> sqlite3.Connection:
         """This process's connection, opened (and the file checked) if there is none yet."""
         with self._lock:
+            # No connection yet, or one inherited through fork, which is the parent's.
             if self._connection is None or self._connection_pid != os.getpid():
-                # No connection yet, or one inherited through fork, which is the parent's.
                 self._connection = None
                 self._connection = self._open_checked()
                 self._connection_pid = os.getpid()
@@ -152,9 +141,8 @@ class SQLiteFile:
         """Open the file, bring its schema up to date, switch it to WAL; or raise StoreError.
 
         Several processes opening a new file at once race to create its tables and switch it to
-        WAL. SQLite makes the losers wait for most locks, but not all: in the old journal mode
-        it answers "database is locked" at once where waiting could deadlock. Such an opening
-        is simply tried again, for up to :data:`BUSY_TIMEOUT_SECONDS`.
+        WAL, and SQLite answers some of the losers "database is locked" at once where waiting
+        could deadlock. Such an opening is tried again, for up to :data:`BUSY_TIMEOUT_SECONDS`.
         """
         _check_path(self.path)
         deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
@@ -176,7 +164,6 @@ class SQLiteFile:
                 raise StoreError(f"results store {self.path} cannot be opened: {error}") from None
 
     def _open_once(self) -> sqlite3.Connection:
-        """One try of :meth:`_open_checked`."""
         # isolation_level=None: we begin and commit transactions ourselves (see transaction).
         # check_same_thread=False: threads may share the store; self._lock serializes them.
         connection = sqlite3.connect(

@@ -1,8 +1,5 @@
-"""The values the store writes and reads back: plain JSON, UTC times, checked numbers.
-
-Every value that goes into the file passes through here, and every bad one is refused with
-:class:`StoreError`, the one error the store raises: one line saying what to fix.
-"""
+"""The values the store writes and reads back: plain JSON, UTC times, checked numbers, and
+:class:`StoreError`, the one error the store raises."""
 
 from __future__ import annotations
 
@@ -18,11 +15,8 @@ from vecenvs.checks import check_whole_number
 
 
 class StoreError(ValueError):
-    """The results store can't be used as asked; the message is one line saying what to fix.
-
-    Raised for a bad path, a file that is not a results store (or is from a newer vecenvs), an
-    unknown run id, or a bad argument.
-    """
+    """The results store can't be used as asked (a bad path, a file that is not a results store
+    or is from a newer vecenvs, an unknown run id, a bad argument); one line saying what to fix."""
 
 
 def whole_number(name: str, value: Any, minimum: int | None = None) -> int:
@@ -41,9 +35,9 @@ def run_ids(ids: Iterable[Any]) -> list[int]:
 def plain(value: Any) -> Any:
     """``value`` as plain JSON values: NaN and infinities become None, tuples lists, and so on.
 
-    ``json.dumps`` would write NaN as the bare word ``NaN``, which is not JSON: other tools
-    (and browsers) refuse to read it. A value JSON has no word for (an Enum, a Path) becomes
-    its text rather than failing a run that may have taken an hour to measure.
+    ``json.dumps`` would write NaN as the bare word ``NaN``, which other tools refuse to read.
+    A value JSON has no word for (an Enum, a Path) becomes its text rather than failing a run
+    that may have taken an hour to measure.
     """
     if isinstance(value, float):  # numpy's float64 is a float too
         return value if math.isfinite(value) else None
