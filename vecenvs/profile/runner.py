@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import gymnasium as gym
 import psutil
@@ -395,22 +395,11 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
 
 
 class _Target:
-    """The profiled process (``python -m vecenvs.profile.target``) and everything it starts.
-
-    A context manager: leaving the ``with`` block, however it is left, stops the target and
-    any worker or helper it started.
-    """
+    """The profiled process (``python -m vecenvs.profile.target``), started at once, and
+    everything it starts. Leaving its ``with`` block, however it is left, stops them all."""
 
     def __init__(self, config: ProfileConfig):
         self.config = config
-        self.process: subprocess.Popen[str] | None = None
-        self.pid: int | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()  # its stdout; None at the end
-        self.stderr: IO[str] | None = None
-        self.tracked: list[psutil.Process] = []  # the target and its workers and helpers
-
-    def __enter__(self) -> _Target:
-        config = self.config
         backend_kwargs = dict(config.backend_kwargs)
         workers = backend_kwargs.pop("num_workers", None)
         # --max-seconds is a safety net: it stops by itself if nobody stops it (we died, say).
@@ -426,7 +415,8 @@ class _Target:
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
         python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
         # Errors go to a file, not a pipe: a pipe nobody reads fills up and blocks the writer.
-        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        # (Closed by __exit__.)
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -439,31 +429,42 @@ class _Target:
             start_new_session=hasattr(os, "killpg"),
         )
         self.pid = self.process.pid
+        self.lines: queue.Queue[str | None] = queue.Queue()  # its stdout; None at the end
+        self.tracked: list[psutil.Process] = []  # the target and its workers and helpers
         try:
-            self.tracked = [psutil.Process(self.pid)]
+            self.tracked.append(psutil.Process(self.pid))
             threading.Thread(
                 target=self._read_lines, name="vecenvs-profile-target-stdout", daemon=True
             ).start()
-        except BaseException as error:
-            # A `with` block whose __enter__ fails never calls __exit__: stop the target here.
-            self.__exit__(type(error), error, error.__traceback__)
+        except BaseException as error:  # no `with` block yet to stop the target: stop it here
+            self.__exit__(type(error))
             raise
+
+    def __enter__(self) -> _Target:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         try:
-            if self.process is not None and self.process.poll() is None:
+            if self.process.poll() is None:
                 if exc_type is None:
                     self._ask_to_stop()
                 # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
                 self._wait_exit(STOP_SECONDS if exc_type is None else 0.0)
-            self._kill_leftovers()
+            # Give its workers a moment to end, then kill the rest.
+            deadline = time.perf_counter() + LEFTOVER_SECONDS
+            while time.perf_counter() < deadline and any(map(_alive, self.tracked)):
+                time.sleep(0.05)
+            for process in filter(_alive, self.tracked):
+                with contextlib.suppress(psutil.Error):
+                    process.kill()  # psutil checks the pid was not reused meanwhile
+            # And anything else left in its session (a helper we never saw): all of it was
+            # started by the target, nothing else is in that group.
+            self._signal_group(_SIGKILL)
         finally:
-            if self.stderr is not None:
-                self.stderr.close()
+            self.stderr.close()
 
     def _read_lines(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
+        assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
         self.lines.put(None)
@@ -486,12 +487,14 @@ class _Target:
 
     def wait_ready(self) -> dict[int, str]:
         """Wait for the ready line; return pid -> label of the run's processes."""
-        deadline = time.perf_counter() + self.config.start_timeout + self.config.warmup_seconds
+        config = self.config
         try:
-            message = self._next_message(deadline, "ready")
+            message = self._next_message(
+                time.perf_counter() + config.start_timeout + config.warmup_seconds, "ready"
+            )
         except ProfilerError:
             raise ProfilerError(
-                f"the profiled process was not ready after {self.config.start_timeout:g} s "
+                f"the profiled process was not ready after {config.start_timeout:g} s "
                 "(building the vector env, resetting it and warming up): raise start_timeout "
                 "for a slow env or a large N"
             ) from None
@@ -501,8 +504,8 @@ class _Target:
             raise ProfilerError("the profiled process closed its output before it was ready")
         if not message["ready"]:
             raise ProfilerError(
-                f"building {self.config.backend} with {self.config.num_envs} x "
-                f"{self.config.env_id} failed: {message.get('error')}"
+                f"building {config.backend} with {config.num_envs} x {config.env_id} failed: "
+                f"{message.get('error')}"
             )
         processes = {int(pid): label for pid, label in message["processes"].items()}
         for pid in processes.keys() - {self.pid}:
@@ -533,49 +536,34 @@ class _Target:
     def raise_if_dead(self, when: str) -> None:
         """Raise ProfilerError, with the end of the target's error output, if it has exited
         on its own (killed by us for being slow to stop does not count: its samples are fine)."""
-        if self.process is None or self.process.poll() is None or self.process.returncode < 0:
+        if self.process.poll() is None or self.process.returncode < 0:
             return
-        tail = ""
-        if self.stderr is not None:
-            self.stderr.flush()
-            self.stderr.seek(0)
-            lines = self.stderr.read().strip().splitlines()[-15:]
-            tail = ". Its error output ends with:\n" + "\n".join(lines) if lines else ""
+        self.stderr.flush()
+        self.stderr.seek(0)
+        lines = self.stderr.read().strip().splitlines()[-15:]
+        tail = ". Its error output ends with:\n" + "\n".join(lines) if lines else ""
         raise ProfilerError(
             f"the profiled process exited with code {self.process.returncode} {when}{tail}"
         )
 
     def _ask_to_stop(self) -> None:
         """Close the target's stdin: its signal to close the vector env and exit."""
-        if self.process is not None and self.process.stdin is not None:
-            with contextlib.suppress(OSError, ValueError):  # already gone, or already closed
-                self.process.stdin.write("stop\n")
-                self.process.stdin.close()
+        with contextlib.suppress(OSError, ValueError):  # already gone, or already closed
+            assert self.process.stdin is not None
+            self.process.stdin.write("stop\n")
+            self.process.stdin.close()
 
     def _wait_exit(self, seconds: float) -> None:
         """Wait for the target to exit; after ``seconds``, stop its whole process group."""
-        assert self.process is not None
         for signal_number, wait in ((None, seconds), (signal.SIGTERM, 3.0), (_SIGKILL, 3.0)):
             self._signal_group(signal_number)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=wait)
                 return
 
-    def _kill_leftovers(self) -> None:
-        """After the target exited: give its workers a moment to end, then kill the rest."""
-        deadline = time.perf_counter() + LEFTOVER_SECONDS
-        while time.perf_counter() < deadline and any(_alive(p) for p in self.tracked):
-            time.sleep(0.05)
-        for process in filter(_alive, self.tracked):
-            with contextlib.suppress(psutil.Error):
-                process.kill()  # psutil checks the pid was not reused meanwhile
-        # And anything else left in the target's session (a helper it started that we never
-        # saw): all of it was started by the target, nothing else is in that group.
-        self._signal_group(_SIGKILL)
-
     def _signal_group(self, signal_number: int | None) -> None:
         """Send ``signal_number`` to the target's whole session (None: nothing)."""
-        if self.process is None or signal_number is None:
+        if signal_number is None:
             return
         if hasattr(os, "killpg"):
             with contextlib.suppress(ProcessLookupError, PermissionError):  # an empty group
