@@ -1,26 +1,18 @@
 """Sorting sampled stacks into what the time was spent on: env, pickling, pipes, waiting, ...
 
-Each stack gets one of the :data:`CATEGORIES`: **env compute** (an env's ``step``/``reset``
-and its per-env wrappers), **serialization** (pickling messages and unpickling them),
-**pipe & shm I/O** (moving bytes between processes), **waiting** (blocked until another
-process acts), **bookkeeping** (the rest of the vector env: checking actions, batching,
-merging infos) and **other** (the loop that drives the env, start-up...).
+Each stack gets one of the :data:`CATEGORIES`: the first frame, from the innermost outwards,
+that one of the :data:`RULES` matches decides. Frames no rule matches (numpy, gymnasium's
+spaces...) are neutral: they take their caller's category, so ``numpy.stack`` called while
+batching is bookkeeping.
 
-The frames are read from the innermost outwards, and the first frame one of the :data:`RULES`
-matches decides. Frames no rule matches (numpy, gymnasium's spaces...) are neutral: they take
-their caller's category, so ``numpy.stack`` called while batching is bookkeeping.
-
-Gotchas when reading a profile:
-
-- Writing to a pipe wakes its reader, and a busy kernel may switch to it right there: a slow
-  ``send`` often includes that hand-over.
-- py-spy sees only Python frames, so two rules read the source line a frame was running:
-  ``Connection.recv`` ends in ``pickle.loads`` (serialization), and ``Connection._recv_bytes``
-  first reads the 4-byte length header, which blocks until the other side sends: *waiting*
-  (the payload after it is I/O). That is how a worker blocked on its next command, or a
-  parent calling ``recv()`` without polling (AsyncVectorEnv, SB3), counts as waiting. The
-  line comes from the file py-spy names or this machine's copy of the module; if neither can
-  be read, such reads count as pipe I/O.
+Gotchas when reading a profile: writing to a pipe wakes its reader, and a busy kernel may
+switch to it right there, so a slow ``send`` often includes that hand-over. And py-spy sees
+only Python frames, so two rules read the source line a frame was running (from the file
+py-spy names, else this machine's copy of the module; unreadable: pipe I/O):
+``Connection.recv`` ends in ``pickle.loads`` (serialization), and ``Connection._recv_bytes``
+first reads the 4-byte length header, which blocks until the other side sends: waiting, as
+for a worker blocked on its next command or a parent calling ``recv()`` without polling
+(AsyncVectorEnv, SB3); reading the payload after it is I/O.
 """
 
 from __future__ import annotations

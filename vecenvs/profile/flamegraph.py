@@ -1,16 +1,12 @@
 """A flame graph as a plain SVG, coloured by what the time was spent on.
 
-Each rectangle is a function, as wide as the share of its process's samples in which it was
-on the stack, with the functions it called on top. Each process has a band of its own, the
-whole width of the picture, one above the other: a parent among eight workers is not squeezed
-into a sliver. Instead of flamegraph.pl's random warm colours, a rectangle has the colour of
-the category most of its samples fall in (see :mod:`vecenvs.profile.classify`), with a legend;
-its tooltip gives function, file and lines, samples, and the split between categories. A
-function is one rectangle per caller, whatever the line (the tooltip lists the lines).
-
-Plain SVG without JavaScript, scaling to the width it is shown at: any browser opens it, and
-a notebook shows it with ``IPython.display.SVG``. For zooming and searching, open the
-speedscope file or the collapsed stacks in https://www.speedscope.app.
+Each rectangle is a function, as wide as the share of its process's samples that had it on
+the stack, under the functions it called; one per caller, whatever the line. Each process has
+a band of the whole width, one above the other: a parent among eight workers is not squeezed
+into a sliver. A rectangle has the colour of the category most of its samples fall in (see
+:mod:`vecenvs.profile.classify`), and its tooltip gives its file and lines, samples, and the
+split between categories. No JavaScript: any browser, or ``IPython.display.SVG``, shows it;
+for zooming and searching, open the speedscope file in https://www.speedscope.app.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """Profile one configuration with py-spy: every process, with idle time, labelled.
 
-:func:`profile` checks everything first (the configuration, with the benchmark's own checks,
-the output directory, py-spy), so a typo fails before any process starts. Then it starts
-``python -m vecenvs.profile.target`` in a session of its own (so it and every process it
-starts can be stopped together) and waits for its ready line, which says which pid is the
-parent and which is worker k. py-spy records once::
-
-    py-spy record --pid P --subprocesses --idle --format speedscope ...
-
-``--subprocesses`` follows the workers; ``--idle`` keeps the samples where a process sleeps
-(waiting for a pipe is exactly what we want to see). Closing the target's stdin stops it;
-whatever happens (an error, Ctrl-C), neither py-spy, the target nor any worker is left
-running. The samples then become collapsed stacks, a flame graph and the breakdown.
+:func:`profile` checks everything before any process starts, starts
+:mod:`vecenvs.profile.target` in a session of its own (so it and every process it starts can
+be stopped together) and records once with ``py-spy record --pid P --subprocesses --idle
+--format speedscope``: ``--subprocesses`` follows the workers, ``--idle`` keeps the samples
+where a process sleeps (waiting for a pipe is exactly what we want to see). Whatever happens
+(an error, Ctrl-C), neither py-spy, the target nor any worker is left running.
 
 py-spy pauses each process while it reads its stack (its default, "blocking" mode): the
 processes slow down a little, but every stack is consistent; with ``nonblocking`` they run
-on and a few stacks come out torn (a handful per 5 s recording). Where py-spy may not attach
-(no ptrace permission), :class:`~vecenvs.profile.pyspy.PySpyPermissionError` says what to do.
+on and a few stacks come out torn (a handful per 5 s recording).
 """
 
 from __future__ import annotations
@@ -109,7 +102,6 @@ class ProfileConfig:
 
     #: The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``.
     env_id: str = field(default="CartPole-v1", metadata=_BENCH_OPTIONS["env_id"])
-    #: How many copies of the env are stepped together (N).
     num_envs: int = field(default=8, metadata=_BENCH_OPTIONS["num_envs"])
     #: A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``.
     backend: str = field(default="subproc", metadata=cli_option("backend to profile", "NAME"))
@@ -127,7 +119,6 @@ class ProfileConfig:
         default=100,
         metadata=cli_option("samples per second, 1 to 1000", "R", "samples_per_second"),
     )
-    #: Seeds the reset and the sampled actions.
     seed: int = field(default=0, metadata=_BENCH_OPTIONS["seed"])
     #: Where the files go; created if needed. ``None``: :func:`default_output_dir`.
     output_dir: str | os.PathLike[str] | None = field(
@@ -153,19 +144,16 @@ class Profile:
     """What :func:`profile` produced: the files, the breakdown, and how they were made."""
 
     config: ProfileConfig
-    #: Each process's share of samples per category.
     breakdown: Breakdown
     #: pid -> ``"parent"``, ``"worker 0"``, ... for the processes of the profiled run.
     processes: dict[int, str]
     #: py-spy's own recording (every thread), for https://www.speedscope.app.
     speedscope_path: Path
-    #: The flame graph, coloured by category; open it in a browser.
     svg_path: Path
     #: The counted samples as collapsed stacks (speedscope, flamegraph.pl, inferno read it).
     collapsed_path: Path
     #: This object as JSON (:meth:`to_dict`), for the dashboard and for later comparison.
     summary_path: Path
-    #: The py-spy command line that recorded the samples.
     py_spy_command: list[str]
     #: Env steps per second of the profiled loop, slowed by py-spy (so lower than the
     #: benchmark's); ``None`` if the target did not say.
