@@ -162,14 +162,10 @@ def breakdown(samples: Iterable[StackSample], rules: Sequence[Rule] = RULES) -> 
             BreakdownRow(process, thread, category, counts[process][category], shares[category])
             for category in CATEGORIES
         ]
+    left_out = sorted(excluded.items(), key=lambda item: process_sort_key(item[0][0]))
     return Breakdown(
         rows,
-        [
-            ExcludedThread(process, thread, count, reason)
-            for (process, thread, reason), count in sorted(
-                excluded.items(), key=lambda item: process_sort_key(item[0][0])
-            )
-        ],
+        [ExcludedThread(process, thread, n, reason) for (process, thread, reason), n in left_out],
     )
 
 

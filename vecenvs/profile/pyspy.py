@@ -145,13 +145,9 @@ def check_attach(
         if not ready:
             return AttachCheck(False, "could not start a Python process to try py-spy on")
         try:
+            dump = [executable, "dump", "--pid", str(sleeper.pid)]
             result = subprocess.run(
-                [executable, "dump", "--pid", str(sleeper.pid)],
-                check=False,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
+                dump, check=False, capture_output=True, text=True, errors="replace", timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return AttachCheck(False, f"py-spy dump did not answer within {timeout:g} s")

@@ -88,11 +88,9 @@ def read_speedscope(
     ``processes`` maps pid -> label (``{2411: "parent"}``); other pids become ``"pid 2416"``.
     Raises ValueError if it is not a py-spy speedscope file.
     """
-    if isinstance(source, Mapping):
-        document = source
-    else:
-        with open(source, encoding="utf-8") as file:
-            document = json.load(file)
+    document = source
+    if not isinstance(document, Mapping):
+        document = json.loads(Path(document).read_text(encoding="utf-8"))
     try:
         shared_frames = document["shared"]["frames"]
         profiles = document["profiles"]
