@@ -1,24 +1,14 @@
 """Where each process's time went: the share of its samples in each category.
 
 py-spy samples every thread of every process at the same rate, busy or idle (``--idle``), so
-a process's samples are its wall-clock time, and "38% of the parent's samples are waiting"
-means the parent spent about 38% of the time waiting.
+a process's samples are its wall-clock time: "38% of the parent's samples are waiting" means
+the parent spent about 38% of the time waiting.
 
-Only the **main thread** of the parent and of each worker is counted: that is the thread that
-steps envs. Other threads (our workers' ``vecenvs-orphan-watch``, which sleeps and checks once
-a second that the parent is alive; the profiled loop's ``vecenvs-profile-stop``) and helper
-processes (multiprocessing's fork server and resource tracker) would each add a process's
-worth of idle samples and drown the picture. They are not thrown away silently: they are
-listed in :attr:`Breakdown.excluded`.
-
-Example:
-    >>> from vecenvs.profile.stacks import Frame, StackSample
-    >>> env = Frame("CartPoleEnv.step", "/x/gymnasium/envs/classic_control/cartpole.py", 170)
-    >>> poll = Frame("Doorbell.sleep", "/x/vecenvs/workers.py", 590)
-    >>> result = breakdown([StackSample("parent", "MainThread", (poll,), 3),
-    ...                     StackSample("worker 0", "MainThread", (env,), 1)])
-    >>> result.by_process()["parent"]["waiting"]
-    1.0
+Only the **main thread** of the parent and of each worker is counted: it steps the envs.
+Other threads (the workers' ``vecenvs-orphan-watch``, the target's ``vecenvs-profile-stop``)
+and helper processes (multiprocessing's fork server and resource tracker) would each add a
+process's worth of idle samples and drown the picture; they are listed in
+:attr:`Breakdown.excluded`, not dropped silently.
 """
 
 from __future__ import annotations
@@ -44,28 +34,21 @@ __all__ = [
     "process_sort_key",
 ]
 
-#: A table with more workers than this shows them pooled, as one "workers" line.
+#: A table or chart with more workers than this shows them pooled, as one "workers" line.
 MAX_WORKERS_SHOWN = 8
 
 
 @dataclass(frozen=True)
 class BreakdownRow:
-    """One process's samples in one category."""
+    """One process's samples in one category: ``share`` is ``samples`` / all of that process's
+    counted samples (0 to 1); ``thread`` is always the main thread; ``process`` is
+    ``"parent"``, ``"worker 0"``, ... (or ``"pid 4242"`` for a process without a label)."""
 
     process: str
-    """``"parent"``, ``"worker 0"``, ... (or ``"pid 4242"`` for a process without a label)."""
-
     thread: str
-    """The thread counted: always the main thread."""
-
     category: str
-    """One of :data:`vecenvs.profile.classify.CATEGORIES`."""
-
     samples: int
-    """How many of this process's samples fell in this category."""
-
     share: float
-    """``samples`` / all of this process's counted samples, from 0 to 1."""
 
 
 @dataclass(frozen=True)
@@ -80,17 +63,11 @@ class ExcludedThread:
 
 @dataclass
 class Breakdown:
-    """The share of each category in each process's samples.
-
-    ``rows`` has one row per process and category (zeros included, so every chart has every
-    category), processes in the order parent, worker 0, worker 1, ...
-    """
+    """One row per process and category (zeros included, so every chart has every category),
+    processes in the order parent, worker 0, worker 1, ...; and what was left out."""
 
     rows: list[BreakdownRow]
-    """One row per (process, category)."""
-
     excluded: list[ExcludedThread] = field(default_factory=list)
-    """Threads and processes whose samples were left out (see the module docstring)."""
 
     @property
     def processes(self) -> list[str]:
@@ -107,8 +84,7 @@ class Breakdown:
         return sum(row.samples for row in self.rows if process in (None, row.process))
 
     def table(self) -> list[dict[str, Any]]:
-        """The rows as plain dicts (``process``, ``thread``, ``category``, ``samples``,
-        ``share``): ready for ``json.dump``, a pandas DataFrame or a plotly chart."""
+        """The rows as plain dicts: ready for ``json.dump``, pandas or plotly."""
         return [dataclasses.asdict(row) for row in self.rows]
 
     def by_process(self) -> dict[str, dict[str, float]]:
@@ -119,25 +95,17 @@ class Breakdown:
         return shares
 
     def by_role(self) -> dict[str, dict[str, float]]:
-        """``{"parent": {...}, "workers": {...}}``: the workers' samples pooled together.
-
-        With 128 workers, one line for all of them says more than 128 nearly identical ones.
-        A role with no process (no workers, for ``multi``) is left out.
-        """
+        """``{"parent": {...}, "workers": {...}}``: the workers' samples pooled together (128
+        nearly identical lines say less than one). A role with no process is left out."""
         pooled: dict[str, Counter[str]] = defaultdict(Counter)
         for row in self.rows:
             pooled["parent" if row.process == "parent" else "workers"][row.category] += row.samples
-        return {
-            role: _shares(counts)
-            for role, counts in sorted(pooled.items(), key=lambda item: item[0] != "parent")
-        }
+        roles = sorted(pooled, key=lambda role: role != "parent")
+        return {role: _shares(pooled[role]) for role in roles}
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready values."""
-        return {
-            "rows": self.table(),
-            "excluded": [dataclasses.asdict(item) for item in self.excluded],
-        }
+        return {"rows": self.table(), "excluded": [dataclasses.asdict(x) for x in self.excluded]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Breakdown:
@@ -149,24 +117,23 @@ class Breakdown:
 
     def format_table(self, max_workers: int = MAX_WORKERS_SHOWN) -> str:
         """A plain-text table: one line per process, one column per category (% of that
-        process's samples). More than ``max_workers`` workers are shown as one pooled line.
-        """
-        shares = self.by_process()
-        lines_for = [
-            (process, shares[process], self.samples(process))
-            for process in self.processes
-            if process == "parent" or len(self.workers) <= max_workers
-        ]
-        if self.workers and len(self.workers) > max_workers:
-            pooled = self.by_role()["workers"]
-            total = sum(self.samples(worker) for worker in self.workers)
-            lines_for.append((f"workers (all {len(self.workers)})", pooled, total))
+        process's samples). More than ``max_workers`` workers are shown as one pooled line."""
         header = ("process", "samples", *CATEGORIES)
         body = [
             (name, str(total), *(f"{100 * share[category]:.1f}%" for category in CATEGORIES))
-            for name, share, total in lines_for
+            for name, (share, total) in self._shown(max_workers).items()
         ]
         return format_table(header, body)
+
+    def _shown(self, max_workers: int) -> dict[str, tuple[dict[str, float], int]]:
+        """What a table or chart shows: name -> (shares, samples), workers pooled if many."""
+        shares, workers = self.by_process(), self.workers
+        if len(workers) <= max_workers:
+            return {process: (shares[process], self.samples(process)) for process in shares}
+        shown = {"parent": (shares["parent"], self.samples("parent"))} if "parent" in shares else {}
+        total = sum(self.samples(worker) for worker in workers)
+        shown[f"workers (all {len(workers)})"] = (self.by_role()["workers"], total)
+        return shown
 
 
 def is_counted(sample: StackSample) -> bool:
@@ -175,43 +142,30 @@ def is_counted(sample: StackSample) -> bool:
 
 
 def breakdown(samples: Iterable[StackSample], rules: Sequence[Rule] = RULES) -> Breakdown:
-    """Classify every counted sample and add up each process's shares.
-
-    Args:
-        samples: what :func:`vecenvs.profile.stacks.read_speedscope` returned.
-        rules: the classification rules (default :data:`vecenvs.profile.classify.RULES`).
-    """
+    """Classify every counted sample (of :func:`~vecenvs.profile.stacks.read_speedscope`'s)
+    and add up each process's shares."""
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     threads: dict[str, str] = {}
     excluded: Counter[tuple[str, str, str]] = Counter()
     for sample in samples:
-        if not is_counted(sample):
-            reason = (
-                "a helper process, not a worker"
-                if sample.process.startswith("helper")
-                else "not the main thread"
-            )
+        if is_counted(sample):
+            counts[sample.process][classify(sample.stack, rules)] += sample.count
+            threads[sample.process] = sample.thread
+        else:
+            helper = sample.process.startswith("helper")
+            reason = "a helper process, not a worker" if helper else "not the main thread"
             excluded[(sample.process, sample.thread, reason)] += sample.count
-            continue
-        counts[sample.process][classify(sample.stack, rules)] += sample.count
-        threads[sample.process] = sample.thread
-
     rows = []
     for process in sorted(counts, key=process_sort_key):
-        total = sum(counts[process].values())
-        for category in CATEGORIES:
-            samples_in = counts[process][category]
-            rows.append(
-                BreakdownRow(process, threads[process], category, samples_in, samples_in / total)
-            )
+        shares, thread = _shares(counts[process]), threads[process]
+        rows += [
+            BreakdownRow(process, thread, category, counts[process][category], shares[category])
+            for category in CATEGORIES
+        ]
+    left_out = sorted(excluded.items(), key=lambda item: process_sort_key(item[0][0]))
     return Breakdown(
-        rows=rows,
-        excluded=[
-            ExcludedThread(process, thread, count, reason)
-            for (process, thread, reason), count in sorted(
-                excluded.items(), key=lambda item: process_sort_key(item[0][0])
-            )
-        ],
+        rows,
+        [ExcludedThread(process, thread, n, reason) for (process, thread, reason), n in left_out],
     )
 
 
@@ -220,17 +174,13 @@ def breakdown_figure(
 ) -> Any:
     """A plotly figure: one stacked horizontal bar per process, one colour per category.
 
-    More than ``max_workers`` workers are drawn as one pooled bar. Needs plotly (a dependency
-    of vecenvs, imported here so that reading profiles does not pay for it).
+    More than ``max_workers`` workers are drawn as one pooled bar. plotly is imported here, so
+    that reading profiles does not pay for it.
     """
     import plotly.graph_objects as go
 
-    shares = result.by_process()
-    if len(result.workers) > max_workers:
-        shares = {"parent": shares["parent"]} if "parent" in shares else {}
-        shares[f"workers (all {len(result.workers)})"] = result.by_role()["workers"]
-    # Plotly draws the first bar at the bottom: reverse, so the parent is on top.
-    processes = list(shares)[::-1]
+    shares = {name: share for name, (share, _) in result._shown(max_workers).items()}
+    processes = list(shares)[::-1]  # plotly draws the first bar at the bottom: parent on top
     figure = go.Figure()
     for category in CATEGORIES:
         figure.add_bar(

@@ -1,53 +1,18 @@
 """Sorting sampled stacks into what the time was spent on: env, pickling, pipes, waiting, ...
 
-A stack sampled by py-spy says which function each process was in at that moment. To say
-where a vector env's time goes, each stack gets one of the :data:`CATEGORIES`:
+Each stack gets one of the :data:`CATEGORIES`: the first frame, from the innermost outwards,
+that one of the :data:`RULES` matches decides. Frames no rule matches (numpy, gymnasium's
+spaces...) are neutral: they take their caller's category, so ``numpy.stack`` called while
+batching is bookkeeping.
 
-- **env compute**: the env's own ``step``/``reset`` and its per-env wrappers (TimeLimit,
-  OrderEnforcing, PassiveEnvChecker): the work we actually want done.
-- **serialization**: pickling messages before sending them and unpickling them after.
-- **pipe & shm I/O**: moving bytes between processes: writing to and reading from a pipe,
-  reading and writing shared memory.
-- **waiting**: blocked until another process does something: the parent waiting for its
-  workers' answers, a worker waiting for its next command.
-- **bookkeeping**: the rest of the vector env's own work: checking actions, batching
-  observations, merging infos, dispatching commands.
-- **other**: anything else (the loop that drives the env, the interpreter's start-up...).
-
-How a stack is classified: look at its frames from the innermost (the function running when
-the sample was taken) outwards, and let the first frame that one of the :data:`RULES` matches
-decide. Frames no rule matches (numpy, gymnasium's spaces, functools...) are neutral: they
-take the category of whoever called them, so ``numpy.stack`` called while batching is
-bookkeeping, and ``Discrete.contains`` called by ``CartPoleEnv.step`` is env compute.
-
-Two choices worth knowing when reading a profile:
-
-- The pool's workers batch their observations as MultiEnv does (bookkeeping), then copy the
-  batch into shared memory (shm I/O: :class:`~vecenvs.workers.SharedArea`'s ``write_*`` and
-  ``read_*``, and gymnasium's shared-memory helpers).
-- Writing to a pipe wakes the process reading it, and on a busy machine the kernel may switch
-  to that process right there: a ``send`` that looks slow often includes that hand-over.
-
-Two rules look at the source line a frame was running (py-spy only sees Python frames: when a
-Python line calls into C, such as ``pickle.loads`` or ``os.read``, the sample shows that line):
-
-- ``Connection.recv`` spends its last line in ``pickle.loads``: that is serialization.
-- ``Connection._recv_bytes`` first reads the message's 4-byte length header. That read blocks
-  until the other process has sent something, so a process found there is *waiting* for the
-  other side; the payload that follows is already in the pipe, and reading it is I/O. This is
-  how a worker blocked on its next command, or a parent that calls ``recv()`` without polling
-  first (gymnasium's AsyncVectorEnv, Stable-Baselines3's SubprocVecEnv), counts as waiting.
-  (The line is read from the source file py-spy names or, for a profile recorded on another
-  machine, from this machine's copy of the same module; if neither can be read, such reads
-  count as pipe I/O.)
-
-Example:
-    >>> from vecenvs.profile.stacks import Frame
-    >>> classify((Frame("run_worker", "/x/vecenvs/workers.py", 168),
-    ...           Frame("CartPoleEnv.step", "/x/gymnasium/envs/classic_control/cartpole.py", 170)))
-    'env compute'
-    >>> explain((Frame("dumps", "/x/vecenvs/workers.py", 76),)).rule.why
-    "vecenvs' worker messages are pickled by workers.dumps and unpickled by workers.loads"
+Gotchas when reading a profile: writing to a pipe wakes its reader, and a busy kernel may
+switch to it right there, so a slow ``send`` often includes that hand-over. And py-spy sees
+only Python frames, so two rules read the source line a frame was running (from the file
+py-spy names, else this machine's copy of the module; unreadable: pipe I/O):
+``Connection.recv`` ends in ``pickle.loads`` (serialization), and ``Connection._recv_bytes``
+first reads the 4-byte length header, which blocks until the other side sends: waiting, as
+for a worker blocked on its next command or a parent calling ``recv()`` without polling
+(AsyncVectorEnv, SB3); reading the payload after it is I/O.
 """
 
 from __future__ import annotations
@@ -89,9 +54,8 @@ OTHER = "other"
 #: Every category, in the order tables and charts show them.
 CATEGORIES = (ENV_COMPUTE, SERIALIZATION, PIPE_IO, WAITING, BOOKKEEPING, OTHER)
 
-#: One colour per category, the same in the flame graph, the charts and the dashboard
-#: (Okabe and Ito's palette, which colour-blind readers can tell apart). Waiting is grey: the
-#: process is doing nothing.
+#: One colour per category, everywhere (Okabe and Ito's colour-blind-safe palette); waiting is
+#: grey: the process is doing nothing.
 CATEGORY_COLORS = {
     ENV_COMPUTE: "#009E73",
     SERIALIZATION: "#E69F00",
@@ -104,7 +68,8 @@ CATEGORY_COLORS = {
 
 @dataclass(frozen=True)
 class Rule:
-    """Frames matching this rule put the sample in ``category``.
+    """Frames matching this rule put the sample in ``category`` (None: a *neutral* helper,
+    whose frame takes its caller's category); ``why`` says what the matching code does.
 
     A frame matches when its module path (see :func:`module_path`) starts with one of
     ``files`` (any file if empty), its function is one of ``functions`` (any if empty; a name
@@ -114,24 +79,14 @@ class Rule:
     """
 
     category: str | None
-    """One of :data:`CATEGORIES`, or None for a helper that is *neutral*: its frame takes the
-    category of whoever called it (as frames no rule matches do)."""
-
     why: str
-    """What the matching code does, and so why it belongs to ``category``."""
-
     files: tuple[str, ...] = ()
-    """Module path prefixes, e.g. ``"gymnasium/envs/"`` or ``"vecenvs/workers.py"``."""
-
     functions: tuple[str, ...] = ()
-    """Function names, e.g. ``"dumps"`` or ``"Doorbell.sleep"``."""
-
     line_contains: str | None = None
-    """Text the frame's source line must contain, e.g. ``"_recv(4)"``."""
 
     def matches(self, frame: Frame, module: str, callee: Frame | None = None) -> bool:
-        """Whether ``frame`` (whose module path is ``module``, and which was calling ``callee``,
-        if it was not the innermost frame) matches this rule."""
+        """Whether ``frame`` (in module path ``module``, calling ``callee`` unless it is the
+        innermost frame) matches this rule."""
         if self.files and not module.startswith(self.files):
             return False
         if self.functions and not any(
@@ -146,8 +101,14 @@ class Rule:
         return True
 
 
-# multiprocessing's Connection, in the standard library and in `multiprocess` (its dill fork).
-_CONNECTION = ("multiprocessing/connection.py", "multiprocess/connection.py")
+def _mp(*modules: str) -> tuple[str, ...]:
+    """Modules of multiprocessing, in the standard library and in `multiprocess` (its dill fork)."""
+    packages = ("multiprocessing", "multiprocess")
+    return tuple(f"{package}/{module}.py" for module in modules for package in packages)
+
+
+_CONNECTION = _mp("connection")
+_WORKERS = ("vecenvs/workers.py",)
 
 #: The rules, in order: for each frame, innermost first, the first rule that matches decides.
 #: The order only matters between rules that can match the same frame.
@@ -156,14 +117,14 @@ RULES: tuple[Rule, ...] = (
     Rule(
         None,
         "vecenvs' helpers (nested batches, the futex system call) do their caller's work",
-        files=("vecenvs/multi_env.py", "vecenvs/workers.py"),
+        files=("vecenvs/multi_env.py", *_WORKERS),
         functions=("tree_map", "_futex"),
     ),
     # ----- waiting: nothing to do until another process acts.
     Rule(
         WAITING,
         "vecenvs spins on a word in shared memory until the other side moves it",
-        files=("vecenvs/workers.py",),
+        files=_WORKERS,
         functions=("_spin_until",),
     ),
     # (Bare method names: Python 3.10 reports `sleep`, 3.11+ `Doorbell.sleep`; both match.)
@@ -171,7 +132,7 @@ RULES: tuple[Rule, ...] = (
         WAITING,
         "vecenvs sleeps on a doorbell (a futex), or in poll(), until the other side "
         "answers, gives a command or dies",
-        files=("vecenvs/workers.py",),
+        files=_WORKERS,
         functions=("sleep", "_sleep_until_given", "_wait_done", "_message"),
     ),
     Rule(
@@ -196,33 +157,18 @@ RULES: tuple[Rule, ...] = (
     Rule(
         WAITING,
         "blocked in a selector, lock, condition or queue",
-        files=(
-            "selectors.py",
-            "threading.py",
-            "queue.py",
-            "multiprocessing/synchronize.py",
-            "multiprocess/synchronize.py",
-            "multiprocessing/queues.py",
-            "multiprocess/queues.py",
-        ),
+        files=("selectors.py", "threading.py", "queue.py", *_mp("synchronize", "queues")),
     ),
     # ----- serialization: objects <-> bytes.
     Rule(
         SERIALIZATION,
         "pickle, dill and multiprocessing's ForkingPickler turn objects into bytes and back",
-        files=(
-            "pickle.py",
-            "_compat_pickle.py",
-            "dill/",
-            "cloudpickle/",
-            "multiprocessing/reduction.py",
-            "multiprocess/reduction.py",
-        ),
+        files=("pickle.py", "_compat_pickle.py", "dill/", "cloudpickle/", *_mp("reduction")),
     ),
     Rule(
         SERIALIZATION,
         "vecenvs' worker messages are pickled by workers.dumps and unpickled by workers.loads",
-        files=("vecenvs/workers.py",),
+        files=_WORKERS,
         functions=("dumps", "loads"),
     ),
     Rule(
@@ -239,13 +185,8 @@ RULES: tuple[Rule, ...] = (
         "(its inner _send/_recv are neutral: their caller says which read it is)",
         files=_CONNECTION,
         functions=(
-            "send",
-            "send_bytes",
-            "_send_bytes",
-            "recv",
-            "recv_bytes",
-            "_recv_bytes",
-            "recv_bytes_into",
+            *("send", "send_bytes", "_send_bytes"),
+            *("recv", "recv_bytes", "_recv_bytes", "recv_bytes_into"),
         ),
     ),
     Rule(
@@ -257,13 +198,13 @@ RULES: tuple[Rule, ...] = (
         PIPE_IO,
         "ringing a doorbell wakes the processes asleep on it (a futex system call, "
         "as writing to a pipe wakes its reader)",
-        files=("vecenvs/workers.py",),
+        files=_WORKERS,
         functions=("ring",),
     ),
     Rule(
         PIPE_IO,
         "the pool's workers write their results into shared memory, and the parent reads them",
-        files=("vecenvs/workers.py",),
+        files=_WORKERS,
         functions=("write_observations", "read_observations", "write_actions", "read_actions"),
     ),
     # ----- env compute: the work we want done. Vector wrappers first: they work on the batch.
@@ -313,17 +254,15 @@ def explain(stack: Sequence[Frame], rules: Sequence[Rule] = RULES) -> Verdict:
     return _explain(tuple(stack), tuple(rules))
 
 
+# Cached: a profile has thousands of samples but only a few hundred distinct stacks.
 @functools.lru_cache(maxsize=1 << 16)
 def _explain(stack: tuple[Frame, ...], rules: tuple[Rule, ...]) -> Verdict:
-    # Cached: a profile has thousands of samples but only a few hundred distinct stacks.
     for index in range(len(stack) - 1, -1, -1):
         frame, callee = stack[index], (stack[index + 1] if index + 1 < len(stack) else None)
         module = module_path(frame.file)
-        for rule in rules:
-            if rule.matches(frame, module, callee):
-                if rule.category is None:
-                    break  # a neutral helper: its caller decides
-                return Verdict(rule.category, rule, frame)
+        rule = next((rule for rule in rules if rule.matches(frame, module, callee)), None)
+        if rule is not None and rule.category is not None:  # None: neutral, its caller decides
+            return Verdict(rule.category, rule, frame)
     return Verdict(OTHER, None, None)
 
 
@@ -358,10 +297,9 @@ def module_path(file: str) -> str:
 def _source_line(frame: Frame, module: str, callee: Frame | None) -> str:
     """The source line ``frame`` was running, or ``""`` if it can't be read here.
 
-    The file py-spy names comes first; then, for a profile recorded on another machine (or
-    a relative path, as in py-spy's raw format), this machine's copy of the same module. A
-    line that does not mention the function it was calling (``callee``) belongs to another
-    version of the file, and is not trusted.
+    The file py-spy names comes first, then this machine's copy of the same module (a profile
+    recorded elsewhere, or py-spy's relative raw paths). A line that does not mention the
+    function it was calling (``callee``) belongs to another version of the file: not trusted.
     """
     if frame.line <= 0:
         return ""
@@ -378,9 +316,9 @@ def _local_copy(module: str) -> str | None:
     """The file of module path ``module`` (``"multiprocessing/connection.py"``) here, if any."""
     if not module.endswith(".py") or module.startswith("/"):
         return None
-    name = module[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+    name = module.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
-    return spec.origin if spec is not None and spec.origin else None
+    return spec.origin if spec is not None else None

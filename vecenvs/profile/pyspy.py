@@ -1,21 +1,11 @@
 """The py-spy executable: finding it, and understanding why it could not attach.
 
-py-spy reads another process's memory to sample its Python stack. The system has to allow
+py-spy reads another process's memory to sample its Python stack, and the system has to allow
 that (ptrace): as root on Linux, or with ``/proc/sys/kernel/yama/ptrace_scope`` at 0 for your
 own processes; in Docker only with ``--cap-add SYS_PTRACE``; on macOS only with ``sudo``.
-Where it is not allowed, py-spy says so on stderr, in one of a few ways (see py-spy's
-``src/main.rs``); :func:`is_permission_failure` recognises them, and :func:`permission_message`
-turns them into what happened and what to do.
-
-- :func:`find_py_spy`: which executable to run (``$VECENVS_PY_SPY``, the one installed next to
-  this Python, or the first on the ``PATH``).
-- :func:`check_attach`: can py-spy attach here? It tries on a tiny sleeping Python process;
-  the dashboard's machine page shows the answer.
-
-Example:
-    >>> result = check_attach()  # doctest: +SKIP
-    >>> result.ok, result.message  # doctest: +SKIP
-    (True, 'py-spy (/home/me/.venv/bin/py-spy) can attach to processes here.')
+Where it is not allowed, py-spy says so on stderr in one of a few ways (see its
+``src/main.rs``): :func:`is_permission_failure` recognises them, :func:`permission_message`
+says what to do, and :func:`check_attach` tries in advance (the dashboard shows its answer).
 """
 
 from __future__ import annotations
@@ -28,7 +18,6 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from typing import IO
 
 __all__ = [
     "PY_SPY_ENV_VAR",
@@ -46,9 +35,9 @@ __all__ = [
 #: vecenvs (e.g. a py-spy built from source, or one installed system-wide).
 PY_SPY_ENV_VAR = "VECENVS_PY_SPY"
 
-#: What py-spy prints when the system will not let it read another process (see py-spy's
-#: main.rs: "Permission Denied: Try running again with elevated permissions...", its Docker
-#: hint about SYS_PTRACE, "This program requires root on OSX", and the OS errors behind them).
+#: What py-spy prints when the system will not let it read another process: "Permission
+#: Denied: Try running again with elevated permissions...", its Docker hint about SYS_PTRACE,
+#: "This program requires root on OSX", and the OS errors behind them.
 _PERMISSION_PATTERN = re.compile(
     r"permission denied|operation not permitted|requires root|sys_ptrace|ptrace", re.IGNORECASE
 )
@@ -68,21 +57,18 @@ class PySpyPermissionError(ProfilerError):
 
 @dataclass(frozen=True)
 class AttachCheck:
-    """Whether py-spy can attach to processes on this machine, and what to do if not."""
+    """Whether ``py-spy dump`` could read a freshly started Python process here (``ok``), and
+    one paragraph for a person: what was found and, if needed, what to do."""
 
     ok: bool
-    """True if ``py-spy dump`` could read a freshly started Python process."""
-
     message: str
-    """One paragraph for a person: what was found and, if needed, what to do."""
 
 
 def find_py_spy(py_spy: str | os.PathLike[str] | None = None) -> str:
     """The py-spy executable: ``py_spy`` if given, else ``$VECENVS_PY_SPY``, else the one next
     to this Python (installed with vecenvs), else the first on the ``PATH``.
 
-    Raises:
-        PySpyNotFoundError: none found, with what to do.
+    Raises PySpyNotFoundError, saying what to do, if there is none.
     """
     chosen = py_spy if py_spy is not None else os.environ.get(PY_SPY_ENV_VAR)
     if chosen is not None:
@@ -95,8 +81,7 @@ def find_py_spy(py_spy: str | os.PathLike[str] | None = None) -> str:
         return found
     # Next to sys.executable first: a virtualenv's scripts are there even when it is not
     # activated (a notebook kernel, the dashboard started by its full path).
-    beside = shutil.which("py-spy", path=os.path.dirname(sys.executable))
-    found = beside or shutil.which("py-spy")
+    found = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
     if found is None:
         raise PySpyNotFoundError(
             "py-spy is not installed: install it with `pip install py-spy` (it is a dependency "
@@ -133,10 +118,8 @@ def permission_message(said: str, pid: int | None) -> str:
 def check_attach(
     py_spy: str | os.PathLike[str] | None = None, timeout: float = 20.0
 ) -> AttachCheck:
-    """Tell whether py-spy can attach to a process here, by trying on a tiny sleeping one.
-
-    The dashboard's machine page shows the message. Takes about a second.
-    """
+    """Tell whether py-spy can attach to a process here, by trying on a tiny sleeping one
+    (about a second)."""
     try:
         executable = find_py_spy(py_spy)
     except PySpyNotFoundError as error:
@@ -149,18 +132,22 @@ def check_attach(
         text=True,
     )
     try:
-        # py-spy can only read an interpreter that has started: wait for its first line.
-        ready = _readline_within(sleeper.stdout, timeout)
+        # py-spy can only read an interpreter that has started: wait for its first line (in a
+        # thread: a pipe's readline has no timeout).
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = sleeper.stdout
+        assert stdout is not None
+        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
+        try:
+            ready = lines.get(timeout=timeout)
+        except queue.Empty:
+            ready = ""
         if not ready:
             return AttachCheck(False, "could not start a Python process to try py-spy on")
         try:
+            dump = [executable, "dump", "--pid", str(sleeper.pid)]
             result = subprocess.run(
-                [executable, "dump", "--pid", str(sleeper.pid)],
-                check=False,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
+                dump, check=False, capture_output=True, text=True, errors="replace", timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return AttachCheck(False, f"py-spy dump did not answer within {timeout:g} s")
@@ -173,15 +160,3 @@ def check_attach(
     finally:
         sleeper.kill()
         sleeper.wait()
-
-
-def _readline_within(stream: IO[str] | None, timeout: float) -> str:
-    """One line from ``stream``, or ``""`` if none comes within ``timeout`` seconds."""
-    if stream is None:
-        return ""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
-    try:
-        return lines.get(timeout=timeout)
-    except queue.Empty:
-        return ""

@@ -1,39 +1,15 @@
 """Profile one configuration with py-spy: every process, with idle time, labelled.
 
-:func:`profile` does, in order:
+:func:`profile` checks everything before any process starts, starts
+:mod:`vecenvs.profile.target` in a session of its own (so it and every process it starts can
+be stopped together) and records once with ``py-spy record --pid P --subprocesses --idle
+--format speedscope``: ``--subprocesses`` follows the workers, ``--idle`` keeps the samples
+where a process sleeps (waiting for a pipe is exactly what we want to see). Whatever happens
+(an error, Ctrl-C), neither py-spy, the target nor any worker is left running.
 
-1. **Check everything first**: the configuration (with the benchmark's own checks), the
-   output directory, and that py-spy is installed. A typo fails at once, before any process
-   starts.
-2. **Start the target**: ``python -m vecenvs.profile.target ...`` (see
-   :mod:`vecenvs.profile.target`) in a session of its own, so that the target and every
-   process it starts can be stopped together. It builds the vector env, warms up, and prints
-   one line saying it is ready and which pid is the parent and which is worker k.
-3. **Record once**: ``py-spy record --pid P --subprocesses --idle --format speedscope``.
-   ``--subprocesses`` follows the workers; ``--idle`` keeps the samples where a process sleeps
-   (waiting for a pipe is exactly what we want to see). The speedscope file is py-spy's own
-   output, delivered as it is.
-4. **Stop the target**: close its stdin; it closes the vector env and exits. Whatever happens
-   (an error, Ctrl-C), the ``finally`` clause makes sure neither py-spy, the target nor any
-   worker is left running.
-5. **Turn the samples into the rest**: collapsed stacks, a flame graph coloured by category
-   and the per-process breakdown (see :mod:`vecenvs.profile.breakdown`).
-
-py-spy pauses each process while it reads its stack (its default, "blocking" mode). That
-slows the profiled processes a little, but every stack is consistent; with ``nonblocking``
-the processes run on, and a few stacks come out torn (we saw a handful per 5 s recording).
-
-py-spy needs permission to read another process's memory (ptrace). Where it does not have
-it (a container without ``SYS_PTRACE``, macOS without ``sudo``), :func:`profile` raises
-:class:`~vecenvs.profile.pyspy.PySpyPermissionError` saying what to do, and
-:func:`~vecenvs.profile.pyspy.check_attach` tells in advance.
-
-Example:
-    >>> from vecenvs.profile import ProfileConfig, profile
-    >>> config = ProfileConfig("CartPole-v1", num_envs=4, backend="subproc", seconds=1,
-    ...                        output_dir="profiles/example")
-    >>> result = profile(config)  # doctest: +SKIP
-    >>> print(result.breakdown.format_table())  # doctest: +SKIP
+py-spy pauses each process while it reads its stack (its default, "blocking" mode): the
+processes slow down a little, but every stack is consistent; with ``nonblocking`` they run
+on and a few stacks come out torn (a handful per 5 s recording).
 """
 
 from __future__ import annotations
@@ -56,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import psutil
@@ -88,9 +64,6 @@ __all__ = [
     "validate_profile",
 ]
 
-if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self from Python 3.11
-
 logger = logging.getLogger(__name__)
 
 #: Extra time py-spy may take beyond the sampling itself: attaching to every worker, writing.
@@ -114,61 +87,49 @@ _FILES = {
     "summary": "summary.json",
 }
 
-
 #: BenchConfig's command-line options, by field name, for the fields the two configs share.
 _BENCH_OPTIONS = {option.name: option.metadata for option in dataclasses.fields(BenchConfig)}
 
 
 @dataclass
 class ProfileConfig:
-    """What to profile and how: one backend, one env id, one number of envs."""
+    """What to profile and how: one backend, one env id, one number of envs.
 
-    # Each field's ``metadata`` is its command-line option (see BenchConfig): the env, N and
-    # the seed are given as in ``vecenvs bench``.
+    Each field's ``metadata`` is its command-line option; the env, N and the seed are given
+    as in ``vecenvs bench``. The kwargs must be Python literals: they are passed on the
+    profiled process's command line.
+    """
 
+    #: The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``.
     env_id: str = field(default="CartPole-v1", metadata=_BENCH_OPTIONS["env_id"])
-    """The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``."""
-
     num_envs: int = field(default=8, metadata=_BENCH_OPTIONS["num_envs"])
-    """How many copies of the env are stepped together (N)."""
-
+    #: A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``.
     backend: str = field(default="subproc", metadata=cli_option("backend to profile", "NAME"))
-    """A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``."""
-
+    #: Extra arguments for the backend, e.g. ``{"num_workers": 2}``.
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra arguments for the backend, e.g. ``{"num_workers": 2}`` (Python literals only: they
-    are passed on the profiled process's command line)."""
-
+    #: Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``.
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=_BENCH_OPTIONS["env_kwargs"])
-    """Extra arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}`` (Python literals)."""
-
+    #: How long py-spy samples, in whole seconds (py-spy's ``--duration`` takes no fractions).
     seconds: int = field(
         default=5,
         metadata=cli_option("how long py-spy samples, whole seconds", "S", "positive_int"),
     )
-    """How long py-spy samples, in whole seconds (py-spy's ``--duration`` takes no fractions)."""
-
+    #: Samples per second and per thread (py-spy's ``--rate``), 1 to 1000.
     rate: int = field(
         default=100,
         metadata=cli_option("samples per second, 1 to 1000", "R", "samples_per_second"),
     )
-    """Samples per second and per thread (py-spy's ``--rate``), 1 to 1000."""
-
     seed: int = field(default=0, metadata=_BENCH_OPTIONS["seed"])
-    """Seeds the reset and the sampled actions."""
-
+    #: Where the files go; created if needed. ``None``: :func:`default_output_dir`.
     output_dir: str | os.PathLike[str] | None = field(
         default=None,
         metadata=cli_option("directory for the files", "DIR", flag="--out"),
     )
-    """Where the files go; created if needed. ``None``: :func:`default_output_dir`."""
-
+    #: Stepping before py-spy starts, so the profile does not show start-up work.
     warmup_seconds: float = 0.5
-    """Stepping before py-spy starts, so the profile does not show start-up work."""
-
+    #: How long building the vector env, resetting it and warming up may take.
     start_timeout: float = 120.0
-    """How long building the vector env, resetting it and warming up may take."""
-
+    #: Sample without pausing the processes (py-spy's ``--nonblocking``).
     nonblocking: bool = field(
         default=False,
         metadata=cli_option(
@@ -176,8 +137,6 @@ class ProfileConfig:
             action="store_true",
         ),
     )
-    """Sample without pausing the processes (py-spy's ``--nonblocking``): less disturbance,
-    but some stacks come out torn."""
 
 
 @dataclass
@@ -185,35 +144,22 @@ class Profile:
     """What :func:`profile` produced: the files, the breakdown, and how they were made."""
 
     config: ProfileConfig
-    """The configuration that was profiled."""
-
     breakdown: Breakdown
-    """Each process's share of samples per category."""
-
+    #: pid -> ``"parent"``, ``"worker 0"``, ... for the processes of the profiled run.
     processes: dict[int, str]
-    """pid -> ``"parent"``, ``"worker 0"``, ... for the processes of the profiled run."""
-
+    #: py-spy's own recording (every thread), for https://www.speedscope.app.
     speedscope_path: Path
-    """py-spy's own recording (every thread), for https://www.speedscope.app."""
-
     svg_path: Path
-    """The flame graph, coloured by category; open it in a browser."""
-
+    #: The counted samples as collapsed stacks (speedscope, flamegraph.pl, inferno read it).
     collapsed_path: Path
-    """The counted samples as collapsed stacks (speedscope, flamegraph.pl, inferno read it)."""
-
+    #: This object as JSON (:meth:`to_dict`), for the dashboard and for later comparison.
     summary_path: Path
-    """This object as JSON (:meth:`to_dict`), for the dashboard and for later comparison."""
-
     py_spy_command: list[str]
-    """The py-spy command line that recorded the samples."""
-
+    #: Env steps per second of the profiled loop, slowed by py-spy (so lower than the
+    #: benchmark's); ``None`` if the target did not say.
     steps_per_second: float | None
-    """Env steps per second of the profiled loop while it ran, py-spy's disturbance included
-    (so lower than the benchmark's number); ``None`` if the target did not say."""
-
+    #: Every sample py-spy recorded (all threads), labelled by process.
     samples: list[StackSample] = field(repr=False, default_factory=list)
-    """Every sample py-spy recorded (all threads), labelled by process."""
 
     @property
     def counted_samples(self) -> int:
@@ -242,25 +188,18 @@ class Profile:
         }
 
 
-# ---------------------------------------------------------------------------- checking first
-
-
 def validate_profile(config: ProfileConfig) -> None:
-    """Check a configuration before anything starts.
+    """Check a configuration before anything starts; raise ValueError naming the bad value.
 
     The env is made once here (and closed), as the benchmark's sweep does, so that a misspelt
-    env argument fails with the env's own one-line complaint rather than as a crash report
-    from inside the profiled process.
-
-    Raises:
-        ValueError: naming the bad value and what was expected.
+    env argument fails with the env's own one-line complaint, not a crash report from inside
+    the profiled process.
     """
     # The env, backend, N and seed are checked exactly as the benchmark checks them.
     shared = ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seed")
     validate_bench_config(BenchConfig(**{name: getattr(config, name) for name in shared}))
     check_backend_available(config.backend)  # a peer whose library is missing: say what to install
-    # The project's checkers (a wrong type is a ValueError too); a whole number is kept as a
-    # plain int: it goes into JSON.
+    # A whole number is kept as a plain int: it goes into JSON.
     config.seconds = check_whole_number("seconds", config.seconds)  # py-spy: whole seconds
     config.rate = check_whole_number("rate", config.rate, 1, 1000)
     check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
@@ -288,6 +227,14 @@ def validate_profile(config: ProfileConfig) -> None:
         check_output_dir(config.output_dir)
 
 
+def _is_literal(value: Any) -> bool:
+    """Whether ``value`` survives ``repr`` -> ``ast.literal_eval`` (how it reaches the target)."""
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
 def check_output_dir(path: str | os.PathLike[str]) -> None:
     """Raise ValueError unless ``path`` is a writable directory or can be created as one."""
     existing = Path(path)
@@ -310,9 +257,6 @@ def default_output_dir(config: ProfileConfig, now: datetime.datetime | None = No
     return Path("profiles") / f"{stamp}-{config.backend}-{env}-N{config.num_envs}"
 
 
-# ---------------------------------------------------------------------------- profiling
-
-
 def profile(
     config: ProfileConfig,
     *,
@@ -321,14 +265,9 @@ def profile(
 ) -> Profile:
     """Run ``config`` under py-spy and say where each process's time goes.
 
-    Args:
-        config: what to profile.
-        py_spy: the py-spy executable (default: see :func:`find_py_spy`).
-        on_progress: called as ``on_progress(message, fraction_done)`` along the way; raise
-            from it (e.g. ``KeyboardInterrupt``) to cancel.
-
-    Returns:
-        A :class:`Profile`, whose files are in ``config.output_dir``.
+    The files go to ``config.output_dir``; ``py_spy`` is the executable (default: see
+    :func:`find_py_spy`); ``on_progress(message, fraction_done)`` is called along the way:
+    raise from it (e.g. ``KeyboardInterrupt``) to cancel.
 
     Raises:
         ValueError: a bad configuration; nothing was started.
@@ -356,14 +295,10 @@ def profile(
 def _profile(
     config: ProfileConfig, executable: str, output_dir: Path, report: ProgressCallback
 ) -> Profile:
-    """The work of :func:`profile`, once everything has been checked."""
     paths = {f"{name}_path": output_dir / file_name for name, file_name in _FILES.items()}
     with _Target(config) as target:
-        report(
-            f"starting {config.backend} with {config.num_envs} x {config.env_id} "
-            "(build, reset, warm-up)",
-            0.0,
-        )
+        what = f"{config.backend} with {config.num_envs} x {config.env_id}"
+        report(f"starting {what} (build, reset, warm-up)", 0.0)
         processes = target.wait_ready()
         command = [executable, "record", "--pid", str(target.pid), "--subprocesses", "--idle"]
         command += ["--format", "speedscope", "--rate", str(config.rate)]
@@ -390,15 +325,8 @@ def _profile(
         samples=samples,
         **paths,
     )
-    _write_outputs(result, counted)
-    report("done", 1.0)
-    return result
-
-
-def _write_outputs(result: Profile, counted: list[StackSample]) -> None:
-    """Write every file of a profile but py-spy's own recording: the one place that does."""
-    config, workers = result.config, len(result.breakdown.workers)
     result.collapsed_path.write_text(write_collapsed(counted), encoding="utf-8")
+    workers = len(result.breakdown.workers)
     write_flamegraph(
         counted,
         result.svg_path,
@@ -412,6 +340,8 @@ def _write_outputs(result: Profile, counted: list[StackSample]) -> None:
     )
     summary = json.dumps(result.to_dict(), indent=2) + "\n"
     result.summary_path.write_text(summary, encoding="utf-8")
+    report("done", 1.0)
+    return result
 
 
 def _record(command: list[str], seconds: int, target: _Target, report: ProgressCallback) -> None:
@@ -420,9 +350,8 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
     spy = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, text=True, errors="replace"
     )
+    start, limit = time.perf_counter(), seconds + PY_SPY_GRACE_SECONDS
     try:
-        start = time.perf_counter()
-        limit = seconds + PY_SPY_GRACE_SECONDS
         while True:
             try:
                 output, errors = spy.communicate(timeout=0.5)
@@ -454,22 +383,11 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
 
 
 class _Target:
-    """The profiled process (``python -m vecenvs.profile.target``) and everything it starts.
-
-    Used as a context manager: leaving the ``with`` block, however it is left, stops the
-    target and any worker or helper it started.
-    """
+    """The profiled process (``python -m vecenvs.profile.target``), started at once, and
+    everything it starts. Leaving its ``with`` block, however it is left, stops them all."""
 
     def __init__(self, config: ProfileConfig):
         self.config = config
-        self.process: subprocess.Popen[str] | None = None
-        self.pid: int | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.stderr: IO[str] | None = None
-        self.tracked: list[psutil.Process] = []  # the target and its workers and helpers
-
-    def __enter__(self) -> Self:
-        config = self.config
         backend_kwargs = dict(config.backend_kwargs)
         workers = backend_kwargs.pop("num_workers", None)
         # --max-seconds is a safety net: it stops by itself if nobody stops it (we died, say).
@@ -482,51 +400,59 @@ class _Target:
         command += [f"--env-kwarg={key}={value!r}" for key, value in config.env_kwargs.items()]
         command += [f"--backend-kwarg={key}={value!r}" for key, value in backend_kwargs.items()]
         # The target must import this very vecenvs, even from a checkout that is not installed.
-        environment = dict(os.environ)
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
-        environment["PYTHONPATH"] = os.pathsep.join(
-            [package_root, *filter(None, [environment.get("PYTHONPATH")])]
-        )
+        python_path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
         # Errors go to a file, not a pipe: a pipe nobody reads fills up and blocks the writer.
-        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        # (Closed by __exit__.)
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             text=True,
-            env=environment,
+            env={**os.environ, "PYTHONPATH": python_path},
             # A session of its own: the target and all its workers form one process group,
             # which can be stopped as a whole, and a Ctrl-C in our terminal reaches only us.
             start_new_session=hasattr(os, "killpg"),
         )
         self.pid = self.process.pid
+        self.lines: queue.Queue[str | None] = queue.Queue()  # its stdout; None at the end
+        self.tracked: list[psutil.Process] = []  # the target and its workers and helpers
         try:
-            self.tracked = [psutil.Process(self.pid)]
+            self.tracked.append(psutil.Process(self.pid))
             threading.Thread(
                 target=self._read_lines, name="vecenvs-profile-target-stdout", daemon=True
             ).start()
-        except BaseException as error:
-            # A `with` block whose __enter__ fails never calls __exit__: stop the target here.
-            self.__exit__(type(error), error, error.__traceback__)
+        except BaseException as error:  # no `with` block yet to stop the target: stop it here
+            self.__exit__(type(error))
             raise
+
+    def __enter__(self) -> _Target:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         try:
-            if self.process is not None and self.process.poll() is None:
+            if self.process.poll() is None:
                 if exc_type is None:
                     self._ask_to_stop()
                 # Something failed, or Ctrl-C: don't wait for a build or a step to finish.
                 self._wait_exit(STOP_SECONDS if exc_type is None else 0.0)
-            self._kill_leftovers()
+            # Give its workers a moment to end, then kill the rest.
+            deadline = time.perf_counter() + LEFTOVER_SECONDS
+            while time.perf_counter() < deadline and any(map(_alive, self.tracked)):
+                time.sleep(0.05)
+            for process in filter(_alive, self.tracked):
+                with contextlib.suppress(psutil.Error):
+                    process.kill()  # psutil checks the pid was not reused meanwhile
+            # And anything else left in its session (a helper we never saw): all of it was
+            # started by the target, nothing else is in that group.
+            self._signal_group(_SIGKILL)
         finally:
-            if self.stderr is not None:
-                self.stderr.close()
+            self.stderr.close()
 
     def _read_lines(self) -> None:
-        """Forward the target's stdout lines to the queue (None at the end)."""
-        assert self.process is not None and self.process.stdout is not None
+        assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
         self.lines.put(None)
@@ -534,31 +460,29 @@ class _Target:
     def _next_message(self, deadline: float, key: str) -> dict[str, Any] | None:
         """The next JSON line with ``key`` (other lines are an env's own prints: skipped);
         None if the target's stdout ended. Raises ProfilerError at the deadline."""
-        while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                raise ProfilerError(f"the profiled process did not answer in time ({key!r})")
+        while (remaining := deadline - time.perf_counter()) > 0:
             try:
                 line = self.lines.get(timeout=min(remaining, 0.5))
             except queue.Empty:
                 continue
             if line is None:
                 return None
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 message = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(message, dict) and key in message:
-                return message
+                if isinstance(message, dict) and key in message:
+                    return message
+        raise ProfilerError(f"the profiled process did not answer in time ({key!r})")
 
     def wait_ready(self) -> dict[int, str]:
         """Wait for the ready line; return pid -> label of the run's processes."""
-        deadline = time.perf_counter() + self.config.start_timeout + self.config.warmup_seconds
+        config = self.config
         try:
-            message = self._next_message(deadline, "ready")
+            message = self._next_message(
+                time.perf_counter() + config.start_timeout + config.warmup_seconds, "ready"
+            )
         except ProfilerError:
             raise ProfilerError(
-                f"the profiled process was not ready after {self.config.start_timeout:g} s "
+                f"the profiled process was not ready after {config.start_timeout:g} s "
                 "(building the vector env, resetting it and warming up): raise start_timeout "
                 "for a slow env or a large N"
             ) from None
@@ -568,8 +492,8 @@ class _Target:
             raise ProfilerError("the profiled process closed its output before it was ready")
         if not message["ready"]:
             raise ProfilerError(
-                f"building {self.config.backend} with {self.config.num_envs} x "
-                f"{self.config.env_id} failed: {message.get('error')}"
+                f"building {config.backend} with {config.num_envs} x {config.env_id} failed: "
+                f"{message.get('error')}"
             )
         processes = {int(pid): label for pid, label in message["processes"].items()}
         for pid in processes.keys() - {self.pid}:
@@ -580,9 +504,8 @@ class _Target:
     def stop(self) -> float | None:
         """Ask the target to stop and wait for it; return its steps/s if it said.
 
-        Raises:
-            ProfilerError: the target crashed while it was being profiled (an env raised,
-                say): the samples would show a run that did not go as asked.
+        Raises ProfilerError if the target crashed while it was being profiled (an env raised,
+        say): the samples would show a run that did not go as asked.
         """
         self._ask_to_stop()
         message = None
@@ -599,56 +522,36 @@ class _Target:
         return message.get("steps_per_second")
 
     def raise_if_dead(self, when: str) -> None:
-        """Raise ProfilerError, with the target's error output, if it has exited on its own
-        (killed by us for being too slow to stop does not count: its samples are fine)."""
-        if self.process is None or self.process.poll() is None or self.process.returncode < 0:
+        """Raise ProfilerError, with the end of the target's error output, if it has exited
+        on its own (killed by us for being slow to stop does not count: its samples are fine)."""
+        if self.process.poll() is None or self.process.returncode < 0:
             return
-        raise ProfilerError(
-            f"the profiled process exited with code {self.process.returncode} {when}"
-            + self._stderr_tail()
-        )
-
-    def _stderr_tail(self, lines: int = 15) -> str:
-        if self.stderr is None:
-            return ""
         self.stderr.flush()
         self.stderr.seek(0)
-        tail = self.stderr.read().strip().splitlines()[-lines:]
-        return ". Its error output ends with:\n" + "\n".join(tail) if tail else ""
+        lines = self.stderr.read().strip().splitlines()[-15:]
+        tail = ". Its error output ends with:\n" + "\n".join(lines) if lines else ""
+        raise ProfilerError(
+            f"the profiled process exited with code {self.process.returncode} {when}{tail}"
+        )
 
     def _ask_to_stop(self) -> None:
         """Close the target's stdin: its signal to close the vector env and exit."""
-        if self.process is not None and self.process.stdin is not None:
-            with contextlib.suppress(OSError, ValueError):  # already gone, or already closed
-                self.process.stdin.write("stop\n")
-                self.process.stdin.close()
+        with contextlib.suppress(OSError, ValueError):  # already gone, or already closed
+            assert self.process.stdin is not None
+            self.process.stdin.write("stop\n")
+            self.process.stdin.close()
 
     def _wait_exit(self, seconds: float) -> None:
         """Wait for the target to exit; after ``seconds``, stop its whole process group."""
-        assert self.process is not None
         for signal_number, wait in ((None, seconds), (signal.SIGTERM, 3.0), (_SIGKILL, 3.0)):
             self._signal_group(signal_number)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=wait)
                 return
-            except subprocess.TimeoutExpired:
-                continue
-
-    def _kill_leftovers(self) -> None:
-        """After the target exited: give its workers a moment to end, then kill the rest."""
-        deadline = time.perf_counter() + LEFTOVER_SECONDS
-        while time.perf_counter() < deadline and any(_alive(p) for p in self.tracked):
-            time.sleep(0.05)
-        for process in filter(_alive, self.tracked):
-            with contextlib.suppress(psutil.Error):
-                process.kill()  # psutil checks the pid was not reused meanwhile
-        # And anything else left in the target's session (a helper it started that we never
-        # saw): all of it was started by the target, nothing else is in that group.
-        self._signal_group(_SIGKILL)
 
     def _signal_group(self, signal_number: int | None) -> None:
         """Send ``signal_number`` to the target's whole session (None: nothing)."""
-        if self.process is None or signal_number is None:
+        if signal_number is None:
             return
         if hasattr(os, "killpg"):
             with contextlib.suppress(ProcessLookupError, PermissionError):  # an empty group
@@ -661,15 +564,4 @@ def _alive(process: psutil.Process) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
-        return False
-
-
-# ---------------------------------------------------------------------------- small checks
-
-
-def _is_literal(value: Any) -> bool:
-    """Whether ``value`` survives ``repr`` -> ``ast.literal_eval`` (how it reaches the target)."""
-    try:
-        return ast.literal_eval(repr(value)) == value
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False

@@ -1,30 +1,15 @@
-"""Reading and writing sampled call stacks: py-spy's speedscope file and collapsed-stack text.
+"""Sampled call stacks: reading py-spy's speedscope and raw files, writing collapsed stacks.
 
-py-spy samples every thread of every process ``rate`` times a second and writes each sample
-as a call stack. We record once, in speedscope format (py-spy's richest: one profile per
-thread, named ``Process 2411 Thread 2411 "MainThread"``, frames with function, file and line),
-and turn those same samples into everything else:
+We record once, in py-spy's speedscope format (one profile per thread, named
+``Process 2411 Thread 2411 "MainThread"``, frames with function, file and line), and make
+everything else from those samples. Collapsed stacks are Brendan Gregg's text format, which
+speedscope, ``flamegraph.pl`` and ``inferno-flamegraph`` read: one line per stack, frames
+outermost first, separated by ``;``, then the count; our first field names the process::
 
-- :class:`StackSample`: one distinct stack of one thread of one process, and how many samples
-  showed it. This is what the classifier, the breakdown and the flame graph work on.
-- :func:`read_speedscope`: speedscope JSON -> stack samples, with each pid replaced by what the
-  process is (``"parent"``, ``"worker 0"``, ...).
-- :func:`write_collapsed` / :func:`read_collapsed`: Brendan Gregg's collapsed-stack text, one
-  line per stack, frames outermost first, separated by ``;``, then the count::
+    parent;<module> (vecenvs/profile/target.py:191);main (vecenvs/profile/target.py:178) 12
 
-      parent;<module> (vecenvs/profile/target.py:191);main (vecenvs/profile/target.py:178) 12
-
-  speedscope, ``flamegraph.pl`` and ``inferno-flamegraph`` all read it. :func:`read_collapsed`
-  also reads py-spy's own ``--format raw`` output, whose first frames are
-  ``process 2341:"cmdline"``.
-
-Example:
-    >>> frame = Frame("CartPoleEnv.step", "/x/gymnasium/envs/classic_control/cartpole.py", 170)
-    >>> sample = StackSample("worker 0", "MainThread", (frame,), count=3, pid=4908)
-    >>> write_collapsed([sample])
-    'worker 0;CartPoleEnv.step (/x/gymnasium/envs/classic_control/cartpole.py:170) 3\\n'
-    >>> read_collapsed(write_collapsed([sample]))[0] == sample._replace(pid=None)
-    True
+:func:`read_collapsed` also reads py-spy's own ``--format raw``, whose first frames are
+``process 2341:"cmdline"``.
 """
 
 from __future__ import annotations
@@ -52,8 +37,11 @@ MAIN_THREAD = "MainThread"
 
 # `Process 2411 Thread 2411 "MainThread"` (py-spy leaves the quoted name out when it has none).
 _PROFILE_NAME = re.compile(r'^Process (\d+) Thread (\d+)(?: "(.*)")?$')
-# The frames py-spy adds at the root of a stack for the process and its ancestors.
+# The frames py-spy adds at the root of a stack for the process and its ancestors; in the raw
+# format a command line may contain ';' (python -c "a; b"): read up to the closing quote.
 _PROCESS_FRAME = re.compile(r'^process (\d+):"')
+_RAW_PROCESS = re.compile(r'process (\d+):"(?:[^"\\]|\\.)*"(?:;|$)')
+_RAW_THREAD = re.compile(r"thread \([^)]*\)(?:: ([^;]*))?(?:;|$)")
 # A frame in collapsed text: `name (file:line)`; the file may itself contain ':' or ' ('.
 _FRAME_TEXT = re.compile(r"^(.*) \((.*):(\d+)\)$")
 # The first field of our collapsed lines: `worker 0` (main thread) or `worker 0 [thread name]`.
@@ -61,40 +49,28 @@ _ROOT_TEXT = re.compile(r"^(.*?) \[(.*)\]$")
 
 
 class Frame(NamedTuple):
-    """One function call in a stack: which function, in which file, at which line."""
+    """One function call in a stack: the function as py-spy names it (``"MultiEnv.step_each"``,
+    ``"<module>"``), its source file as py-spy saw it, and the line being run."""
 
     name: str
-    """The function, qualified as py-spy shows it: ``"MultiEnv.step_each"``, ``"<module>"``."""
-
     file: str
-    """The source file, as py-spy saw it (an absolute path on the profiled machine)."""
-
     line: int
-    """The line being run in that function when the sample was taken."""
 
     def text(self) -> str:
-        """``"name (file:line)"``: how a frame is written in collapsed-stack text."""
-        # ';' separates frames and a trailing ' <count>' ends a line in the collapsed format.
+        """``"name (file:line)"``, with ``;`` (the collapsed format's separator) made ``,``."""
         return f"{self.name} ({self.file}:{self.line})".replace(";", ",")
 
 
 class StackSample(NamedTuple):
-    """One distinct call stack of one thread, and how many samples showed it."""
+    """One distinct call stack (frames outermost first) of one thread, and how many samples
+    showed it. ``process`` says what the process is: ``"parent"``, ``"worker 0"``,
+    ``"helper: forkserver"``, ``"pid 42"``; ``pid`` is None where unknown (collapsed text)."""
 
     process: str
-    """What the process is: ``"parent"``, ``"worker 0"``, ``"helper: forkserver"``, ``"pid 42"``."""
-
     thread: str
-    """The thread's name, e.g. ``"MainThread"`` or ``"vecenvs-orphan-watch"``."""
-
     stack: tuple[Frame, ...]
-    """The frames, outermost first (``<module>`` ... the function running at that moment)."""
-
     count: int  # type: ignore[assignment]  # py-spy's word; shadows tuple.count on purpose
-    """How many samples showed exactly this stack in this thread."""
-
     pid: int | None = None
-    """The process id, when known (collapsed text does not keep it)."""
 
     @property
     def main_thread(self) -> bool:
@@ -106,32 +82,21 @@ def read_speedscope(
     source: str | PathLike[str] | Mapping[str, Any],
     processes: Mapping[int, str] | None = None,
 ) -> list[StackSample]:
-    """The samples of a speedscope file written by ``py-spy record --format speedscope``.
+    """The samples of a ``py-spy record --format speedscope`` file (a path or its parsed JSON),
+    one per distinct (process, thread, stack), in file order.
 
-    Args:
-        source: the file's path, or its already-parsed JSON.
-        processes: pid -> label (``{2411: "parent", 2415: "worker 0"}``); a pid not in it
-            is labelled ``"pid 2416"``.
-
-    Returns:
-        One :class:`StackSample` per distinct (process, thread, stack), in file order.
-
-    Raises:
-        ValueError: the file is not a py-spy speedscope file.
+    ``processes`` maps pid -> label (``{2411: "parent"}``); other pids become ``"pid 2416"``.
+    Raises ValueError if it is not a py-spy speedscope file.
     """
-    if isinstance(source, Mapping):
-        document = source
-    else:
-        with open(source, encoding="utf-8") as file:
-            document = json.load(file)
+    document = source
+    if not isinstance(document, Mapping):
+        document = json.loads(Path(document).read_text(encoding="utf-8"))
     try:
         shared_frames = document["shared"]["frames"]
         profiles = document["profiles"]
     except (KeyError, TypeError):
         raise ValueError("not a speedscope file: expected 'shared.frames' and 'profiles'") from None
     frames = [Frame(f["name"], f.get("file") or "", int(f.get("line") or 0)) for f in shared_frames]
-    labels = dict(processes or {})
-
     samples: list[StackSample] = []
     for profile in profiles:
         match = _PROFILE_NAME.match(profile.get("name", ""))
@@ -142,20 +107,21 @@ def read_speedscope(
             )
         pid, thread_id = int(match.group(1)), int(match.group(2))
         thread = match.group(3) or (MAIN_THREAD if thread_id == pid else f"thread {thread_id}")
-        process = labels.get(pid, f"pid {pid}")
-        counts = Counter(tuple(indices) for indices in profile["samples"])
-        for indices, count in counts.items():
+        process = _label(pid, processes)
+        for indices, count in Counter(tuple(indices) for indices in profile["samples"]).items():
             stack = tuple(frames[index] for index in indices)
-            samples.append(StackSample(process, thread, _without_process_frames(stack), count, pid))
+            # Drop the `process <pid>:"cmdline"` frames py-spy puts at the root of each stack.
+            while stack and not stack[0].file and _PROCESS_FRAME.match(stack[0].name):
+                stack = stack[1:]
+            samples.append(StackSample(process, thread, stack, count, pid))
     return samples
 
 
 def write_collapsed(samples: Iterable[StackSample]) -> str:
     """Collapsed-stack text, one line per sample: ``process;frame;frame;... count``.
 
-    The first field names the process (``parent``, ``worker 0``), so a flame graph drawn from
-    the file splits by process at its root. A thread other than the main thread is written
-    as ``worker 0 [vecenvs-orphan-watch]``.
+    A flame graph drawn from it splits by process at its root; a thread other than the main
+    thread is written ``worker 0 [vecenvs-orphan-watch]``.
     """
     lines = []
     for sample in samples:
@@ -166,16 +132,11 @@ def write_collapsed(samples: Iterable[StackSample]) -> str:
 
 
 def read_collapsed(text: str, processes: Mapping[int, str] | None = None) -> list[StackSample]:
-    """Parse collapsed-stack text: ours (:func:`write_collapsed`) or py-spy's ``--format raw``.
+    """Parse collapsed-stack text: ours (:func:`write_collapsed`) or py-spy's ``--format raw``
+    (whose pids ``processes`` labels, as in :func:`read_speedscope`).
 
-    Args:
-        text: the file's contents.
-        processes: for py-spy's raw format, pid -> label as in :func:`read_speedscope`.
-
-    Raises:
-        ValueError: a line that is not ``frames count``.
+    Raises ValueError, with the line number, for a line that is not ``frames count``.
     """
-    labels = dict(processes or {})
     counts: Counter[tuple[str, str, tuple[Frame, ...], int | None]] = Counter()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -186,54 +147,13 @@ def read_collapsed(text: str, processes: Mapping[int, str] | None = None) -> lis
                 f"collapsed stacks, line {number}: expected 'frame;frame;... count', "
                 f"got {line[:80]!r}"
             )
-        process, thread, pid, rest = _collapsed_root(stack_text, labels)
+        process, thread, pid, rest = _collapsed_root(stack_text, processes)
         stack = tuple(_parse_frame(part) for part in rest.split(";")) if rest else ()
         counts[(process, thread, stack, pid)] += int(count_text)
     return [
         StackSample(process, thread, stack, count, pid)
         for (process, thread, stack, pid), count in counts.items()
     ]
-
-
-def _without_process_frames(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
-    """Drop the ``process <pid>:"cmdline"`` frames py-spy puts at the root of each stack."""
-    start = 0
-    while start < len(stack) and not stack[start].file and _PROCESS_FRAME.match(stack[start].name):
-        start += 1
-    return stack[start:]
-
-
-def _collapsed_root(stack_text: str, labels: Mapping[int, str]) -> tuple[str, str, int | None, str]:
-    """Split the root of a collapsed line: (process, thread, pid, the rest of the frames)."""
-    if _PROCESS_FRAME.match(stack_text):
-        # py-spy's raw format: `process 1:"cmd";process 2:"cmd";[thread (0x..): name;]frames`.
-        # A command line may itself contain ';' (python -c "a; b"), so each process frame is
-        # consumed up to its closing quote rather than split on ';'.
-        pid = None
-        rest = stack_text
-        while (match := re.match(r'process (\d+):"(?:[^"\\]|\\.)*"(?:;|$)', rest)) is not None:
-            pid = int(match.group(1))
-            rest = rest[match.end() :]
-        thread = MAIN_THREAD
-        thread_match = re.match(r"thread \([^)]*\)(?:: ([^;]*))?(?:;|$)", rest)
-        if thread_match is not None:
-            thread = thread_match.group(1) or thread
-            rest = rest[thread_match.end() :]
-        label = f"pid {pid}" if pid is None else labels.get(pid, f"pid {pid}")
-        return label, thread, pid, rest
-    root, _, rest = stack_text.partition(";")
-    match = _ROOT_TEXT.match(root)
-    if match is not None:
-        return match.group(1), match.group(2), None, rest
-    return root, MAIN_THREAD, None, rest
-
-
-def _parse_frame(text: str) -> Frame:
-    """``"name (file:line)"`` -> ``Frame``; a bare name (flamegraph.pl style) gets no file."""
-    match = _FRAME_TEXT.match(text)
-    if match is None:
-        return Frame(text, "", 0)
-    return Frame(match.group(1), match.group(2), int(match.group(3)))
 
 
 def read_samples(
@@ -244,3 +164,32 @@ def read_samples(
     if text.lstrip().startswith("{"):
         return read_speedscope(json.loads(text), processes)
     return read_collapsed(text, processes)
+
+
+def _label(pid: int, processes: Mapping[int, str] | None) -> str:
+    return (processes or {}).get(pid, f"pid {pid}")
+
+
+def _collapsed_root(
+    stack_text: str, processes: Mapping[int, str] | None
+) -> tuple[str, str, int | None, str]:
+    """Split the root of a collapsed line: (process, thread, pid, the rest of the frames)."""
+    if not _PROCESS_FRAME.match(stack_text):  # ours: `worker 0 [thread];frames`
+        root, _, rest = stack_text.partition(";")
+        match = _ROOT_TEXT.match(root)
+        if match is not None:
+            return match[1], match[2], None, rest
+        return root, MAIN_THREAD, None, rest
+    # py-spy's raw format: `process 1:"cmd";process 2:"cmd";[thread (0x..): name;]frames`.
+    pid, rest, thread = None, stack_text, MAIN_THREAD
+    while (match := _RAW_PROCESS.match(rest)) is not None:
+        pid, rest = int(match.group(1)), rest[match.end() :]
+    if (match := _RAW_THREAD.match(rest)) is not None:
+        thread, rest = match.group(1) or thread, rest[match.end() :]
+    return ("pid None" if pid is None else _label(pid, processes)), thread, pid, rest
+
+
+def _parse_frame(text: str) -> Frame:
+    """``"name (file:line)"`` -> ``Frame``; a bare name (flamegraph.pl style) gets no file."""
+    match = _FRAME_TEXT.match(text)
+    return Frame(match[1], match[2], int(match[3])) if match else Frame(text, "", 0)

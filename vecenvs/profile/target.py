@@ -1,26 +1,19 @@
 """The process that gets profiled: build one vector env and step it until told to stop.
 
-:func:`vecenvs.profile.profile` starts this module as a child process and points py-spy at it.
-It is a separate process (not the caller itself) so that py-spy samples only the stepping loop
-and the backend's workers, not a notebook, a dashboard or the test runner around it::
+:func:`vecenvs.profile.profile` starts it as a child process and points py-spy at it, so that
+py-spy samples only the stepping loop and the backend's workers, not a notebook, a dashboard
+or the test runner around it::
 
     python -m vecenvs.profile.target --env CartPole-v1 --num-envs 8 --backend pool \\
         --workers 2 --seed 0 --max-seconds 60
 
-What it does, in order:
-
-1. builds the vector env with :func:`vecenvs.make_vec` and resets it once;
-2. samples a ring of actions up front, as the benchmark does (sampling costs about as much as
-   a CartPole step: inside the loop it would show up in the profile as if it were the backend);
-3. steps, untimed, for a short warm-up, so the profile does not show start-up work;
-4. prints ONE JSON line on stdout, ``{"ready": true, "pid": ..., "processes": {...}}``, which
-   says which process is the parent and which is worker k (py-spy only knows pids);
-5. steps in a tight loop until a line arrives on stdin or stdin is closed (or ``--max-seconds``
-   pass, a safety net should the profiler die without telling us);
-6. closes the vector env (its workers end with it), prints ``{"done": true, "steps": ...,
-   "seconds": ...}`` and exits 0.
-
-If building the env fails, it prints ``{"ready": false, "error": "..."}`` and exits 1.
+It builds the vector env and resets it, samples a ring of actions up front (as the benchmark
+does: sampling in the loop would show up as the backend's work), steps for a short warm-up,
+then prints ONE JSON line, ``{"ready": true, "pid": ..., "processes": {pid: label}}`` (py-spy
+only knows pids). It steps until a line arrives on stdin or stdin is closed (or
+``--max-seconds`` pass, should the profiler die), closes the env and prints ``{"done": true,
+"steps": ..., "seconds": ..., "steps_per_second": ...}``. If building fails it prints
+``{"ready": false, "error": "...", "traceback": "..."}`` and exits 1.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["PARENT", "WARMUP_SECONDS", "main", "process_labels", "worker_label"]
+__all__ = ["PARENT", "WARMUP_SECONDS", "main", "process_labels"]
 
 #: How long to step before saying "ready": the first steps pay for lazy imports and cold caches.
 WARMUP_SECONDS = 0.5
@@ -48,53 +41,37 @@ ACTION_RING_SIZE = 64
 #: The label of the process that runs the stepping loop.
 PARENT = "parent"
 
-
-def worker_label(index: int) -> str:
-    """The label of the backend's ``index``-th worker process: ``"worker 0"``, ``"worker 1"``..."""
-    return f"worker {index}"
+_HELPERS = ("forkserver", "resource_tracker", "semaphore_tracker")
 
 
 def process_labels(envs: Any) -> dict[int, str]:
     """Which process is which: ``{pid: "parent" | "worker k" | "helper: <name>"}``.
 
-    Worker k is the process stepping the backend's k-th chunk of envs. Our backends and
-    gymnasium's AsyncVectorEnv keep their worker processes, in chunk order, in ``.processes``:
-    that order is used when it is there. Any other descendant (multiprocessing's fork server
-    or resource tracker, or the workers of a backend without ``.processes``) is found with
-    psutil; those that look like workers are numbered after the known ones in creation order.
+    Worker k steps the backend's k-th chunk of envs: our backends and gymnasium's
+    AsyncVectorEnv keep their worker processes in chunk order in ``.processes``. Any other
+    descendant (multiprocessing's fork server or resource tracker, or the workers of a backend
+    without ``.processes``) is found with psutil; those that look like workers are numbered
+    after the known ones in creation order.
     """
     me = psutil.Process()
     labels = {me.pid: PARENT}
-    known = [
-        process.pid
-        for process in getattr(envs, "processes", []) or []
-        if getattr(process, "pid", None) is not None
-    ]
-    for index, pid in enumerate(known):
-        labels[pid] = worker_label(index)
+    known = [p.pid for p in getattr(envs, "processes", None) or [] if getattr(p, "pid", None)]
+    labels.update({pid: f"worker {index}" for index, pid in enumerate(known)})
     others = []
     for child in me.children(recursive=True):
         if child.pid in labels:
             continue
         try:
-            command = " ".join(child.cmdline())
-            created = child.create_time()
+            command, created = " ".join(child.cmdline()), child.create_time()
         except psutil.Error:  # ended meanwhile: it will not be sampled either
             continue
-        helper = next(
-            (
-                name
-                for name in ("forkserver", "resource_tracker", "semaphore_tracker")
-                if name in command
-            ),
-            None,
-        )
+        helper = next((name for name in _HELPERS if name in command), None)
         if helper is not None:
             labels[child.pid] = f"helper: {helper}"
         else:
             others.append((created, child.pid))
-    for offset, (_, pid) in enumerate(sorted(others)):
-        labels[pid] = worker_label(len(known) + offset)
+    for index, (_, pid) in enumerate(sorted(others), start=len(known)):
+        labels[pid] = f"worker {index}"
     return labels
 
 
@@ -113,22 +90,15 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-envs", type=int, required=True, help="number of envs (N)")
     parser.add_argument("--backend", required=True, help="a name from vecenvs.BACKENDS")
     parser.add_argument("--workers", type=int, help="num_workers, for the pool backend")
-    parser.add_argument(
-        "--env-kwarg",
-        action="append",
-        type=_literal_kwarg,
-        default=[],
-        metavar="KEY=LITERAL",
-        help="argument for gym.make (a Python literal)",
-    )
-    parser.add_argument(
-        "--backend-kwarg",
-        action="append",
-        type=_literal_kwarg,
-        default=[],
-        metavar="KEY=LITERAL",
-        help="argument for the backend (a Python literal)",
-    )
+    for name, of in (("env", "gym.make"), ("backend", "the backend")):
+        parser.add_argument(
+            f"--{name}-kwarg",
+            action="append",
+            type=_literal_kwarg,
+            default=[],
+            metavar="KEY=LITERAL",
+            help=f"argument for {of} (a Python literal)",
+        )
     parser.add_argument("--seed", type=int, default=0, help="seed of the reset and the actions")
     parser.add_argument(
         "--max-seconds",
@@ -159,8 +129,7 @@ def _watch_stdin(stop: threading.Event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Build, warm up, say ready, step until stdin closes; return the exit code."""
     args = _parse_args(argv)
-    # Imported here, not at the top: `--help` and argument errors should not pay for gymnasium.
-    import vecenvs
+    import vecenvs  # here, not at the top: `--help` should not pay for gymnasium
 
     backend_kwargs = dict(args.backend_kwarg)
     if args.workers is not None:
@@ -180,18 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             actions = [envs.action_space.sample() for _ in range(ACTION_RING_SIZE)]
             labels = process_labels(envs)
         except Exception as error:
-            _say(
-                {
-                    "ready": False,
-                    "error": f"{type(error).__name__}: {error}",
-                    "traceback": traceback.format_exc(),
-                }
-            )
+            error_text = f"{type(error).__name__}: {error}"
+            _say({"ready": False, "error": error_text, "traceback": traceback.format_exc()})
             return 1
 
-        step = envs.step
-        clock = time.perf_counter
-        steps = 0
+        step, clock, steps = envs.step, time.perf_counter, 0
         warmup_end = clock() + args.warmup
         while clock() < warmup_end:
             step(actions[steps % ACTION_RING_SIZE])
@@ -204,16 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         threading.Thread(
             target=_watch_stdin, args=(stop,), name="vecenvs-profile-stop", daemon=True
         ).start()
-        _say(
-            {
-                "ready": True,
-                "pid": psutil.Process().pid,
-                "processes": {str(pid): label for pid, label in labels.items()},
-            }
-        )
+        processes = {str(pid): label for pid, label in labels.items()}
+        _say({"ready": True, "pid": psutil.Process().pid, "processes": processes})
 
-        is_stopped = stop.is_set
-        steps = 0
+        is_stopped, steps = stop.is_set, 0
         start = now = clock()
         deadline = start + args.max_seconds
         while now < deadline and not is_stopped():
@@ -224,14 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if envs is not None:
             envs.close()
-    _say(
-        {
-            "done": True,
-            "steps": steps,
-            "seconds": seconds,
-            "steps_per_second": args.num_envs * steps / seconds if seconds > 0 else None,
-        }
-    )
+    rate = args.num_envs * steps / seconds if seconds > 0 else None
+    _say({"done": True, "steps": steps, "seconds": seconds, "steps_per_second": rate})
     return 0
 
 
