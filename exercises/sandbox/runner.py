@@ -53,43 +53,27 @@ class Runner:
         self.modules: dict[str, ModuleType | Refusal] = {}
         self.kept: dict[int, Any] = {}
         self.numbers = itertools.count(1)
-        self.handlers = {"get": self.get, "call": self.call, "clean": self.clean}
 
     def handle(self, request: dict) -> dict:
-        handler = self.handlers.get(request.get("op"))
-        if handler is None:
-            return {"error": "bad_request", "detail": f"unknown op {request.get('op')!r:.40}"}
+        op = request.get("op")
         try:
-            return handler(request)
+            if op == "clean":  # between two checks
+                return {"value": processes.kill_descendants()}
+            if op not in ("get", "call"):
+                return {"error": "bad_request", "detail": f"unknown op {op!r:.40}"}
+            value = wire.decode(request.get("target"), evaluate=self.evaluate)
+            if op == "get" and callable(value):
+                name = getattr(value, "__qualname__", type(value).__name__)[:200]
+                return {"callable": {"name": name, "is_class": isinstance(value, type)}}
+            if op == "call" and request.get("keep"):
+                number = next(self.numbers)
+                self.kept[number] = value
+                return {"handle": number, "type": type(value).__qualname__[:200]}
+            return {"value": wire.encode(value)}
         except Refusal as refusal:
             return refusal.reply
         except wire.WireError as error:
             return {"error": "bad_request", "detail": str(error)}
-
-    def get(self, request: dict) -> dict:
-        value = self.target(request)
-        if callable(value):
-            return {
-                "callable": {
-                    "name": getattr(value, "__qualname__", type(value).__name__)[:200],
-                    "is_class": isinstance(value, type),
-                }
-            }
-        return {"value": wire.encode(value)}
-
-    def call(self, request: dict) -> dict:
-        result = self.target(request)
-        if request.get("keep"):
-            number = next(self.numbers)
-            self.kept[number] = result
-            return {"handle": number, "type": type(result).__qualname__[:200]}
-        return {"value": wire.encode(result)}
-
-    def clean(self, request: dict) -> dict:
-        return {"value": processes.kill_descendants()}
-
-    def target(self, request: dict) -> Any:
-        return wire.decode(request.get("target"), evaluate=self.evaluate)
 
     def evaluate(self, expr: wire.Expr) -> Any:
         """The object ``expr`` names; what the student's code does wrong becomes a Refusal."""
