@@ -11,15 +11,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import (
-    RemoteObject,
-    StudentCodeFailed,
-    call,
-    expect_error,
-    fail,
-    toolkit,
-    type_name,
-)
+from conftest import RemoteObject, StudentCodeFailed, call, expect_error, fail, toolkit, type_name
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
@@ -85,12 +77,16 @@ def step(envs, actions, seconds=10.0, **kwargs):
     return call(envs.step_wait, seconds=seconds, **kwargs)
 
 
-def same_as_by_hand(result, expected, when):
-    """Fails unless ``result`` (what step_wait returned) holds the by-hand results, in env order."""
+def five(result):
     assert isinstance(result, tuple) and len(result) == 5, (
         "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)"
     )
-    observations, rewards, terminations, truncations, _ = result
+    return result
+
+
+def same_as_by_hand(result, expected, when):
+    """Fails unless ``result`` (what step_wait returned) holds the by-hand results, in env order."""
+    observations, rewards, terminations, truncations, _ = five(result)
     for index, (observation, reward, terminated, truncated) in enumerate(zip(*expected[:4])):
         try:
             same = (
@@ -112,10 +108,7 @@ def test_returns_batched_arrays(make_envs, by_hand):
     envs, reference = make_envs(there), by_hand(here)
     envs.reset(seed=0)
     result = step(envs, [0, 1, 0])
-    assert isinstance(result, tuple) and len(result) == 5, (
-        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)"
-    )
-    observations, rewards, terminations, truncations, infos = result
+    observations, rewards, terminations, truncations, infos = five(result)
     expected = [
         ("observations", observations, (NUM_ENVS, OBS_SIZE), np.float32),
         ("rewards", rewards, (NUM_ENVS,), np.float64),

@@ -233,12 +233,7 @@ def python_folders() -> tuple[Path, ...]:
         and not EXERCISES.is_relative_to(path)  # would show the checks and the solutions
     }
     # A folder inside another one is shown with it.
-    inner = {
-        path
-        for path in folders
-        for other in folders
-        if path != other and path.is_relative_to(other)
-    }
+    inner = {path for path in folders for other in folders - {path} if path.is_relative_to(other)}
     return tuple(sorted(folders - inner))
 
 
@@ -262,16 +257,11 @@ def choose(requested: str = "auto") -> Sandbox:
     if requested not in ("auto", *KINDS):
         raise ValueError(f"sandbox must be 'auto' or one of {KINDS}, got {requested!r}")
     reasons = []
-    for kind in KINDS:
-        if requested not in ("auto", kind):
-            continue
+    for kind in KINDS if requested == "auto" else (requested,):
         works, detail = _probe(kind)
         if works:
-            return Sandbox(
-                kind,
-                bwrap_flags=detail if kind == "bwrap" else (),
-                why_not_better="; ".join(reasons),
-            )
+            flags = detail if kind == "bwrap" else ()
+            return Sandbox(kind, bwrap_flags=flags, why_not_better="; ".join(reasons))
         if requested == kind:
             raise RuntimeError(f"the {kind} sandbox does not work here: {detail}")
         reasons.append(f"{kind}: {detail}")
@@ -291,10 +281,8 @@ def _probe(kind: str):
         return False, "the bwrap command is not installed (Debian: apt-get install bubblewrap)"
     shown = [Path("/usr"), *python_folders()]
     if any(EXERCISES.is_relative_to(folder) for folder in shown):
-        return (
-            False,
-            f"{EXERCISES} lies inside a folder the sandbox shows whole ({', '.join(map(str, shown))})",
-        )
+        whole = ", ".join(map(str, shown))
+        return False, f"{EXERCISES} lies inside a folder the sandbox shows whole ({whole})"
     error = ""
     for flags in _BWRAP_VARIANTS:
         ok, error = _runs([*_bwrap_prefix(flags), "true"])
