@@ -121,9 +121,6 @@ def paths(sandbox: Sandbox, workspace: Path) -> dict[str, str]:
     }
 
 
-# ---------------------------------------------------------------------------------- the workspace
-
-
 def prepare_workspace(submission: Path, workspace: Path) -> None:
     """Fills ``workspace`` (an empty folder) for one student process."""
     lab = workspace / "lab" / "exercises"
@@ -177,9 +174,6 @@ def vecenvs_folder() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the vecenvs package is not importable: install it (make install)")
     return Path(next(iter(spec.submodule_search_locations))).resolve()
-
-
-# ---------------------------------------------------------------------------------- bubblewrap
 
 
 def _bwrap_prefix(flags: tuple[str, ...]) -> list[str]:
@@ -237,18 +231,12 @@ def python_folders() -> tuple[Path, ...]:
     return tuple(sorted(folders - inner))
 
 
-# ---------------------------------------------------------------------------------- unshare
-
-
 def _unshare_prefix() -> list[str]:
     # --kill-child: if unshare dies, its child (the namespace's first process) gets SIGKILL,
     # and with it every process of the namespace. Not root: a user namespace, mapped to root.
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     namespaces = ["--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts"]
     return ["unshare", *namespaces, *user]
-
-
-# ---------------------------------------------------------------------------------- choosing
 
 
 def choose(requested: str = "auto") -> Sandbox:

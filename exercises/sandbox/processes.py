@@ -37,27 +37,16 @@ def become_subreaper() -> bool:
 
 
 def descendants() -> set[int]:
-    """The pids of this process's descendants now."""
-    try:
-        return {process.pid for process in psutil.Process().children(recursive=True)}
-    except psutil.Error:
-        return set()
+    """The pids of this process's running descendants now."""
+    return {process.pid for process in _running_descendants()}
 
 
 def kill_descendants(spare: set[int] = frozenset()) -> int:
     """Kills (SIGKILL) and reaps every descendant of this process but the pids in ``spare``;
     returns how many. Repeats while new ones appear (one may fork while its siblings die)."""
-    me = psutil.Process()
     killed = 0
     for _ in range(20):
-        try:
-            found = [
-                process
-                for process in me.children(recursive=True)
-                if process.pid not in spare and _running(process)
-            ]
-        except psutil.Error:
-            break
+        found = [process for process in _running_descendants() if process.pid not in spare]
         if not found:
             break
         for process in found:
@@ -78,6 +67,13 @@ def end_group(process: subprocess.Popen | None, spare: set[int] = frozenset()) -
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
     kill_descendants(spare=spare)
+
+
+def _running_descendants() -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process().children(recursive=True) if _running(p)]
+    except psutil.Error:
+        return []
 
 
 def _running(process: psutil.Process) -> bool:
