@@ -1,25 +1,19 @@
 """Grade a class: run the exercise checks on every student's folder and print a score table.
 
-    python -m exercises.grade submissions/                 # one subfolder per student
-    python -m exercises.grade submissions/ --csv scores.csv
+    python -m exercises.grade submissions/ [--csv scores.csv]    # one subfolder per student
 
-Every submission is treated as hostile. For each student, the grader copies the student's files
-(regular files only) to a private folder and runs the checks on the copy in a pytest process of
-its own, the *judge*, which never imports a student's file. The judge runs each question's code
-in a separate sandboxed process (``exercises/sandbox``: bubblewrap where it is installed) that
-sees a copy of that student's files and nothing of the checks, the solutions, the other students
-or the reports; it calls the student's functions there and judges the plain data that comes back.
-So a crash costs one question, and nothing a submission does reaches the grader or its scores:
-the judge writes its JUnit report where no student process can see it, and the grader counts
-each known check at most once.
+Every submission is treated as hostile. The grader copies a student's regular files to a private
+folder and runs the checks on the copy in a pytest process of its own, the *judge*, which never
+imports a student's file: each question's code runs in a sandboxed process of its own
+(``exercises/sandbox``) that sees only that copy, and answers with plain data. So a crash costs
+one question, and nothing a submission does reaches the scores: the judge's JUnit report is where
+no student process can see it, and the grader counts each known check at most once.
 
-Deadlines: a check is stopped after ``--test-timeout`` seconds, a student's whole run after
+A check is stopped after ``--test-timeout`` seconds, a student's whole run after
 ``--student-timeout``; then everything that student's code started is killed (the sandbox's PID
-namespace ends; the grader and the judge are subreapers, which catches whatever escaped its
-process group), the student gets 0 for what did not finish, and the grader moves on.
-
-A check is one point. The table shows, per student, the checks passed out of the checks of
-each question, and the total; below it, the first line of each failure's hint.
+namespace ends; the grader and the judge are subreapers, which catches what escaped its process
+group) and what did not finish scores 0. A check is one point: the table shows, per student, the
+checks passed per question and in total; below it, the first line of each failure's hint.
 """
 
 from __future__ import annotations
@@ -54,25 +48,21 @@ PYTEST += ["-o", "junit_family=xunit1"]
 
 @dataclass
 class StudentResult:
-    """How one student's folder did."""
+    """How one student's folder did. ``status``: ``"ok"``, ``"timed out"`` (killed at the
+    deadline), ``"crashed"`` (no report), ``"tampered"`` (the checks changed while it was
+    graded) or ``"not graded"``."""
 
     student: str
-    passed: dict[str, int] = field(default_factory=dict)
-    """question -> checks passed (each check counted once)."""
-    hints: list[str] = field(default_factory=list)
-    """``"q3 test_name: first line of the failure message"``, one per failed check."""
+    passed: dict[str, int] = field(default_factory=dict)  # question -> checks passed
+    hints: list[str] = field(default_factory=list)  # "q3 test_name: first line of the failure"
     status: str = "ok"
-    """``"ok"``, ``"timed out"`` (killed at the deadline), ``"crashed"`` (the judge gave no
-    report), ``"tampered"`` (the checks changed while it was graded) or ``"not graded"``."""
-    output: str = ""
-    """The judge's own output, for when the report is missing."""
+    output: str = ""  # the judge's own output, for when the report is missing
 
 
 def collect_checks() -> dict[str, list[str]]:
     """question -> the names of its checks, by asking pytest what it would run."""
-    command = [*PYTEST, "--collect-only"]
     listing = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+        [*PYTEST, "--collect-only"], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     checks = defaultdict(list)
     for line in listing.stdout.splitlines():
@@ -94,13 +84,10 @@ def grade_student(
     """Runs every check on a copy of one folder, within the deadlines."""
     result = StudentResult(folder.name)
     # Private to the grader: the student's processes never see this folder (with bwrap), and
-    # the judge only ever reads the copy, never the instructor's original.
+    # the judge only reads the copy.
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
-        copy, report, output = (
-            Path(scratch) / n for n in ("submission", "report.xml", "output.txt")
-        )
-        for note in isolation.copy_submission(folder, copy):
-            result.hints.append(f"files: {note}")
+        copy, report, output = map(Path(scratch).joinpath, ("submission", "report.xml", "log"))
+        result.hints += [f"files: {note}" for note in isolation.copy_submission(folder, copy)]
         command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}"]
         command += [f"--timeout={test_timeout:g}", f"--junitxml={report}"]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
@@ -128,12 +115,11 @@ def grade_student(
                 f"all: the checks did not finish within {student_timeout:g} s and "
                 "were stopped; does your code hang somewhere no check can interrupt?"
             )
-            return result
-        if not report.exists():
+        elif not report.exists():
             result.status = "crashed"
             result.hints.append("all: the checks did not run:\n" + result.output[-2000:])
-            return result
-        read_report(report, checks, result)
+        else:
+            read_report(report, checks, result)
     return result
 
 
@@ -186,12 +172,9 @@ def _hint(problem: ElementTree.Element) -> str:
 def fingerprint(*folders: Path, leave_out: Path | None = None) -> str:
     """A hash of every file under ``folders`` (not caches): the checks and what they import."""
     digest = hashlib.sha256()
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if "__pycache__" in path.parts or not path.is_file():
-                continue
-            if leave_out is not None and path.is_relative_to(leave_out):
-                continue
+    for path in sorted(path for folder in folders for path in folder.rglob("*")):
+        left_out = leave_out is not None and path.is_relative_to(leave_out)
+        if path.is_file() and "__pycache__" not in path.parts and not left_out:
             digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

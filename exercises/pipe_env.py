@@ -89,29 +89,20 @@ def basic_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     env.close()
 
 
-def _run_worker(
-    worker: Callable, pipe: Any, env_fn: Callable[[], gym.Env], parent_pipes: list
-) -> None:
-    """Runs ``worker(pipe, env_fn)`` in the child, after closing the parent's pipe ends it
-    inherited through fork. Without this, a worker would hold its own parent end open and never
-    see EOF when the parent closes it."""
+def _run_worker(worker: Callable, pipe: Any, env_fn: Callable, parent_pipes: list) -> None:
+    # Closes the parent's pipe ends the child inherited through fork: a worker holding its own
+    # parent end open would never see EOF when the parent closes it.
     for parent_pipe in parent_pipes:
         parent_pipe.close()
     worker(pipe, env_fn)
 
 
 class PipeVecEnv:
-    """N envs, one worker process each, talking over pipes.
+    """N envs, one worker process each (running ``worker(pipe, env_fn)``), talking over pipes.
 
-    Args:
-        env_fns: functions that each make one env.
-        worker: the function each worker process runs, ``worker(pipe, env_fn)``.
-        timeout: seconds to wait for the workers' answers (used by ``step_wait`` by default).
-
-    Attributes a step needs:
-        parent_pipes: the parent's end of each worker's pipe, in env order.
-        processes: the worker processes, in env order.
-        waiting: True between ``step_async`` and the end of ``step_wait``.
+    ``timeout``: seconds to wait for the workers' answers. What a step needs: ``parent_pipes``
+    (the parent's end of each worker's pipe, in env order), ``processes`` (the worker processes,
+    in env order), ``waiting`` (True between ``step_async`` and the end of ``step_wait``).
     """
 
     def __init__(

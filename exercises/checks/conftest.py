@@ -1,15 +1,11 @@
 """What every check shares: the student's process, calling into it, readable failures, clean-up.
 
 ``pytest exercises/checks`` checks ``exercises/student``; ``--submission DIR`` checks another
-folder holding the same ``q*.py`` files (a student's, or ``exercises/solutions``).
-
-The checks never import a student's file. Each check file (one question) gets a process of its
-own that runs the student's code in a sandbox (``exercises/sandbox``, which says how), and the
-checks call the student's functions through it: with
-``split_envs = student.module("q1_chunks.py").get("split_envs")`` (a missing file or name, or a
-file that fails to import, fails the check with a message saying so), ``call(split_envs, 10,
-3)`` runs ``split_envs(10, 3)`` over there and returns its answer here, as plain data. A crash,
-a hang or a trick in one question's code costs that question's checks, nothing else.
+folder with the same ``q*.py`` files. The checks never import a student's file: each check file
+(one question) gets a sandboxed process of its own for the student's code (``exercises/sandbox``
+says how), and ``call(student.module("q1_chunks.py").get("split_envs"), 10, 3)`` runs the
+student's function there and returns its answer here, as plain data. A crash, a hang or a trick
+in one question's code costs that question's checks, nothing else.
 """
 
 from __future__ import annotations
@@ -39,17 +35,11 @@ from exercises.sandbox.wire import type_name  # noqa: E402  (re-exported for the
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--submission",
-        default=str(EXERCISES / "student"),
-        help="folder with the q*.py files to check (default: exercises/student)",
-    )
-    parser.addoption(
-        "--sandbox",
-        default="auto",
-        choices=("auto", *isolation.KINDS),
-        help="where the student's code runs (default: the best this machine has)",
-    )
+    add = parser.addoption
+    text = "folder with the q*.py files to check (default: exercises/student)"
+    add("--submission", default=str(EXERCISES / "student"), help=text)
+    text = "where the student's code runs (default: the best this machine has)"
+    add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,7 +61,6 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def sandbox(request: pytest.FixtureRequest) -> isolation.Sandbox:
-    """Where the student's code runs (the best kind this machine has, unless ``--sandbox``)."""
     chosen = isolation.choose(request.config.getoption("--sandbox"))
     if chosen.warning:
         warnings.warn(chosen.warning, stacklevel=1)
@@ -80,7 +69,6 @@ def sandbox(request: pytest.FixtureRequest) -> isolation.Sandbox:
 
 @pytest.fixture(scope="session")
 def submission(request: pytest.FixtureRequest) -> Path:
-    """The folder being checked."""
     folder = Path(request.config.getoption("--submission")).resolve()
     if not folder.is_dir():
         pytest.fail(f"--submission {folder}: no such folder")
@@ -104,13 +92,9 @@ def no_processes_left_behind(student: StudentProcess):
 
 
 def call(function: RemoteFunction, *args: Any, seconds: float = 10.0, **kwargs: Any) -> Any:
-    """Calls a student's function in the student's process, with a deadline; returns its answer.
-
-    "Not done yet" (``NotImplementedError``), a hang, a crash or an answer that is not plain data
-    fail the check with a message saying so. Other exceptions arrive as :class:`StudentError`,
-    which checks that expect one catch (``error.is_a("ValueError")``); an unexpected one fails
-    the check with the student's traceback, which is what the student needs to see.
-    """
+    """Calls a student's function over there, with a deadline; returns its answer. An exception
+    it raises arrives as :class:`StudentError` (``error.is_a("ValueError")``); not done yet, a
+    hang, a crash or an answer that is not data fail the check with a message saying so."""
     if not isinstance(function, RemoteFunction):
         fail(f"expected a function, found {type_name(function)} {function!r:.60}")
     return function.call_within(seconds, *args, **kwargs)

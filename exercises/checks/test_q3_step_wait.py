@@ -11,15 +11,8 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import (
-    RemoteObject,
-    StudentCodeFailed,
-    call,
-    expect_error,
-    fail,
-    toolkit,
-    type_name,
-)
+from conftest import RemoteObject, StudentCodeFailed, call, expect_error, fail, toolkit, type_name
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
 from vecenvs.envs import faulty_env_fns
@@ -37,36 +30,16 @@ def costly(num_envs, **kwargs):
     return toolkit.env_fns(COSTLY, num_envs, **kwargs), here
 
 
-class ByHand:
-    """The same envs, here, stepped one after the other as the workers do (with their autoreset)."""
-
-    def __init__(self, env_fns, seed):
-        self.envs = [env_fn() for env_fn in env_fns]
-        for index, env in enumerate(self.envs):
-            env.reset(seed=seed + index)  # the vector env gives env i the seed seed + i
-
-    def step(self, actions):
-        """One step of every env: a list of ``(observation, reward, terminated, truncated)``."""
-        results = []
-        for env, action in zip(self.envs, actions):
-            observation, reward, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                observation, _ = env.reset()
-            results.append((observation, reward, terminated, truncated))
-        return results
-
-    def close(self):
-        for env in self.envs:
-            env.close()
-
-
 @pytest.fixture
 def by_hand():
-    """Builds :class:`ByHand` envs; every one built is closed after the check."""
+    """Builds the same envs here, stepped one after the other as the workers do: gymnasium's
+    SyncVectorEnv, which (``SAME_STEP``) resets an env in the step that ends its episode. Every
+    one built is closed after the check."""
     built = []
 
     def build(env_fns, seed=0):
-        built.append(ByHand(env_fns, seed))
+        built.append(SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP))
+        built[-1].reset(seed=seed)  # env i gets seed + i, as the student's vector env does
         return built[-1]
 
     yield build
@@ -104,13 +77,17 @@ def step(envs, actions, seconds=10.0, **kwargs):
     return call(envs.step_wait, seconds=seconds, **kwargs)
 
 
-def same_as_by_hand(result, expected, when):
-    """Fails unless ``result`` (what step_wait returned) holds the by-hand results, in env order."""
+def five(result):
     assert isinstance(result, tuple) and len(result) == 5, (
         "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)"
     )
-    observations, rewards, terminations, truncations, _ = result
-    for index, (observation, reward, terminated, truncated) in enumerate(expected):
+    return result
+
+
+def same_as_by_hand(result, expected, when):
+    """Fails unless ``result`` (what step_wait returned) holds the by-hand results, in env order."""
+    observations, rewards, terminations, truncations, _ = five(result)
+    for index, (observation, reward, terminated, truncated) in enumerate(zip(*expected[:4])):
         try:
             same = (
                 np.array_equal(np.asarray(observations[index]), observation)
@@ -131,10 +108,7 @@ def test_returns_batched_arrays(make_envs, by_hand):
     envs, reference = make_envs(there), by_hand(here)
     envs.reset(seed=0)
     result = step(envs, [0, 1, 0])
-    assert isinstance(result, tuple) and len(result) == 5, (
-        "step_wait must return a tuple of 5: (observations, rewards, terminations, truncations, infos)"
-    )
-    observations, rewards, terminations, truncations, infos = result
+    observations, rewards, terminations, truncations, infos = five(result)
     expected = [
         ("observations", observations, (NUM_ENVS, OBS_SIZE), np.float32),
         ("rewards", rewards, (NUM_ENVS,), np.float64),

@@ -5,6 +5,7 @@ over a pipe, as its parent would, through ``toolkit.WorkerUnderTest`` (which run
 and compare its answers with the same env stepped here.
 """
 
+import contextlib
 import secrets
 
 import gymnasium as gym
@@ -69,17 +70,10 @@ class Worker:
             "the traceback should end with the env's own error message (format_exc inside the except block)"
         )
 
-    def end_pipe(self):
-        """Closes the parent's end of the pipe: the worker's ``recv()`` now raises ``EOFError``."""
-        self.remote.close_pipe()
-
     def join(self, seconds):
         """Waits for the worker process to end; returns ``(alive, exit code)``."""
         state = call(self.remote.join, seconds, seconds=seconds + 10)
         return state.get("alive"), state.get("exitcode")
-
-    def env_was_closed(self):
-        return self.remote.env_was_closed() is True
 
 
 @pytest.fixture
@@ -94,24 +88,16 @@ def start_worker(student):
 
     yield start
     for worker in started:
-        try:
+        with contextlib.suppress(StudentCodeFailed):  # its process may be gone already
             worker.remote.close()
-        except StudentCodeFailed:
-            pass  # its process is gone already
-
-
-def cartpole():
-    """A CartPole factory for the worker (built over there)."""
-    return toolkit.env_fn("CartPole-v1")
 
 
 def failing(fail_on, at):
-    """A CartPole that raises at the ``at``-th ``fail_on``, with a message ending in a fresh
-    token: only a real traceback carries it, no canned text can."""
+    """A CartPole (built over there) that raises at the ``at``-th ``fail_on``, and its message,
+    ending in a fresh token: only a real traceback carries it, no canned text can."""
     token = secrets.token_hex(4)
-    return toolkit.failing_env_fn(
-        fail_on, at, token
-    ), f"deliberate failure in {fail_on} #{at} ({token})"
+    message = f"deliberate failure in {fail_on} #{at} ({token})"
+    return toolkit.failing_env_fn(fail_on, at, token), message
 
 
 def same_observation(payload, expected, command):
@@ -127,7 +113,7 @@ def same_observation(payload, expected, command):
 
 
 def test_serves_reset_step_and_close(start_worker):
-    worker = start_worker(cartpole())
+    worker = start_worker(toolkit.env_fn("CartPole-v1"))
     by_hand = gym.make("CartPole-v1")  # here, to compare the worker's answers with
     payload = worker.works(Command.RESET, 0)
     assert isinstance(payload, tuple) and len(payload) == 2, (
@@ -176,19 +162,19 @@ def test_keeps_serving_after_an_error(start_worker):
 
 def test_closes_its_env_on_close_and_when_the_parent_goes_away(start_worker):
     for how in ("CLOSE", "the parent closing its pipe"):
-        worker = start_worker(cartpole())
+        worker = start_worker(toolkit.env_fn("CartPole-v1"))
         same_observation(
             worker.works(Command.RESET, 0), gym.make("CartPole-v1").reset(seed=0)[0], "RESET"
         )
         if how == "CLOSE":
             worker.ask(Command.CLOSE)
         else:
-            worker.end_pipe()  # the worker's recv() now raises EOFError
+            worker.remote.close_pipe()  # the worker's recv() now raises EOFError
         alive, exitcode = worker.join(ANSWER_SECONDS)
         assert alive is False, (
             f"after {how} the worker process is still running: leave the loop (on EOFError too)"
         )
-        assert worker.env_was_closed(), (
+        assert worker.remote.env_was_closed() is True, (
             f"after {how} the env was not closed: call env.close() in a finally block around the loop"
         )
         if how != "CLOSE":

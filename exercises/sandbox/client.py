@@ -1,19 +1,16 @@
 """The checks' side: a student's code in a sandboxed process of its own, reached by requests.
 
 The checks never import a student's file. They start :mod:`exercises.sandbox.runner` in a
-sandbox (:mod:`exercises.sandbox.isolation`) and ask it to call the student's functions;
-what comes back is plain data (:mod:`exercises.sandbox.wire`) that the checks judge here::
+sandbox and ask it to call the student's functions; what comes back is plain data
+(:mod:`exercises.sandbox.wire`), judged here::
 
     student = StudentProcess(Path("my-work"), isolation.choose())
     split_envs = student.module("q1_chunks.py").get("split_envs")   # a RemoteFunction
     split_envs.call_within(10.0, 10, 3)     # [range(0, 3), range(3, 6), range(6, 10)]
     student.stop()
 
-So whatever the student's code does (exit, kill its parent, hang, lie in ``__eq__``, rewrite a
-report) happens in a process whose only power over the checks is the data it answers with.
-
-Every request has a deadline. When the student's process misses one, dies, or answers
-something unreadable, it is stopped, with everything it started, and the request raises a
+Every request has a deadline. When the student's process misses one, dies, or answers something
+unreadable, it is stopped with everything it started, and the request raises a
 :class:`StudentCodeFailed` whose message is written for the student; the next request starts a
 fresh process. Objects kept over there (a :class:`RemoteObject`) die with their process.
 """
@@ -43,26 +40,18 @@ STARTUP_SECONDS = 10.0
 toolkit = Expr.toolkit()
 
 
-# ---------------------------------------------------------------------------------- failures
-
-
 class StudentCodeFailed(Exception):
     """The student's code gave no usable answer; the message says why, for the student."""
 
 
-class NotDone(StudentCodeFailed):
-    """The student's code raised ``NotImplementedError``: the placeholder is still there."""
+class StudentTimeout(StudentCodeFailed):
+    """The student's code did not answer in time; its process was stopped."""
 
 
 class StudentError(StudentCodeFailed):
-    """The student's code raised an exception; its description, as data.
-
-    Attributes:
-        types: qualified names of its classes, most derived first (``"builtins.ValueError"``...).
-        message: ``str()`` of the exception.
-        traceback: the traceback text, without the runner's frames.
-        attributes: its public attributes, as data (``env_index`` of a ``WorkerError``...).
-    """
+    """The student's code raised an exception, described as data: ``types`` (qualified class
+    names, most derived first), ``message``, ``traceback`` (without the runner's frames) and
+    ``attributes`` (its public ones: ``env_index`` of a ``WorkerError``...)."""
 
     def __init__(self, doing: str, description: dict):
         self.types = [str(name) for name in description.get("types", [])][:50] or ["?"]
@@ -81,55 +70,25 @@ class StudentError(StudentCodeFailed):
         return self.types[0].rsplit(".", 1)[-1]
 
     def is_a(self, name: str) -> bool:
-        """Whether it is an instance of the class called ``name`` (``"ValueError"`` or
+        """Whether it is an instance of the class ``name`` (``"ValueError"`` or
         ``"exercises.pipe_env.WorkerError"``)."""
         return any(kind == name or kind.rsplit(".", 1)[-1] == name for kind in self.types)
-
-
-class StudentTimeout(StudentCodeFailed):
-    """The student's code did not answer in time; its process was stopped."""
-
-
-class StudentCrashed(StudentCodeFailed):
-    """The student's process ended (or closed its connection) before answering."""
-
-
-class ImportFailed(StudentCodeFailed):
-    """The student's file is missing or raised while being imported."""
-
-
-class MissingName(StudentCodeFailed):
-    """The student's file or object has no such attribute."""
-
-
-class BadAnswer(StudentCodeFailed):
-    """What came back is not an answer in the wire format."""
 
 
 class SandboxFailed(RuntimeError):
     """The sandbox did not start (before any of the student's code ran): not the student's fault."""
 
 
-# ---------------------------------------------------------------------------------- the process
-
-
 class StudentProcess:
-    """One student's submission, run in a sandboxed process that is started when first needed.
-
-    Args:
-        submission: the student's folder; each start copies its files to a fresh workspace.
-        sandbox: how to run the process (:func:`exercises.sandbox.isolation.choose`).
-    """
+    """One student's folder, run in a sandboxed process started when first needed (each start
+    copies the folder to a fresh workspace)."""
 
     def __init__(self, submission: Path, sandbox: isolation.Sandbox):
         self.submission = Path(submission)
         self.sandbox = sandbox
-        self.generation = 0
-        """Counts starts: an object kept by an earlier process is gone."""
-        self.left_out: list[str] = []
-        """Files of the submission not copied (links, over the limits)."""
+        self.generation = 0  # counts starts: an object kept by an earlier process is gone
+        # Files whose import missed its deadline: not tried again (each try would hang again).
         self.hung_imports: set[str] = set()
-        """Files whose import missed its deadline: not tried again (each try would hang again)."""
         self._imported: set[str] = set()
         self._process: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
@@ -140,84 +99,15 @@ class StudentProcess:
 
     def start(self) -> None:
         """Starts the student's process now, if it is not running (requests do it when needed).
-
-        Raises:
-            SandboxFailed: the sandbox could not start Python; its own error went to stderr.
+        Raises SandboxFailed when the sandbox cannot start Python (its own error went to stderr).
         """
-        if self._process is None:
-            self._start()
-
-    def module(self, filename: str) -> RemoteModule:
-        """The student's file ``filename`` (imported over there when first used)."""
-        return RemoteModule(self, filename)
-
-    def build(self, expr: Expr, seconds: float = DEFAULT_SECONDS) -> RemoteObject:
-        """Evaluates ``expr`` over there and keeps the result there, as a :class:`RemoteObject`."""
-        return self.ask("call", expr, f"building {expr!r}", seconds, keep=True)
-
-    def ask(
-        self, op: str, target: Expr, doing: str, seconds: float = DEFAULT_SECONDS, **fields: Any
-    ) -> Any:
-        """Sends one request about ``target``; returns what the answer means here.
-
-        Returns:
-            data, a :class:`RemoteFunction` (the target is callable, for ``op="get"``) or a
-            :class:`RemoteObject` (with ``keep=True``).
-
-        Raises:
-            StudentCodeFailed: see the subclasses.
-        """
-        filename = target.root.get("file")
-        importing = op == "get" and filename is not None and len(target.steps) == 1
-        if filename in self.hung_imports:
-            raise StudentTimeout(
-                f"importing {filename} did not finish earlier, within "
-                f"{DEFAULT_SECONDS:g} s: does it wait for something at import?"
-            )
-        if "handle" in target.root and target.root.get("generation") != self.generation:
-            raise StudentCrashed(f"{doing}: the process holding that object was stopped earlier")
-        try:
-            reply = self._exchange(
-                {"op": op, "target": wire.encode(_as_sent(target)), **fields}, doing, seconds
-            )
-        except StudentTimeout:
-            if importing and filename not in self._imported:
-                self.hung_imports.add(filename)
-            raise
-        if importing and "error" not in reply:
-            self._imported.add(filename)
-        return self._meaning(reply, target, doing)
-
-    def clean_up(self) -> None:
-        """Kills the processes the student's code started and left running (between checks)."""
-        if self._process is None:
+        if self._process is not None:
             return
-        try:
-            self._exchange({"op": "clean"}, "cleaning up", DEFAULT_SECONDS)
-        except StudentCodeFailed:
-            self.stop()
-
-    def stop(self) -> None:
-        """Ends the student's process and everything it started; safe to call twice."""
-        # The process group: bwrap or unshare (whose death ends the sandbox and every process in
-        # it), or with no sandbox the runner and what stayed in its group; then what left it.
-        # Only what appeared after we started it: a process already running here
-        # (multiprocessing's fork server, in a test session) is not the student's.
-        process, self._process = self._process, None
-        processes.end_group(process, spare=self._spared)
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-        if self._workspace is not None:
-            shutil.rmtree(self._workspace, ignore_errors=True)
-            self._workspace = None
-
-    # ------------------------------------------------------------------ internals
-
-    def _start(self) -> None:
+        # A process already running here (multiprocessing's fork server, in a test session) is
+        # not the student's: stop() spares it.
         self._spared = processes.descendants()
         self._workspace = Path(tempfile.mkdtemp(prefix="student-"))
-        self.left_out = isolation.prepare_workspace(self.submission, self._workspace)
+        isolation.prepare_workspace(self.submission, self._workspace)
         ours, theirs = socket.socketpair()
         inside = isolation.paths(self.sandbox, self._workspace)["submission"]
         program = [sys.executable, "-m", "exercises.sandbox.runner", str(theirs.fileno()), inside]
@@ -239,8 +129,7 @@ class StudentProcess:
         self._imported = set()
         self._fresh = True
         try:
-            hello = wire.receive(self._channel, time.perf_counter() + STARTUP_SECONDS)
-            if "hello" not in hello:
+            if "hello" not in wire.receive(self._channel, time.perf_counter() + STARTUP_SECONDS):
                 raise wire.WireError("no hello")
         except (TimeoutError, EOFError, OSError, wire.WireError) as error:
             how = "it did not start in time" if isinstance(error, TimeoutError) else self._ending()
@@ -249,6 +138,77 @@ class StudentProcess:
                 f"the {self.sandbox.kind} sandbox could not start Python ({how}); its own "
                 "error is above. (--sandbox none runs student code without one.)"
             ) from None
+
+    def module(self, filename: str) -> RemoteModule:
+        """The student's file ``filename`` (imported over there when first used)."""
+        return RemoteModule(self, filename)
+
+    def build(self, expr: Expr, seconds: float = DEFAULT_SECONDS) -> RemoteObject:
+        """Evaluates ``expr`` over there and keeps the result there, as a :class:`RemoteObject`."""
+        return self.ask("call", expr, f"building {expr!r}", seconds, keep=True)
+
+    def ask(
+        self, op: str, target: Expr, doing: str, seconds: float = DEFAULT_SECONDS, **fields: Any
+    ) -> Any:
+        """Sends one request about ``target``; returns data, a :class:`RemoteFunction` (a
+        callable, for ``op="get"``) or a :class:`RemoteObject` (with ``keep=True``)."""
+        filename = target.root.get("file")
+        importing = op == "get" and filename is not None and len(target.steps) == 1
+        if filename in self.hung_imports:
+            raise StudentTimeout(
+                f"importing {filename} did not finish earlier, within "
+                f"{DEFAULT_SECONDS:g} s: does it wait for something at import?"
+            )
+        if "handle" in target.root and target.root.get("generation") != self.generation:
+            raise StudentCodeFailed(f"{doing}: the process holding that object was stopped earlier")
+        try:
+            reply = self._exchange(
+                {"op": op, "target": wire.encode(_as_sent(target)), **fields}, doing, seconds
+            )
+        except StudentTimeout:
+            if importing and filename not in self._imported:
+                self.hung_imports.add(filename)
+            raise
+        if "error" in reply:
+            raise self._failure(reply, target, doing)
+        if importing:
+            self._imported.add(filename)
+        if isinstance(reply.get("callable"), dict):
+            info = reply["callable"]
+            return RemoteFunction(
+                self, target, str(info.get("name", "?")), info.get("is_class") is True
+            )
+        if type(reply.get("handle")) is int:
+            handle = Expr({"handle": reply["handle"], "generation": self.generation})
+            return RemoteObject(self, handle, str(reply.get("type", "?")))
+        if "value" not in reply:
+            raise StudentCodeFailed(f"{doing}: the answer could not be read")
+        try:
+            return wire.decode(reply["value"])
+        except wire.WireError as error:
+            raise StudentCodeFailed(f"{doing}: the answer could not be read ({error})") from None
+
+    def clean_up(self) -> None:
+        """Kills the processes the student's code started and left running (between checks)."""
+        if self._process is None:
+            return
+        try:
+            self._exchange({"op": "clean"}, "cleaning up", DEFAULT_SECONDS)
+        except StudentCodeFailed:
+            self.stop()
+
+    def stop(self) -> None:
+        """Ends the student's process and everything it started; safe to call twice."""
+        # Its process group: bwrap or unshare (whose death ends the sandbox and every process in
+        # it), or with no sandbox the runner and what stayed in its group; then what left it.
+        process, self._process = self._process, None
+        processes.end_group(process, spare=self._spared)
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._workspace is not None:
+            shutil.rmtree(self._workspace, ignore_errors=True)
+            self._workspace = None
 
     def _exchange(self, message: dict, doing: str, seconds: float) -> dict:
         """Sends ``message`` and waits for its reply; on any trouble, stops the process."""
@@ -271,16 +231,14 @@ class StudentProcess:
                 "forever (a recv() without a deadline, a loop that never ends)?"
             ) from None
         except (EOFError, OSError):
-            raise StudentCrashed(
-                f"the process running your code ended ({self._ending()}) during "
-                f"{doing}: look for sys.exit, os._exit, os.kill or a crash in "
-                "native code"
+            raise StudentCodeFailed(
+                f"the process running your code ended ({self._ending()}) during {doing}: look "
+                "for sys.exit, os._exit, os.kill or a crash in native code"
             ) from None
         except wire.WireError as error:
-            raise BadAnswer(
-                f"during {doing}, your code's process sent something that is not an "
-                f"answer ({error}): does your code write to file descriptors it "
-                "does not own?"
+            raise StudentCodeFailed(
+                f"during {doing}, your code's process sent something that is not an answer "
+                f"({error}): does your code write to file descriptors it does not own?"
             ) from None
         finally:
             if not answered:  # also when the check itself was interrupted (pytest-timeout)
@@ -292,54 +250,34 @@ class StudentProcess:
             code = self._process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "it closed its connection to the checks"
-        if code < 0:
-            return f"killed by signal {signal.Signals(-code).name}"
         # bwrap and unshare report a signal that killed their child as 128 + its number.
         if code > 128 and self.sandbox.kind != "none" and code - 128 in signal.valid_signals():
-            return f"killed by signal {signal.Signals(code - 128).name}"
-        return f"exit code {code}"
-
-    def _meaning(self, reply: dict, target: Expr, doing: str) -> Any:
-        if "error" in reply:
-            raise self._failure(reply, target, doing)
-        if isinstance(reply.get("callable"), dict):
-            info = reply["callable"]
-            return RemoteFunction(
-                self, target, str(info.get("name", "?")), info.get("is_class") is True
-            )
-        if type(reply.get("handle")) is int:
-            handle = Expr({"handle": reply["handle"], "generation": self.generation})
-            return RemoteObject(self, handle, str(reply.get("type", "?")))
-        if "value" in reply:
-            try:
-                return wire.decode(reply["value"])
-            except wire.WireError as error:
-                raise BadAnswer(f"{doing}: the answer could not be read ({error})") from None
-        raise BadAnswer(f"{doing}: the answer could not be read")
+            code = -(code - 128)  # as if it had been killed directly
+        return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
     def _failure(self, reply: dict, target: Expr, doing: str) -> StudentCodeFailed:
         kind = reply.get("error")
         filename = str(reply.get("file", target.root.get("file", "?")))
         if kind == "no_file":
-            return ImportFailed(
+            return StudentCodeFailed(
                 f"{filename} not found in {self.submission}: copy "
                 f"exercises/student/{filename} there and fill it in"
             )
         if kind == "import_failed":
-            return ImportFailed(
+            return StudentCodeFailed(
                 f"importing {filename} failed; fix this first:\n{reply.get('traceback', '')}"
             )
         if kind == "missing":
             owner = repr(Expr(target.root, target.steps[:-1])) if target.steps else filename
-            return MissingName(
+            return StudentCodeFailed(
                 f"{owner} has no {str(reply.get('name'))!r}: did you rename or delete it?"
             )
         if kind == "raised" and isinstance(reply.get("exception"), dict):
             error = StudentError(doing, reply["exception"])
-            if error.is_a("builtins.NotImplementedError"):
-                return NotDone(f"not done yet: {error.message}")
+            if error.is_a("builtins.NotImplementedError"):  # the placeholder is still there
+                return StudentCodeFailed(f"not done yet: {error.message}")
             return error
-        return BadAnswer(f"{doing}: {str(reply.get('detail', kind))[:300]}")
+        return StudentCodeFailed(f"{doing}: {str(reply.get('detail', kind))[:300]}")
 
 
 def _as_sent(value: Any) -> Any:
@@ -347,30 +285,20 @@ def _as_sent(value: Any) -> Any:
     if isinstance(value, (RemoteFunction, RemoteObject)):
         value = value.expr
     if isinstance(value, Expr):
-        steps = [
-            step if step[0] == "attr" else ("call", *_as_sent(step[1:])) for step in value.steps
-        ]
+        steps = (s if s[0] == "attr" else ("call", *_as_sent(s[1:])) for s in value.steps)
         return Expr(value.root, tuple(steps))
-    if isinstance(value, (list, tuple)):
-        items = [_as_sent(item) for item in value]
-        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, list):
+        return [_as_sent(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_as_sent(item) for item in value)
     if isinstance(value, dict):
         return {key: _as_sent(item) for key, item in value.items()}
     return value
 
 
-def _describe_call(name: str, args: tuple, kwargs: dict) -> str:
-    """``split_envs(10, 3)``: how a call reads in a message (long arguments shortened)."""
-
-    def short(value: Any) -> str:
-        text = repr(value)
-        return text if len(text) <= 40 else text[:37] + "..."
-
-    parts = [*map(short, args), *(f"{key}={short(value)}" for key, value in kwargs.items())]
-    return f"{name}({', '.join(parts)})"
-
-
-# ---------------------------------------------------------------------------------- proxies
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class RemoteModule:
@@ -379,13 +307,11 @@ class RemoteModule:
     def __init__(self, student: StudentProcess, filename: str):
         self.student = student
         self.filename = filename
-        self.expr = Expr.file(filename)
 
     def get(self, name: str, seconds: float = DEFAULT_SECONDS) -> Any:
         """``module.name``: data, or a :class:`RemoteFunction` for a function or class."""
-        return self.student.ask(
-            "get", getattr(self.expr, name), f"importing {self.filename}", seconds
-        )
+        target = getattr(Expr.file(self.filename), name)
+        return self.student.ask("get", target, f"importing {self.filename}", seconds)
 
 
 class RemoteFunction:
@@ -403,10 +329,10 @@ class RemoteFunction:
 
     def call_within(self, seconds: float, *args: Any, **kwargs: Any) -> Any:
         """Calls it with a deadline of ``seconds``."""
-        doing = _describe_call(self.__name__, args, kwargs)
-        return self.student.ask(
-            "call", self.expr(*args, **kwargs), doing, seconds, keep=self.is_class
-        )
+        parts = [*map(_short, args), *(f"{key}={_short(v)}" for key, v in kwargs.items())]
+        doing = f"{self.__name__}({', '.join(parts)})"  # split_envs(10, 3)
+        target = self.expr(*args, **kwargs)
+        return self.student.ask("call", target, doing, seconds, keep=self.is_class)
 
     def __repr__(self) -> str:
         return f"<the student's {self.__name__}>"

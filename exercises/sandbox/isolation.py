@@ -1,30 +1,24 @@
 """Where a student's code runs: in a sandbox made by bubblewrap, or by unshare, or in none.
 
-Three kinds, best first; :func:`choose` takes the best one that works on this machine:
+:func:`choose` takes the best kind that works on this machine:
 
-``bwrap``
-    `bubblewrap <https://github.com/containers/bubblewrap>`_ (Debian package ``bubblewrap``),
-    the sandbox of Flatpak. The student's process gets a file system of its own, built from
-    read-only views of what it needs (the system's ``/usr``, Python and its packages,
-    ``vecenvs``, and the parts of ``exercises`` that the student files import) plus one writable
-    folder: a temporary copy of that student's files. The checks, the solutions, the other
-    students, the grader's reports and CSV are not in it at all. It also gets its own PID
-    namespace (it sees only its own processes, and when the sandbox ends the kernel kills every
-    one of them), no network, no capabilities, no new user namespaces, and a session of its own.
-``unshare``
-    util-linux's ``unshare``: its own PID namespace and network, so every process still ends
-    with the sandbox and no other process can be signalled; but the whole file system is
-    visible, solutions included. A fallback, with a warning.
-``none``
-    An ordinary child process in a session of its own; the checks' process is a subreaper, so
-    its descendants are still found and killed. Enough for a student checking their own work;
-    for grading, a warning says what is not protected.
+- ``bwrap`` (`bubblewrap <https://github.com/containers/bubblewrap>`_, Flatpak's sandbox):
+  a file system of its own, built from read-only views of what the student's process needs
+  (``/usr``, Python and its packages, ``vecenvs``, the parts of ``exercises`` student files
+  import) and one writable folder, a copy of that student's files. The checks, the solutions,
+  the other students and the grader's reports are not in it at all. Also its own PID namespace
+  (when the sandbox ends, the kernel kills every process in it), no network, no capabilities,
+  no new user namespaces, a session of its own.
+- ``unshare`` (util-linux): its own PID namespace and network, so every process still ends with
+  the sandbox; but the whole file system is visible, solutions included. A fallback, with a
+  warning.
+- ``none``: an ordinary child in a session of its own; the checks' process is a subreaper, so
+  its descendants are still found and killed. Enough to check one's own work; for grading, a
+  warning says what is not protected.
 
-The student's process always starts in a *workspace*, a temporary folder holding::
-
-    lab/exercises/...     the parts of the exercises package student files import (a copy)
-    packages/vecenvs      the vecenvs package the checks use
-    submission/           a copy of the student's files (regular files only, within limits)
+The student's process starts in a *workspace*, a temporary folder holding ``lab/exercises``
+(the parts of the package student files import, a copy), ``packages/vecenvs`` and
+``submission/`` (a copy of the student's regular files, within limits).
 """
 
 from __future__ import annotations
@@ -59,28 +53,16 @@ _BWRAP_VARIANTS = (("--unshare-user", "--disable-userns", *_OWN), _OWN)
 # killed by the kernel if the process that started it dies.
 _BWRAP_ALWAYS = ("--cap-drop", "ALL", "--new-session", "--die-with-parent")
 # Read only from the host's /etc: what the dynamic linker and a Python process may look at.
-_ETC_FILES = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "passwd",
-    "group",
-    "nsswitch.conf",
-    "hosts",
-)
+_ETC_FILES = "ld.so.cache ld.so.conf ld.so.conf.d localtime passwd group nsswitch.conf hosts"
 
 
 @dataclass(frozen=True)
 class Sandbox:
     """A way of running a student's process, and what it leaves unprotected."""
 
-    kind: str
-    """``"bwrap"``, ``"unshare"`` or ``"none"``."""
-    bwrap_flags: tuple[str, ...] = ()
-    """The namespace flags that worked here (bwrap only)."""
-    why_not_better: str = ""
-    """Why a better kind could not be used ("" for bwrap)."""
+    kind: str  # one of KINDS
+    bwrap_flags: tuple[str, ...] = ()  # the namespace flags that worked here (bwrap only)
+    why_not_better: str = ""  # why a better kind could not be used
 
     @property
     def warning(self) -> str:
@@ -139,12 +121,8 @@ def paths(sandbox: Sandbox, workspace: Path) -> dict[str, str]:
     }
 
 
-# ---------------------------------------------------------------------------------- the workspace
-
-
-def prepare_workspace(submission: Path, workspace: Path) -> list[str]:
-    """Fills ``workspace`` (an empty folder) for one student process; returns notes on files
-    of the submission that were left out."""
+def prepare_workspace(submission: Path, workspace: Path) -> None:
+    """Fills ``workspace`` (an empty folder) for one student process."""
     lab = workspace / "lab" / "exercises"
     lab.mkdir(parents=True)
     for name in SHARED_WITH_STUDENTS:
@@ -156,16 +134,13 @@ def prepare_workspace(submission: Path, workspace: Path) -> list[str]:
     (workspace / "packages").mkdir()
     (workspace / "tmp").mkdir()
     (workspace / "packages" / "vecenvs").symlink_to(vecenvs_folder(), target_is_directory=True)
-    return copy_submission(submission, workspace / "submission")
+    copy_submission(submission, workspace / "submission")
 
 
 def copy_submission(folder: Path, into: Path) -> list[str]:
-    """Copies the regular files under ``folder`` into ``into``.
-
-    Symbolic links are left out (a link to ``exercises/solutions`` would copy the solutions),
-    and so are devices, pipes, hidden folders, ``__pycache__`` and whatever exceeds
-    :data:`MAX_FILES` or :data:`MAX_BYTES`. Returns a note per thing left out.
-    """
+    """Copies the regular files under ``folder`` into ``into``; returns a note per thing left
+    out: links (one to ``exercises/solutions`` would copy the solutions), devices, pipes,
+    hidden folders, ``__pycache__``, and what exceeds :data:`MAX_FILES` or :data:`MAX_BYTES`."""
     into.mkdir()
     notes: list[str] = []
     files = total = 0
@@ -201,9 +176,6 @@ def vecenvs_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-# ---------------------------------------------------------------------------------- bubblewrap
-
-
 def _bwrap_prefix(flags: tuple[str, ...]) -> list[str]:
     own = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--hostname", "sandbox"]
     return ["bwrap", *flags, *_BWRAP_ALWAYS, *_system_binds(), *own]
@@ -218,7 +190,7 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for name in _ETC_FILES:
+    for name in _ETC_FILES.split():
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     return args
 
@@ -236,11 +208,9 @@ def _bwrap_binds(workspace: Path) -> list[str]:
 
 @functools.cache
 def python_folders() -> tuple[Path, ...]:
-    """The folders this Python needs, shown read-only at the same paths inside the sandbox.
-
-    Its installation and virtual environment, and its site-packages. Never a folder that holds
-    the exercises (a checkout with the solutions, added to ``sys.path`` by an editable install).
-    """
+    """The folders this Python needs (installation, virtual environment, site-packages), shown
+    read-only at the same paths inside the sandbox; never one that holds the exercises (a
+    checkout with the solutions, on ``sys.path`` through an editable install)."""
     installed = sysconfig.get_paths()
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     candidates |= {*site.getsitepackages(), installed["stdlib"], installed["platstdlib"]}
@@ -257,16 +227,8 @@ def python_folders() -> tuple[Path, ...]:
         and not EXERCISES.is_relative_to(path)  # would show the checks and the solutions
     }
     # A folder inside another one is shown with it.
-    inner = {
-        path
-        for path in folders
-        for other in folders
-        if path != other and path.is_relative_to(other)
-    }
+    inner = {path for path in folders for other in folders - {path} if path.is_relative_to(other)}
     return tuple(sorted(folders - inner))
-
-
-# ---------------------------------------------------------------------------------- unshare
 
 
 def _unshare_prefix() -> list[str]:
@@ -277,28 +239,17 @@ def _unshare_prefix() -> list[str]:
     return ["unshare", *namespaces, *user]
 
 
-# ---------------------------------------------------------------------------------- choosing
-
-
 def choose(requested: str = "auto") -> Sandbox:
     """The sandbox to use: ``requested`` if it works here, or with ``"auto"`` the best that does.
-
-    Raises:
-        RuntimeError: the requested kind does not work here (the message says why).
-    """
+    Raises RuntimeError, saying why, when the requested kind does not work here."""
     if requested not in ("auto", *KINDS):
         raise ValueError(f"sandbox must be 'auto' or one of {KINDS}, got {requested!r}")
     reasons = []
-    for kind in KINDS:
-        if requested not in ("auto", kind):
-            continue
+    for kind in KINDS if requested == "auto" else (requested,):
         works, detail = _probe(kind)
         if works:
-            return Sandbox(
-                kind,
-                bwrap_flags=detail if kind == "bwrap" else (),
-                why_not_better="; ".join(reasons),
-            )
+            flags = detail if kind == "bwrap" else ()
+            return Sandbox(kind, bwrap_flags=flags, why_not_better="; ".join(reasons))
         if requested == kind:
             raise RuntimeError(f"the {kind} sandbox does not work here: {detail}")
         reasons.append(f"{kind}: {detail}")
@@ -318,10 +269,8 @@ def _probe(kind: str):
         return False, "the bwrap command is not installed (Debian: apt-get install bubblewrap)"
     shown = [Path("/usr"), *python_folders()]
     if any(EXERCISES.is_relative_to(folder) for folder in shown):
-        return (
-            False,
-            f"{EXERCISES} lies inside a folder the sandbox shows whole ({', '.join(map(str, shown))})",
-        )
+        whole = ", ".join(map(str, shown))
+        return False, f"{EXERCISES} lies inside a folder the sandbox shows whole ({whole})"
     error = ""
     for flags in _BWRAP_VARIANTS:
         ok, error = _runs([*_bwrap_prefix(flags), "true"])
@@ -333,12 +282,7 @@ def _probe(kind: str):
 def _runs(command: list[str]) -> tuple[bool, str]:
     try:
         done = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
+            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return False, str(error)

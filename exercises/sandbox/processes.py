@@ -1,14 +1,11 @@
 """Making sure that every process a student's code starts ends when we say so.
 
-A process that calls ``setsid()`` leaves its process group, and one whose parent exits is handed
-to another process ("reparented"), normally init, where nobody would ever look for it. Linux
-lets a process declare itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): orphans
-among its descendants are then handed to it instead of init, so they stay its descendants, and
-:func:`kill_descendants` finds and kills them, however they detached themselves.
-
-The grader, the checks' process and the runner are each a subreaper. In a PID namespace (the
-sandbox's own) the kernel does more: when the namespace's first process dies, every process in
-the namespace is killed. The subreaper is what still works where no namespace can be had.
+A process that calls ``setsid()`` leaves its process group, and one whose parent exits is
+reparented, normally to init, where nobody would look for it. A Linux *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``) gets those orphans instead, so they stay its descendants and
+:func:`kill_descendants` finds them. The grader, the checks' process and the runner are each a
+subreaper; in the sandbox's PID namespace the kernel also kills every process when the first
+one dies, and the subreaper is what still works where no namespace can be had.
 """
 
 from __future__ import annotations
@@ -40,38 +37,23 @@ def become_subreaper() -> bool:
 
 
 def descendants() -> set[int]:
-    """The pids of this process's descendants now."""
-    try:
-        return {process.pid for process in psutil.Process().children(recursive=True)}
-    except psutil.Error:
-        return set()
+    """The pids of this process's running descendants now."""
+    return {process.pid for process in _running_descendants()}
 
 
-def kill_descendants(rounds: int = 20, seconds: float = 5.0, spare: set[int] = frozenset()) -> int:
-    """Kills every descendant of this process (SIGKILL: nothing to negotiate) and reaps them.
-
-    Repeats while new ones appear (a process may fork while its siblings are being killed), at
-    most ``rounds`` times. ``spare``: pids to leave alone (processes that were there before).
-    Returns how many were killed.
-    """
-    me = psutil.Process()
+def kill_descendants(spare: set[int] = frozenset()) -> int:
+    """Kills (SIGKILL) and reaps every descendant of this process but the pids in ``spare``;
+    returns how many. Repeats while new ones appear (one may fork while its siblings die)."""
     killed = 0
-    for _ in range(rounds):
-        try:
-            found = [
-                process
-                for process in me.children(recursive=True)
-                if process.pid not in spare and _running(process)
-            ]
-        except psutil.Error:
-            break
+    for _ in range(20):
+        found = [process for process in _running_descendants() if process.pid not in spare]
         if not found:
             break
         for process in found:
             with contextlib.suppress(psutil.Error):
                 process.kill()
                 killed += 1
-        _wait_gone(found, seconds)
+        _wait_gone(found, seconds=5.0)
     return killed
 
 
@@ -87,8 +69,15 @@ def end_group(process: subprocess.Popen | None, spare: set[int] = frozenset()) -
     kill_descendants(spare=spare)
 
 
+def _running_descendants() -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process().children(recursive=True) if _running(p)]
+    except psutil.Error:
+        return []
+
+
 def _running(process: psutil.Process) -> bool:
-    """Alive and not a zombie (a zombie has ended; it only waits to be reaped)."""
+    # A zombie has ended; it only waits to be reaped.
     try:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -96,11 +85,8 @@ def _running(process: psutil.Process) -> bool:
 
 
 def _wait_gone(processes: list[psutil.Process], seconds: float) -> None:
-    """Waits until none of ``processes`` runs, reaping those that are (or became) our children.
-
-    Reaping by pid, never ``waitpid(-1)``: that would take the exit status of a child some
-    ``subprocess.Popen`` here is waiting for.
-    """
+    """Waits until none of ``processes`` runs, reaping those that are (or became) our children:
+    by pid, never ``waitpid(-1)``, which would take the status a ``subprocess.Popen`` waits for."""
     deadline = time.perf_counter() + seconds
     while True:
         for process in processes:

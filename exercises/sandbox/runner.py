@@ -2,21 +2,17 @@
 
     python -m exercises.sandbox.runner FD SUBMISSION_FOLDER
 
-:mod:`exercises.sandbox.client` starts this in the sandbox, with ``FD`` its end of a socket to
-the checks' process. It says ``{"hello": pid}`` before importing anything of the student's,
-then answers one request at a time (each a :mod:`wire` message, each naming its target with a
-:class:`wire.Expr`):
+:mod:`exercises.sandbox.client` starts this in the sandbox, ``FD`` its end of a socket to the
+checks. It says ``{"hello": pid}`` before importing anything of the student's, then answers one
+:mod:`~exercises.sandbox.wire` message at a time, each naming its target with a ``wire.Expr``:
 
     {"op": "get", "target": ...}                 -> {"value": data} or {"callable": {...}}
     {"op": "call", "target": ..., "keep": bool}  -> {"value": data} or {"handle": n, "type": name}
     {"op": "clean"}                              -> kills every process the student's code started
 
-or ``{"error": ...}`` when the student's file is missing, does not import, lacks the name, or
-its code raised. ``keep`` keeps the result here, as object ``n``, for later requests (a vector
-env the checks step).
-
-Nothing this process says is trusted: the student's code runs in it and could change any of
-it. The checks judge its answers as data; the sandbox keeps it away from everything else.
+or ``{"error": ...}`` when the file is missing, does not import, lacks the name, or its code
+raised. ``keep`` keeps the result here as object ``n`` (a vector env the checks step). Nothing
+this process says is trusted: the student's code runs in it and could change any of it.
 """
 
 from __future__ import annotations
@@ -57,51 +53,30 @@ class Runner:
         self.modules: dict[str, ModuleType | Refusal] = {}
         self.kept: dict[int, Any] = {}
         self.numbers = itertools.count(1)
-        self.handlers = {"get": self.get, "call": self.call, "clean": self.clean}
 
     def handle(self, request: dict) -> dict:
-        """The reply to one request."""
-        handler = self.handlers.get(request.get("op"))
-        if handler is None:
-            return {"error": "bad_request", "detail": f"unknown op {request.get('op')!r:.40}"}
+        op = request.get("op")
         try:
-            return handler(request)
+            if op == "clean":  # between two checks
+                return {"value": processes.kill_descendants()}
+            if op not in ("get", "call"):
+                return {"error": "bad_request", "detail": f"unknown op {op!r:.40}"}
+            value = wire.decode(request.get("target"), evaluate=self.evaluate)
+            if op == "get" and callable(value):
+                name = getattr(value, "__qualname__", type(value).__name__)[:200]
+                return {"callable": {"name": name, "is_class": isinstance(value, type)}}
+            if op == "call" and request.get("keep"):
+                number = next(self.numbers)
+                self.kept[number] = value
+                return {"handle": number, "type": type(value).__qualname__[:200]}
+            return {"value": wire.encode(value)}
         except Refusal as refusal:
             return refusal.reply
         except wire.WireError as error:
             return {"error": "bad_request", "detail": str(error)}
 
-    def get(self, request: dict) -> dict:
-        value = self.target(request)
-        if callable(value):
-            return {
-                "callable": {
-                    "name": getattr(value, "__qualname__", type(value).__name__)[:200],
-                    "is_class": isinstance(value, type),
-                }
-            }
-        return {"value": wire.encode(value)}
-
-    def call(self, request: dict) -> dict:
-        result = self.target(request)
-        if request.get("keep"):
-            number = next(self.numbers)
-            self.kept[number] = result
-            return {"handle": number, "type": type(result).__qualname__[:200]}
-        return {"value": wire.encode(result)}
-
-    def clean(self, request: dict) -> dict:
-        """Kills what the student's code started and left running (between two checks)."""
-        return {"value": processes.kill_descendants()}
-
-    def target(self, request: dict) -> Any:
-        """Evaluates the request's target; what the student's code does wrong becomes a Refusal."""
-        return wire.decode(request.get("target"), evaluate=self.evaluate)
-
-    # ------------------------------------------------------------------ evaluating names
-
     def evaluate(self, expr: wire.Expr) -> Any:
-        """The object ``expr`` names: its root, then each attribute and call in turn."""
+        """The object ``expr`` names; what the student's code does wrong becomes a Refusal."""
         root = expr.root
         if "file" in root:
             value = self.load(str(root["file"]))
@@ -177,7 +152,7 @@ def describe(error: BaseException) -> dict:
 
 
 def student_traceback(error: BaseException) -> str:
-    """The traceback the student needs: without the runner's own frames, at most 4000 characters."""
+    """The traceback without the runner's own frames, at most 4000 characters."""
     try:
         summary = traceback.TracebackException.from_exception(error)
         summary.stack = traceback.StackSummary.from_list(

@@ -1,14 +1,14 @@
 """What the checks build inside the student's process: env factories, a worker that answers
 properly, and a harness that drives a student's worker over a real pipe.
 
-A check names these from its own process as ``toolkit.NAME(...)`` (an
-:class:`exercises.sandbox.wire.Expr`); the runner builds them here, next to the student's code,
-because env factories and pipes cannot cross a process boundary as data. Nothing here decides a
-score: the checks judge what comes back (a student's code could change anything in this process).
+A check names these as ``toolkit.NAME(...)`` (a :class:`~exercises.sandbox.wire.Expr`); the
+runner builds them next to the student's code, because env factories and pipes cannot cross a
+process boundary as data. Nothing here decides a score: the checks judge what comes back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
@@ -25,21 +25,16 @@ from vecenvs.envs import faulty_env_fns  # noqa: F401  (checks ask for it by nam
 
 
 def env_fn(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
-    """A factory for ``gymnasium.make(env_id, **kwargs)``."""
     return functools.partial(gym.make, env_id, **kwargs)
 
 
 def env_fns(env_id: str, num_envs: int, **kwargs: Any) -> list[Callable[[], gym.Env]]:
-    """``num_envs`` factories for the same env."""
     return [env_fn(env_id, **kwargs)] * num_envs
 
 
 class FailingEnv(gym.Wrapper):
-    """CartPole that raises ``RuntimeError`` at the ``at``-th reset or step, once.
-
-    The message ends with ``token``, which the check chose at random: a worker can only send
-    it back by sending the real traceback, not a canned one.
-    """
+    """CartPole that raises ``RuntimeError`` at the ``at``-th reset or step, once. The message
+    ends with ``token``, chosen at random by the check: only a real traceback carries it."""
 
     def __init__(self, fail_on: str, at: int, token: str):
         super().__init__(gym.make("CartPole-v1"))
@@ -61,33 +56,20 @@ class FailingEnv(gym.Wrapper):
 
 
 def failing_env_fn(fail_on: str, at: int, token: str) -> Callable[[], gym.Env]:
-    """A factory for :class:`FailingEnv`."""
     return functools.partial(FailingEnv, fail_on, at, token)
 
 
 def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
-    """A worker that sends env errors back as ``(False, traceback)`` (exercise 4 writes one).
-
-    Question 3's checks give it to the student's vector env, so that question 3 does not
-    depend on question 4. (The reference solution of question 4 is the same loop; this copy
-    is here because the sandbox never shows the solutions.)
-    """
-    env = env_fn()
-    try:
-        while True:
-            command, data = pipe.recv()
-            if command is Command.CLOSE:
-                pipe.send((True, None))
-                return
+    """A worker that sends env errors back as ``(False, traceback)``, for question 3's checks
+    (so that question 3 does not depend on question 4, whose solution the sandbox never shows)."""
+    with contextlib.closing(env_fn()) as env, contextlib.suppress(EOFError):
+        while (request := pipe.recv())[0] is not Command.CLOSE:
             try:
-                reply = (True, answer(env, command, data))
+                reply = (True, answer(env, *request))
             except Exception:
                 reply = (False, traceback.format_exc())
             pipe.send(reply)
-    except EOFError:
-        pass
-    finally:
-        env.close()
+        pipe.send((True, None))
 
 
 class _CloseRecorder(gym.Wrapper):
@@ -103,11 +85,8 @@ class _CloseRecorder(gym.Wrapper):
 
 
 class WorkerUnderTest:
-    """A student's worker function in a forked process, and the parent's end of its pipe.
-
-    Question 4's checks call these methods from their own process; each returns plain data
-    saying what happened, which the check judges.
-    """
+    """A student's worker function in a forked process, and the parent's end of its pipe;
+    question 4's checks call its methods, each returning plain data saying what happened."""
 
     def __init__(self, worker_function: Callable, env_fn: Callable[[], gym.Env]):
         self.marker = os.path.join(tempfile.mkdtemp(prefix="closed-"), "env-closed")
@@ -141,12 +120,10 @@ class WorkerUnderTest:
         self.pipe.close()
 
     def join(self, seconds: float) -> dict:
-        """Waits up to ``seconds`` for the worker to end; ``{"alive": ..., "exitcode": ...}``."""
         self.process.join(seconds)
         return {"alive": self.process.is_alive(), "exitcode": self.process.exitcode}
 
     def env_was_closed(self) -> bool:
-        """Whether the worker called ``close()`` on its env."""
         return os.path.exists(self.marker)
 
     def close(self) -> None:

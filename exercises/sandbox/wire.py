@@ -1,24 +1,15 @@
 """What crosses between the checks and a student's process: plain data, and names of things.
 
-The checks never hold an object made by a student's code. A student's function runs in a process
-of its own (``exercises.sandbox.runner``); what it returns comes back through this module as plain
-data, rebuilt here from JSON:
+A student's function runs in a process of its own (:mod:`exercises.sandbox.runner`); what it
+returns comes back as JSON and is rebuilt here as plain data: None, bool, int, float, str, list,
+tuple, dict, range, and numpy arrays of booleans or numbers. Anything else arrives as an
+:class:`Opaque`, equal to nothing but itself. Not pickle: unpickling runs code chosen by whoever
+wrote the bytes, and an object a student made can lie (``__eq__`` returning True passes every
+comparison); data rebuilt from JSON can only be what it says it is.
 
-    None, bool, int, float, str, list, tuple, dict, range,
-    numpy arrays of booleans or numbers (any shape)
-
-Anything else arrives as an :class:`Opaque`: the name of its type and a short ``repr``, equal to
-nothing but itself. Why not pickle? Unpickling runs code chosen by whoever wrote the bytes, and
-an object a student made can lie: ``class Yes: __eq__ = lambda self, other: True`` is equal to
-every expected answer. Data rebuilt from JSON can only be what it says it is: a number is an
-``int`` or a ``float``, and ``==`` means what it says.
-
-The other direction, from the checks to the student's process, may also carry an :class:`Expr`:
-the name of an object that lives over there ("the student's ``split_envs``", "object 3",
-"``toolkit.costly_env_fns(3)``"), which the runner evaluates there.
-
-Messages are JSON objects, each sent as a 4-byte length and the UTF-8 text, at most
-:data:`MAX_MESSAGE` bytes.
+Towards the student's process a message may also carry an :class:`Expr`, the name of an object
+that lives over there, which the runner evaluates. Messages are JSON objects, each sent as a
+4-byte length and the UTF-8 text, at most :data:`MAX_MESSAGE` bytes.
 """
 
 from __future__ import annotations
@@ -48,10 +39,7 @@ class WireError(Exception):
 
 
 class Opaque:
-    """Something a student's code returned that is not plain data: only its type name and repr.
-
-    It is equal to nothing but itself, so no check can be passed with it.
-    """
+    """What a student's code returned that is not plain data: its type name and repr only."""
 
     __slots__ = ("text", "type_name")
 
@@ -60,7 +48,6 @@ class Opaque:
         self.text = text
 
     def __repr__(self) -> str:
-        # Its own repr, as the student would see it printed over there.
         return self.text or f"<{self.type_name} object>"
 
 
@@ -70,12 +57,11 @@ def type_name(value: Any) -> str:
 
 
 class Expr:
-    """The name of an object in the student's process, built from a root and steps.
+    """The name of an object in the student's process: a root, then attribute and call steps.
 
-    ``Expr.toolkit().costly_env_fns(3, obs_size=5)`` does not call anything here: it records
-    the attribute and the call, and the runner evaluates them when this arrives as an argument
-    or a request. Roots: a student's file (``Expr.file("q1_chunks.py")``), an object the
-    runner kept for the checks (``Expr({"handle": 3})``), or :mod:`exercises.sandbox.toolkit`.
+    ``Expr.toolkit().costly_env_fns(3, obs_size=5)`` calls nothing here; the runner evaluates it
+    over there. Roots: a student's file (``Expr.file("q1_chunks.py")``), an object the runner
+    kept (``Expr({"handle": 3})``), or :mod:`exercises.sandbox.toolkit`.
     """
 
     __slots__ = ("root", "steps")
@@ -86,12 +72,10 @@ class Expr:
 
     @classmethod
     def file(cls, filename: str) -> Expr:
-        """A student's file, imported as a module."""
         return cls({"file": filename})
 
     @classmethod
     def toolkit(cls) -> Expr:
-        """The checks' own helpers, :mod:`exercises.sandbox.toolkit`."""
         return cls({"toolkit": True})
 
     def __getattr__(self, name: str) -> Expr:
@@ -103,16 +87,9 @@ class Expr:
         return Expr(self.root, (*self.steps, ("call", args, kwargs)))
 
     def __repr__(self) -> str:
-        root = self.root.get("file") or (
-            f"object {self.root['handle']}" if "handle" in self.root else "toolkit"
-        )
-        text = str(root)
-        for step in self.steps:
-            text += f".{step[1]}" if step[0] == "attr" else "(...)"
-        return text
-
-
-# ---------------------------------------------------------------------------------------- encoding
+        root = self.root
+        text = root.get("file") or (f"object {root['handle']}" if "handle" in root else "toolkit")
+        return str(text) + "".join(f".{s[1]}" if s[0] == "attr" else "(...)" for s in self.steps)
 
 
 def encode(value: Any, depth: int = 0) -> Any:
@@ -122,10 +99,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     if value is None or type(value) in (bool, str):
         return value
     if isinstance(value, Expr):
-        steps = [_encode_step(step, depth) for step in value.steps]
-        return {"$": "expr", "root": value.root, "steps": steps}
-    # No numpy object can exist where numpy was never imported (question 1's code, say): then
-    # there is no need to pay for importing it.
+        return {"$": "expr", "root": value.root, "steps": [_step(s, depth) for s in value.steps]}
+    # Where numpy was never imported (question 1's code, say) no numpy object can exist.
     np = sys.modules.get("numpy")
     try:
         # Subclasses and numpy scalars become the plain value they stand for: whatever their own
@@ -145,16 +120,9 @@ def encode(value: Any, depth: int = 0) -> Any:
             kind = "tuple" if isinstance(value, tuple) else "list"
             return {"$": kind, "items": [encode(item, depth + 1) for item in value]}
         if isinstance(value, dict):
-            pairs = [
-                [encode(key, depth + 1), encode(item, depth + 1)] for key, item in value.items()
-            ]
+            pairs = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]
             return {"$": "dict", "items": pairs}
-        if (
-            np
-            and isinstance(value, np.ndarray)
-            and value.dtype.kind in ARRAY_KINDS
-            and value.dtype.fields is None
-        ):
+        if np and isinstance(value, np.ndarray) and _plain_dtype(value.dtype):
             array = np.ascontiguousarray(value)
             return {
                 "$": "ndarray",
@@ -167,22 +135,14 @@ def encode(value: Any, depth: int = 0) -> Any:
     return _opaque(value)
 
 
-def _encode_step(step: tuple, depth: int) -> list:
-    """``["attr", name]`` or ``["call", args as a list, kwargs as a dict]``."""
+def _step(step: tuple, depth: int) -> list:
     if step[0] == "attr":
         return ["attr", step[1]]
     return ["call", encode(list(step[1]), depth + 1), encode(dict(step[2]), depth + 1)]
 
 
-def _decode_step(step: Any, evaluate: Any, depth: int) -> tuple:
-    kind = step[0] if isinstance(step, list) and step else None
-    if kind == "attr" and len(step) == 2 and isinstance(step[1], str):
-        return ("attr", step[1])
-    if kind == "call" and len(step) == 3:
-        args, kwargs = (decode(part, evaluate, depth + 1) for part in step[1:])
-        if isinstance(args, list) and isinstance(kwargs, dict):
-            return ("call", args, kwargs)
-    raise WireError(f"not a step: {str(step)[:80]}")
+def _plain_dtype(dtype: Any) -> bool:
+    return dtype.kind in ARRAY_KINDS and dtype.fields is None and not dtype.hasobject
 
 
 def _opaque(value: Any, note: str = "") -> dict:
@@ -198,16 +158,11 @@ def _opaque(value: Any, note: str = "") -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------------- decoding
-
-
 def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
-    """Rebuilds a value from :func:`encode`'s output.
+    """Rebuilds a value from :func:`encode`'s output (parsed JSON).
 
-    Args:
-        data: parsed JSON.
-        evaluate: what to do with an :class:`Expr` (the runner passes its evaluator); without
-            it, an Expr in the data is a :class:`WireError`: the checks accept only data.
+    ``evaluate`` turns an :class:`Expr` into its object (the runner's evaluator); without it an
+    Expr is a :class:`WireError`: the checks accept only data.
     """
     if data is None or type(data) in (bool, int, float, str):
         return data
@@ -234,9 +189,7 @@ def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
             raise WireError(f"not a float: {text[:20]}")
         return float(text)
     if tag == "range":
-        return range(
-            _field(data, "start", int), _field(data, "stop", int), _field(data, "step", int)
-        )
+        return range(*(_field(data, name, int) for name in ("start", "stop", "step")))
     if tag == "ndarray":
         return _decode_array(data)
     if tag == "opaque":
@@ -247,6 +200,17 @@ def decode(data: Any, evaluate: Any = None, depth: int = 0) -> Any:
         steps = [_decode_step(step, evaluate, depth) for step in _field(data, "steps", list)]
         return evaluate(Expr(_field(data, "root", dict), tuple(steps)))
     raise WireError(f"unknown tag {tag[:40]!r}")
+
+
+def _decode_step(step: Any, evaluate: Any, depth: int) -> tuple:
+    kind = step[0] if isinstance(step, list) and step else None
+    if kind == "attr" and len(step) == 2 and isinstance(step[1], str):
+        return ("attr", step[1])
+    if kind == "call" and len(step) == 3:
+        args, kwargs = (decode(part, evaluate, depth + 1) for part in step[1:])
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return ("call", args, kwargs)
+    raise WireError(f"not a step: {str(step)[:80]}")
 
 
 def _field(data: dict, name: str, kind: type) -> Any:
@@ -263,7 +227,7 @@ def _decode_array(data: dict) -> Any:
         dtype = np.dtype(_field(data, "dtype", str))
     except TypeError as error:
         raise WireError(f"not a dtype: {data.get('dtype')!r:.40}") from error
-    if dtype.kind not in ARRAY_KINDS or dtype.fields is not None or dtype.hasobject:
+    if not _plain_dtype(dtype):
         return Opaque("numpy.ndarray", f"of dtype {dtype}")
     shape = _field(data, "shape", list)
     if not all(type(size) is int and size >= 0 for size in shape):
@@ -272,9 +236,6 @@ def _decode_array(data: dict) -> Any:
     if len(raw) != dtype.itemsize * math.prod(shape):
         raise WireError("an array's data does not match its shape")
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-
-
-# ---------------------------------------------------------------------------------------- framing
 
 
 def send(channel: socket.socket, message: dict) -> None:
@@ -286,12 +247,10 @@ def send(channel: socket.socket, message: dict) -> None:
 
 
 def receive(channel: socket.socket, deadline: float | None = None) -> dict:
-    """Receives one message; waits until ``deadline`` (a ``time.perf_counter()`` value) at most.
+    """Receives one message, waiting until ``deadline`` (a ``time.perf_counter()`` value) at most.
 
-    Raises:
-        TimeoutError: nothing complete arrived by the deadline.
-        EOFError: the other side closed the connection (for instance, its process died).
-        WireError: what arrived is not a message.
+    Raises TimeoutError (nothing complete by the deadline), EOFError (the other side closed the
+    connection: its process died, say) or WireError (what arrived is not a message).
     """
     size = _HEADER.unpack(_read_exactly(channel, _HEADER.size, deadline))[0]
     if size > MAX_MESSAGE:
