@@ -275,7 +275,8 @@ class JobQueue:
             return not held
 
     def ensure_runner(self) -> subprocess.Popen | None:
-        """Start a runner for this store and return it; None when one is already serving it.
+        """Start a runner for this store and return it; None when one is already serving it
+        or one this object started is still running.
 
         It is started without a shell and reads what to run from the store, never from its
         command line. It is in this process's process group, so Ctrl-C in the dashboard's
@@ -284,7 +285,9 @@ class JobQueue:
         if not self.runner_module:
             raise NotImplementedError(f"{type(self).__name__} has no runner_module to start")
         self.store.fail_abandoned_runs()
-        if self.runner_alive():
+        # A runner we started may still be importing, not yet holding the lock: starting
+        # another each poll would leave dozens behind on a busy machine.
+        if self.runner_alive() or self._runners:
             return None
         log = open(self.runner_log_path, "a", encoding="utf-8")  # noqa: SIM115 - the child owns it
         try:
