@@ -26,23 +26,14 @@ from vecenvs.testing.running import (
 
 @dataclass
 class _Difference:
-    """Where two results first differ.
+    """Where two results first differ."""
 
-    Attributes:
-        path: the field, e.g. ``"infos['final_obs'][2]"``.
-        problem: what differs: type, dtype, shape, keys or values.
-        expected: the reference's value at ``path`` (the env's row, when one env is to blame).
-        got: the backend's value there.
-        env_index: the env whose result differs, if one can be named.
-        expected_batch: for a per-env array, the reference's whole batch (used by the hints).
-        got_batch: the backend's whole batch.
-    """
-
-    path: str
-    problem: str
-    expected: Any
+    path: str  # the field, e.g. "infos['final_obs'][2]"
+    problem: str  # what differs: type, dtype, shape, keys or values
+    expected: Any  # the reference's value at path (the env's row, when one env is to blame)
     got: Any
-    env_index: int | None = None
+    env_index: int | None = None  # the env whose result differs, if one can be named
+    # For a per-env array, both whole batches (the hints look at other envs' rows).
     expected_batch: np.ndarray | None = None
     got_batch: np.ndarray | None = None
 
@@ -237,36 +228,20 @@ def check_matches_sync(
 ) -> list[str]:
     """Check the backend returns exactly what gymnasium's ``SyncVectorEnv`` returns.
 
-    Both are built from the same factories (``gymnasium.make(env_id)``), reset with the same
-    seed, and stepped ``steps`` times with the same actions (sampled from the batched action
-    space seeded with ``seed``). Observations (nested too), rewards, terminations, truncations
-    and infos (with their ``_key`` masks, and ``final_obs``/``final_info`` in SAME_STEP mode)
-    must be identical, dtypes included. In DISABLED mode, ended envs are reset after each step
-    with ``reset(options={"reset_mask": ...})``.
+    Both are built from the same factories (``gymnasium.make(env_id, **env_kwargs)``), reset
+    with ``seed`` and stepped ``steps`` times with the same actions (sampled from the batched
+    action space seeded with ``seed``, then passed through ``transform_actions`` if given, e.g.
+    to give float64 actions for a float32 space). Observations, rewards, terminations,
+    truncations and infos (``_key`` masks and SAME_STEP's ``final_obs``/``final_info``
+    included) must be identical, dtypes too. In DISABLED mode, ended envs are reset after each
+    step with ``reset(options={"reset_mask": ...})``. If the envs keep the actions they
+    received (``actions_seen``, as :class:`~vecenvs.envs.spaces.SpacesEnv` does), those must be
+    identical too, types included.
 
-    Args:
-        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
-        env_id: a registered env id.
-        num_envs: how many envs.
-        steps: how many steps; enough for at least two episode ends (see Raises).
-        seed: seeds the reset and the actions.
-        autoreset_mode: the autoreset mode of both vector envs.
-        env_kwargs: passed to ``gymnasium.make`` (e.g. the spaces of ``"vecenvs/Spaces-v0"``).
-        transform_actions: applied to each sampled batch before both vector envs get it (e.g.
-            to give float64 actions for a float32 space, or Python lists).
-
-    If the envs keep the actions they received (``actions_seen``, as
-    :class:`~vecenvs.envs.spaces.SpacesEnv` does), those must be identical too, types included:
-    every env must receive its action exactly as given.
-
-    Returns:
-        Notes (none at present; kept for symmetry with the other checks).
-
-    Raises:
-        ConformanceError: at the first difference, naming the step, field and env, with both
-            values and a hint.
-        ValueError: the run saw fewer than two episode ends, so autoreset was not tested:
-            ``steps`` is too small for this env.
+    Returns notes (none at present, for symmetry with the other checks). Raises
+    :class:`ConformanceError` at the first difference, naming the step, field and env, with
+    both values and a hint; ``ValueError`` if the run saw fewer than two episode ends, so
+    autoreset was not tested: ``steps`` is too small for this env.
     """
     mode = AutoresetMode(autoreset_mode)
     label = env_id if not env_kwargs else f"{env_id} {env_kwargs}"
@@ -302,7 +277,6 @@ def check_matches_sync(
 
 
 def _compare_actions_seen(run: CheckRun, reference: SyncVectorEnv, venv: Any) -> None:
-    """Every env received exactly the actions SyncVectorEnv's did: same types, dtypes, values."""
     expected = reference.get_attr("actions_seen")
     got = run.attempt(
         "get_attr('actions_seen')",
@@ -385,7 +359,7 @@ def _compare_runs(
         expected = reference.step(copy.deepcopy(actions))
         got = run.attempt(
             when,
-            functools.partial(_step_copy, venv, actions),
+            functools.partial(venv.step, copy.deepcopy(actions)),
             STEP_RETURNS,
             "see the traceback for where step() failed",
         )
@@ -406,8 +380,3 @@ def _compare_runs(
             ended_now = no_ends
         ended_before = ended_now
     return episode_ends
-
-
-def _step_copy(venv: Any, actions: Any) -> Any:
-    """``venv.step`` with a copy of ``actions``: the caller keeps its own unchanged."""
-    return venv.step(copy.deepcopy(actions))
