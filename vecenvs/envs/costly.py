@@ -1,13 +1,10 @@
 """``CostlyEnv``: a toy environment whose cost per step is a knob you turn.
 
 Whether stepping many envs in parallel pays off depends mostly on how long one step takes and on
-whether that time is spent computing (a physics engine) or waiting (a game server, a robot).
-This env lets you set both, plus how much the cost varies and how often a rare, much slower
-"straggler" step comes, which a lock-step vector env has to wait for.
-
-Everything random, the drawn costs included, comes from ``self.np_random``, so two envs reset
-with the same seed and given the same actions return identical results and spend the same
-(nominal) time.
+whether that time is spent computing (a physics engine) or waiting (a game server, a robot):
+this env lets you set both, and how often a much slower "straggler" step comes. Everything
+random, the drawn costs included, comes from ``self.np_random``: two envs reset with the same
+seed and given the same actions return identical results and spend the same (nominal) time.
 
 Example:
     >>> import gymnasium as gym

@@ -30,18 +30,12 @@ def _check_raises_when_closed(run: CheckRun, doing: str, action: Callable[[], An
         "keep working (its workers are gone)"
     )
     finished, _, error = in_thread(action, CLOSE_SECONDS)
-    if not finished:
+    if not finished or error is None:
+        hung = f"no answer within {CLOSE_SECONDS:g} s (it is waiting on something)"
         run.problem(
-            f"{doing} after close() must raise at once",
+            f"{doing} after close() must raise" + ("" if finished else " at once"),
             "gymnasium.error.ClosedEnvironmentError",
-            f"no answer within {CLOSE_SECONDS:g} s (it is waiting on something)",
-            hint,
-        )
-    elif error is None:
-        run.problem(
-            f"{doing} after close() must raise",
-            "gymnasium.error.ClosedEnvironmentError",
-            "it returned normally",
+            "it returned normally" if finished else hung,
             hint,
         )
     elif not isinstance(error, ClosedEnvironmentError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,23 +311,24 @@ def _compare_runs(
     """Drive both vector envs in lockstep; stop at the first difference. Returns episode ends."""
     no_ends = np.zeros(num_envs, dtype=bool)
 
-    def compare(
-        when: str,
-        fields: Sequence[str],
-        expected: tuple,
-        got: tuple,
-        ended_before: np.ndarray,
-        ended_now: np.ndarray,
-    ) -> None:
+    def lockstep(
+        when: str, call: Callable[[Any], Any], hint: str, ended_before: np.ndarray = no_ends
+    ) -> np.ndarray:
+        """Make ``call`` (a reset or a step) on both; returns which envs' episodes ended."""
+        expected = call(reference)
+        is_step = len(expected) == len(STEP_RETURNS)
+        fields = STEP_RETURNS if is_step else RESET_RETURNS
+        got = run.attempt(when, functools.partial(call, venv), fields, hint)
+        ended_now = np.logical_or(expected[2], expected[3]) if is_step else no_ends
         for field, want, have in zip(fields, expected, got):
             difference = _find_difference(want, have, field)
             if difference is None:
                 continue
             if when.startswith("reset(seed") and field == "observations":
-                hint = _RESET_HINT
+                advice = _RESET_HINT
             else:
-                hint_field = "reset" if when.startswith("reset") else field
-                hint = _mismatch_hint(difference, hint_field, mode, ended_before, ended_now)
+                hint_field = field if is_step else "reset"
+                advice = _mismatch_hint(difference, hint_field, mode, ended_before, ended_now)
             index = difference.env_index
             env = "not one env in particular" if index is None else str(index)
             run.stop(
@@ -335,16 +336,12 @@ def _compare_runs(
                 f"({difference.problem})",
                 show(difference.expected),
                 show(difference.got),
-                hint,
+                advice,
                 where=[("when", when), ("field", difference.path), ("env", env)],
             )
+        return ended_now
 
-    expected: tuple[Any, ...] = reference.reset(seed=seed)
-    got = run.attempt(
-        f"reset(seed={seed})", lambda: venv.reset(seed=seed), RESET_RETURNS, _RESET_HINT
-    )
-    compare(f"reset(seed={seed})", RESET_RETURNS, expected, got, no_ends, no_ends)
-
+    lockstep(f"reset(seed={seed})", lambda env: env.reset(seed=seed), _RESET_HINT)
     action_space = batch_space(reference.single_action_space, num_envs)
     action_space.seed(seed)
     ended_before = no_ends
@@ -353,30 +350,30 @@ def _compare_runs(
         actions = action_space.sample()
         if transform_actions is not None:
             actions = transform_actions(actions)
-        when = f"step {step} after reset(seed={seed})"
-        # Each side gets its own copy: a backend that writes into the actions must not change
-        # what the reference is given.
-        expected = reference.step(copy.deepcopy(actions))
-        got = run.attempt(
-            when,
-            functools.partial(venv.step, copy.deepcopy(actions)),
-            STEP_RETURNS,
+        ended_now = lockstep(
+            f"step {step} after reset(seed={seed})",
+            functools.partial(_step_copy, actions=actions),
             "see the traceback for where step() failed",
+            ended_before,
         )
-        ended_now = np.logical_or(expected[2], expected[3])
-        compare(when, STEP_RETURNS, expected, got, ended_before, ended_now)
         episode_ends += int(ended_now.sum())
         if mode is AutoresetMode.DISABLED and ended_now.any():
             # No autoreset: the caller resets the ended envs, as a training loop would.
-            when = f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}"
-            expected = reference.reset(options={"reset_mask": ended_now.copy()})
-            got = run.attempt(
-                when,
-                functools.partial(venv.reset, options={"reset_mask": ended_now.copy()}),
-                RESET_RETURNS,
+            lockstep(
+                f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}",
+                functools.partial(_reset_masked, mask=ended_now),
                 "see the traceback for where reset() failed",
             )
-            compare(when, RESET_RETURNS, expected, got, no_ends, no_ends)
             ended_now = no_ends
         ended_before = ended_now
     return episode_ends
+
+
+def _step_copy(env: Any, actions: Any) -> Any:
+    # Each side gets its own copy: a backend that writes into the actions must not change what
+    # the reference is given.
+    return env.step(copy.deepcopy(actions))
+
+
+def _reset_masked(env: Any, mask: np.ndarray) -> Any:
+    return env.reset(options={"reset_mask": mask.copy()})
