@@ -12,13 +12,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from vecenvs.factory import env_fns_for
-from vecenvs.testing.report import (
-    CheckRun,
-    exception_summary,
-    show,
-    traceback_tail,
-    type_name,
-)
+from vecenvs.testing.report import CheckRun, show, type_name
 from vecenvs.testing.running import (
     RESET_RETURNS,
     STEP_RETURNS,
@@ -352,13 +346,7 @@ def _check_with_block(
             venv.reset(seed=0)
     except Exception as err:
         close_quietly(venv)
-        run.stop(
-            "a `with` block around reset(seed=0) raised",
-            "no exception",
-            exception_summary(err),
-            "see the traceback",
-            details=traceback_tail(err),
-        )
+        run.crashed("a `with` block around reset(seed=0) raised", err)
     if getattr(venv, "closed", None) is not True:
         close_quietly(venv)
         run.problem(

@@ -15,13 +15,7 @@ from gymnasium.vector.utils import batch_space
 
 from vecenvs.factory import env_fns_for
 from vecenvs.testing.report import CheckRun, show, type_name
-from vecenvs.testing.running import (
-    RESET_RETURNS,
-    STEP_RETURNS,
-    MakeVectorEnv,
-    build,
-    close_quietly,
-)
+from vecenvs.testing.running import RESET_RETURNS, STEP_RETURNS, MakeVectorEnv, build, close_quietly
 
 
 @dataclass

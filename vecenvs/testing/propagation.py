@@ -8,7 +8,7 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode
 
-from vecenvs.testing.report import CheckRun, exception_summary, traceback_tail
+from vecenvs.testing.report import CheckRun, exception_summary
 from vecenvs.testing.running import (
     CHILD_EXIT_SECONDS,
     MakeVectorEnv,
@@ -135,12 +135,8 @@ def check_error_propagation(
                 "raise it there (e.g. as vecenvs.EnvCrashedError)",
             )
         if phase != "make" and "venv" not in built:
-            run.stop(
-                f"building the vector env must work (env {bad_index} only fails in {phase})",
-                "no exception",
-                exception_summary(error),
-                "see the traceback",
-                details=traceback_tail(error),
+            run.crashed(
+                f"building the vector env must work (env {bad_index} only fails in {phase})", error
             )
         names_it, said = _names_env(error, bad_index)
         if not names_it:

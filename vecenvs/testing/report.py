@@ -90,6 +90,16 @@ class CheckRun:
         self.problem(checked, expected, got, hint, **kwargs)
         raise _Stop
 
+    def crashed(
+        self,
+        checked: str,
+        err: BaseException,
+        expected: str = "no exception",
+        hint: str = "see the traceback",
+    ) -> NoReturn:
+        """Stop the check on an exception, showing the end of its traceback."""
+        self.stop(checked, expected, exception_summary(err), hint, details=traceback_tail(err))
+
     def note(self, text: str) -> None:
         self.notes.append(text)
         warnings.warn(ConformanceWarning(f"{self.name}: {text}"), stacklevel=3)
@@ -109,13 +119,7 @@ class CheckRun:
         try:
             result = action()
         except Exception as err:
-            self.stop(
-                f"{doing} raised an exception",
-                str(expected),
-                exception_summary(err),
-                hint,
-                details=traceback_tail(err),
-            )
+            self.crashed(f"{doing} raised an exception", err, str(expected), hint)
         if fields is not None and not (isinstance(result, tuple) and len(result) == len(fields)):
             self.stop(
                 f"{doing} must return a {len(fields)}-tuple",

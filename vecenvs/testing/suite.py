@@ -12,12 +12,7 @@ from vecenvs.testing.api import check_api
 from vecenvs.testing.close import check_close
 from vecenvs.testing.equality import check_matches_sync
 from vecenvs.testing.propagation import PHASES, check_error_propagation
-from vecenvs.testing.report import (
-    ConformanceError,
-    Failure,
-    exception_summary,
-    traceback_tail,
-)
+from vecenvs.testing.report import ConformanceError, Failure, exception_summary, traceback_tail
 from vecenvs.testing.running import MakeVectorEnv
 
 #: The envs :func:`check_vector_env` runs by default: discrete and continuous actions, Box
