@@ -17,21 +17,15 @@ __all__ = ["WrongType", "check_env_fns", "check_seconds", "check_whole_number"]
 
 
 class WrongType(TypeError, ValueError):
-    """A value of the wrong type. A TypeError, as Python and gymnasium raise for one, and also a
-    ValueError, so that code which treats every bad input as a ValueError (the CLI, the job
-    queue, the dashboard) reports it the same way as a value out of range."""
+    """A value of the wrong type: a TypeError, as Python raises, and a ValueError, so code that
+    treats every bad input as one (the CLI, the job queue, the dashboard) reports it too."""
 
 
 def check_whole_number(
     name: str, value: Any, minimum: int | None = 1, maximum: int | None = None
 ) -> int:
-    """``value`` as an int, if it is a whole number (an int or a numpy integer, not a bool) in
-    range (``minimum=None``: any whole number).
-
-    Raises:
-        WrongType: not a whole number.
-        ValueError: below ``minimum`` or above ``maximum``.
-    """
+    """``value`` as an int, if it is a whole number (an int or a numpy integer, not a bool)
+    in range (``minimum=None``: no lower bound); else :class:`WrongType` or ValueError."""
     if minimum is None:
         expected = "a whole number"
     elif maximum is None:
@@ -47,12 +41,8 @@ def check_whole_number(
 
 
 def check_seconds(name: str, value: Any, *, zero_ok: bool = False) -> float:
-    """``value`` as a float, if it is a number of seconds > 0 (or >= 0 with ``zero_ok``).
-
-    Raises:
-        WrongType: not a real number.
-        ValueError: negative, zero (unless ``zero_ok``), infinite or NaN.
-    """
+    """``value`` as a float, if it is a finite number of seconds > 0 (>= 0 with ``zero_ok``);
+    else :class:`WrongType` (not a real number) or ValueError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise WrongType(
             f"{name} is {value!r} ({type(value).__name__}): expected a number of seconds"

@@ -1,5 +1,5 @@
-"""Plain text for people: one table formatter, for every table the CLI, the notebooks and the
-dashboard print, and the one way a configuration's arguments are written in a label.
+"""Plain text for people: the one table formatter of the CLI, the notebooks and the dashboard,
+and the one way a configuration's arguments are written in a label.
 
 >>> print(format_table(["backend", "steps/s"], [["pool", "12,345"], ["gym-sync", "6,789"]]))
 backend   steps/s
@@ -25,15 +25,8 @@ def format_table(
     title: str | None = None,
     rule: bool = True,
 ) -> str:
-    """``rows`` under ``header``, a rule between them, optionally a ``title`` line above.
-
-    Args:
-        header: the column titles.
-        rows: the cells, each turned into text with ``str``.
-        left: the indices of the columns aligned left (default: the first only).
-        title: a line printed above the table.
-        rule: whether a line of dashes separates the header from the rows.
-    """
+    """``rows`` (cells turned into text with ``str``) under ``header``, a rule of dashes
+    between them unless ``rule=False``, optionally a ``title`` line above."""
     cells = [[str(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header))]
 

@@ -1,19 +1,10 @@
 """Teaching environments, registered with gymnasium under the ``vecenvs/`` namespace.
 
-Importing this package (``import vecenvs`` does it) makes four ids available to
-``gymnasium.make``:
-
-* ``"vecenvs/Costly-v0"``: :class:`CostlyEnv`, a toy env whose step cost is a knob;
-* ``"vecenvs/DictObs-v0"``: :class:`DictObsEnv`, a ``Dict`` observation and a float action,
-  with a 25-step time limit;
-* ``"vecenvs/Faulty-v0"``: :class:`FaultyEnv`, which fails on purpose, for testing failures;
-* ``"vecenvs/Spaces-v0"``: :class:`SpacesEnv`, observations and actions of any gymnasium space
-  type, for checking that a vector env batches them exactly as gymnasium does.
-
-Example:
-    >>> import gymnasium as gym
-    >>> import vecenvs
-    >>> env = gym.make("vecenvs/Costly-v0", step_seconds=1e-3, cost_kind="sleep")
+Importing this package (``import vecenvs`` does it) makes :data:`ENV_IDS` available to
+``gymnasium.make``: ``"vecenvs/Costly-v0"`` (:class:`CostlyEnv`, a step cost you choose),
+``"vecenvs/DictObs-v0"`` (:class:`DictObsEnv`, a ``Dict`` observation, 25-step time limit),
+``"vecenvs/Faulty-v0"`` (:class:`FaultyEnv`, fails on purpose) and ``"vecenvs/Spaces-v0"``
+(:class:`SpacesEnv`, observations and actions of any gymnasium space type).
 """
 
 from __future__ import annotations
@@ -56,16 +47,8 @@ _REGISTRATIONS: dict[str, dict[str, Any]] = {
 #: The ids this package registers.
 ENV_IDS = tuple(_REGISTRATIONS)
 
-
-def _register_all() -> None:
-    """Register every env not registered yet.
-
-    Registering an id twice makes gymnasium warn, and this module can be imported again in a
-    fresh worker process or after a reload, so each id is checked first.
-    """
-    for env_id, kwargs in _REGISTRATIONS.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(id=env_id, **kwargs)
-
-
-_register_all()
+# Registering an id twice makes gymnasium warn, and this module can be imported again (after a
+# reload, say), so each id is checked first.
+for _env_id, _kwargs in _REGISTRATIONS.items():
+    if _env_id not in gymnasium.registry:
+        gymnasium.register(id=_env_id, **_kwargs)

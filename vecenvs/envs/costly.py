@@ -1,20 +1,10 @@
 """``CostlyEnv``: a toy environment whose cost per step is a knob you turn.
 
-Real environments differ mainly in how long one step takes, and in whether that time is spent
-computing (a physics engine) or waiting (a game server, a robot, a disk). Whether stepping many
-envs in parallel pays off depends almost entirely on those two things, so this env lets you set
-them directly:
-
-* ``step_seconds`` and ``reset_seconds``: how long a step and a reset take on average;
-* ``cost_kind``: ``"busy"`` spends the time computing, so parallel workers compete for CPU cores;
-  ``"sleep"`` spends it waiting, so it parallelises even on a single core;
-* ``step_spread``: how much the cost of a step varies from one step to the next;
-* ``straggler_probability`` and ``straggler_factor``: the rare step that is much slower than the
-  rest, which a vector env stepping in lock-step has to wait for.
-
-Everything random, including the drawn costs, comes from the env's own generator
-(``self.np_random``), so two envs reset with the same seed and given the same actions return
-identical observations, rewards and infos, and spend the same (nominal) time.
+Whether stepping many envs in parallel pays off depends mostly on how long one step takes and on
+whether that time is spent computing (a physics engine) or waiting (a game server, a robot):
+this env lets you set both, and how often a much slower "straggler" step comes. Everything
+random, the drawn costs included, comes from ``self.np_random``: two envs reset with the same
+seed and given the same actions return identical results and spend the same (nominal) time.
 
 Example:
     >>> import gymnasium as gym
@@ -50,13 +40,10 @@ _BOUND = np.float32(1.0)
 
 
 def busy_wait(seconds: float) -> None:
-    """Keep one CPU core busy for ``seconds``, measured with ``time.perf_counter``.
+    """Keep one CPU core busy for ``seconds`` (``time.perf_counter``), like a real simulator.
 
-    Unlike ``time.sleep``, this holds on to the core the whole time, like a real simulator
-    would: two processes doing this on one core take twice as long.
-
-    Args:
-        seconds: how long to spin; zero or negative returns at once.
+    Unlike ``time.sleep`` it holds the core: two processes doing this on one core take twice
+    as long.
     """
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
@@ -64,7 +51,7 @@ def busy_wait(seconds: float) -> None:
 
 
 def _check_number(name: str, value: Any, low: float, high: float = math.inf) -> float:
-    """Return ``value`` as a float if it is a finite number in ``[low, high]``, else raise."""
+    """``value`` as a float if it is a finite number in ``[low, high]``, else a ValueError."""
     # bool is an int subclass, but ``step_seconds=True`` is certainly a mistake.
     is_number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_)
@@ -78,27 +65,23 @@ def _check_number(name: str, value: Any, low: float, high: float = math.inf) -> 
 class CostlyEnv(gym.Env):
     """A toy env whose step and reset costs (time, CPU or waiting, stragglers) are knobs.
 
-    The dynamics are deliberately trivial: the observation is a vector in ``[-1, 1]`` that
-    decays towards zero, is pushed one way or the other by the action, and jitters with seeded
-    noise. They exist only so that observations depend on the actions and the seed, which makes
-    "two vector envs give the same results" a meaningful test. The reward is
-    ``-abs(observation[0])``, and an episode terminates after exactly ``episode_steps`` steps, so
-    that vector envs autoreset at a predictable rate.
+    The dynamics are deliberately trivial: a float32 vector in ``[-1, 1]`` decays towards zero,
+    is pushed one way or the other by the action (0 or 1), and jitters with seeded noise, just
+    so that observations depend on the actions and the seed. The reward is
+    ``-abs(observation[0])``; an episode terminates after exactly ``episode_steps`` steps, so
+    vector envs autoreset at a predictable rate, and is never truncated.
 
-    Infos: a step's info is empty unless the cost of the step is random (``step_spread > 0`` or
-    ``straggler_probability > 0``). Then it holds ``"step_cost"``, the seconds this step was
-    asked to spend, and, on straggler steps only, ``"straggler": True``. A key present on some
-    steps only is what exercises the ``_key`` masks of vector-env infos. Reset infos are empty.
-
-    With ``step_seconds=0`` a step does little more than one small numpy update, which is what
-    you want when measuring the overhead a vector env adds.
+    A step's info is empty unless its cost is random (``step_spread > 0`` or
+    ``straggler_probability > 0``); then it holds ``"step_cost"`` (the seconds asked for) and,
+    on straggler steps only, ``"straggler": True``, a key that exercises the ``_key`` masks of
+    vector-env infos. Reset infos are empty. With ``step_seconds=0`` a step is little more than
+    one small numpy update: what you want when measuring the overhead of a vector env.
 
     Args:
         step_seconds: mean time one step takes, in seconds.
-        step_spread: relative spread (standard deviation / mean) of the cost of a step, drawn
-            per step from a lognormal distribution, which is never negative. 0 means every step
-            costs exactly ``step_seconds``.
-        cost_kind: ``"busy"`` to burn CPU until the time has passed, ``"sleep"`` to wait.
+        step_spread: standard deviation / mean of a step's cost, drawn per step from a
+            lognormal distribution (never negative); 0: every step costs ``step_seconds``.
+        cost_kind: ``"busy"`` burns CPU until the time has passed, ``"sleep"`` waits.
         straggler_probability: chance that a step is a straggler.
         straggler_factor: a straggler step costs this many times its drawn cost.
         reset_seconds: time one reset takes (no spread, no stragglers).
@@ -139,16 +122,15 @@ class CostlyEnv(gym.Env):
         self.action_space = spaces.Discrete(2)
 
         self._spend = busy_wait if cost_kind == "busy" else time.sleep
-        # Lognormal parameters chosen so the drawn cost has mean step_seconds and standard
-        # deviation step_spread * step_seconds. A zero mean has no lognormal: no spread then.
+        # Lognormal parameters giving the drawn cost mean step_seconds and standard deviation
+        # step_spread * step_seconds. A zero mean has no lognormal: no spread then.
         self._draws_spread = self.step_seconds > 0 and self.step_spread > 0
         if self._draws_spread:
             self._sigma = math.sqrt(math.log1p(self.step_spread**2))
             self._mu = math.log(self.step_seconds) - self._sigma**2 / 2
         self._reports_cost = self._draws_spread or self.straggler_probability > 0
 
-        # The push each action gives, precomputed so a step does not build it again.
-        # Alternating signs make the components differ from one another.
+        # The push of each action, precomputed; alternating signs make the components differ.
         signs = np.where(np.arange(self.obs_size) % 2 == 0, 1, -1).astype(np.float32)
         self._pushes = {0: -_PUSH * signs, 1: _PUSH * signs}
 
@@ -164,15 +146,7 @@ class CostlyEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start an episode: a small random state near zero. Takes ``reset_seconds``.
-
-        Args:
-            seed: seeds ``self.np_random`` (only when given, as in every gymnasium env).
-            options: unused.
-
-        Returns:
-            The first observation and an empty info dict.
-        """
+        """Start an episode in a small random state near zero; takes ``reset_seconds``."""
         super().reset(seed=seed)
         self._state = (self.np_random.random(self.obs_size, dtype=np.float32) - 0.5) * _PUSH
         self._steps = 0
@@ -182,13 +156,6 @@ class CostlyEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Advance the toy dynamics by one step, spending the step's drawn cost.
-
-        Args:
-            action: 0 or 1, which way to push.
-
-        Returns:
-            ``(observation, reward, terminated, truncated, info)``; ``truncated`` is always
-            False (wrap the env in a ``TimeLimit`` for that), see the class docstring for info.
 
         Raises:
             ValueError: the action is not 0 or 1.
@@ -208,8 +175,7 @@ class CostlyEnv(gym.Env):
         self._state = state.clip(-_BOUND, _BOUND, out=state)
         self._steps += 1
 
-        # Draw the cost only when it is random: with fixed costs the RNG is left alone and the
-        # step stays as cheap as possible.
+        # With fixed costs the RNG is left alone and the step stays as cheap as possible.
         cost = self.step_seconds
         info: dict[str, Any] = {}
         if self._draws_spread:

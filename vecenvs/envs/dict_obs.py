@@ -1,19 +1,15 @@
-"""``DictObsEnv``: a tiny env with a ``Dict`` observation and a continuous action.
+"""``DictObsEnv``: a ball on a table, observed through a ``Dict`` space of mixed dtypes.
 
-Most vector-env bugs hide in the unusual cases: observations that are dicts of arrays with
-different shapes and dtypes (including a plain integer), float actions, episodes that end by
-termination for some envs and by truncation for others, and info keys that only some envs
-report. This env has all of them, in a few lines of deterministic dynamics, so the tests of
-every backend can check that these cases come out right.
-
-The story: a ball rolls on a round table of radius 2 and the action pushes it. The episode
-terminates when the ball falls off the edge. Registered as ``"vecenvs/DictObs-v0"`` with
-``max_episode_steps=25``, so episodes where the ball stays on the table end by truncation; with
-random actions both endings are common.
+Most vector-env bugs hide in the unusual cases: dict observations of arrays with different
+shapes and dtypes (a plain integer too), float actions, episodes ending by termination for some
+envs and by truncation for others, info keys only some envs report. This env has all of them in
+a few lines of deterministic dynamics. Registered as ``"vecenvs/DictObs-v0"`` with
+``max_episode_steps=25``: with random actions both endings are common.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import gymnasium as gym
@@ -23,40 +19,29 @@ from gymnasium import spaces
 __all__ = ["DictObsEnv"]
 
 _TABLE_RADIUS = 2.0  # the ball falls off (terminated) beyond this distance from the centre
-_MIDDLE_RADIUS = 1.0  # "mode" is 0 inside this radius, 1 up to RIM_RADIUS, 2 beyond
-_RIM_RADIUS = 1.5
+_RINGS = (1.0, 1.5)  # "mode" is 0 inside the first radius, 1 up to the second, 2 beyond
 _FRICTION = 0.7  # share of the velocity kept from one step to the next
 _PUSH = 0.3  # how strongly the action changes the velocity
 _NOISE = 0.05  # standard deviation of the seeded jitter added to the velocity
 _DT = 0.4  # how far the ball moves per unit of velocity in one step
-# A step moves the ball at most 0.4 * sqrt(2) < 0.6, and the episode ends once it is past 2,
-# so it never gets further than 2.6 from the centre: the bound is never reached.
+# A step moves the ball at most 0.4 * sqrt(2) < 0.6 and the episode ends once it is past 2,
+# so this bound is never reached.
 _POSITION_BOUND = 3.0
 
 
 class DictObsEnv(gym.Env):
-    """A ball on a round table, observed through a ``Dict`` space of mixed dtypes.
+    """A ball on a round table of radius 2; the action pushes it, it terminates falling off.
 
     Observation (``gymnasium.spaces.Dict``):
-        * ``"position"``: ``Box((3,), float32)``: the ball's ``x``, ``y`` and its distance from
-          the centre (the third entry only makes the shape differ from ``"velocity"``);
+        * ``"position"``: ``Box((3,), float32)``: ``x``, ``y`` and the distance from the
+          centre (the third entry only makes the shape differ from ``"velocity"``);
         * ``"velocity"``: ``Box((2,), float64)`` in ``[-1, 1]``;
         * ``"mode"``: ``Discrete(3)``: 0 near the centre, 1 in the middle ring, 2 near the rim.
 
-    Action: ``Box((2,), float32)`` in ``[-1, 1]``, a push in ``x`` and ``y``; out-of-range
-    actions are clipped.
-
-    Reward: ``1 - distance``, so staying near the centre pays.
-
-    Termination: the ball is more than 2 from the centre. Truncation: only through the
-    ``TimeLimit`` that ``gymnasium.make`` adds (``max_episode_steps=25`` when registered).
-
-    Infos: every step and reset reports ``"distance"`` (float) and ``"steps"`` (int, steps
-    taken in this episode); steps on which ``"mode"`` changed also report
-    ``"mode_changed": True``.
-
-    Everything random (start state, jitter) comes from ``self.np_random``, so the env is
-    deterministic under ``reset(seed=...)``.
+    Action: ``Box((2,), float32)`` in ``[-1, 1]``, a push in ``x`` and ``y`` (clipped).
+    Reward: ``1 - distance``. Truncation: only through the ``TimeLimit`` of ``gymnasium.make``.
+    Infos: ``"distance"`` (float) and ``"steps"`` (int, in this episode) always;
+    ``"mode_changed": True`` on steps where ``"mode"`` changed.
     """
 
     metadata = {"render_modes": []}
@@ -83,35 +68,17 @@ class DictObsEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Put the ball at a random spot near the centre with a small random velocity.
-
-        Args:
-            seed: seeds ``self.np_random`` (only when given).
-            options: unused.
-
-        Returns:
-            The first observation and info (see the class docstring).
-        """
+        """Put the ball at a random spot near the centre with a small random velocity."""
         super().reset(seed=seed)
         self._position = self.np_random.uniform(-0.7, 0.7, size=2)
         self._velocity = self.np_random.uniform(-0.1, 0.1, size=2)
         self._steps = 0
         distance = float(np.hypot(*self._position))
-        self._mode = self._mode_at(distance)
+        self._mode = bisect.bisect_right(_RINGS, distance)
         return self._observation(distance), {"distance": distance, "steps": 0}
 
     def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        """Push the ball, let it roll for one step, and see whether it fell off the table.
-
-        Args:
-            action: array-like of shape ``(2,)``, clipped to ``[-1, 1]``.
-
-        Returns:
-            ``(observation, reward, terminated, truncated, info)``, ``truncated`` always False.
-
-        Raises:
-            gymnasium.error.ResetNeeded: ``reset`` was never called.
-        """
+        """Push the ball, let it roll one step; raises ``ResetNeeded`` before any reset."""
         if self._position is None or self._velocity is None:
             raise gym.error.ResetNeeded("DictObsEnv: call reset() before step()")
         push = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
@@ -122,23 +89,15 @@ class DictObsEnv(gym.Env):
 
         distance = float(np.hypot(*self._position))
         info: dict[str, Any] = {"distance": distance, "steps": self._steps}
-        mode = self._mode_at(distance)
+        mode = bisect.bisect_right(_RINGS, distance)
         if mode != self._mode:
             info["mode_changed"] = True
         self._mode = mode
-
         terminated = distance > _TABLE_RADIUS
         return self._observation(distance), 1.0 - distance, terminated, False, info
 
-    @staticmethod
-    def _mode_at(distance: float) -> int:
-        """Which ring of the table a ball at ``distance`` from the centre is in."""
-        if distance < _MIDDLE_RADIUS:
-            return 0
-        return 1 if distance < _RIM_RADIUS else 2
-
     def _observation(self, distance: float) -> dict[str, Any]:
-        """Build a fresh observation dict (new arrays every time: callers may keep them)."""
+        """A fresh observation dict (new arrays every time: callers may keep them)."""
         assert self._position is not None and self._velocity is not None, "reset() came first"
         x, y = self._position
         return {

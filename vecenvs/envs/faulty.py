@@ -1,19 +1,17 @@
 """``FaultyEnv``: an env that fails on purpose, when and how you tell it to.
 
-A vector env that runs envs in worker processes has to survive its envs misbehaving: raising an
-exception, hanging forever, or taking the whole worker process down with them. To test that,
-you need an env that does exactly one of those things at exactly a known moment, which is what
-this is. It wraps a normal env (CartPole by default) and behaves exactly like it until the
-failure.
+A vector env running envs in worker processes has to survive an env raising, hanging, or taking
+its whole worker process down. To test that you need an env that does exactly one of those at a
+known moment. This one wraps a normal env (CartPole by default) and behaves exactly like it
+until then.
 
-The phases it can fail in (``fail_on``) and what counts:
+When it fails (``fail_on``), counting calls from 1 (``at``):
 
-* ``"make"``: the constructor fails (there is only one construction, so ``at`` is ignored);
-* ``"reset"``: the ``at``-th call of ``reset``, counting from 1;
-* ``"step"``: the ``at``-th call of ``step``, counting from 1 across episodes;
-* ``"call"``: the ``at``-th call of ``ping(value)``, a method that otherwise returns ``value``
-  (for testing ``VectorEnv.call``);
-* ``"close"``: ``close()`` (there is one close, so ``at`` is ignored).
+* ``"make"``: the constructor (``at`` is ignored);
+* ``"reset"`` / ``"step"``: the ``at``-th call of ``reset`` / ``step`` (across episodes);
+* ``"call"``: the ``at``-th call of ``ping(value)``, which otherwise returns ``value`` (for
+  testing ``VectorEnv.call``);
+* ``"close"``: ``close()`` (``at`` is ignored).
 
 How it fails (``how``):
 
@@ -21,8 +19,8 @@ How it fails (``how``):
 * ``"hang"``: never returns (it sleeps in a loop, so the process can still be killed);
 * ``"exit"``: ends the process at once with ``os._exit(3)``, skipping all clean-up;
 * ``"kill"``: the process sends itself ``SIGKILL``, as the out-of-memory killer would;
-* ``"bad-observation"``: the ``reset`` or ``step`` returns, instead of its observation, one of
-  the wrong shape (a vector env cannot batch it, and must say which env it came from).
+* ``"bad-observation"``: the ``reset`` or ``step`` returns an observation of the wrong shape
+  (a vector env cannot batch it, and must say which env it came from).
 
 Only the one call fails; with ``"raise"``, later calls work again.
 
@@ -54,12 +52,11 @@ FAIL_HOWS = ("raise", "hang", "exit", "kill", "bad-observation")
 
 
 def _fail(phase: str, n: int, how: str) -> None:
-    """Fail the way ``how`` says, for the ``n``-th call of ``phase``."""
     if how == "raise":
         raise RuntimeError(f"FaultyEnv: deliberate failure in {phase} #{n}")
     if how == "hang":
-        # Short sleeps in a loop rather than one endless call: the process stays responsive to
-        # signals, so whoever gives up waiting on it can still terminate or kill it.
+        # Short sleeps rather than one endless call: the process stays responsive to signals,
+        # so whoever gives up waiting on it can still terminate or kill it.
         while True:
             time.sleep(0.1)
     if how == "exit":
@@ -69,14 +66,7 @@ def _fail(phase: str, n: int, how: str) -> None:
 
 
 class FaultyEnv(gym.Env):
-    """Behaves like ``gymnasium.make(inner_id)`` until it fails as configured.
-
-    Args:
-        fail_on: the phase to fail in: ``None`` (never), ``"make"``, ``"reset"``, ``"step"``
-            or ``"call"`` (see the module docstring).
-        at: which call of that phase fails, counting from 1.
-        how: ``"raise"``, ``"hang"``, ``"exit"`` or ``"kill"``.
-        inner_id: id of the wrapped env; its observation and action spaces become ours.
+    """Behaves like ``gymnasium.make(inner_id)``, spaces included, until it fails as configured.
 
     Raises:
         ValueError: a bad ``fail_on``, ``at`` or ``how``; the message names the bad value.
@@ -130,15 +120,6 @@ class FaultyEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset the inner env (or fail, on the chosen reset).
-
-        Args:
-            seed: passed to the inner env, and seeds our own ``np_random`` too.
-            options: passed to the inner env.
-
-        Returns:
-            The inner env's ``(observation, info)``.
-        """
         bad = self._count("reset")
         # Our own generator is unused, but gymnasium's env checker expects a seeded reset to
         # seed it, as every env's reset should.
@@ -147,14 +128,6 @@ class FaultyEnv(gym.Env):
         return (np.zeros(7, dtype=np.float32) if bad else observation), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step the inner env (or fail, on the chosen step).
-
-        Args:
-            action: an action of the inner env.
-
-        Returns:
-            The inner env's ``(observation, reward, terminated, truncated, info)``.
-        """
         bad = self._count("step")
         observation, reward, terminated, truncated, info = self.inner.step(action)
         if bad:
@@ -162,14 +135,7 @@ class FaultyEnv(gym.Env):
         return observation, float(reward), terminated, truncated, info
 
     def ping(self, value: Any = None) -> Any:
-        """Return ``value`` unchanged (or fail, on the chosen call): a target for ``call``.
-
-        Args:
-            value: anything.
-
-        Returns:
-            ``value``.
-        """
+        """Return ``value`` unchanged (or fail, on the chosen call): a target for ``call``."""
         self._count("call")
         return value
 
@@ -186,19 +152,11 @@ class FaultyEnv(gym.Env):
 def faulty_env_fns(
     num_envs: int, bad_index: int, **faulty_kwargs: Any
 ) -> list[Callable[[], gym.Env]]:
-    """Env factories for a vector env in which exactly one env is faulty.
+    """``num_envs`` env factories of which only number ``bad_index`` is faulty.
 
-    The factories are ``functools.partial`` objects of :class:`FaultyEnv`, not lambdas, so the
-    standard ``pickle`` can send them to worker processes.
-
-    Args:
-        num_envs: how many factories to return.
-        bad_index: index of the faulty env, ``0 <= bad_index < num_envs``.
-        **faulty_kwargs: arguments of the faulty env (``fail_on``, ``at``, ``how``,
-            ``inner_id``); the others get the same ``inner_id`` and never fail.
-
-    Returns:
-        A list of ``num_envs`` zero-argument callables, each making a :class:`FaultyEnv`.
+    ``faulty_kwargs`` are the faulty env's arguments; the others get the same ``inner_id`` and
+    never fail. The factories are ``functools.partial`` objects, not lambdas, so the standard
+    ``pickle`` can send them to worker processes.
 
     Raises:
         ValueError: ``num_envs`` or ``bad_index`` is out of range.

@@ -1,21 +1,16 @@
 """``SpacesEnv``: an env for every kind of gymnasium space, to check vector envs against.
 
-A vector env has to batch observations of any space gymnasium offers, pass each env its action
-unchanged, and batch infos of any shape, exactly as ``SyncVectorEnv`` does. This env is the
-test bench for that: its observation and action spaces are picked by name from
-:data:`SPACES`, one example of each space type as gymnasium's documentation describes it
-(https://gymnasium.farama.org/api/spaces/): the fundamental ones (Box of several dtypes,
-Discrete, MultiDiscrete, MultiBinary, Text), the composite ones (Dict, Tuple, Sequence, Graph,
-OneOf) and a ``Space`` subclass of one's own (:class:`Parity`). Registered as
+A vector env has to batch observations of any space, pass each env its action unchanged and
+batch infos of any shape, exactly as ``SyncVectorEnv`` does. This env's spaces are picked by
+name from :data:`SPACES`: one example of each space type gymnasium has
+(https://gymnasium.farama.org/api/spaces/) and one of our own (:class:`Parity`). Registered as
 ``"vecenvs/Spaces-v0"``::
 
     gymnasium.make("vecenvs/Spaces-v0", observation="graph", action="text")
 
-Each step it returns a sample of its observation space, drawn from its own seeded generator
-(so two runs with the same seeds agree), a seeded reward, ends its episode now and then
-(termination, or truncation after ``max_steps``), and reports infos of many kinds (ints,
-floats, bools, numpy scalars and arrays, text, nested dicts, keys only some envs report). It
-keeps every action it received, as it received it, in :attr:`actions_seen`: comparing that
+Each step returns a sample of the observation space and a reward from its own seeded generator,
+ends the episode now and then (termination, or truncation after ``max_steps``) and reports
+infos of many kinds. It keeps every action as received in :attr:`actions_seen`: comparing that
 list between two vector envs shows whether the actions arrived exactly as given.
 """
 
@@ -105,15 +100,10 @@ SPACES: dict[str, Callable[[], gym.Space]] = {
 
 
 class SpacesEnv(gym.Env):
-    """Observations sampled from the space named ``observation``; actions of the space named ``action``.
+    """Observations of the space named ``observation``, actions of the one named ``action``.
 
-    Args:
-        observation: a key of :data:`SPACES`.
-        action: a key of :data:`SPACES`.
-        max_steps: the episode is truncated after this many steps (it may terminate sooner).
-
-    Raises:
-        ValueError: an unknown space name, naming the ones there are.
+    Both names are keys of :data:`SPACES` (a ValueError lists them); the episode is truncated
+    after ``max_steps`` steps, and may terminate sooner.
     """
 
     metadata = {"render_modes": []}
@@ -143,13 +133,7 @@ class SpacesEnv(gym.Env):
         terminated = bool(self.np_random.random() < 0.1)
         truncated = self.steps >= self.max_steps
         reward = float(self.np_random.normal())
-        return (
-            self.observation_space.sample(),
-            reward,
-            terminated,
-            truncated,
-            self._infos(reset=False),
-        )
+        return self.observation_space.sample(), reward, terminated, truncated, self._infos(False)
 
     def _infos(self, reset: bool) -> dict[str, Any]:
         """Infos of many kinds; which keys an env reports depends on its seeded generator."""

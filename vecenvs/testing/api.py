@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,19 +12,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from vecenvs.factory import env_fns_for
-from vecenvs.testing.report import (
-    CheckRun,
-    exception_summary,
-    show,
-    traceback_tail,
-    type_name,
-)
+from vecenvs.testing.report import CheckRun, show, type_name
 from vecenvs.testing.running import (
     RESET_RETURNS,
     STEP_RETURNS,
     MakeVectorEnv,
     build,
     close_quietly,
+    seeded_action_space,
 )
 
 #: The attribute check_api sets on every env to test set_attr/get_attr/call.
@@ -35,9 +29,8 @@ _PROBE_ATTRIBUTE = "vecenvs_conformance_probe"
 def _space_problem(space: gym.Space, value: Any, path: str) -> tuple[str, str, str] | None:
     """Why ``value`` is not a batch of ``space``: ``(where, expected, got)``, or ``None``.
 
-    Walks ``Dict`` and ``Tuple`` spaces so the problem is named down to the exact key; array
-    spaces are checked for type, dtype and shape first, as those are the usual mistakes, then
-    ``space.contains`` catches values out of bounds.
+    Walks ``Dict`` and ``Tuple`` spaces to name the exact key; checks type, dtype and shape
+    first, the usual mistakes, then ``space.contains`` catches values out of bounds.
     """
     if isinstance(space, spaces.Dict):
         if not isinstance(value, Mapping):
@@ -109,30 +102,17 @@ def check_api(
 ) -> list[str]:
     """Check the shape of the API: attributes, spaces, return types, call/get_attr/set_attr.
 
-    Checks that the backend builds a ``gymnasium.vector.VectorEnv`` with the right
-    ``num_envs``, ``single_*`` spaces equal to the env's and batched spaces equal to
-    ``batch_space(single, num_envs)``, ``metadata["autoreset_mode"]`` set to the mode asked
-    for; that ``reset`` returns ``(observations, infos)`` and ``step`` a 5-tuple with
-    observations in the space, float64 rewards and bool terminations/truncations of shape
-    ``(num_envs,)`` and a dict of infos; that ``get_attr``, ``set_attr`` and ``call`` reach
-    every env in order; and that a ``with`` block closes the vector env.
+    The backend must build a ``gymnasium.vector.VectorEnv`` with the right ``num_envs``,
+    ``single_*`` spaces equal to the env's, batched spaces equal to ``batch_space(single,
+    num_envs)`` and ``metadata["autoreset_mode"]`` the mode asked for; ``reset`` must return
+    ``(observations, infos)`` and ``step`` a 5-tuple with observations in the space, float64
+    rewards, bool terminations/truncations of shape ``(num_envs,)`` and a dict of infos;
+    ``get_attr``, ``set_attr`` and ``call`` must reach every env in order; and a ``with`` block
+    must close the vector env. gymnasium 1.x's own ``VectorEnv`` has no ``__enter__``/
+    ``__exit__``, so lacking them only earns a note unless ``require_context_manager``.
 
-    gymnasium 1.x's own ``VectorEnv`` has no ``__enter__``/``__exit__``, so by default a
-    vector env without them only earns a note; one that has them must close on leaving.
-
-    Args:
-        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
-        env_id: a registered env id.
-        num_envs: how many envs to build.
-        autoreset_mode: the mode to build with; ``metadata["autoreset_mode"]`` must match it.
-        require_context_manager: fail, rather than note, when ``with`` is not supported.
-
-    Returns:
-        Notes on things that passed but are worth knowing (also issued as
-        :class:`ConformanceWarning`).
-
-    Raises:
-        ConformanceError: with every problem found.
+    Returns the notes on things that passed but are worth knowing (also issued as
+    :class:`ConformanceWarning`); raises :class:`ConformanceError` with every problem found.
     """
     mode = AutoresetMode(autoreset_mode)
     run = CheckRun(f"check_api[{env_id}, {mode.value}]")
@@ -230,8 +210,7 @@ def _check_reset_and_step(run: CheckRun, venv: Any, num_envs: int) -> None:
     _check_observations(run, venv, observations, "reset()")
     _check_infos(run, infos, "reset()")
 
-    action_space = copy.deepcopy(venv.action_space)
-    action_space.seed(0)
+    action_space = seeded_action_space(venv)
     for step in range(1, 4):
         observations, rewards, terminations, truncations, infos = run.attempt(
             f"step(actions) (step {step} after reset)",
@@ -266,10 +245,8 @@ def _check_attr_methods(run: CheckRun, venv: Any, env_id: str, num_envs: int) ->
     probe, values = _PROBE_ATTRIBUTE, tuple(100 + index for index in range(num_envs))
 
     def per_env(call: str, action: Any, expected: tuple, hint: str, about: str = "") -> bool:
-        """Make ``call``; it must return ``expected``: env i's result at position i.
-
-        ``about`` says more about the call where it failed; spec results are compared by id.
-        """
+        """Make ``call``; it must return ``expected``, env i's result at position i (a spec by
+        its id); ``about`` says more about the call where it failed."""
         result = run.attempt(call, action, f"{show(expected)}, one result per env", hint)
         if isinstance(result, (tuple, list)):
             result = tuple(getattr(item, "id", item) for item in result)
@@ -369,13 +346,7 @@ def _check_with_block(
             venv.reset(seed=0)
     except Exception as err:
         close_quietly(venv)
-        run.stop(
-            "a `with` block around reset(seed=0) raised",
-            "no exception",
-            exception_summary(err),
-            "see the traceback",
-            details=traceback_tail(err),
-        )
+        run.crashed("a `with` block around reset(seed=0) raised", err)
     if getattr(venv, "closed", None) is not True:
         close_quietly(venv)
         run.problem(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from vecenvs.testing.running import (
     child_pids,
     close_quietly,
     in_thread,
+    seeded_action_space,
 )
 
 
@@ -30,18 +30,12 @@ def _check_raises_when_closed(run: CheckRun, doing: str, action: Callable[[], An
         "keep working (its workers are gone)"
     )
     finished, _, error = in_thread(action, CLOSE_SECONDS)
-    if not finished:
+    if not finished or error is None:
+        hung = f"no answer within {CLOSE_SECONDS:g} s (it is waiting on something)"
         run.problem(
-            f"{doing} after close() must raise at once",
+            f"{doing} after close() must raise" + ("" if finished else " at once"),
             "gymnasium.error.ClosedEnvironmentError",
-            f"no answer within {CLOSE_SECONDS:g} s (it is waiting on something)",
-            hint,
-        )
-    elif error is None:
-        run.problem(
-            f"{doing} after close() must raise",
-            "gymnasium.error.ClosedEnvironmentError",
-            "it returned normally",
+            "it returned normally" if finished else hung,
             hint,
         )
     elif not isinstance(error, ClosedEnvironmentError):
@@ -61,22 +55,10 @@ def check_close(
     """Check closing: twice is harmless, a closed env refuses work, no process is left behind.
 
     After ``close()``, ``closed`` must be True and ``reset``/``step`` must raise (preferably
-    ``gymnasium.error.ClosedEnvironmentError``; another exception earns a note). Within a few
-    seconds of ``close()`` no child process started by the vector env may still be running;
-    the checker terminates any that are, after reporting them.
-
-    Args:
-        make_vector_env: the backend.
-        env_id: a registered env id.
-        num_envs: how many envs.
-        autoreset_mode: the autoreset mode to build with.
-        child_exit_timeout: seconds the vector env's child processes get to exit after close.
-
-    Returns:
-        Notes on things that passed but are worth knowing.
-
-    Raises:
-        ConformanceError: with every problem found.
+    ``gymnasium.error.ClosedEnvironmentError``; another exception earns a note). Within
+    ``child_exit_timeout`` seconds of ``close()`` no child process started by the vector env may
+    still be running; the checker terminates any that are, after reporting them. Returns notes;
+    raises :class:`ConformanceError` with every problem found.
     """
     mode = AutoresetMode(autoreset_mode)
     run = CheckRun(f"check_close[{env_id}]")
@@ -84,9 +66,7 @@ def check_close(
     venv = None
     with run.running():
         venv = build(run, make_vector_env, env_fns_for(env_id, num_envs), mode)
-        action_space = copy.deepcopy(venv.action_space)
-        action_space.seed(0)
-        actions = action_space.sample()
+        actions = seeded_action_space(venv).sample()
         hint = "see the traceback"
         run.attempt("reset(seed=0)", lambda: venv.reset(seed=0), "(observations, infos)", hint)
         run.attempt("step(actions)", lambda: venv.step(actions), "a 5-tuple", hint)

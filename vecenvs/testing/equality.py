@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,34 +15,19 @@ from gymnasium.vector.utils import batch_space
 
 from vecenvs.factory import env_fns_for
 from vecenvs.testing.report import CheckRun, show, type_name
-from vecenvs.testing.running import (
-    RESET_RETURNS,
-    STEP_RETURNS,
-    MakeVectorEnv,
-    build,
-    close_quietly,
-)
+from vecenvs.testing.running import RESET_RETURNS, STEP_RETURNS, MakeVectorEnv, build, close_quietly
 
 
 @dataclass
 class _Difference:
-    """Where two results first differ.
+    """Where two results first differ."""
 
-    Attributes:
-        path: the field, e.g. ``"infos['final_obs'][2]"``.
-        problem: what differs: type, dtype, shape, keys or values.
-        expected: the reference's value at ``path`` (the env's row, when one env is to blame).
-        got: the backend's value there.
-        env_index: the env whose result differs, if one can be named.
-        expected_batch: for a per-env array, the reference's whole batch (used by the hints).
-        got_batch: the backend's whole batch.
-    """
-
-    path: str
-    problem: str
-    expected: Any
+    path: str  # the field, e.g. "infos['final_obs'][2]"
+    problem: str  # what differs: type, dtype, shape, keys or values
+    expected: Any  # the reference's value at path (the env's row, when one env is to blame)
     got: Any
-    env_index: int | None = None
+    env_index: int | None = None  # the env whose result differs, if one can be named
+    # For a per-env array, both whole batches (the hints look at other envs' rows).
     expected_batch: np.ndarray | None = None
     got_batch: np.ndarray | None = None
 
@@ -237,36 +222,20 @@ def check_matches_sync(
 ) -> list[str]:
     """Check the backend returns exactly what gymnasium's ``SyncVectorEnv`` returns.
 
-    Both are built from the same factories (``gymnasium.make(env_id)``), reset with the same
-    seed, and stepped ``steps`` times with the same actions (sampled from the batched action
-    space seeded with ``seed``). Observations (nested too), rewards, terminations, truncations
-    and infos (with their ``_key`` masks, and ``final_obs``/``final_info`` in SAME_STEP mode)
-    must be identical, dtypes included. In DISABLED mode, ended envs are reset after each step
-    with ``reset(options={"reset_mask": ...})``.
+    Both are built from the same factories (``gymnasium.make(env_id, **env_kwargs)``), reset
+    with ``seed`` and stepped ``steps`` times with the same actions (sampled from the batched
+    action space seeded with ``seed``, then passed through ``transform_actions`` if given, e.g.
+    to give float64 actions for a float32 space). Observations, rewards, terminations,
+    truncations and infos (``_key`` masks and SAME_STEP's ``final_obs``/``final_info``
+    included) must be identical, dtypes too. In DISABLED mode, ended envs are reset after each
+    step with ``reset(options={"reset_mask": ...})``. If the envs keep the actions they
+    received (``actions_seen``, as :class:`~vecenvs.envs.spaces.SpacesEnv` does), those must be
+    identical too, types included.
 
-    Args:
-        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
-        env_id: a registered env id.
-        num_envs: how many envs.
-        steps: how many steps; enough for at least two episode ends (see Raises).
-        seed: seeds the reset and the actions.
-        autoreset_mode: the autoreset mode of both vector envs.
-        env_kwargs: passed to ``gymnasium.make`` (e.g. the spaces of ``"vecenvs/Spaces-v0"``).
-        transform_actions: applied to each sampled batch before both vector envs get it (e.g.
-            to give float64 actions for a float32 space, or Python lists).
-
-    If the envs keep the actions they received (``actions_seen``, as
-    :class:`~vecenvs.envs.spaces.SpacesEnv` does), those must be identical too, types included:
-    every env must receive its action exactly as given.
-
-    Returns:
-        Notes (none at present; kept for symmetry with the other checks).
-
-    Raises:
-        ConformanceError: at the first difference, naming the step, field and env, with both
-            values and a hint.
-        ValueError: the run saw fewer than two episode ends, so autoreset was not tested:
-            ``steps`` is too small for this env.
+    Returns notes (none at present, for symmetry with the other checks). Raises
+    :class:`ConformanceError` at the first difference, naming the step, field and env, with
+    both values and a hint; ``ValueError`` if the run saw fewer than two episode ends, so
+    autoreset was not tested: ``steps`` is too small for this env.
     """
     mode = AutoresetMode(autoreset_mode)
     label = env_id if not env_kwargs else f"{env_id} {env_kwargs}"
@@ -302,7 +271,6 @@ def check_matches_sync(
 
 
 def _compare_actions_seen(run: CheckRun, reference: SyncVectorEnv, venv: Any) -> None:
-    """Every env received exactly the actions SyncVectorEnv's did: same types, dtypes, values."""
     expected = reference.get_attr("actions_seen")
     got = run.attempt(
         "get_attr('actions_seen')",
@@ -337,23 +305,24 @@ def _compare_runs(
     """Drive both vector envs in lockstep; stop at the first difference. Returns episode ends."""
     no_ends = np.zeros(num_envs, dtype=bool)
 
-    def compare(
-        when: str,
-        fields: Sequence[str],
-        expected: tuple,
-        got: tuple,
-        ended_before: np.ndarray,
-        ended_now: np.ndarray,
-    ) -> None:
+    def lockstep(
+        when: str, call: Callable[[Any], Any], hint: str, ended_before: np.ndarray = no_ends
+    ) -> np.ndarray:
+        """Make ``call`` (a reset or a step) on both; returns which envs' episodes ended."""
+        expected = call(reference)
+        is_step = len(expected) == len(STEP_RETURNS)
+        fields = STEP_RETURNS if is_step else RESET_RETURNS
+        got = run.attempt(when, functools.partial(call, venv), fields, hint)
+        ended_now = np.logical_or(expected[2], expected[3]) if is_step else no_ends
         for field, want, have in zip(fields, expected, got):
             difference = _find_difference(want, have, field)
             if difference is None:
                 continue
             if when.startswith("reset(seed") and field == "observations":
-                hint = _RESET_HINT
+                advice = _RESET_HINT
             else:
-                hint_field = "reset" if when.startswith("reset") else field
-                hint = _mismatch_hint(difference, hint_field, mode, ended_before, ended_now)
+                hint_field = field if is_step else "reset"
+                advice = _mismatch_hint(difference, hint_field, mode, ended_before, ended_now)
             index = difference.env_index
             env = "not one env in particular" if index is None else str(index)
             run.stop(
@@ -361,16 +330,12 @@ def _compare_runs(
                 f"({difference.problem})",
                 show(difference.expected),
                 show(difference.got),
-                hint,
+                advice,
                 where=[("when", when), ("field", difference.path), ("env", env)],
             )
+        return ended_now
 
-    expected: tuple[Any, ...] = reference.reset(seed=seed)
-    got = run.attempt(
-        f"reset(seed={seed})", lambda: venv.reset(seed=seed), RESET_RETURNS, _RESET_HINT
-    )
-    compare(f"reset(seed={seed})", RESET_RETURNS, expected, got, no_ends, no_ends)
-
+    lockstep(f"reset(seed={seed})", lambda env: env.reset(seed=seed), _RESET_HINT)
     action_space = batch_space(reference.single_action_space, num_envs)
     action_space.seed(seed)
     ended_before = no_ends
@@ -379,35 +344,30 @@ def _compare_runs(
         actions = action_space.sample()
         if transform_actions is not None:
             actions = transform_actions(actions)
-        when = f"step {step} after reset(seed={seed})"
-        # Each side gets its own copy: a backend that writes into the actions must not change
-        # what the reference is given.
-        expected = reference.step(copy.deepcopy(actions))
-        got = run.attempt(
-            when,
-            functools.partial(_step_copy, venv, actions),
-            STEP_RETURNS,
+        ended_now = lockstep(
+            f"step {step} after reset(seed={seed})",
+            functools.partial(_step_copy, actions=actions),
             "see the traceback for where step() failed",
+            ended_before,
         )
-        ended_now = np.logical_or(expected[2], expected[3])
-        compare(when, STEP_RETURNS, expected, got, ended_before, ended_now)
         episode_ends += int(ended_now.sum())
         if mode is AutoresetMode.DISABLED and ended_now.any():
             # No autoreset: the caller resets the ended envs, as a training loop would.
-            when = f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}"
-            expected = reference.reset(options={"reset_mask": ended_now.copy()})
-            got = run.attempt(
-                when,
-                functools.partial(venv.reset, options={"reset_mask": ended_now.copy()}),
-                RESET_RETURNS,
+            lockstep(
+                f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}",
+                functools.partial(_reset_masked, mask=ended_now),
                 "see the traceback for where reset() failed",
             )
-            compare(when, RESET_RETURNS, expected, got, no_ends, no_ends)
             ended_now = no_ends
         ended_before = ended_now
     return episode_ends
 
 
-def _step_copy(venv: Any, actions: Any) -> Any:
-    """``venv.step`` with a copy of ``actions``: the caller keeps its own unchanged."""
-    return venv.step(copy.deepcopy(actions))
+def _step_copy(env: Any, actions: Any) -> Any:
+    # Each side gets its own copy: a backend that writes into the actions must not change what
+    # the reference is given.
+    return env.step(copy.deepcopy(actions))
+
+
+def _reset_masked(env: Any, mask: np.ndarray) -> Any:
+    return env.reset(options={"reset_mask": mask.copy()})

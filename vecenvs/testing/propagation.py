@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import re
 import traceback
 from typing import Any
 
 from gymnasium.vector import AutoresetMode
 
-from vecenvs.testing.report import CheckRun, exception_summary, traceback_tail
+from vecenvs.testing.report import CheckRun, exception_summary
 from vecenvs.testing.running import (
     CHILD_EXIT_SECONDS,
     MakeVectorEnv,
@@ -17,15 +16,21 @@ from vecenvs.testing.running import (
     child_pids,
     close_quietly,
     in_thread,
+    seeded_action_space,
 )
 
 #: The text every error raised by ``FaultyEnv(how="raise")`` contains.
 _FAULTY_MESSAGE = "deliberate failure"
-#: Which call of the failing phase the faulty env fails on, in check_error_propagation.
+#: Which call of the failing phase the faulty env fails on.
 _FAIL_AT = 2
-
-
-PHASES = ("make", "reset", "step", "call")
+#: Phase -> (what the check does, when the faulty env fails), for the messages.
+_WORDING = {
+    "make": ("building the vector env", "while it is made"),
+    "reset": ("calling reset()", f"on its reset() #{_FAIL_AT}"),
+    "step": ("calling step()", f"on its step() #{_FAIL_AT}"),
+    "call": ('calling call("ping", 1)', f"on its ping() #{_FAIL_AT}"),
+}
+PHASES = tuple(_WORDING)
 
 
 def _drive_to_failure(
@@ -37,24 +42,19 @@ def _drive_to_failure(
 ) -> None:
     """Build the vector env and use it until the faulty env's chosen call has been made.
 
-    A few calls more than needed are made, so an off-by-one in counting still reaches it.
+    Two calls more than needed are made, so an off-by-one in counting still reaches it.
     """
     built["venv"] = make_vector_env(env_fns, autoreset_mode=mode)
     venv = built["venv"]
-    if phase == "make":
-        return
-    calls = _FAIL_AT + 2
-    if phase == "reset":
-        for _ in range(calls):
-            venv.reset(seed=0)
-    elif phase == "step":
+    if phase == "step":
         venv.reset(seed=0)
-        action_space = copy.deepcopy(venv.action_space)
-        action_space.seed(0)
-        for _ in range(calls):
+        action_space = seeded_action_space(venv)
+    for _ in range(0 if phase == "make" else _FAIL_AT + 2):
+        if phase == "reset":
+            venv.reset(seed=0)
+        elif phase == "step":
             venv.step(action_space.sample())
-    else:
-        for _ in range(calls):
+        else:
             venv.call("ping", 1)
 
 
@@ -91,32 +91,15 @@ def check_error_propagation(
 
     Builds the backend with :func:`vecenvs.envs.faulty.faulty_env_fns`, env ``bad_index``
     raising ``RuntimeError("FaultyEnv: deliberate failure ...")`` on its second call of
-    ``phase``, and drives it there: ``"make"``: building raises; ``"reset"``: ``reset``
-    twice; ``"step"``: ``reset``, then ``step``; ``"call"``: ``call("ping", 1)`` twice. The
-    driving runs in a daemon thread, so a backend that hangs fails the check. The error must
-    arrive within ``timeout`` seconds, name the env (an ``env_index`` attribute equal to
-    ``bad_index``, or ``"env <bad_index>"`` in its message) and carry the env's own message.
-    Afterwards the vector env is closed and no child process may be left running.
-
-    Args:
-        make_vector_env: the backend.
-        phase: ``"make"``, ``"reset"``, ``"step"`` or ``"call"``.
-        num_envs: how many envs.
-        bad_index: which env fails.
-        timeout: seconds to wait for the exception.
-        autoreset_mode: the autoreset mode to build with.
-        child_exit_timeout: seconds the vector env's child processes get to exit after close.
-
-    Returns:
-        Notes on things that passed but are worth knowing.
-
-    Raises:
-        ConformanceError: with every problem found.
-        ValueError: unknown ``phase``.
+    ``phase`` (one of :data:`PHASES`, else a ValueError): building, ``reset``, ``step`` or
+    ``call("ping", 1)``, and drives it there in a daemon thread, so a backend that hangs fails
+    the check. The error must arrive within ``timeout`` seconds, name the env (an
+    ``env_index`` attribute equal to ``bad_index``, or ``"env <bad_index>"`` in its message)
+    and carry the env's own message. Then the vector env is closed and no child process may be
+    running ``child_exit_timeout`` seconds later. Returns notes; raises
+    :class:`ConformanceError` with every problem found.
     """
-    from vecenvs.envs.faulty import (
-        faulty_env_fns,  # a test-support env, loaded only when used
-    )
+    from vecenvs.envs.faulty import faulty_env_fns  # a test-support env, loaded only when used
 
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
@@ -126,18 +109,7 @@ def check_error_propagation(
     before = child_pids()
     built: dict[str, Any] = {}
     error: BaseException | None = None
-    doing = {
-        "make": "building the vector env",
-        "reset": "calling reset()",
-        "step": "calling step()",
-        "call": 'calling call("ping", 1)',
-    }[phase]
-    moment = {
-        "make": "while it is made",
-        "reset": f"on its reset() #{_FAIL_AT}",
-        "step": f"on its step() #{_FAIL_AT}",
-        "call": f"on its ping() #{_FAIL_AT}",
-    }[phase]
+    doing, moment = _WORDING[phase]
     failure = f"env {bad_index} raises RuntimeError('FaultyEnv: {_FAULTY_MESSAGE} ...') {moment}"
 
     with run.running():
@@ -163,12 +135,8 @@ def check_error_propagation(
                 "raise it there (e.g. as vecenvs.EnvCrashedError)",
             )
         if phase != "make" and "venv" not in built:
-            run.stop(
-                f"building the vector env must work (env {bad_index} only fails in {phase})",
-                "no exception",
-                exception_summary(error),
-                "see the traceback",
-                details=traceback_tail(error),
+            run.crashed(
+                f"building the vector env must work (env {bad_index} only fails in {phase})", error
             )
         names_it, said = _names_env(error, bad_index)
         if not names_it:
@@ -194,8 +162,7 @@ def check_error_propagation(
                 "instead of reporting the exception"
             )
     close_quietly(built.get("venv"))
-    after = f"after the failed {phase} and close()"
-    check_no_children_left(run, before, after, child_exit_timeout)
+    check_no_children_left(run, before, f"after the failed {phase} and close()", child_exit_timeout)
     if error is not None:
         # The error's traceback holds the half-built vector env of a failed construction in a
         # reference cycle. Free it now, in this process: left to the garbage collector, its

@@ -5,19 +5,14 @@ from __future__ import annotations
 import contextlib
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
 
 class Failure(NamedTuple):
-    """One failed check.
-
-    Attributes:
-        check: which check failed, e.g. ``"check_api[CartPole-v1, NextStep]"``.
-        message: what was checked, what was expected, what came back, and a hint.
-    """
+    """One failed check: its name (``"check_api[CartPole-v1, NextStep]"``) and its message."""
 
     check: str
     message: str
@@ -26,11 +21,9 @@ class Failure(NamedTuple):
 class ConformanceError(AssertionError):
     """A vector env does not behave as the gymnasium ``VectorEnv`` API requires.
 
-    An ``AssertionError``, so a failed check reads as a failed test in pytest.
-
-    Attributes:
-        failures: every failed check, as :class:`Failure` ``(check, message)`` pairs.
-        passed: how many checks passed (only set by :func:`check_vector_env`).
+    An ``AssertionError``, so a failed check reads as a failed test in pytest. ``failures``
+    holds every failed check as a :class:`Failure`; ``passed``, how many checks passed (set
+    by :func:`check_vector_env` only).
     """
 
     def __init__(self, failures: Sequence[Failure], passed: int | None = None):
@@ -60,26 +53,8 @@ class _Stop(Exception):
 
 
 def _indent(text: str, prefix: str) -> str:
-    """Indent every line but the first, so multi-line values line up under their label."""
+    # Every line but the first, so multi-line values line up under their label.
     return text.replace("\n", "\n" + prefix)
-
-
-def _format_problem(
-    checked: str,
-    expected: str,
-    got: str,
-    hint: str,
-    where: Sequence[tuple[str, str]] = (),
-    details: str | None = None,
-) -> str:
-    """Word one problem: the same layout everywhere, so students learn to read it once."""
-    rows = [*where, ("expected", expected), ("got", got), ("hint", hint)]
-    lines = [checked]
-    for label, value in rows:
-        lines.append(f"  {label + ':':<10}{_indent(str(value), ' ' * 12)}")
-    if details:
-        lines.append("  " + _indent(details.rstrip(), "  "))
-    return "\n".join(lines)
 
 
 class CheckRun:
@@ -94,12 +69,36 @@ class CheckRun:
         self.problems: list[str] = []
         self.notes: list[str] = []
 
-    def problem(self, checked: str, expected: str, got: str, hint: str, **kwargs: Any) -> None:
-        self.problems.append(_format_problem(checked, expected, got, hint, **kwargs))
+    def problem(
+        self,
+        checked: str,
+        expected: str,
+        got: str,
+        hint: str,
+        where: Sequence[tuple[str, str]] = (),
+        details: str | None = None,
+    ) -> None:
+        """Record a problem, worded the same way everywhere, so students learn to read it once."""
+        lines = [checked]
+        for label, value in [*where, ("expected", expected), ("got", got), ("hint", hint)]:
+            lines.append(f"  {label + ':':<10}{_indent(str(value), ' ' * 12)}")
+        if details:
+            lines.append("  " + _indent(details.rstrip(), "  "))
+        self.problems.append("\n".join(lines))
 
     def stop(self, checked: str, expected: str, got: str, hint: str, **kwargs: Any) -> NoReturn:
         self.problem(checked, expected, got, hint, **kwargs)
         raise _Stop
+
+    def crashed(
+        self,
+        checked: str,
+        err: BaseException,
+        expected: str = "no exception",
+        hint: str = "see the traceback",
+    ) -> NoReturn:
+        """Stop the check on an exception, showing the end of its traceback."""
+        self.stop(checked, expected, exception_summary(err), hint, details=traceback_tail(err))
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -110,9 +109,9 @@ class CheckRun:
     ) -> Any:
         """Run one call into the vector env; if it raises, record that and stop the check.
 
-        ``expected`` is what the call should return, in words; a tuple of field names, such as
-        ``("observations", "infos")``, says it must return a tuple of that many items, and a
-        call that returns anything else stops the check too.
+        ``expected`` is what the call should return, in words, or a tuple of field names, such
+        as ``("observations", "infos")``: then a call not returning a tuple of that many items
+        stops the check too.
         """
         fields = expected if isinstance(expected, tuple) else None
         if fields is not None:
@@ -120,13 +119,7 @@ class CheckRun:
         try:
             result = action()
         except Exception as err:
-            self.stop(
-                f"{doing} raised an exception",
-                str(expected),
-                exception_summary(err),
-                hint,
-                details=traceback_tail(err),
-            )
+            self.crashed(f"{doing} raised an exception", err, str(expected), hint)
         if fields is not None and not (isinstance(result, tuple) and len(result) == len(fields)):
             self.stop(
                 f"{doing} must return a {len(fields)}-tuple",
@@ -136,13 +129,9 @@ class CheckRun:
             )
         return result
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
+    def running(self) -> contextlib.suppress:
         """Run the body of a check; a :meth:`stop` ends the body but not the check."""
-        try:
-            yield
-        except _Stop:
-            pass
+        return contextlib.suppress(_Stop)
 
     def finish(self) -> list[str]:
         """Raise :class:`ConformanceError` if there were problems, else return the notes."""

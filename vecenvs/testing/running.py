@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import psutil
 from gymnasium.vector import AutoresetMode, VectorEnv
 
@@ -34,14 +36,18 @@ def build(run: CheckRun, make_vector_env: MakeVectorEnv, env_fns: list, mode: Au
     )
 
 
+def seeded_action_space(venv: Any) -> gym.Space:
+    """A copy of ``venv``'s action space seeded with 0: the same actions every run."""
+    action_space = copy.deepcopy(venv.action_space)
+    action_space.seed(0)
+    return action_space
+
+
 def in_thread(action: Callable[[], Any], timeout: float) -> tuple[bool, Any, BaseException | None]:
-    """Run ``action`` in a daemon thread, waiting at most ``timeout`` seconds.
+    """``(finished, result, error)`` of ``action`` run in a thread for at most ``timeout`` s.
 
-    A hung backend then fails the check instead of hanging it. The thread is a daemon so that
-    one that never returns does not keep the interpreter alive at exit.
-
-    Returns:
-        ``(finished, result, error)``; ``error`` is what ``action`` raised, if it did.
+    A hung backend then fails the check instead of hanging it; the thread is a daemon, so one
+    that never returns does not keep the interpreter alive at exit.
     """
     outcome: dict[str, Any] = {}
 
@@ -64,11 +70,6 @@ def close_quietly(venv: Any) -> None:
         in_thread(lambda: venv.close(), CLOSE_SECONDS)
 
 
-# --------------------------------------------------------------------------------------------
-# Child processes: a closed vector env must not leave any behind.
-# --------------------------------------------------------------------------------------------
-
-
 def child_pids() -> set[int]:
     return {child.pid for child in psutil.Process().children(recursive=True)}
 
@@ -86,17 +87,17 @@ def _is_multiprocessing_helper(process: psutil.Process) -> bool:
 
 
 def _live_new_children(before: set[int]) -> list[psutil.Process]:
-    """Children started since ``before`` was taken that are still running (zombies excluded)."""
     alive = []
     for child in psutil.Process().children(recursive=True):
-        if child.pid in before:
-            continue
         try:
-            if child.status() == psutil.STATUS_ZOMBIE or _is_multiprocessing_helper(child):
-                continue
-            alive.append(child)
+            if not (
+                child.pid in before
+                or child.status() == psutil.STATUS_ZOMBIE
+                or _is_multiprocessing_helper(child)
+            ):
+                alive.append(child)
         except psutil.Error:  # it exited meanwhile, or we may not look at it: not ours to judge
-            continue
+            pass
     return alive
 
 
@@ -132,7 +133,7 @@ def check_no_children_left(run: CheckRun, before: set[int], after: str, wait: fl
 
 
 def _terminate(processes: list[psutil.Process]) -> None:
-    """Terminate, then kill, the given processes, by pid; never waitpid() them ourselves.
+    """Terminate, then kill, the processes; never waitpid() them (psutil's wait would).
 
     Reaping them here would take the exit status away from the multiprocessing objects that
     own them, so we only wait until they are gone or zombies.

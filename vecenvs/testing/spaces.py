@@ -1,12 +1,10 @@
 """check_spaces: every gymnasium space type, as observation and as action, against SyncVectorEnv.
 
-A vector env must batch observations of every space exactly as gymnasium's ``SyncVectorEnv``
-does (Graph and Sequence observations as tuples, Text as a tuple of strings, a Dict as a dict of
-arrays...), and hand each env its action exactly as given. :func:`check_spaces` runs
-:func:`~vecenvs.testing.check_matches_sync` on ``"vecenvs/Spaces-v0"``
-(:class:`~vecenvs.envs.spaces.SpacesEnv`) for one observation space and one action space of
-:data:`~vecenvs.envs.spaces.SPACES`, comparing observations, rewards, flags, infos and the
-actions each env received.
+:func:`check_spaces` runs :func:`~vecenvs.testing.check_matches_sync` on
+``"vecenvs/Spaces-v0"`` (:class:`~vecenvs.envs.spaces.SpacesEnv`) with one observation space and
+one action space of :data:`~vecenvs.envs.spaces.SPACES`: observations must be batched exactly as
+``SyncVectorEnv`` does (Graph and Sequence as tuples, Text as a tuple of strings, a Dict as a
+dict of arrays...) and each env must get its action exactly as given.
 
 Shared memory cannot hold every space: gymnasium's ``AsyncVectorEnv(shared_memory=True)``
 refuses Graph and Sequence observations (a ``TypeError``) and spaces of one's own (a
@@ -61,19 +59,10 @@ def check_spaces(
 ) -> list[str]:
     """Check the backend against ``SyncVectorEnv`` on ``SpacesEnv(observation, action)``.
 
-    Args:
-        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
-        observation, action: keys of :data:`~vecenvs.envs.spaces.SPACES`.
-        num_envs, steps, autoreset_mode: as for :func:`~vecenvs.testing.check_matches_sync`.
-        may_refuse: the backend uses shared memory: it may refuse, when it is built, an
-            observation space shared memory cannot hold, with gymnasium's error.
-        transform_actions: applied to each sampled batch of actions before both get it.
-
-    Returns:
-        Notes: ``["refused ..."]`` when the backend refused the space as allowed.
-
-    Raises:
-        ConformanceError: a difference, or a refusal that was not allowed.
+    The other arguments are :func:`~vecenvs.testing.check_matches_sync`'s. ``may_refuse``: the
+    backend uses shared memory, and may refuse at construction, with gymnasium's error, an
+    observation space shared memory cannot hold; it then returns ``["refused ..."]``.
+    Raises :class:`ConformanceError` on a difference, or a refusal that was not allowed.
     """
     env_kwargs = {"observation": observation, "action": action}
     if may_refuse and not shared_memory_can_hold(observation):

@@ -12,12 +12,7 @@ from vecenvs.testing.api import check_api
 from vecenvs.testing.close import check_close
 from vecenvs.testing.equality import check_matches_sync
 from vecenvs.testing.propagation import PHASES, check_error_propagation
-from vecenvs.testing.report import (
-    ConformanceError,
-    Failure,
-    exception_summary,
-    traceback_tail,
-)
+from vecenvs.testing.report import ConformanceError, Failure, exception_summary, traceback_tail
 from vecenvs.testing.running import MakeVectorEnv
 
 #: The envs :func:`check_vector_env` runs by default: discrete and continuous actions, Box
@@ -27,7 +22,7 @@ DEFAULT_ENV_IDS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "vecenvs/DictObs-
 
 
 def _steps_for(env_id: str) -> int:
-    """Enough steps for check_matches_sync to see episodes end and envs reset."""
+    # Enough steps for check_matches_sync to see episodes end and envs reset.
     limit = gym.spec(env_id).max_episode_steps
     return max(300, limit + 50) if limit else 300
 
@@ -45,23 +40,12 @@ def check_vector_env(
 ) -> list[tuple[str, str]]:
     """Run every check and report all failures together.
 
-    For each env id and autoreset mode: :func:`check_api` and :func:`check_matches_sync`
-    (with enough steps to pass the env's time limit). Then :func:`check_close`, and, if
+    For each env id and autoreset mode, :func:`check_api` and :func:`check_matches_sync` (with
+    enough steps to pass the env's time limit); then :func:`check_close` and, if
     ``check_errors``, :func:`check_error_propagation` for each phase.
 
-    Args:
-        make_vector_env: the backend, called as ``make_vector_env(env_fns, autoreset_mode=...)``.
-        env_ids: the envs to run.
-        autoreset_modes: the autoreset modes to run.
-        check_errors: also check errors raised by an env reach the caller.
-        require_context_manager: see :func:`check_api`.
-
-    Returns:
-        ``(check name, status)`` for every check; the status is ``"ok"``, followed by notes
-        if there are any.
-
-    Raises:
-        ConformanceError: listing every failed check with its message.
+    Returns ``(check name, status)`` for every check, the status ``"ok"`` followed by notes if
+    there are any. Raises :class:`ConformanceError` listing every failed check.
     """
     report: list[tuple[str, str]] = []
     failures: list[Failure] = []
@@ -72,12 +56,8 @@ def check_vector_env(
         except ConformanceError as err:
             failures.extend(err.failures)
         except Exception as err:
-            failures.append(
-                Failure(
-                    name,
-                    f"the check could not run: {exception_summary(err)}\n{traceback_tail(err)}",
-                )
-            )
+            message = f"the check could not run: {exception_summary(err)}\n{traceback_tail(err)}"
+            failures.append(Failure(name, message))
         else:
             report.append((name, "ok" if not notes else "ok; notes: " + " | ".join(notes)))
 
