@@ -159,8 +159,14 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
 
 
 def test_a_crashing_env_fails_its_job_with_the_env_index_and_the_queue_goes_on(queue):
+    # subproc is its own reference: with gym-sync beside it, whichever reached step 3 first
+    # would crash, and on a busy machine that can be gymnasium's loop, with its own error.
     crashing = SweepConfig(
-        [BenchEnv("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})], [2], ["subproc"], **TINY
+        [BenchEnv("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})],
+        [2],
+        ["subproc"],
+        reference="subproc",
+        **TINY,
     )
     bad = queue.submit_sweep(crashing)
     good = queue.submit_sweep(tiny_sweep())
