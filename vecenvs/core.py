@@ -51,7 +51,7 @@ import numpy as np
 from gymnasium.error import CustomSpaceError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.async_vector_env import AsyncState
-from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import concatenate, iterate
 
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.errors import (
@@ -64,11 +64,9 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import (
-    ActionChecker,
     EnvsVectorEnv,
     ResetResult,
     StepResult,
-    batched_spaces,
     check_indices,
     expand_seeds,
     merge_infos,
@@ -165,15 +163,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
         hellos = [worker.hello(deadline) for worker in self.workers]
         observation_spaces = [space for hello in hellos for space in hello[0]]
         action_spaces = [space for hello in hellos for space in hello[1]]
-        (
-            self.single_observation_space,
-            self.observation_space,
-            self.single_action_space,
-            self.action_space,
-        ) = batched_spaces(observation_spaces, action_spaces, self.observation_mode)
-        self.metadata = {**hellos[0][2], "autoreset_mode": self.autoreset_mode}
-        self.render_mode = hellos[0][3]
-        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
+        metadata, render_mode = hellos[0][2:]
+        self._set_spaces(
+            observation_spaces, action_spaces, self.observation_mode, metadata, render_mode
+        )
         if self.uses_shared_area:
             # Raises gymnasium's own TypeError for a space shared memory cannot hold (Graph, Sequence).
             layout = (
@@ -199,13 +192,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self.area.release_file()  # every worker has its own copy of it now
         self.shared_memory = self.area is not None and self.area.has_data
         if not self.shared_memory:  # the parent batches what the workers send
-            self._env_obs: list[Any] = [None] * self.num_envs
-            self._observations: Any = create_empty_array(
-                self.single_observation_space, n=self.num_envs, fn=np.zeros
-            )
-            self._rewards = np.zeros(self.num_envs, dtype=np.float64)
-            self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
-            self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
+            self._make_batch()
 
     @property
     def caller_chunk(self) -> range | None:

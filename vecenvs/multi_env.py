@@ -65,6 +65,8 @@ class EnvsVectorEnv(VectorEnv):
     gymnasium's own vector envs do (where VectorEnv's annotations say one of each).
     """
 
+    autoreset_mode: AutoresetMode
+
     @property
     def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
         return self.get_attr("np_random_seed")
@@ -109,6 +111,36 @@ class EnvsVectorEnv(VectorEnv):
             raise ClosedEnvironmentError(
                 f"{type(self).__name__} is closed: make a new one to step again"
             )
+
+    def _set_spaces(
+        self,
+        observation_spaces: list[gym.Space],
+        action_spaces: list[gym.Space],
+        observation_mode: Any,
+        metadata: dict[str, Any],
+        render_mode: str | None,
+        first_index: int = 0,
+    ) -> None:
+        """Sets what every backend takes from its envs: spaces (checked), metadata, render mode."""
+        (
+            self.single_observation_space,
+            self.observation_space,
+            self.single_action_space,
+            self.action_space,
+        ) = batched_spaces(observation_spaces, action_spaces, observation_mode, first_index)
+        self.metadata = {**metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
+
+    def _make_batch(self) -> None:
+        """The arrays a batch is built in: each env's latest observation, then them batched."""
+        self._env_obs: list[Any] = [None] * self.num_envs
+        self._observations: Any = create_empty_array(
+            self.single_observation_space, n=self.num_envs, fn=np.zeros
+        )
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
 
 
 class MultiEnv(EnvsVectorEnv):
@@ -170,30 +202,18 @@ class MultiEnv(EnvsVectorEnv):
                 )
             self.envs.append(env)
         try:
-            (
-                self.single_observation_space,
-                self.observation_space,
-                self.single_action_space,
-                self.action_space,
-            ) = batched_spaces(
+            self._set_spaces(
                 [env.observation_space for env in self.envs],
                 [env.action_space for env in self.envs],
                 observation_mode,
+                self.envs[0].metadata,
+                self.envs[0].render_mode,
                 first_index,
             )
         except BaseException:
             self.close_extras()
             raise
-        self.metadata = {**self.envs[0].metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = self.envs[0].render_mode
-        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
-        self._env_obs: list[Any] = [None] * self.num_envs  # each env's latest observation
-        self._observations: Any = create_empty_array(
-            self.single_observation_space, n=self.num_envs, fn=np.zeros
-        )
-        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
-        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._make_batch()
         self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these
 
     @property

@@ -31,6 +31,7 @@ import mmap
 import os
 import pickle
 import platform
+import select
 import signal
 import sys
 import tempfile
@@ -652,20 +653,11 @@ class ProcessWorker:
         self.line: memoryview | None = None  # None: every command and answer goes over the pipe
         self.generation = 0  # of the last command given
         self.spin = AdaptiveSpin(spin_seconds)
-        # A socket pair, which can also carry a file descriptor.
-        parent_pipe, child_pipe = context.Pipe()
+        parent_pipe, child_pipe = context.Pipe()  # a socket pair: it can carry a file descriptor
+        chunk = (env_fns, rows.start, autoreset_mode, observation_mode)
         self.process = context.Process(
             target=run_worker,
-            args=(
-                index,
-                env_fns,
-                rows.start,
-                autoreset_mode,
-                observation_mode,
-                child_pipe,
-                os.getpid(),
-                spin_seconds,
-            ),
+            args=(index, *chunk, child_pipe, os.getpid(), spin_seconds),
             name=f"vecenvs-worker-{index}",
             # daemon: if the parent exits without close(), multiprocess terminates the worker at
             # exit instead of waiting for it forever.
@@ -674,7 +666,9 @@ class ProcessWorker:
         self.process.start()
         child_pipe.close()  # the parent's copy: now the pipe hits EOF when the worker dies
         self.pipe = parent_pipe
-        self.poller = _poller(parent_pipe.fileno(), self.process.sentinel)
+        self.poller = select.poll()  # watches the pipe and the process (its sentinel)
+        for file_descriptor in (parent_pipe.fileno(), self.process.sentinel):
+            self.poller.register(file_descriptor, select.POLLIN)
         self.area: SharedArea | None = None
         self.awaiting: deque[int] = deque([0])  # the generations whose answer is due: the hello
 
@@ -820,16 +814,6 @@ class ProcessWorker:
             self.process.kill()
             self.process.join(1.0)
         self.pipe.close()
-
-
-def _poller(*file_descriptors: int) -> Any:
-    """A ``poll`` object watching these descriptors (``select.poll``, registered once)."""
-    import select
-
-    poller = select.poll()
-    for file_descriptor in file_descriptors:
-        poller.register(file_descriptor, select.POLLIN)
-    return poller
 
 
 def dumps(message: Any) -> bytes:
