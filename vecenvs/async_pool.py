@@ -395,14 +395,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
                     raise payload.to_error()
                 if self.shared_memory:
                     env_infos = payload
-                else:
-                    (
-                        env_infos,
-                        self._env_obs[env],
-                        rewards[position],
-                        terminations[position],
-                        truncations[position],
-                    ) = payload
+                else:  # the results came with the message
+                    env_infos, self._env_obs[env], *results = payload
+                    rewards[position], terminations[position], truncations[position] = results
             for info in env_infos:
                 infos = self._infos._add_info(infos, info, position)
         if self.shared_memory:
