@@ -419,11 +419,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
 
 class _InfoBatch(VectorEnv):
-    """Just enough of a VectorEnv for gymnasium's own ``_add_info`` to batch ``num_envs`` infos.
-
-    A recv() batch is ``batch_size`` envs, not ``num_envs``: batching its infos with this keeps
-    them exactly in gymnasium's format (dict of arrays with ``_key`` masks, nested dicts).
-    """
+    """Just enough of a VectorEnv for gymnasium's own ``_add_info`` to batch ``num_envs`` infos
+    (a recv() batch has ``batch_size`` envs): its infos are then exactly in gymnasium's format."""
 
     def __init__(self, num_envs: int):
         self.num_envs = num_envs

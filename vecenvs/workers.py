@@ -578,11 +578,8 @@ def _spin_until(words: memoryview, index: int, target: int, spin: AdaptiveSpin) 
 
 
 class InProcessWorker:
-    """The caller's own chunk: a command runs in this process when its answer is asked for.
-
-    So a step sent to every worker is carried out here, by :meth:`receive`, while the process
-    workers carry out theirs: the caller steps its chunk instead of sleeping until they answer.
-    """
+    """The caller's own chunk: a command runs in this process, in :meth:`receive`, when its
+    answer is asked for (so while the process workers carry out theirs)."""
 
     in_caller = True
 
@@ -685,10 +682,8 @@ class ProcessWorker:
         self.area = area
 
     def post(self, command: Command, payload: Any, answered: bool = True) -> None:
-        """Gives a command whose payload travels over the pipe.
-
-        ``answered=False``: the async pool's per-env commands, answered per env, not per command.
-        """
+        """Gives a command whose payload travels over the pipe (``answered=False``: the async
+        pool's per-env commands, answered per env, not per command)."""
         if self.line is not None:
             self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
             self._announce()
