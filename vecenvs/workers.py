@@ -215,19 +215,13 @@ class Chunk:
 
     def _one_result(self, local: int, infos: tuple[dict, ...]) -> Any:
         envs, area, index = self.envs, self.area, self.rows.start + local
-        reward, terminated, truncated = (
-            envs._rewards[local],
-            envs._terminations[local],
-            envs._truncations[local],
-        )
+        results = envs._rewards[local], envs._terminations[local], envs._truncations[local]
         if area is None or not area.has_data:
-            return infos, envs.env_observations[local], reward, terminated, truncated
+            return infos, envs.env_observations[local], *results
         area.write_observations(
             range(index, index + 1), None, envs.env_observations[local : local + 1]
         )
-        area.rewards[index] = reward
-        area.terminations[index] = terminated
-        area.truncations[index] = truncated
+        area.rewards[index], area.terminations[index], area.truncations[index] = results
         return infos or None
 
 
