@@ -188,20 +188,18 @@ class MultiEnv(EnvsVectorEnv):
         self.first_index = first_index
         self.num_envs = len(env_fns)
         self.envs: list[gym.Env] = []
-        for index, env_fn in enumerate(env_fns):
-            try:
-                env = env_fn()
-            except Exception as error:
-                self.close_extras()  # the envs made so far
-                raise CrashReport.of(first_index + index, "make", error).to_error() from error
-            if any(env is made for made in self.envs):
-                self.close_extras()
-                raise ValueError(
-                    f"env_fns[{index}] returned an env that an earlier factory returned too: each factory must "
-                    f"make a new env (write [lambda: gym.make(...) for _ in range(n)], not [lambda: env] * n)"
-                )
-            self.envs.append(env)
         try:
+            for index, env_fn in enumerate(env_fns):
+                try:
+                    env = env_fn()
+                except Exception as error:
+                    raise CrashReport.of(first_index + index, "make", error).to_error() from error
+                if any(env is made for made in self.envs):
+                    raise ValueError(
+                        f"env_fns[{index}] returned an env that an earlier factory returned too: each factory must "
+                        f"make a new env (write [lambda: gym.make(...) for _ in range(n)], not [lambda: env] * n)"
+                    )
+                self.envs.append(env)
             self._set_spaces(
                 [env.observation_space for env in self.envs],
                 [env.action_space for env in self.envs],
@@ -211,7 +209,7 @@ class MultiEnv(EnvsVectorEnv):
                 first_index,
             )
         except BaseException:
-            self.close_extras()
+            self.close_extras()  # the envs made so far
             raise
         self._make_batch()
         self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these
