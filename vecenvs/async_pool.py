@@ -1,13 +1,10 @@
 """``AsyncPoolVecEnv``: the pool, with each env stepped as soon as its action arrives.
 
-The pool of :mod:`vecenvs.pool` steps in lock-step: ``step()`` returns when *every* env has
-stepped. One slow step (a straggler: a long physics solve, a game loading a level, a network
-hiccup) then holds up the whole batch, and every other worker sits idle until it is done.
-
-EnvPool answers this with an asynchronous mode (its author's introduction is one of the seeds:
-``num_envs=8, batch_size=4`` returns the 4 envs that finish first and leaves the other 4
-running in the background). This class does the same with Python worker processes, under
-EnvPool's names and conventions::
+The pool of :mod:`vecenvs.pool` steps in lock-step: one slow step (a straggler: a long physics
+solve, a level loading) holds up the whole batch while every other worker sits idle. EnvPool's
+asynchronous mode answers this (``num_envs=8, batch_size=4`` returns the 4 envs that finish
+first and leaves the others running); this class does the same with Python worker processes,
+under EnvPool's names and conventions::
 
     envs = AsyncPoolVecEnv(env_fns, num_workers=2, batch_size=16)
     envs.async_reset(seed=0)                 # every env starts resetting; nothing is returned
@@ -16,30 +13,20 @@ EnvPool's names and conventions::
         env_ids = infos["env_id"]            # which env each row is (EnvPool's convention)
         envs.send(policy(observations), env_ids)   # only these envs step again
 
-How one round goes:
+One round: ``send`` checks everything first, writes the actions into the envs' rows of shared
+memory, counts one more step asked of each env (``env_requested``) and bumps the generation word
+of each worker concerned (actions that shared memory cannot carry as given travel pickled, in a
+STEP_ENVS command). The worker steps those envs one after the other and flags *each* as soon as
+it is done (its row of results, then three words: commands finished, when, and whether a message
+with its infos follows). ``recv`` watches those words and returns the first ``batch_size`` envs
+ready, the first finished first.
 
-1. ``send(actions, env_ids)`` checks everything first (ids, duplicates, envs still busy, the
-   actions), writes the actions into the envs' rows of shared memory, counts one more step
-   asked of each of these envs (``env_requested``, in shared memory too), and bumps the
-   generation word of each worker that runs one of them: no pipe, no pickle. (Actions that
-   shared memory cannot carry as given travel pickled, in a STEP_ENVS command.)
-2. The worker steps the envs named, one after the other, and flags *each* as soon as it is
-   done: its row of results is in shared memory, and three words say it (how many commands
-   the env has finished, when, and whether a message with its infos follows on the pipe).
-3. ``recv()`` watches those words (a spin, then a sleep on the parent's doorbell) and returns
-   as soon as ``batch_size`` envs are ready, the first finished first, with their indices in
-   ``infos["env_id"]``.
-
-So a straggler delays only itself and the envs queued behind it in the same worker; the other
-workers keep stepping, and their envs keep coming back. Throughput is then bound by the
-*average* step cost of each worker's envs, not by the slowest env of every batch. The price is
-that a batch mixes envs at different points in time, which on-policy algorithms must allow for
-(EnvPool's documentation says the same): keep a rollout buffer per ``env_id``.
-
-Everything else is the pool's: starting the workers, the synchronous API (``reset``, ``step``,
-``call``...), deadlines, crash reports, closing. The two APIs can be mixed as long as no env
-has a pending ``send`` when a synchronous call starts (``reset()`` waits for pending envs and
-drops their results).
+So a straggler delays only itself and the envs queued behind it in its worker: throughput is
+bound by each worker's *average* step cost, not by the slowest env of every batch. The price: a
+batch mixes envs at different points in time, so on-policy algorithms must keep a rollout buffer
+per ``env_id`` (as EnvPool's documentation says). The rest is the pool's (the synchronous API,
+deadlines, crash reports, closing); the two APIs mix as long as no env has a pending ``send``
+when a synchronous call starts (``reset()`` waits for pending envs and drops their results).
 """
 
 from __future__ import annotations
@@ -76,17 +63,11 @@ class AsyncPoolVecEnv(PoolVecEnv):
     as gymnasium's infos have for every key) says which env each row belongs to.
 
     Args:
-        env_fns: functions that each make one env.
         num_workers: K worker processes, from 1 to the number of envs; default one per CPU.
         batch_size: how many envs ``recv()`` returns, from 1 to ``num_envs``. Default
             ``num_envs``: then ``recv()`` waits for every env, like ``step()``. Smaller is what
             hides stragglers; EnvPool's examples often use half the envs.
-        shared_memory: actions and results through shared memory (default), or pickled over
-            the pipes.
         **kwargs: as for :class:`~vecenvs.pool.PoolVecEnv` (except ``step_in_caller``).
-
-    Raises:
-        ValueError, TypeError: a bad ``batch_size`` or ``num_workers``, before any process starts.
 
     Example:
         >>> import gymnasium as gym
@@ -113,11 +94,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
     ):
         env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
-        self.batch_size = (
-            num_envs
-            if batch_size is None
-            else check_whole_number("batch_size", batch_size, 1, num_envs)
-        )
+        self.batch_size = num_envs
+        if batch_size is not None:
+            self.batch_size = check_whole_number("batch_size", batch_size, 1, num_envs)
         if "step_in_caller" in kwargs:
             raise TypeError(
                 "AsyncPoolVecEnv takes no step_in_caller: every env runs in a worker, so that the "
@@ -148,11 +127,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
     ) -> None:
         """Starts resetting every env and returns at once; ``recv()`` returns them as they are done.
 
-        The reset results come back like step results, with rewards 0 and flags False.
-
-        Args:
-            seed: as for ``reset``: an int seeds env i with ``seed + i``; or one seed per env.
-            options: passed to every env's reset (a ``reset_mask`` is refused: all envs reset).
+        The results come back like step results, with rewards 0 and flags False. ``seed`` and
+        ``options`` as for ``reset`` (but a ``reset_mask`` is refused: every env resets).
         """
         self._check_free("async_reset()")
         seeds = expand_seeds(seed, self.num_envs)
@@ -172,11 +148,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Sends actions to some envs and returns at once; collect the results with :meth:`recv`.
 
-        Args:
-            actions: one action per env of ``env_ids``, in the same order, batched like
-                ``batch_space(single_action_space, len(env_ids))``.
-            env_ids: the envs to step: a list or array of distinct indices, none of them
-                pending; default every env. Usually the ``infos["env_id"]`` of the last recv().
+        ``actions``: one per env of ``env_ids``, in that order, batched like
+        ``batch_space(single_action_space, len(env_ids))``. ``env_ids``: distinct envs, none of
+        them pending; default every env (usually the ``infos["env_id"]`` of the last recv()).
 
         Raises:
             ValueError, TypeError: bad, out-of-range or repeated env ids, or bad actions.
@@ -214,14 +188,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
     def recv(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Waits for the first ``batch_size`` envs to be ready and returns their results.
+        """The 5-tuple of the first ``batch_size`` envs ready, the first finished first.
 
-        Returns:
-            ``(observations, rewards, terminations, truncations, infos)`` of ``batch_size`` envs,
-            the first finished first; ``infos["env_id"]`` holds their indices.
-
-        Args:
-            timeout: seconds to wait; by default the constructor's ``timeout``.
+        ``infos["env_id"]`` holds their indices. ``timeout``: by default the constructor's.
 
         Raises:
             NoAsyncCallError: fewer than ``batch_size`` envs have a pending send, so waiting
@@ -250,9 +219,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         ready = self._wait_for(self.batch_size, timeout, "recv")
         env_ids = ready[np.argsort(self._finished_at[ready], kind="stable")][: self.batch_size]
         results = self._batch_of(env_ids)
-        self._pending[env_ids] = (
-            False  # only now: an interrupted recv() leaves them for the next one
-        )
+        self._pending[env_ids] = False  # only now: an interrupted recv() leaves them pending
         return results
 
     # ----------------------------------------------------------------- the sync API, guarded
@@ -342,10 +309,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     def _checker(self, count: int) -> ActionChecker:
         """Checks a batch of ``count`` actions (one checker per batch size, made once)."""
-        checker = self._checkers.get(count)
-        if checker is None:
-            checker = self._checkers[count] = ActionChecker(self.single_action_space, count)
-        return checker
+        if count not in self._checkers:
+            self._checkers[count] = ActionChecker(self.single_action_space, count)
+        return self._checkers[count]
 
     # ----------------------------------------------------------------- talking to workers
 
@@ -381,12 +347,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
                     fence()
                     continue
                 if now >= deadline:
-                    busy = sorted(
-                        {
-                            int(w)
-                            for w in self._worker_of[self._pending & (self._done < self._requested)]
-                        }
-                    )
+                    late = self._pending & (self._done < self._requested)
+                    busy = np.unique(self._worker_of[late]).tolist()
                     self._close_after_failure()
                     raise WorkerTimeoutError(
                         busy, [e for w in busy for e in self.chunks[w]], timeout, doing
@@ -433,14 +395,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
                     raise payload.to_error()
                 if self.shared_memory:
                     env_infos = payload
-                else:
-                    (
-                        env_infos,
-                        self._env_obs[env],
-                        rewards[position],
-                        terminations[position],
-                        truncations[position],
-                    ) = payload
+                else:  # the results came with the message
+                    env_infos, self._env_obs[env], *results = payload
+                    rewards[position], terminations[position], truncations[position] = results
             for info in env_infos:
                 infos = self._infos._add_info(infos, info, position)
         if self.shared_memory:
@@ -462,11 +419,8 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
 
 class _InfoBatch(VectorEnv):
-    """Just enough of a VectorEnv for gymnasium's own ``_add_info`` to batch ``num_envs`` infos.
-
-    A recv() batch is ``batch_size`` envs, not ``num_envs``: batching its infos with this keeps
-    them exactly in gymnasium's format (dict of arrays with ``_key`` masks, nested dicts).
-    """
+    """Just enough of a VectorEnv for gymnasium's own ``_add_info`` to batch ``num_envs`` infos
+    (a recv() batch has ``batch_size`` envs): its infos are then exactly in gymnasium's format."""
 
     def __init__(self, num_envs: int):
         self.num_envs = num_envs

@@ -1,10 +1,10 @@
 """``ChunkedVecEnv``: N envs split into chunks, each chunk stepped by a worker.
 
-Every parallel backend of this package is this one class with a different kind of worker
-(:mod:`vecenvs.workers`): :class:`~vecenvs.pool.PoolVecEnv` (worker processes, plus the caller
-stepping a chunk itself), :class:`~vecenvs.subproc.SubprocVecEnv` (one process per env, pipes
-only), :class:`~vecenvs.async_pool.AsyncPoolVecEnv` and :class:`~vecenvs.ray_env.RayVecEnv`
-(Ray actors). Read one step top to bottom:
+Every parallel backend is this one class with a different kind of worker
+(:mod:`vecenvs.workers`): :class:`~vecenvs.pool.PoolVecEnv` (processes, plus the caller stepping
+a chunk itself), :class:`~vecenvs.subproc.SubprocVecEnv` (one process per env, pipes only),
+:class:`~vecenvs.async_pool.AsyncPoolVecEnv` and :class:`~vecenvs.ray_env.RayVecEnv` (Ray
+actors). Read one step top to bottom:
 
 1. :meth:`~ChunkedVecEnv.step_async` checks the whole batch of actions first (no env sees a
    bad one). With shared memory, and actions of the space's own dtype, it copies them into
@@ -22,28 +22,17 @@ only), :class:`~vecenvs.async_pool.AsyncPoolVecEnv` and :class:`~vecenvs.ray_env
 4. It returns the observations (a copy of shared memory, unless ``copy=False``), rewards,
    flags and the chunks' infos merged into gymnasium's format.
 
-The rules it keeps:
-
-- It behaves like gymnasium's ``AsyncVectorEnv``: ``reset``/``step``/``call`` and their
-  ``*_async``/``*_wait`` halves, the same states and errors for calls out of order
-  (:class:`~gymnasium.error.AlreadyPendingCallError`, :class:`~gymnasium.error.NoAsyncCallError`),
-  and exactly ``SyncVectorEnv``'s results. The deliberate differences are in
-  :mod:`vecenvs.multi_env`.
-- Every wait has a deadline and watches the workers: a hung env ends in
-  :class:`~vecenvs.errors.WorkerTimeoutError`, a dead worker in
-  :class:`~vecenvs.errors.WorkerDiedError`, an env's exception in
-  :class:`~vecenvs.errors.EnvCrashedError` with its index and traceback. After any of these in
-  ``reset`` or ``step`` the vector env closes itself (its envs are out of step); after one in
-  ``call``/``get_attr``/``set_attr`` it stays usable.
-- Workers ignore SIGINT, so Ctrl-C interrupts only the caller. A ``*_wait`` interrupted while
-  waiting can be called again; if the interruption left the caller's chunk half-stepped, the
-  env says it needs ``reset()``.
-- One thread at a time: a second thread calling in while a call is under way gets
-  :class:`~vecenvs.errors.ConcurrentCallError` (one thread may ``step_async`` and another
-  ``step_wait``, one after the other).
-- ``close()`` is idempotent and escalates: collect what is pending, ask each worker to close
-  its envs, join with a deadline, terminate, kill. An env whose ``close()`` raises does not stop
-  the others from closing; the first such error is raised at the end.
+The rules it keeps: gymnasium's ``AsyncVectorEnv`` API and states (the same errors for calls
+out of order) with exactly ``SyncVectorEnv``'s results. Every wait has a deadline and watches
+the workers (:class:`~vecenvs.errors.WorkerTimeoutError`,
+:class:`~vecenvs.errors.WorkerDiedError`; an env's exception is
+:class:`~vecenvs.errors.EnvCrashedError` with its index and traceback); after one of these in
+``reset`` or ``step`` the vector env closes itself (its envs are out of step), after one in
+``call``/``get_attr``/``set_attr`` it stays usable. Workers ignore SIGINT: a ``*_wait``
+interrupted by Ctrl-C can be called again, unless it left the caller's chunk half-stepped (then
+it needs ``reset()``). One thread at a time (else :class:`~vecenvs.errors.ConcurrentCallError`).
+``close()`` is idempotent and escalates: collect what is pending, CLOSE, join with a deadline,
+terminate, kill; an env whose ``close()`` raises does not stop the others closing.
 """
 
 from __future__ import annotations
@@ -62,12 +51,11 @@ import numpy as np
 from gymnasium.error import CustomSpaceError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.async_vector_env import AsyncState
-from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import concatenate, iterate
 
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.errors import (
     AlreadyPendingCallError,
-    ClosedEnvironmentError,
     ConcurrentCallError,
     EnvCrashedError,
     NoAsyncCallError,
@@ -76,11 +64,9 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import (
-    ActionChecker,
     EnvsVectorEnv,
     ResetResult,
     StepResult,
-    batched_spaces,
     check_indices,
     expand_seeds,
     merge_infos,
@@ -117,15 +103,13 @@ def _one_caller(method: Callable[..., Any]) -> Callable[..., Any]:
 class ChunkedVecEnv(EnvsVectorEnv):
     """Base class: N envs in K chunks, each stepped by a worker (see the module docstring).
 
-    Subclasses decide the workers, in :meth:`_start_workers`, and whether they share a
+    Subclasses start the workers in :meth:`_start_workers` and say whether they share a
     :class:`~vecenvs.workers.SharedArea` (:attr:`uses_shared_area`).
 
     Args:
-        env_fns: functions that each make one env.
         num_workers: K, how many chunks (each at least one env).
         copy: return copies of the observations (False: a buffer the next step overwrites).
-        observation_mode: as gymnasium's: ``"same"``, ``"different"`` or ``(batched, single)``.
-        autoreset_mode: gymnasium's ``AutoresetMode``.
+        observation_mode, autoreset_mode: as for :class:`~vecenvs.multi_env.MultiEnv`.
         shared_memory: observations, rewards, flags and actions through shared memory.
         timeout: seconds to wait for any answer from the workers (``*_wait`` take their own).
         start_timeout: seconds to wait for the workers to make their envs.
@@ -179,15 +163,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
         hellos = [worker.hello(deadline) for worker in self.workers]
         observation_spaces = [space for hello in hellos for space in hello[0]]
         action_spaces = [space for hello in hellos for space in hello[1]]
-        (
-            self.single_observation_space,
-            self.observation_space,
-            self.single_action_space,
-            self.action_space,
-        ) = batched_spaces(observation_spaces, action_spaces, self.observation_mode)
-        self.metadata = {**hellos[0][2], "autoreset_mode": self.autoreset_mode}
-        self.render_mode = hellos[0][3]
-        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
+        metadata, render_mode = hellos[0][2:]
+        self._set_spaces(
+            observation_spaces, action_spaces, self.observation_mode, metadata, render_mode
+        )
         if self.uses_shared_area:
             # Raises gymnasium's own TypeError for a space shared memory cannot hold (Graph, Sequence).
             layout = (
@@ -199,9 +178,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             )
             try:
                 self.area = SharedArea(layout)
-            except (
-                CustomSpaceError
-            ) as error:  # a Space of your own, as gymnasium's AsyncVectorEnv says it
+            except CustomSpaceError as error:  # a Space of your own: as AsyncVectorEnv says it
                 raise ValueError(
                     f"shared_memory=True cannot hold observations of {self.single_observation_space} ({error}): "
                     "pass shared_memory=False to send them pickled over the pipes instead"
@@ -215,13 +192,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self.area.release_file()  # every worker has its own copy of it now
         self.shared_memory = self.area is not None and self.area.has_data
         if not self.shared_memory:  # the parent batches what the workers send
-            self._env_obs: list[Any] = [None] * self.num_envs
-            self._observations: Any = create_empty_array(
-                self.single_observation_space, n=self.num_envs, fn=np.zeros
-            )
-            self._rewards = np.zeros(self.num_envs, dtype=np.float64)
-            self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
-            self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
+            self._make_batch()
 
     @property
     def caller_chunk(self) -> range | None:
@@ -306,10 +277,8 @@ class ChunkedVecEnv(EnvsVectorEnv):
     def step_wait(self, timeout: float | None = None) -> StepResult:
         """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
 
-        With a chunk of its own, this is where the calling process steps it.
-
-        Args:
-            timeout: seconds to wait for the workers; by default the constructor's ``timeout``.
+        With a chunk of its own, this is where the calling process steps it. ``timeout``: by
+        default the constructor's.
         """
         timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
         answers = self._gather("step", timeout, close_on_crash=True)
@@ -370,20 +339,12 @@ class ChunkedVecEnv(EnvsVectorEnv):
             Command.CALL, indices, lambda local, _: (local, name, args, kwargs), f"call({name!r})"
         )
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """The attribute ``name`` of every env."""
-        return self.get_attr_at(range(self.num_envs), name)
-
     @_one_caller
     def get_attr_at(self, indices: Sequence[int], name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of the envs ``indices``."""
         return self._per_env(
             Command.GET_ATTR, indices, lambda local, _: (local, name), f"get_attr({name!r})"
         )
-
-    def set_attr(self, name: str, values: Any) -> None:
-        """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
-        self.set_attr_at(range(self.num_envs), name, values)
 
     @_one_caller
     def set_attr_at(self, indices: Sequence[int], name: str, values: Any) -> None:
@@ -560,19 +521,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             )
         return timeout
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError(
-                f"{type(self).__name__} is closed: make a new one to step again"
-            )
-
     # ----------------------------------------------------------------- closing
-
-    def __enter__(self) -> ChunkedVecEnv:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
     def __del__(self) -> None:
         # Garbage collection must not leave processes behind either; but a forked child holding
@@ -584,21 +533,16 @@ class ChunkedVecEnv(EnvsVectorEnv):
     @_one_caller
     def close(self, **kwargs: Any) -> None:
         """Closes the envs and stops the workers (see the module docstring); idempotent."""
-        if self.closed or getattr(self, "_owner", None) != os.getpid():
-            return
-        try:
-            self.close_extras(**kwargs)
-        finally:
-            self.closed = True
+        if getattr(self, "_owner", None) == os.getpid():
+            super().close(**kwargs)
 
     def close_extras(
         self, timeout: float | None = None, terminate: bool = False, **kwargs: Any
     ) -> None:
         """Stops the workers: politely (finish what is pending, CLOSE, join), then by force.
 
-        Args:
-            timeout: seconds for the polite part (default: the constructor's, at most 10).
-            terminate: skip the polite part and end the workers at once.
+        ``timeout``: seconds for the polite part (default: the constructor's, at most 10);
+        ``terminate``: skip the polite part.
         """
         self.closed = True  # from here on, errors must not start another close
         grace = min(getattr(self, "timeout", 10.0), 10.0) if timeout is None else timeout
@@ -617,9 +561,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 for worker in self.workers:
                     try:
                         worker.receive(deadline, "close")
-                    except (
-                        EnvCrashedError
-                    ) as error:  # an env's close() raised: close the others anyway
+                    except EnvCrashedError as error:  # an env's close() raised: close the others
                         first_close_error = first_close_error or error
             except (VecEnvError, OSError):
                 terminate = True  # a dead or stuck worker: the force below deals with it

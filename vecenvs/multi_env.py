@@ -1,34 +1,24 @@
 """``MultiEnv``: N environments stepped one after the other, in this process; and the batch rules.
 
-This is the baseline every parallel design has to beat. There is no inter-process overhead at
-all, so for cheap envs (CartPole steps in about 10 µs) it is very hard to beat; its cost grows
-linearly with N because one core does all the work.
+The baseline every parallel design has to beat (no inter-process cost at all; one core does all
+the work), and the reference for what every backend returns: exactly gymnasium's
+``SyncVectorEnv`` results in every autoreset and observation mode, with two deliberate
+differences every backend shares: a batch of actions is checked before any env sees it
+(:class:`ActionChecker`), and an env's exception arrives as
+:class:`~vecenvs.errors.EnvCrashedError` naming the env's index and carrying its traceback (still
+an instance of the env's own exception class).
 
-It is also the reference for what every backend returns: it behaves exactly like gymnasium's
-``SyncVectorEnv`` (same observations, rewards, flags and infos for the same seeds and actions,
-in all three autoreset modes and every observation mode), with two deliberate differences that
-every backend shares:
-
-- a batch of actions is checked before any env sees it (:class:`ActionChecker`): a malformed
-  batch or an out-of-range action is refused with a message naming it, instead of reaching an
-  env, or for a pool a worker three processes away;
-- an exception in an env arrives as :class:`~vecenvs.errors.EnvCrashedError` naming the env's
-  index and carrying its traceback (and still an instance of the env's own exception class).
-
-The rules for batches that every backend follows live here too, beside the loop they come
-from: one action per env as given (:class:`ActionChecker`), one seed per env
-(:func:`expand_seeds`), gymnasium's ``options["reset_mask"]`` (:func:`split_reset_mask`), and
-the infos of several chunks of envs put side by side (:func:`merge_infos`).
-
-A worker of the pool runs a ``MultiEnv`` over its chunk of envs (see :mod:`vecenvs.workers`):
-one implementation of "step many envs in one process".
+The batch rules every backend follows live here too, beside the loop they come from: actions
+(:class:`ActionChecker`), seeds (:func:`expand_seeds`), ``options["reset_mask"]``
+(:func:`split_reset_mask`) and the infos of several chunks side by side (:func:`merge_infos`).
+A pool worker runs a ``MultiEnv`` over its chunk (see :mod:`vecenvs.workers`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -65,28 +55,92 @@ __all__ = [
 ResetResult = tuple[Any, dict[str, Any]]
 #: What ``step`` returns: observations, rewards, terminations, truncations (arrays of N) and infos.
 StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+_Self = TypeVar("_Self", bound="EnvsVectorEnv")
 
 
 class EnvsVectorEnv(VectorEnv):
-    """A VectorEnv of N gymnasium envs of its own: each env's seed and generator, read from it.
+    """A VectorEnv of N gymnasium envs of its own: what every backend of this package shares.
 
-    Gymnasium's own vector envs also give one seed and one generator per env here, where
-    VectorEnv's annotations say one of each.
+    ``np_random_seed`` and ``np_random`` give one value per env, read from the envs, as
+    gymnasium's own vector envs do (where VectorEnv's annotations say one of each).
     """
+
+    autoreset_mode: AutoresetMode
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
-        """Each env's ``np_random_seed``."""
         return self.get_attr("np_random_seed")
 
     @property  # type: ignore[misc]
     def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """Each env's ``np_random`` generator."""
         return self.get_attr("np_random")
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        """Each env's attribute ``name``."""
+        """The attribute ``name`` of every env."""
+        return self.get_attr_at(range(self.num_envs), name)
+
+    def get_attr_at(self, indices: Iterable[int], name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of the envs ``indices``."""
         raise NotImplementedError
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
+        self.set_attr_at(range(self.num_envs), name, values)
+
+    def set_attr_at(self, indices: Iterable[int], name: str, values: Any) -> None:
+        """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
+        raise NotImplementedError
+
+    def close(self, **kwargs: Any) -> None:
+        """Closes the envs (idempotent); :attr:`closed` is True afterwards even if closing raised."""
+        if self.closed:
+            return
+        try:
+            self.close_extras(**kwargs)
+        finally:
+            self.closed = True
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(
+                f"{type(self).__name__} is closed: make a new one to step again"
+            )
+
+    def _set_spaces(
+        self,
+        observation_spaces: list[gym.Space],
+        action_spaces: list[gym.Space],
+        observation_mode: Any,
+        metadata: dict[str, Any],
+        render_mode: str | None,
+        first_index: int = 0,
+    ) -> None:
+        """Sets what every backend takes from its envs: spaces (checked), metadata, render mode."""
+        (
+            self.single_observation_space,
+            self.observation_space,
+            self.single_action_space,
+            self.action_space,
+        ) = batched_spaces(observation_spaces, action_spaces, observation_mode, first_index)
+        self.metadata = {**metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
+
+    def _make_batch(self) -> None:
+        """The arrays a batch is built in: each env's latest observation, then them batched."""
+        self._env_obs: list[Any] = [None] * self.num_envs
+        self._observations: Any = create_empty_array(
+            self.single_observation_space, n=self.num_envs, fn=np.zeros
+        )
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
 
 
 class MultiEnv(EnvsVectorEnv):
@@ -134,49 +188,31 @@ class MultiEnv(EnvsVectorEnv):
         self.first_index = first_index
         self.num_envs = len(env_fns)
         self.envs: list[gym.Env] = []
-        for index, env_fn in enumerate(env_fns):
-            try:
-                env = env_fn()
-            except Exception as error:
-                self.close_extras()  # the envs made so far
-                raise CrashReport.of(first_index + index, "make", error).to_error() from error
-            if any(env is made for made in self.envs):
-                self.close_extras()
-                raise ValueError(
-                    f"env_fns[{index}] returned an env that an earlier factory returned too: each factory must "
-                    f"make a new env (write [lambda: gym.make(...) for _ in range(n)], not [lambda: env] * n)"
-                )
-            self.envs.append(env)
         try:
-            (
-                self.single_observation_space,
-                self.observation_space,
-                self.single_action_space,
-                self.action_space,
-            ) = batched_spaces(
+            for index, env_fn in enumerate(env_fns):
+                try:
+                    env = env_fn()
+                except Exception as error:
+                    raise CrashReport.of(first_index + index, "make", error).to_error() from error
+                if any(env is made for made in self.envs):
+                    raise ValueError(
+                        f"env_fns[{index}] returned an env that an earlier factory returned too: each factory must "
+                        f"make a new env (write [lambda: gym.make(...) for _ in range(n)], not [lambda: env] * n)"
+                    )
+                self.envs.append(env)
+            self._set_spaces(
                 [env.observation_space for env in self.envs],
                 [env.action_space for env in self.envs],
                 observation_mode,
+                self.envs[0].metadata,
+                self.envs[0].render_mode,
                 first_index,
             )
         except BaseException:
-            self.close_extras()
+            self.close_extras()  # the envs made so far
             raise
-        self.metadata = {**self.envs[0].metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = self.envs[0].render_mode
-        self.check_actions = ActionChecker(self.single_action_space, self.num_envs)
-
-        self._env_obs: list[Any] = [
-            None
-        ] * self.num_envs  # each env's latest observation, unbatched
-        self._observations: Any = create_empty_array(
-            self.single_observation_space, n=self.num_envs, fn=np.zeros
-        )
-        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
-        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
-        # NEXT_STEP: reset these on the next step.
-        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
+        self._make_batch()
+        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these
 
     @property
     def env_observations(self) -> list[Any]:
@@ -200,13 +236,7 @@ class MultiEnv(EnvsVectorEnv):
             flags[indices] = False
         infos: dict[str, Any] = {}
         for index in indices:
-            try:
-                self._env_obs[index], info = self.envs[index].reset(
-                    seed=seeds[index], options=options
-                )
-            except Exception as error:
-                raise CrashReport.of(self.first_index + index, "reset", error).to_error() from error
-            if info:
+            for info in self.reset_env(index, seeds[index], options):
                 infos = self._add_info(infos, info, index)
         return self._batch_observations(), infos
 
@@ -219,8 +249,8 @@ class MultiEnv(EnvsVectorEnv):
     def step_each(self, env_actions: Iterable[Any]) -> StepResult:
         """Steps env i with the i-th of ``env_actions`` (one action per env, unbatched, already checked).
 
-        This is the hot loop, and :meth:`step` without the check; a pool worker calls it with
-        the actions of its chunk.
+        The hot loop, and :meth:`step` without the check; a pool worker calls it with the
+        actions of its chunk.
         """
         if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs.any():
             ended = (self.first_index + np.flatnonzero(self._autoreset_envs)).tolist()
@@ -276,11 +306,9 @@ class MultiEnv(EnvsVectorEnv):
         except Exception as error:
             raise CrashReport.of(self.first_index + index, doing, error).to_error() from error
         self._env_obs[index] = observation
-        self._rewards[index], self._terminations[index], self._truncations[index] = (
-            reward,
-            terminated,
-            truncated,
-        )
+        self._rewards[index] = reward
+        self._terminations[index] = terminated
+        self._truncations[index] = truncated
         if final is not None:
             return (final, info) if info else (final,)
         return (info,) if info else ()
@@ -289,16 +317,11 @@ class MultiEnv(EnvsVectorEnv):
         self, index: int, seed: int | None, options: dict[str, Any] | None
     ) -> tuple[dict[str, Any], ...]:
         """Resets env ``index`` alone (reward 0, flags False); returns its info dicts, like :meth:`step_env`."""
-        try:
-            self._env_obs[index], info = self.envs[index].reset(seed=seed, options=options)
-        except Exception as error:
-            raise CrashReport.of(self.first_index + index, "reset", error).to_error() from error
-        self._rewards[index], self._terminations[index], self._truncations[index] = (
-            0.0,
-            False,
-            False,
-        )
-        self._autoreset_envs[index] = False
+        self._env_obs[index], info = self._each(
+            "reset", [index], lambda i: self.envs[i].reset(seed=seed, options=options)
+        )[0]
+        self._rewards[index] = 0.0
+        self._terminations[index] = self._truncations[index] = self._autoreset_envs[index] = False
         return (info,) if info else ()
 
     # ----------------------------------------------------------------- calls and attributes
@@ -311,69 +334,38 @@ class MultiEnv(EnvsVectorEnv):
         self, indices: Iterable[int], name: str, *args: Any, **kwargs: Any
     ) -> tuple[Any, ...]:
         """Like :meth:`call`, in the envs ``indices`` only (in that order)."""
-        self._check_open()
-        results = []
-        for index in check_indices(indices, self.num_envs):
-            try:
-                attribute = self.envs[index].get_wrapper_attr(name)
-                results.append(attribute(*args, **kwargs) if callable(attribute) else attribute)
-            except Exception as error:
-                raise CrashReport.of(
-                    self.first_index + index, f"call({name!r})", error
-                ).to_error() from error
-        return tuple(results)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """The attribute ``name`` of every env."""
-        return self.get_attr_at(range(self.num_envs), name)
+        def call(index: int) -> Any:
+            attribute = self.envs[index].get_wrapper_attr(name)
+            return attribute(*args, **kwargs) if callable(attribute) else attribute
+
+        self._check_open()
+        return self._each(f"call({name!r})", check_indices(indices, self.num_envs), call)
 
     def get_attr_at(self, indices: Iterable[int], name: str) -> tuple[Any, ...]:
-        """The attribute ``name`` of the envs ``indices``."""
-        self._check_open()
-        results = []
-        for index in check_indices(indices, self.num_envs):
-            try:
-                results.append(self.envs[index].get_wrapper_attr(name))
-            except Exception as error:
-                raise CrashReport.of(
-                    self.first_index + index, f"get_attr({name!r})", error
-                ).to_error() from error
-        return tuple(results)
-
-    def set_attr(self, name: str, values: Any) -> None:
-        """Sets attribute ``name`` of every env: to ``values[i]`` for a list/tuple, else to ``values``."""
-        self.set_attr_at(range(self.num_envs), name, values)
-
-    def set_attr_at(self, indices: Iterable[int], name: str, values: Any) -> None:
-        """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
         self._check_open()
         indices = check_indices(indices, self.num_envs)
-        for index, value in zip(indices, per_env_values(values, len(indices))):
-            try:
-                self.envs[index].set_wrapper_attr(name, value)
-            except Exception as error:
-                raise CrashReport.of(
-                    self.first_index + index, f"set_attr({name!r})", error
-                ).to_error() from error
+        return self._each(
+            f"get_attr({name!r})", indices, lambda i: self.envs[i].get_wrapper_attr(name)
+        )
+
+    def set_attr_at(self, indices: Iterable[int], name: str, values: Any) -> None:
+        self._check_open()
+        indices = check_indices(indices, self.num_envs)
+        value_of = dict(zip(indices, per_env_values(values, len(indices))))
+        self._each(
+            f"set_attr({name!r})",
+            value_of,
+            lambda i: self.envs[i].set_wrapper_attr(name, value_of[i]),
+        )
 
     def render(self) -> tuple[Any, ...]:
         """The frames rendered by every env."""
         self._check_open()
         return tuple(env.render() for env in self.envs)
 
-    # ----------------------------------------------------------------- closing
-
-    def close(self, **kwargs: Any) -> None:
-        """Closes every env, even if some fail to close; then reports the first that failed."""
-        if self.closed:
-            return
-        try:
-            self.close_extras(**kwargs)
-        finally:
-            self.closed = True
-
     def close_extras(self, **kwargs: Any) -> None:
-        """Closes every env; raises :class:`EnvCrashedError` for the first whose ``close()`` raised."""
+        """Closes every env, even if some fail; raises :class:`EnvCrashedError` for the first that did."""
         first_failure = None
         for index, env in enumerate(getattr(self, "envs", [])):
             try:
@@ -385,13 +377,18 @@ class MultiEnv(EnvsVectorEnv):
         if first_failure is not None:
             raise first_failure.to_error()
 
-    def __enter__(self) -> MultiEnv:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
     # ----------------------------------------------------------------- helpers
+
+    def _each(self, doing: str, indices: Iterable[int], function: Callable[[int], Any]) -> tuple:
+        """``function(index)`` for each of ``indices``; an env's exception becomes its crash report."""
+        results = []
+        for index in indices:
+            try:
+                results.append(function(index))
+            except Exception as error:
+                report = CrashReport.of(self.first_index + index, doing, error)
+                raise report.to_error() from error
+        return tuple(results)
 
     def _batch_observations(self) -> Any:
         try:
@@ -404,12 +401,6 @@ class MultiEnv(EnvsVectorEnv):
                 self.first_index + index, "batching its observation", error
             ).to_error() from error
         return deepcopy(self._observations) if self.copy else self._observations
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError(
-                f"{type(self).__name__} is closed: make a new one to step again"
-            )
 
 
 def _misfit(space: gym.Space, observations: list[Any]) -> int:
@@ -493,19 +484,17 @@ def batched_spaces(
 class ActionChecker:
     """Checks a batch of actions before any env sees it; the actions themselves are not changed.
 
-    The rule, the same in every backend: the batch must have the structure of the batched
-    action space (a dict with the space's keys, a tuple of its parts, one action per env), the
-    actions of a Discrete or MultiDiscrete space must be integers (an index, as gymnasium's
-    ``contains`` says: not a float, not a bool), a MultiBinary's integers or bools, a Box's any
-    numbers (a float64 policy output for a float32 Box, a float for an integer Box, as
-    Stable-Baselines3 passes them), and each must lie within the space's bounds. The env
-    receives them exactly as given. For spaces without bounds (Text, Graph, Sequence, OneOf,
-    your own ``Space``) only the count is checked, as gymnasium does.
+    The batch must have the structure of the batched action space (a dict with the space's
+    keys, a tuple of its parts, one action per env); the actions of a Discrete or MultiDiscrete
+    space must be integers (an index, as gymnasium's ``contains`` says: not a float, not a
+    bool), a MultiBinary's integers or bools, a Box's any numbers (a float64 policy output for a
+    float32 Box, as Stable-Baselines3 passes them); each must lie within the space's bounds.
+    For spaces without bounds (Text, Graph, Sequence, OneOf, your own ``Space``) only the count
+    is checked, as gymnasium does.
 
-    Raises (from ``__call__``):
-        TypeError: a batch of the wrong kind (a single number, a list for a Dict space, text
-            for a numeric space).
-        ValueError: the wrong number of actions or shape, or an action out of bounds.
+    Raises (from ``__call__``) TypeError for a batch of the wrong kind (a single number, a list
+    for a Dict space, text for a numeric space), ValueError for the wrong number of actions or
+    shape, or an action out of bounds.
 
     Example:
         >>> from gymnasium.spaces import Discrete
@@ -548,20 +537,14 @@ class ActionChecker:
         if isinstance(space, spaces.Tuple):
             items = [self._build(sub, f"{where}[{i}]") for i, sub in enumerate(space.spaces)]
             return _sequence_check(where, len(items), "parts", items)
-        if isinstance(
-            space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-        ):
+        if isinstance(space, tuple(_KINDS)):
             return _BoundsCheck(where, space, self.num_envs)
-        return _sequence_check(
-            where,
-            self.num_envs,
-            f"actions (one per env) for the {type(space).__name__} space",
-            None,
-        )
+        what = f"actions (one per env) for the {type(space).__name__} space"
+        return _sequence_check(where, self.num_envs, what, [])
 
 
 def _sequence_check(
-    where: str, length: int, what: str, items: list[Callable[[Any], None]] | None
+    where: str, length: int, what: str, items: list[Callable[[Any], None]]
 ) -> Callable[[Any], None]:
     def check_sequence(actions: Any) -> None:
         if isinstance(actions, (str, bytes, Mapping)) or not isinstance(
@@ -572,16 +555,25 @@ def _sequence_check(
             )
         if len(actions) != length:
             raise ValueError(f"{where}: expected {length} {what}, got {len(actions)}")
-        for check, part in zip(items or (), actions):
+        for check, part in zip(items, actions):
             check(part)
 
     return check_sequence
 
 
+#: The dtype kinds (b(ool), i(nt), u(nsigned), f(loat)) accepted for the actions of each space.
+_KINDS = {
+    spaces.Discrete: ("iu", "integers"),
+    spaces.MultiDiscrete: ("iu", "integers"),
+    spaces.MultiBinary: ("biu", "integers or bools"),
+    spaces.Box: ("biuf", "numbers"),
+}
+
+
 class _BoundsCheck:
     """Checks one array of actions of a Box/Discrete/MultiDiscrete/MultiBinary space: kind, shape, bounds."""
 
-    def __init__(self, where: str, space: gym.Space, num_envs: int):
+    def __init__(self, where: str, space: Any, num_envs: int):
         self.where, self.num_envs = where, num_envs
         self.shape = (num_envs, *(space.shape or ()))
         if isinstance(space, spaces.Discrete):
@@ -591,20 +583,9 @@ class _BoundsCheck:
         elif isinstance(space, spaces.MultiBinary):
             low, high = 0, 1
         else:
-            assert isinstance(space, spaces.Box)
             low, high = space.low, space.high
         self.low, self.high = np.asarray(low), np.asarray(high)
-        # The dtype kinds accepted: b(ool), i(nt), u(nsigned), f(loat).
-        self.kinds, self.kind_name = {
-            spaces.Discrete: ("iu", "integers"),
-            spaces.MultiDiscrete: ("iu", "integers"),
-            spaces.MultiBinary: ("biu", "integers or bools"),
-            spaces.Box: ("biuf", "numbers"),
-        }[
-            type(space)
-            if type(space) in (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-            else spaces.Box
-        ]
+        self.kinds, self.kind_name = _KINDS.get(type(space), _KINDS[spaces.Box])
 
     def __call__(self, actions: Any) -> None:
         array = np.asarray(actions)

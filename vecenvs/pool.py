@@ -2,30 +2,17 @@
 
 The hybrid of the other two designs. With N cheap envs and few cores, one process per env
 (SubprocVecEnv) pays a pipe round trip per env and makes N processes fight over the cores; a
-plain loop (MultiEnv) leaves all cores but one idle. The pool uses one process per core, and
-each runs a MultiEnv over its chunk of envs, so the per-step cost of talking to processes is
-paid K times instead of N times, and every core steps envs. The calling process is one of the
-K: it steps the first chunk itself instead of sleeping while it waits for the others.
+plain loop (MultiEnv) leaves all cores but one idle. The pool runs one process per core, each a
+MultiEnv over its chunk, so the cost of talking to processes is paid K times instead of N, and
+the calling process steps the first chunk itself instead of sleeping while it waits. One step
+is told top to bottom in :mod:`vecenvs.core`.
 
-One step (the code: :mod:`vecenvs.core`, :mod:`vecenvs.workers`, :mod:`vecenvs.multi_env`):
-
-1. the parent checks the actions and copies them into shared memory;
-2. it tells each worker "step" by bumping a generation word in the worker's line of shared
-   memory (no pipe, no pickle, no system call); a worker spinning on its word sees it at
-   once, and sleeping workers are woken together with one ring of a doorbell;
-3. each worker steps its chunk, writes observations, rewards and flags into its own rows of
-   shared memory and sets its *done* word (its infos, if any, follow over its pipe);
-   meanwhile the parent steps its own chunk;
-4. the parent waits for the K-1 done words and copies the observations out.
-
-The cost of a step is then about ``(N/K) t_env + t_sync``: the chunk's env steps plus a small
-fixed cost of telling the workers and hearing back. The loop costs ``N t_env``, so the pool's
-speed-up is about ``K N t_env / (N t_env + K t_sync)``: close to K once each chunk's work
-dwarfs ``t_sync``, below 1 when it does not. (The overhead model of the seed post on
-DummyVecEnv vs SubprocVecEnv vs a pool, ``fps_parallel / fps_sequential ~ N t_env / (N t_env +
-t_os)``, written out for K workers.) Waking a sleeping process costs 50 µs or more on a VM;
-spinning on a word in shared memory costs a fraction of a microsecond, which is why workers
-spin while steps come quickly, and why the parent steps a chunk itself.
+A step then costs about ``(N/K) t_env + t_sync``, against the loop's ``N t_env``: a speed-up of
+about ``K N t_env / (N t_env + K t_sync)``, close to K once each chunk's work dwarfs ``t_sync``,
+below 1 when it does not (the seed post's ``N t_env / (N t_env + t_os)``, for K workers).
+Waking a sleeping process costs 50 µs or more on a VM, spinning on a word in shared memory a
+fraction of a microsecond: why workers spin while steps come quickly, and why the parent steps
+a chunk itself.
 """
 
 from __future__ import annotations
@@ -58,24 +45,20 @@ class PoolVecEnv(ChunkedVecEnv):
     """Steps N envs in K processes, N/K envs each, through shared memory.
 
     Args:
-        env_fns: functions that each make one env (lambdas and notebook functions work).
-        num_workers: K, how many processes step envs in parallel, from 1 to the number of envs.
-            Default: one per CPU this process may use. The calling process is one of the K
-            (see ``step_in_caller``), so K-1 worker processes are started: with K=1 the pool is
-            the sequential loop.
-        step_in_caller: the calling process steps a chunk of envs itself, in ``step_wait``,
-            instead of sleeping until the workers answer: its chunk costs nothing extra, and one
-            process fewer has to be woken up each step. False starts K worker processes and
-            leaves the caller free between ``step_async`` and ``step_wait`` (to overlap its own
-            work, such as a learner update, with the stepping), and puts every env under the
-            ``timeout`` deadline (the caller's chunk runs in your process, like a plain loop).
+        num_workers: K, from 1 to the number of envs; default one per CPU this process may use.
+            The calling process is one of the K (see ``step_in_caller``), so K-1 worker
+            processes are started: with K=1 the pool is the sequential loop.
+        step_in_caller: the calling process steps a chunk itself, in ``step_wait``, instead of
+            sleeping until the workers answer. False starts K worker processes and leaves the
+            caller free between ``step_async`` and ``step_wait`` (to overlap its own work, such
+            as a learner update), with every env under the ``timeout`` deadline.
         shared_memory: observations, rewards, flags and actions through shared memory
-            (default). False sends them pickled over the pipes, to measure what shared memory
-            buys; the workers are told what to do through shared memory either way.
+            (default). False pickles them over the pipes, to measure what shared memory buys;
+            commands go through shared memory either way.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
         spin_seconds: spin this long for an answer (or a command) before sleeping. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
-            else 0 (never spin: the CPU is needed by the process we would wait for).
+            else 0 (the CPU is needed by the process we would wait for).
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
             ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.
 
@@ -114,34 +97,23 @@ class PoolVecEnv(ChunkedVecEnv):
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         options = (self.autoreset_mode, self.observation_mode)
-        for index, chunk in enumerate(self.chunks):
+        for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
+                fns = [env_fns[i] for i in rows]
                 self.workers.append(
-                    ProcessWorker(
-                        index,
-                        chunk,
-                        [env_fns[i] for i in chunk],
-                        self.context,
-                        *options,
-                        self.spin_seconds,
-                    )
+                    ProcessWorker(index, rows, fns, self.context, *options, self.spin_seconds)
                 )
         if self.step_in_caller:
             # Made after the workers are forked, so that no worker inherits a copy of these envs.
-            self.workers.insert(
-                0,
-                InProcessWorker(0, self.chunks[0], [env_fns[i] for i in self.chunks[0]], *options),
-            )
+            fns = [env_fns[i] for i in self.chunks[0]]
+            self.workers.insert(0, InProcessWorker(0, self.chunks[0], fns, *options))
 
 
 def check_num_workers(num_workers: Any, num_envs: int) -> int:
     """K, checked: a whole number from 1 to the number of envs (default: the CPUs we may use).
 
-    Shared by every backend that splits its envs over workers (the pools, Ray's actors).
-
-    Raises:
-        TypeError: not a whole number (numpy integers are whole numbers; bools are not).
-        ValueError: below 1, or more workers than envs.
+    Shared by the pools and Ray's actors. Raises TypeError for what is not a whole number (numpy
+    integers are; bools are not), ValueError below 1 or above the number of envs.
     """
     if num_workers is None:
         return max(1, min(available_cpus(), num_envs))

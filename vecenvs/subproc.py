@@ -1,18 +1,12 @@
 """``SubprocVecEnv``: one process per env, commands and pickled results over pipes.
 
-The classic design (OpenAI baselines, Stable-Baselines3, gymnasium's ``AsyncVectorEnv``):
-every env gets a process of its own. Each step, the parent pickles each env's action into that
-env's pipe, every worker steps its env, pickles the observation, reward and flags back, and
-the parent waits for the slowest one; both sides block in the kernel until the other writes.
-
-That round trip costs tens of microseconds per env: far more than a CartPole step (about
-10 µs). So for cheap envs this is slower than a plain loop, and once there are more envs than
-cores the processes also queue for the CPU. It pays off when one env step costs much more than
-the round trip (physics simulators, games). Run ``python -m vecenvs bench`` to see where the
-crossover is on your machine; :class:`~vecenvs.pool.PoolVecEnv` is what this lab offers instead.
-
-The core it shares with the pool is :mod:`vecenvs.core`; the worker side is
-:mod:`vecenvs.workers` (its *pipes* mode).
+The classic design (OpenAI baselines, Stable-Baselines3, gymnasium's ``AsyncVectorEnv``). Each
+step the parent pickles each env's action into its pipe, every worker steps its env and pickles
+the results back, and the parent waits for the slowest; both sides block in the kernel until
+the other writes. That round trip costs tens of microseconds per env, far more than a CartPole
+step (about 10 µs), and with more envs than cores the processes queue for the CPU: it pays off
+only when an env step costs much more (physics simulators, games). ``python -m vecenvs bench``
+shows the crossover. It is :mod:`vecenvs.core` with :mod:`vecenvs.workers` in *pipes* mode.
 """
 
 from __future__ import annotations
@@ -32,10 +26,10 @@ __all__ = ["SubprocVecEnv"]
 class SubprocVecEnv(ChunkedVecEnv):
     """Runs each env in its own process; commands and results are pickled over pipes.
 
+    Lambdas and functions defined in a notebook work under every start method (the processes come
+    from ``multiprocess``, which pickles with dill).
+
     Args:
-        env_fns: functions that each make one env. Lambdas and functions defined in a notebook
-            work under every start method (the processes come from ``multiprocess``, which
-            pickles with dill).
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
             ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.

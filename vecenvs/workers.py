@@ -1,36 +1,26 @@
 """Workers: who steps each chunk of envs, and how the parent talks to them.
 
-A vector env of :mod:`vecenvs.core` splits its N envs into chunks and hands each chunk to a
-*worker*. Every worker holds a :class:`Chunk` (a :class:`~vecenvs.multi_env.MultiEnv` over its
-envs, and the code that serves each :class:`Command`); what differs is where it runs and how
-commands reach it:
+A vector env of :mod:`vecenvs.core` hands each chunk of its envs to a *worker*. Every worker
+holds a :class:`Chunk` (a :class:`~vecenvs.multi_env.MultiEnv` and the code that serves each
+:class:`Command`); what differs is where it runs and how commands reach it:
 
-- :class:`InProcessWorker`: the caller's own chunk. A command runs in this process when its
-  answer is asked for, so the caller steps its chunk while the process workers step theirs.
-- :class:`ProcessWorker`: a child process running :func:`run_worker`. Two ways to talk:
-
-  * *pipes* (SubprocVecEnv, the classic design): every command and every answer is a pickled
-    message, and each side blocks in the kernel until the other writes;
-  * *shared control words* (the pools): each worker has a line of 64-bit words in shared
-    memory. To give a command the parent writes its code and bumps the worker's *generation*
-    word; the worker, spinning on that word, sees it change within a fraction of a
-    microsecond, and answers by writing its *done* word. A step whose actions and results
-    travel through shared memory needs no pickle and no system call at all. Payloads that do
-    not fit in words (seeds, a ``call``'s arguments, an env's infos or traceback) still travel
-    over the pipe, announced by the words.
-
-  Spinning burns a CPU, so it is short and only done while it pays off
-  (:class:`AdaptiveSpin`); a worker whose spin runs out goes to sleep on a :class:`Doorbell`,
-  and the parent rings it once, with one system call, whatever the number of sleepers. The
-  parent sleeps on a doorbell of its own while it waits for slow workers.
-
+- :class:`InProcessWorker`: the caller's own chunk, stepped in this process when its answer is
+  asked for, while the process workers step theirs.
+- :class:`ProcessWorker`: a child process running :func:`run_worker`, over *pipes* (SubprocVecEnv:
+  every command and answer a pickled message, each side blocking in the kernel) or *shared
+  control words* (the pools: the parent writes a command's code and bumps the worker's
+  *generation* word; the worker, spinning on it, sees it within a fraction of a microsecond and
+  answers by writing its *done* word, so that a step through shared memory needs no pickle and
+  no system call). Payloads that do not fit in words (seeds, a ``call``'s arguments, infos, a
+  traceback) still travel over the pipe, announced by the words. Spinning burns a CPU, so it is
+  short and only done while it pays off (:class:`AdaptiveSpin`); then each side sleeps on a
+  :class:`Doorbell`, rung with one system call whatever the number of sleepers.
 - A Ray actor (see :mod:`vecenvs.ray_env`), holding the same :class:`Chunk`.
 
-Every answer says whether it succeeded before it is unpacked (``(ok, payload)``); a failure
-carries a :class:`~vecenvs.errors.CrashReport` with the env's index and traceback. Every wait
-has a deadline and watches the worker process, so a hung env ends in
-:class:`~vecenvs.errors.WorkerTimeoutError` and a dead worker in
-:class:`~vecenvs.errors.WorkerDiedError`, never in a hang.
+Every answer says whether it succeeded (``(ok, payload)``); a failure carries a
+:class:`~vecenvs.errors.CrashReport` with the env's index and traceback. Every wait has a deadline
+and watches the worker process: a hung env ends in :class:`~vecenvs.errors.WorkerTimeoutError`, a
+dead worker in :class:`~vecenvs.errors.WorkerDiedError`, never in a hang.
 """
 
 from __future__ import annotations
@@ -41,6 +31,7 @@ import mmap
 import os
 import pickle
 import platform
+import select
 import signal
 import sys
 import tempfile
@@ -104,9 +95,8 @@ START_METHODS = ("fork", "forkserver", "spawn")
 def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env]]) -> Any:
     """The ``multiprocess`` context for ``start_method``, once the env factories can reach it.
 
-    Under spawn and forkserver the factories are pickled (with dill) to reach the workers:
-    checked here, before any process starts, so that an unpicklable one fails with a message
-    naming it rather than inside a worker.
+    Under spawn and forkserver the factories are pickled (with dill): checked here, before any
+    process starts, so that an unpicklable one fails with a message naming it.
     """
     import multiprocess
 
@@ -130,29 +120,20 @@ def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on (respects taskset/cgroups affinity where the OS tells)."""
-    # sched_getaffinity exists on Linux only. In a container limited to 2 of 64 CPUs it says 2
-    # where cpu_count says 64: the number that matters for how many workers can run at once.
+    """The CPUs this process may run on (respects taskset/cgroups affinity where the OS tells).
+
+    (In a container limited to 2 of 64 CPUs, Linux's sched_getaffinity says 2, cpu_count 64.)
+    """
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
 
 
-# ---------------------------------------------------------------------------------------------
-# A chunk of envs and how it serves each command (the same in every kind of worker)
-# ---------------------------------------------------------------------------------------------
-
-
 class Chunk:
-    """One worker's envs, and how it serves each command.
+    """One worker's envs (the first is env ``first_index`` of the vector env), serving commands.
 
     Results of RESET and STEP go into the chunk's rows of the shared area when there is one
     (the answer is then only the chunk's infos, or None), else into the answer itself.
-
-    Args:
-        env_fns: the factories of this chunk's envs.
-        first_index: index of the first of them in the whole vector env.
-        autoreset_mode, observation_mode: as for :class:`~vecenvs.multi_env.MultiEnv`.
     """
 
     def __init__(
@@ -162,13 +143,8 @@ class Chunk:
         autoreset_mode: AutoresetMode,
         observation_mode: Any,
     ):
-        self.envs = MultiEnv(
-            env_fns,
-            copy=False,
-            autoreset_mode=autoreset_mode,
-            observation_mode=observation_mode,
-            first_index=first_index,
-        )
+        options = {"autoreset_mode": autoreset_mode, "observation_mode": observation_mode}
+        self.envs = MultiEnv(env_fns, copy=False, first_index=first_index, **options)
         self.rows = range(first_index, first_index + len(env_fns))
         self.area: SharedArea | None = None
 
@@ -232,36 +208,24 @@ class Chunk:
             return envs.env_observations, rewards, terminations, truncations, infos
         area.write_observations(self.rows, envs._observations, envs.env_observations)
         rows = slice(self.rows.start, self.rows.stop)
-        area.rewards[rows], area.terminations[rows], area.truncations[rows] = (
-            rewards,
-            terminations,
-            truncations,
-        )
+        area.rewards[rows] = rewards
+        area.terminations[rows] = terminations
+        area.truncations[rows] = truncations
         return infos or None
 
     def _one_result(self, local: int, infos: tuple[dict, ...]) -> Any:
         envs, area, index = self.envs, self.area, self.rows.start + local
-        reward, terminated, truncated = (
-            envs._rewards[local],
-            envs._terminations[local],
-            envs._truncations[local],
-        )
+        results = envs._rewards[local], envs._terminations[local], envs._truncations[local]
         if area is None or not area.has_data:
-            return infos, envs.env_observations[local], reward, terminated, truncated
+            return infos, envs.env_observations[local], *results
         area.write_observations(
             range(index, index + 1), None, envs.env_observations[local : local + 1]
         )
-        area.rewards[index], area.terminations[index], area.truncations[index] = (
-            reward,
-            terminated,
-            truncated,
-        )
+        area.rewards[index], area.terminations[index], area.truncations[index] = results
         return infos or None
 
 
-# ---------------------------------------------------------------------------------------------
-# Shared memory: the control words, and the results and actions
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------- shared memory
 
 # The words of a worker's control line, and of the header line (all 64-bit integers).
 # Written by the parent:
@@ -281,21 +245,16 @@ NOTHING, MESSAGE = 0, 1  # REPLY, and an env's reply word in the async pool
 class SharedArea:
     """One block of shared memory with everything the parent and its workers share.
 
-    - the control lines: a header (is the parent asleep?) and one line per worker;
-    - two doorbells (the workers', the parent's);
-    - per env, for the async pool: how many commands it has finished, whether a message goes
-      with the latest one, and when it finished;
-    - with ``data``: the observations (laid out by gymnasium's ``create_shared_memory``, so
-      every space it supports is supported the same way), rewards, flags and actions.
+    The control lines (a header, then one line per worker), two doorbells (the workers', the
+    parent's), the async pool's per-env words (commands finished, a message follows, when) and,
+    with ``data``, the observations (laid out by gymnasium's ``create_shared_memory``, so every
+    space it supports is supported the same way), rewards, flags and actions.
 
     The block is a file with no name (``memfd_create``; elsewhere a temporary file removed at
-    once), so nothing is left behind in ``/dev/shm`` whatever happens to the processes. The
-    parent makes it once the workers have said which spaces their envs have, and passes each
-    worker its file descriptor over the worker's pipe; both sides lay it out the same way.
-
-    Args:
-        layout: ``(num_workers, num_envs, single observation space, single action space, data)``.
-        fd: the block to map (a worker's copy); None makes a new one.
+    once), so nothing is left in ``/dev/shm`` whatever happens to the processes. The parent
+    makes it (``fd`` None) and sends each worker its descriptor over the pipe; both sides lay it
+    out the same way from ``layout``: ``(num_workers, num_envs, single observation space,
+    single action space, data)``.
     """
 
     def __init__(self, layout: tuple[Any, ...], fd: int | None = None):
@@ -447,13 +406,13 @@ class _Block:
 
 def _is_array_space(space: gym.Space) -> bool:
     """Whether shared memory holds this space as plain arrays (views, no decoding)."""
-    if isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
-        return True
     if isinstance(space, spaces.Dict):
         return all(_is_array_space(sub) for sub in space.spaces.values())
     if isinstance(space, spaces.Tuple):
         return all(_is_array_space(sub) for sub in space.spaces)
-    return False
+    return isinstance(
+        space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+    )
 
 
 def _anonymous_file(size: int) -> int:
@@ -469,9 +428,7 @@ def _anonymous_file(size: int) -> int:
     return fd
 
 
-# ---------------------------------------------------------------------------------------------
-# Waiting: spin while it pays, then sleep on a doorbell
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------- waiting: spin, then sleep
 
 
 def _load_syscall() -> tuple[Any, int] | None:
@@ -537,12 +494,8 @@ class Doorbell:
         if _SYSCALL is None:
             time.sleep(min(seconds, 1e-3))
             return
-        _futex(
-            self.address,
-            _FUTEX_WAIT,
-            seen,
-            ctypes.byref(_Timespec(int(seconds), int(seconds % 1 * 1e9))),
-        )
+        timeout = _Timespec(int(seconds), int(seconds % 1 * 1e9))
+        _futex(self.address, _FUTEX_WAIT, seen, ctypes.byref(timeout))
 
 
 _FENCE = threading.Lock()
@@ -574,10 +527,7 @@ class AdaptiveSpin:
     Measured on our 2-core VM, the pool (K=2) on CartPole, speed-up over the sequential loop,
     always spinning / adaptive / never spinning: quiet machine, N=4 0.59-0.62x / 0.53-0.69x /
     0.24x and N=64 1.38-1.47x / 1.29-1.52x / ~1.0x; with one busy-looping program beside it,
-    N=4 0.08x / 0.21x / 0.32x and N=64 0.26x / 0.68x / 0.81x.
-
-    Args:
-        seconds: the length of one spin; 0 never spins.
+    N=4 0.08x / 0.21x / 0.32x and N=64 0.26x / 0.68x / 0.81x. (``seconds``: one spin; 0 never.)
     """
 
     #: The most waits skipped in a row after spins that ran out.
@@ -618,17 +568,12 @@ def _spin_until(words: memoryview, index: int, target: int, spin: AdaptiveSpin) 
     return True
 
 
-# ---------------------------------------------------------------------------------------------
-# The workers, as the parent sees them
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------- workers, as the parent sees them
 
 
 class InProcessWorker:
-    """The caller's own chunk: a command runs in this process when its answer is asked for.
-
-    So a step sent to every worker is carried out here, by :meth:`receive`, while the process
-    workers carry out theirs: the caller steps its chunk instead of sleeping until they answer.
-    """
+    """The caller's own chunk: a command runs in this process, in :meth:`receive`, when its
+    answer is asked for (so while the process workers carry out theirs)."""
 
     in_caller = True
 
@@ -679,13 +624,8 @@ class InProcessWorker:
 class ProcessWorker:
     """A worker process and the parent's end of its pipe (and, once set up, its control line).
 
-    Args:
-        index: the worker's number.
-        rows: the envs it runs.
-        env_fns: their factories.
-        context: the ``multiprocess`` context (start method).
-        autoreset_mode, observation_mode: passed to its chunk.
-        spin_seconds: how long each side spins before sleeping (0: never).
+    It runs envs ``rows``, made by ``env_fns``, in a process of ``context`` (``multiprocess``'s,
+    for a start method); each side spins ``spin_seconds`` before sleeping (0: never).
     """
 
     in_caller = False
@@ -704,20 +644,11 @@ class ProcessWorker:
         self.line: memoryview | None = None  # None: every command and answer goes over the pipe
         self.generation = 0  # of the last command given
         self.spin = AdaptiveSpin(spin_seconds)
-        # A socket pair, which can also carry a file descriptor.
-        parent_pipe, child_pipe = context.Pipe()
+        parent_pipe, child_pipe = context.Pipe()  # a socket pair: it can carry a file descriptor
+        chunk = (env_fns, rows.start, autoreset_mode, observation_mode)
         self.process = context.Process(
             target=run_worker,
-            args=(
-                index,
-                env_fns,
-                rows.start,
-                autoreset_mode,
-                observation_mode,
-                child_pipe,
-                os.getpid(),
-                spin_seconds,
-            ),
+            args=(index, *chunk, child_pipe, os.getpid(), spin_seconds),
             name=f"vecenvs-worker-{index}",
             # daemon: if the parent exits without close(), multiprocess terminates the worker at
             # exit instead of waiting for it forever.
@@ -726,7 +657,9 @@ class ProcessWorker:
         self.process.start()
         child_pipe.close()  # the parent's copy: now the pipe hits EOF when the worker dies
         self.pipe = parent_pipe
-        self.poller = _poller(parent_pipe.fileno(), self.process.sentinel)
+        self.poller = select.poll()  # watches the pipe and the process (its sentinel)
+        for file_descriptor in (parent_pipe.fileno(), self.process.sentinel):
+            self.poller.register(file_descriptor, select.POLLIN)
         self.area: SharedArea | None = None
         self.awaiting: deque[int] = deque([0])  # the generations whose answer is due: the hello
 
@@ -743,10 +676,8 @@ class ProcessWorker:
         self.area = area
 
     def post(self, command: Command, payload: Any, answered: bool = True) -> None:
-        """Gives a command whose payload travels over the pipe.
-
-        ``answered=False``: the async pool's per-env commands, answered per env, not per command.
-        """
+        """Gives a command whose payload travels over the pipe (``answered=False``: the async
+        pool's per-env commands, answered per env, not per command)."""
         if self.line is not None:
             self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
             self._announce()
@@ -874,16 +805,6 @@ class ProcessWorker:
         self.pipe.close()
 
 
-def _poller(*file_descriptors: int) -> Any:
-    """A ``poll`` object watching these descriptors (``select.poll``, registered once)."""
-    import select
-
-    poller = select.poll()
-    for file_descriptor in file_descriptors:
-        poller.register(file_descriptor, select.POLLIN)
-    return poller
-
-
 def dumps(message: Any) -> bytes:
     """Pickles a message: the fast C pickle, or dill for what it cannot handle (lambdas...)."""
     try:
@@ -897,9 +818,7 @@ def loads(data: bytes) -> Any:
     return pickle.loads(data)
 
 
-# ---------------------------------------------------------------------------------------------
-# The worker process
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------- the worker process
 
 
 def run_worker(
