@@ -110,8 +110,6 @@ class VectorEnvAsSB3(VecEnv):
             vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space
         )
 
-    # ----------------------------------------------------------------- reset and step
-
     def reset(self) -> Any:
         """Resets every env with the seeds and options set beforehand; returns the observations.
 
@@ -185,9 +183,15 @@ class VectorEnvAsSB3(VecEnv):
         env_infos = unbatch_infos(infos, self.num_envs)
         if dones.any():
             if self.autoreset_mode is AutoresetMode.SAME_STEP:
-                self._episodes_ended_and_reset(
-                    dones, env_infos, final_observations, unbatch_infos(final_infos, self.num_envs)
-                )
+                # The ended envs are already reset: the step's info (final_info) goes to SB3's
+                # infos, the reset's to reset_infos.
+                final_infos = unbatch_infos(final_infos, self.num_envs)
+                for ended in np.flatnonzero(dones):
+                    self.reset_infos[ended] = env_infos[ended]
+                    env_infos[ended] = final_infos[ended]
+                    # A copy: SB3's wrappers change it in place (VecFrameStack stacks into a dict
+                    # observation), and an env in this process may have returned its own object.
+                    env_infos[ended]["terminal_observation"] = deepcopy(final_observations[ended])
             else:
                 observations = self._reset_ended_envs(dones, env_infos, observations)
         for index, info in enumerate(env_infos):
@@ -195,22 +199,6 @@ class VectorEnvAsSB3(VecEnv):
         if self._copy_observations:
             observations = deepcopy(observations)
         return observations, rewards.astype(np.float32), dones, env_infos
-
-    def _episodes_ended_and_reset(
-        self,
-        dones: np.ndarray,
-        env_infos: list[dict[str, Any]],
-        final_observations: Any,
-        final_infos: list[dict[str, Any]],
-    ) -> None:
-        """SAME_STEP: the ended envs are reset; their infos move to SB3's places (the step's info,
-        from ``final_info``, to ``infos``; the reset's to ``reset_infos``)."""
-        for index in np.flatnonzero(dones):
-            self.reset_infos[index] = env_infos[index]
-            env_infos[index] = final_infos[index]
-            # A copy: SB3's wrappers change it in place (VecFrameStack stacks into a dict
-            # observation), and an env in this process may have returned its own object.
-            env_infos[index]["terminal_observation"] = deepcopy(final_observations[index])
 
     def _reset_ended_envs(
         self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any
@@ -232,8 +220,6 @@ class VectorEnvAsSB3(VecEnv):
             return batch
 
         return tree_map(ended_reset, reset_observations, observations)
-
-    # ----------------------------------------------------------------- the envs' attributes and methods
 
     @property
     def envs(self) -> list[gym.Env]:
