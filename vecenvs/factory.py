@@ -114,55 +114,36 @@ def _check_envpool_runs(env_id, env_kwargs):
 class BackendInfo:
     """One backend: how to build it, who wrote it, and how to label it in tables and figures."""
 
-    name: str
-    """The name ``make_vec`` and ``--backend`` take, e.g. ``"pool"``."""
-
-    family: str
-    """Who wrote it: ``"ours"``, ``"gymnasium"``, ``"sb3"`` or ``"envpool"``."""
-
+    name: str  # what make_vec and --backend take, e.g. "pool"
+    family: str  # who wrote it: "ours", "gymnasium", "sb3" or "envpool"
     build: Builder
-    """``build(env_id, num_envs, env_kwargs, autoreset_mode, **backend_kwargs)``."""
-
-    description: str
-    """One line: how it steps the envs."""
-
+    description: str  # one line: how it steps the envs
+    #: Steps its own C++ envs, not gymnasium's: its speed is a reference, not like-for-like.
     native: bool = False
-    """Steps its own C++ envs, not the gymnasium envs the others step: its speed is a reference
-    for what native code buys, not a like-for-like comparison."""
-
+    #: The pip extra that installs its library, and the module that must then be importable;
+    #: None if always installed.
     extra: str | None = None
-    """The pip extra that installs its library (``pip install 'vecenvs[<extra>]'``)."""
-
     module: str | None = None
-    """The module that must be importable for it to be built; None if always installed."""
-
+    #: The only autoreset mode it can do; None if it does every mode gymnasium defines.
     autoreset_mode: AutoresetMode | None = None
-    """The only autoreset mode it can do; None if it does every mode gymnasium defines."""
-
+    #: ``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run.
     check_env: Callable[[str, dict[str, Any]], None] | None = None
-    """``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run."""
-
+    #: The processes it starts: "none", "per-env" or "workers" (K = num_workers, each stepping
+    #: N/K envs; K > N is refused).
     processes: str = "none"
-    """The processes it starts: ``"none"``, ``"per-env"`` (one per env) or ``"workers"`` (K =
-    ``num_workers`` of them, each stepping N/K envs; K > N is refused)."""
-
+    #: The keyword that takes a start method ("fork", "spawn"...); None if it starts none.
     start_method_kwarg: str | None = None
-    """The keyword that takes a start method ("fork", "spawn"...); None if it starts none."""
-
+    #: Whether SB3 can train on it (ours through vecenvs.sb3.to_sb3): every env in lock-step.
     trainable: bool = True
-    """Whether SB3 can train on it (through :func:`vecenvs.sb3.to_sb3` for ours): every env
-    stepped in lock-step, gymnasium's envs."""
-
+    #: Its colour in figures: the sequential loops blue, one process per env orange and red,
+    #: the pools green, the native peer purple.
     color: str = "#7f7f7f"
-    """Its colour in figures: the sequential loops blue, one process per env orange and red,
-    the pools green, the native peer purple."""
 
     @property
     def label(self) -> str:
         """The name to show in tables, figures and the dashboard, with a warning if native."""
-        if self.native:
-            return f"{self.name} (native C++ envs: a reference, not like-for-like)"
-        return self.name
+        native = " (native C++ envs: a reference, not like-for-like)" if self.native else ""
+        return self.name + native
 
 
 _TABLE = (

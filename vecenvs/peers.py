@@ -50,11 +50,6 @@ __all__ = [
 ]
 
 
-# ------------------------------------------------------------------------------------------------
-# Stable-Baselines3
-# ------------------------------------------------------------------------------------------------
-
-
 class _Adapter(VectorEnv):
     """What both adapters share: batched spaces from one env's, one autoreset mode, ``with``."""
 
@@ -79,11 +74,6 @@ class _Adapter(VectorEnv):
         self.close()
 
 
-# ------------------------------------------------------------------------------------------------
-# Stable-Baselines3
-# ------------------------------------------------------------------------------------------------
-
-
 def make_sb3_dummy(env_fns: Sequence[Callable[[], gym.Env]]) -> SB3VecEnv:
     """SB3's ``DummyVecEnv`` over ``env_fns``, as a gymnasium ``VectorEnv``."""
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -96,11 +86,8 @@ def make_sb3_subproc(
 ) -> SB3VecEnv:
     """SB3's ``SubprocVecEnv`` over ``env_fns``, as a gymnasium ``VectorEnv``.
 
-    ``start_method`` None means Python's default on this system, the same rule as our
-    ``subproc`` and ``pool``, so the rows differ in how the processes step, not in how they
-    start. (SB3's own default is ``"forkserver"``: each worker then imports SB3, and with it
-    torch, which shows in the startup time and memory columns. Pass it to see what SB3 users
-    get.)
+    ``start_method`` None is Python's default, as for our ``subproc`` and ``pool``, not SB3's
+    ``"forkserver"`` (its workers then import SB3 and torch: pass it to see what SB3 users get).
     """
     import multiprocessing
 
@@ -118,8 +105,8 @@ def make_sb3_subproc(
 
 
 class _RegisteringFactory:
-    """Calls ``env_fn``. SB3's workers import SB3, not vecenvs; unpickling this class imports
-    vecenvs, which registers the teaching envs, so they can be made under forkserver and spawn."""
+    """Calls ``env_fn``; unpickling it in an SB3 worker imports vecenvs, which registers the
+    teaching envs, so they can be made under forkserver and spawn."""
 
     def __init__(self, env_fn: Callable[[], gym.Env]):
         self.env_fn = env_fn
@@ -131,19 +118,12 @@ class _RegisteringFactory:
 class SB3VecEnv(_Adapter):
     """Any Stable-Baselines3 ``VecEnv`` (closed with this adapter) behind gymnasium's API.
 
-    - **reset(seed=s, options=o)** is SB3's ``venv.seed(s)`` (env i gets ``s + i``, as in
-      gymnasium) and ``venv.set_options(o)``, then ``venv.reset()``; the infos come from
-      ``venv.reset_infos``.
-    - **step**: SB3's ``"TimeLimit.truncated"`` info key gives back gymnasium's flags:
-      ``truncated = done and TimeLimit.truncated``, ``terminated = done and not`` it (an
-      episode both terminated and truncated is reported as terminated only: SB3 keeps no
-      more). The infos are laid out as gymnasium's SAME_STEP mode does: for an env whose
-      episode ended, ``final_obs`` (SB3's ``terminal_observation``) and ``final_info`` (the
-      step's info), and the reset's info in place of the step's.
-    - **Rewards** are float64, as gymnasium's. (DummyVecEnv keeps them in a float32 buffer,
-      so they are float32-rounded: exact for CartPole's 1.0.)
-    - ``call``, ``get_attr`` and ``set_attr`` go through SB3's ``env_method``, ``get_attr`` and
-      ``env_method("set_wrapper_attr", ...)``.
+    SB3's ``"TimeLimit.truncated"`` info gives back gymnasium's flags: ``truncated = done and``
+    it, ``terminated = done and not`` it (an episode both terminated and truncated is reported
+    as terminated only: SB3 keeps no more). The infos are laid out as gymnasium's SAME_STEP
+    mode does: ``final_obs`` (SB3's ``terminal_observation``) and ``final_info`` for an ended
+    env, the reset's info in place of the step's. Rewards are float64, as gymnasium's
+    (DummyVecEnv's are float32-rounded: exact for CartPole's 1.0).
     """
 
     def __init__(self, venv: Any):
@@ -212,10 +192,6 @@ class SB3VecEnv(_Adapter):
         self.venv.close()  # SubprocVecEnv joins its worker processes
 
 
-# ------------------------------------------------------------------------------------------------
-# EnvPool
-# ------------------------------------------------------------------------------------------------
-
 #: A few of the gymnasium ids envpool has its own C++ version of, to name in error messages.
 _ENVPOOL_EXAMPLES = (
     "CartPole-v1",
@@ -257,22 +233,13 @@ def envpool_id_for(env_id: str) -> str:
 class EnvPoolVecEnv(_Adapter):
     """EnvPool's C++ thread pool, stepping its own C++ envs, behind gymnasium's ``VectorEnv`` API.
 
-    - **Seeding.** envpool fixes its seeds when the pool is built and ignores
-      ``reset(seed=...)`` (with a warning). So the pool is built by the first ``reset``, with
-      that reset's seed, and a later ``reset(seed=s)`` builds a new pool (about a millisecond
-      for classic control): the same seed then gives the same episodes. Env i gets ``seed +
-      i``, but envpool's random numbers are not numpy's: its episodes differ from gymnasium's.
-      ``reset()`` without a seed resets the pool in place (the first one draws a seed).
-    - **Infos** get gymnasium's ``_key`` masks (every env reports every key: ``elapsed_step``,
-      ``env_id`` and ``players``). **Rewards** are float64 (envpool's are float32).
-    - **Autoreset** is envpool's own, gymnasium's NEXT_STEP: the step after an episode ends
-      resets that env, with reward 0 and both flags False.
-    - **Threads**, not processes: ``num_workers`` is envpool's ``num_threads`` (default:
-      envpool's, ``min(num_envs, std::thread::hardware_concurrency())``). The benchmark sees no
-      child processes; the threads' CPU time counts as this process's.
-
-    Raises:
-        ValueError: envpool has no such env, or ``num_workers`` is not in 1..num_envs.
+    envpool fixes its seeds when the pool is built and ignores ``reset(seed=...)``: so each
+    ``reset`` with a seed (and the first, drawing one) builds a new pool (about a millisecond
+    for classic control), and the same seed gives the same episodes (env i gets ``seed + i``,
+    but envpool's random numbers are not numpy's). Infos get ``_key`` masks, all True; rewards
+    are float64 (envpool's are float32). ``num_workers`` is envpool's ``num_threads`` (default:
+    ``min(num_envs, hardware threads)``); the threads' CPU time counts as this process's.
+    ``ValueError``: envpool has no such env, or ``num_workers`` is not in 1..num_envs.
     """
 
     def __init__(self, env_id: str, num_envs: int, *, num_workers: int | None = None):
@@ -348,11 +315,8 @@ class EnvPoolVecEnv(_Adapter):
 
 @contextlib.contextmanager
 def _no_box_precision_warning() -> Iterator[None]:
-    """Silences gymnasium's warning that envpool's float64 Box bounds are cast to float32.
-
-    envpool declares float64 bounds for float32 observations, and gymnasium warns each time
-    such a space is made. The spaces are right; the warning would only be noise in every table.
-    """
+    """Silences gymnasium's warning that envpool's float64 Box bounds (of float32 observations)
+    are cast to float32: the spaces are right, the warning would be noise in every table."""
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=".*precision lowered by casting to float32", category=UserWarning

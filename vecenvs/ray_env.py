@@ -65,11 +65,6 @@ def import_ray() -> Any:
     return ray
 
 
-# ------------------------------------------------------------------------------------------------
-# The actor side: what each Ray actor runs
-# ------------------------------------------------------------------------------------------------
-
-
 class ChunkActor:
     """One chunk of envs in a Ray actor (``ray.remote(ChunkActor)``): a :class:`~vecenvs.workers.Chunk`.
 
@@ -79,14 +74,9 @@ class ChunkActor:
     constructor kills the actor, and the caller would see a dead worker, not the env's error.
     """
 
-    def __init__(
-        self,
-        env_fns: list[Callable[[], gym.Env]],
-        first_index: int,
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-    ):
-        self.arguments = (env_fns, first_index, autoreset_mode, observation_mode)
+    def __init__(self, *chunk_arguments: Any):
+        # Chunk's: (env_fns, first_index, autoreset_mode, observation_mode).
+        self.arguments = chunk_arguments
         self.chunk: Chunk | None = None
 
     def start(self) -> tuple[bool, Any]:
@@ -110,11 +100,6 @@ class ChunkActor:
             return False, crash.report()
         except Exception as error:  # not one env's fault (differing spaces, a bad argument...)
             return False, CrashReport.of(self.arguments[1], doing, error)
-
-
-# ------------------------------------------------------------------------------------------------
-# Starting and stopping Ray
-# ------------------------------------------------------------------------------------------------
 
 
 class RaySession:
@@ -179,15 +164,10 @@ class RaySession:
         return arguments
 
 
-# ------------------------------------------------------------------------------------------------
-# The caller side
-# ------------------------------------------------------------------------------------------------
-
-
 class RayWorker:
     """A Ray actor, as the core sees a worker: each command is a remote call, each answer a reference."""
 
-    in_caller = False
+    in_caller = False  # the envs live in an actor, never in this process
 
     def __init__(
         self,
