@@ -237,9 +237,11 @@ class EnvPoolVecEnv(_Adapter):
     ``reset`` with a seed (and the first, drawing one) builds a new pool (about a millisecond
     for classic control), and the same seed gives the same episodes (env i gets ``seed + i``,
     but envpool's random numbers are not numpy's). Infos get ``_key`` masks, all True; rewards
-    are float64 (envpool's are float32). ``num_workers`` is envpool's ``num_threads`` (default:
-    ``min(num_envs, hardware threads)``); the threads' CPU time counts as this process's.
-    ``ValueError``: envpool has no such env, or ``num_workers`` is not in 1..num_envs.
+    are float64 (envpool's are float32). Autoreset is NEXT_STEP, envpool's only mode: the step
+    after an episode ends is that env's reset, with reward 0 and both flags False. ``num_workers``
+    is envpool's ``num_threads`` (default: ``min(num_envs, hardware threads)``); the threads'
+    CPU time counts as this process's. ``ValueError``: envpool has no such env, or
+    ``num_workers`` is not in 1..num_envs.
     """
 
     def __init__(self, env_id: str, num_envs: int, *, num_workers: int | None = None):
