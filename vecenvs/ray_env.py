@@ -1,21 +1,13 @@
 """``RayVecEnv``: the pool's design with Ray actors instead of processes, so it can span machines.
 
-A :class:`~vecenvs.pool.PoolVecEnv` runs K worker processes on this machine, each stepping a
-chunk of N/K envs. ``RayVecEnv`` keeps that shape, the same core
-(:class:`~vecenvs.core.ChunkedVecEnv`) and the same :class:`~vecenvs.workers.Chunk` in each
-worker, but its workers are K Ray *actors* (Python objects living in their own process,
-anywhere in a Ray cluster, whose methods you call remotely). What changes is how messages
-travel: the pool's pipes and shared memory cost about 50 µs per step on our VM; Ray's scheduler,
-gRPC and object store about a millisecond per round trip on one machine, but the actors can live
-on other machines. So on one machine Ray pays a much larger ``t_os`` (see
-:mod:`vecenvs.bench.model`): it only wins when each chunk's work dwarfs it, or when one machine
-has too few cores.
-
-Errors reach the caller as with every other backend (:mod:`vecenvs.errors`): each actor method
-answers ``(ok, payload)``, and an env's exception comes back as a report that becomes
-:class:`~vecenvs.errors.EnvCrashedError` with the env's index and traceback; a dead actor
-becomes :class:`~vecenvs.errors.WorkerDiedError`, a silent one
-:class:`~vecenvs.errors.WorkerTimeoutError`.
+Like :class:`~vecenvs.pool.PoolVecEnv` it runs the same core (:class:`~vecenvs.core.ChunkedVecEnv`)
+over K workers each stepping a :class:`~vecenvs.workers.Chunk` of N/K envs, but its workers are
+Ray *actors* (objects living in their own process, anywhere in a Ray cluster, whose methods are
+called remotely). Where the pool's pipes and shared memory cost about 50 µs a step on our VM, a
+Ray round trip costs about a millisecond on one machine: a much larger ``t_os`` (see
+:mod:`vecenvs.bench.model`), worth paying for a chunk's work that dwarfs it or for more cores
+than one machine has. Env errors, dead and silent actors raise the same errors as every backend
+(:mod:`vecenvs.errors`).
 
 Starting Ray takes 5-15 s on a small machine (see :class:`RaySession` for who starts and stops
 it): to build many ``RayVecEnv`` one after the other, call ``ray.init()`` once yourself first.

@@ -11,24 +11,17 @@ Example:
     >>> model = model.learn(total_timesteps=1024)  # doctest: +SKIP
     >>> model.env.close()
 
-What is translated:
+SB3 sets seeds and options *before* ``reset()`` (env i gets seed ``s + i``; envs given different
+options are reset in groups, one masked reset each), which returns only the observations. Its
+``step`` returns ``dones = terminated or truncated``, float32 rewards and one info dict per env
+(gymnasium's batched values come back as numpy scalars), with ``"TimeLimit.truncated"`` =
+``truncated and not terminated`` (PPO then bootstraps the last state's value) and, for an ended
+env, ``"terminal_observation"``: the observation returned is already the next episode's first.
 
-- **reset()** returns only the observations. SB3 sets seeds and options *before* it
-  (``venv.seed(s)``: env i gets ``s + i``; ``set_options``: one dict per env, reset in groups,
-  one masked reset each) and keeps each env's reset info in ``venv.reset_infos``.
-- **step** returns ``(observations, rewards, dones, infos)``: ``dones = terminated or
-  truncated``, float32 rewards, one info dict per env (values batched by gymnasium come back as
-  numpy scalars) with ``"TimeLimit.truncated"`` = ``truncated and not terminated`` (PPO then
-  bootstraps the last state's value) and, for an ended env, ``"terminal_observation"``: the
-  observation returned is already the next episode's first.
-- **Autoreset.** That is gymnasium's SAME_STEP mode, SB3's only one. In NEXT_STEP (our backends'
-  default) or DISABLED mode the adapter resets the ended envs itself, with a masked
-  ``reset(options={"reset_mask": dones})``: the same results (tested step by step against SB3's
-  DummyVecEnv), but a second round trip in every step where an episode ends. It warns.
-- ``env_method``, ``get_attr``, ``set_attr`` with ``indices`` reach only the envs named.
-- **Actions** for a Dict or Tuple action space come as a list of each env's action: batched
-  with gymnasium's ``concatenate``. Others pass as given, as in SB3's own vec envs.
-- Nested Dict/Tuple observation spaces are refused, as SB3's own vec envs refuse them.
+That is gymnasium's SAME_STEP autoreset mode, SB3's only one. In NEXT_STEP (our backends'
+default) or DISABLED mode the adapter resets the ended envs itself, with a masked
+``reset(options={"reset_mask": dones})``: the same results (tested step by step against SB3's
+DummyVecEnv), but a second round trip in every step where an episode ends. It warns.
 
 SB3 is optional (``pip install 'vecenvs[sb3]'``) and imports torch, so this module imports it at
 once: import ``vecenvs.sb3`` only when you train.
