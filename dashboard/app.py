@@ -1,14 +1,8 @@
-"""The vecenvs dashboard: ``streamlit run dashboard/app.py`` (or ``make dashboard``).
+"""The vecenvs dashboard (``streamlit run dashboard/app.py`` or ``make dashboard``): routing only.
 
-This file only routes, and heads each page with its title: each page is its own small module
-in ``views/`` (listed in ``common.PAGES``), whose docstring says what it is for.
-
-Benchmarks never run inside this server: pages queue jobs that a separate runner process
-measures one at a time (see ``common.py`` and :mod:`vecenvs.bench.jobs`).
-
-It listens on this machine only, however it is started: ``.streamlit/config.toml`` beside this
-file (Streamlit reads it whatever the working folder) says ``localhost``, no usage statistics
-and no "Deploy" menu, and the pages refuse to run if another address was forced anyway.
+Each page is its own module in ``views/`` (listed in ``common.PAGES``). It listens on this
+machine only: ``.streamlit/config.toml`` beside this file says ``localhost``, and the pages
+refuse to run if another address was forced anyway.
 """
 
 import sys
@@ -25,9 +19,7 @@ import common  # noqa: E402 - needs the path above
 
 
 def main() -> None:
-    """Route to the page the address names, under its title."""
-    # The icon is a file of ours, served by this server: a Material icon as the tab's icon would be
-    # fetched from fonts.gstatic.com, and these pages fetch nothing from anywhere else.
+    # The icon is served by this server: a Material icon would be fetched from fonts.gstatic.com.
     st.set_page_config(page_title="vecenvs", page_icon=str(HERE / "favicon.png"), layout="wide")
     common.refuse_unless_loopback()
 
@@ -49,8 +41,7 @@ def main() -> None:
     pages.run()
 
 
-# Streamlit runs this file as __main__. A process started with "spawn" from a program whose main
-# module this is (Streamlit's AppTest in the tests) runs the file again under another name, and
-# must not build the app there: outside a Streamlit server the navigation has no pages.
+# Streamlit runs this file as __main__. A process spawned from a program whose main module this
+# is (AppTest in the tests) runs it again under another name, and must not build the app there.
 if __name__ == "__main__":
     main()

@@ -1,16 +1,15 @@
 """What the dashboard's pages share: the results store, the job queue, and how a job is shown.
 
 The pages never measure anything themselves. They put a job in the queue
-(:mod:`vecenvs.bench.jobs`), and a runner process measures it and saves each result in the
-results store; the pages read the store and redraw every two seconds while the job runs. That
-is why two tabs pressing *Run* are queued one behind the other, and why closing the tab loses
-nothing: the job's id is in the page's address (``?job=12``), so reopening it shows the same
-job, still going or finished.
+(:mod:`vecenvs.bench.jobs`); a runner process measures it into the results store, which the
+pages read again every two seconds while the job runs. So two tabs pressing *Run* are queued
+one behind the other, and closing the tab loses nothing: the job's id is in the page's address
+(``?job=12``), and reopening it shows the same job.
 
-Text that did not come from this code (a run label, an address, an env id or an error read
-from the store, anything typed) is shown as text: escaped where Streamlit reads Markdown
-(:func:`plain`), in tables that never read it (:func:`table`). A label such as
-``![x](http://elsewhere/pixel.png)`` must not make every browser that opens the page fetch it.
+Text that did not come from this code (a label, an env id or an error read from the store,
+anything typed) is shown as text: escaped where Streamlit reads Markdown (:func:`plain`), in
+tables that never read it (:func:`table`). A label such as ``![x](http://elsewhere/pixel.png)``
+must not make every browser that opens the page fetch it.
 """
 
 from __future__ import annotations
@@ -32,23 +31,18 @@ from vecenvs.bench.jobs import Job
 from vecenvs.lab import LabQueue
 from vecenvs.workers import available_cpus
 
-#: How often a page showing an unfinished job reads the store again, in seconds. Each redraw
-#: costs the machine being measured a little CPU: not more often than the results can change.
+#: How often a page showing an unfinished job (and the sidebar) reads the store again, in
+#: seconds: each redraw costs the machine being measured a little CPU.
 REFRESH_SECONDS = 2.0
-
-#: How often the sidebar looks at the queue again.
 SIDEBAR_REFRESH_SECONDS = 5.0
 
-#: The gymnasium classics, cheapest first (CartPole ~11 us a step on our 2-core VM: the README's seeds table).
+#: The envs the forms offer, cheapest first (CartPole ~11 us a step on our 2-core VM,
+#: HumanoidStandup ~0.6 ms; MuJoCo's only when installed), and the teaching env whose cost per
+#: step is a knob (vecenvs/envs/costly.py).
 CLASSIC_ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"]
-
-#: MuJoCo envs, offered when the mujoco package is installed (HumanoidStandup ~0.6 ms a step).
 MUJOCO_ENVS = ["Hopper-v5", "HalfCheetah-v5", "Ant-v5", "Humanoid-v5", "HumanoidStandup-v5"]
-
-#: The teaching env whose cost per step is a knob (vecenvs/envs/costly.py).
 TEACHING_ENV = "vecenvs/Costly-v0"
 
-#: The values of N the forms offer.
 N_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
 #: The icon of each job status (Streamlit's Material Symbols: no emoji font needed).
@@ -60,7 +54,6 @@ STATUS_ICONS = {
     "failed": ":material/error:",
 }
 
-#: What pressing Cancel did, in words.
 CANCELLED = {
     "dropped": "Removed from the queue.",
     "requested": "Stopping…",
@@ -81,7 +74,6 @@ PAGES = [
 #: The page that shows each kind of job, and its title.
 JOB_PAGES = {kind: (f"views/{name}.py", title) for name, title, _, kind in PAGES if kind}
 
-#: The addresses the server may listen on: this machine only.
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 #: SQLite's largest row id: a ``?job=`` above it is not a job number.
@@ -97,17 +89,10 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 _BARE_LINK = re.compile(r"\\?:/|www|@", re.IGNORECASE)
 
 
-# --- showing text that is not ours ------------------------------------------------------------
-
-
 def plain(text: object) -> str:
-    """``text`` escaped for Streamlit's Markdown, so that it shows as typed and nothing in it
-    is read as a link, an image, a colour, an icon or LaTeX.
-
-    Backslashes stop Markdown's own syntax, but not GitHub's bare links (``http://...``,
-    ``www.``, ``a@b.c``), which are found in the text after it is parsed: an invisible word
-    joiner inside each (after ``://``, ``www`` or ``@``) keeps them text.
-    """
+    """``text`` escaped for Streamlit's Markdown: nothing in it is read as a link, an image, a
+    colour, an icon or LaTeX. Backslashes do not stop GitHub's bare links (``http://...``,
+    ``www.``, ``a@b.c``), found after parsing: an invisible word joiner inside each does."""
     escaped = _MARKDOWN.sub(r"\\\1", str(text)).replace("\n", "  \n")
     return _BARE_LINK.sub(lambda match: match.group(0) + "\u2060", escaped)
 
@@ -126,13 +111,11 @@ def number(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
 
 
 def parse_step_times(text: str) -> list[float]:
-    """``"10, 100, 1000"`` (microseconds) -> ``[1e-05, 0.0001, 0.001]`` seconds.
+    """``"10, 100, 1000"`` (microseconds) -> ``[1e-05, 0.0001, 0.001]`` seconds, or a
+    ``ValueError`` naming the entry that is not a number of microseconds from 0 to 1e6.
 
     Divided by 1e6 rather than multiplied by 1e-6: 100 * 1e-6 is 9.999999999999999e-05, and
     that number would then name the env in every table and chart.
-
-    Raises:
-        ValueError: naming the entry that is not a number of microseconds from 0 to 1e6.
     """
     values = []
     for item in filter(None, (part.strip() for part in text.replace(";", ",").split(","))):
@@ -153,11 +136,7 @@ def parse_step_times(text: str) -> list[float]:
     return values
 
 
-# --- the forms --------------------------------------------------------------------------------
-
-
 def env_choices() -> list[str]:
-    """The envs the forms offer: the classics, MuJoCo if installed, then the teaching env."""
     mujoco = MUJOCO_ENVS if importlib.util.find_spec("mujoco") is not None else []
     return [*CLASSIC_ENVS, *mujoco, TEACHING_ENV]
 
@@ -165,9 +144,8 @@ def env_choices() -> list[str]:
 def teaching_knobs(
     step_label: str, step_default: str, *, spread: bool = False
 ) -> tuple[str, dict[str, Any]]:
-    """The teaching env's knobs, folded in a form. Returns the step time(s) in microseconds as
-    typed (:func:`parse_step_times` reads them), and the env's other arguments: how the step's
-    time is spent, its stragglers and, if ``spread``, the spread of the step time."""
+    """The teaching env's knobs, folded: the step time(s) in microseconds as typed (for
+    :func:`parse_step_times`), and the env's other arguments."""
     with st.expander(f"Teaching env knobs (for {TEACHING_ENV})"):
         left, right = st.columns(2)
         step_micros = left.text_input(step_label, step_default)
@@ -192,24 +170,19 @@ def teaching_knobs(
 
 
 def label_and_button(button: str, placeholder: str | None = None) -> tuple[str | None, bool]:
-    """The end of every form: the run's label (None if blank), and whether ``button`` was
-    pressed."""
+    """The end of every form: the run's label (None if blank), and whether it was submitted."""
     label = st.text_input("Label (optional)", max_chars=80, placeholder=placeholder)
     return label.strip() or None, st.form_submit_button(button, type="primary")
 
 
-# --- the store and the queue ------------------------------------------------------------------
-
-
 @st.cache_resource
 def _queue(path: str) -> LabQueue:
-    """One store connection and queue per store path, shared by every session of this server."""
+    # One store connection and queue per store path, shared by every session of this server.
     return LabQueue(ResultsStore(path))
 
 
 def queue() -> LabQueue:
-    """The job queue of the results store this dashboard uses (``$VECENVS_STORE`` or the
-    default, as for ``python -m vecenvs bench``)."""
+    """The queue of the results store (``$VECENVS_STORE`` or the default, as for the CLI)."""
     return _queue(str(default_store_path()))
 
 
@@ -221,19 +194,14 @@ def cpus(job: Job | None = None) -> int:
 
 
 def measured(job: Job) -> list[dict[str, Any]]:
-    """The data of the job's measurements saved so far."""
     if job.run_id is None:
         return []
     return [row["data"] for row in queue().store.measurements([job.run_id])]
 
 
 def refuse_unless_loopback() -> None:
-    """Stop every page when the server listens beyond this machine.
-
-    The dashboard starts processes and runs a profiler: it is not for a network. Its config
-    (``dashboard/.streamlit/config.toml``, read whatever folder it is started from) says
-    ``localhost``; this catches an address given on the command line or in the environment.
-    """
+    """Stop every page when the server listens beyond this machine: it starts processes and
+    runs a profiler. Its config says ``localhost``; this catches an address given otherwise."""
     address = st.get_option("server.address")
     if address not in LOOPBACK:
         st.error(
@@ -247,9 +215,8 @@ def refuse_unless_loopback() -> None:
 
 @st.fragment(run_every=SIDEBAR_REFRESH_SECONDS)
 def queue_status() -> None:
-    """The queue at a glance, for the sidebar of every page. A fragment of its own: it
-    refreshes by itself, so it is right during a run started after the page was drawn (it said
-    "no benchmark running" for the whole run)."""
+    """The queue at a glance, in every page's sidebar; a fragment that refreshes itself, so it
+    sees a run started after the page was drawn."""
     jobs_queue = queue()
     unfinished = jobs_queue.jobs(unfinished=True)
     st.caption(f"Results store: {plain(jobs_queue.store.path)}")
@@ -263,14 +230,11 @@ def queue_status() -> None:
             st.caption(text)
 
 
-# --- the job a page shows ---------------------------------------------------------------------
-
-
 def watched_job(kind: str) -> Job | None:
     """The job this page shows: ``?job=`` in the address, else this kind's newest job.
 
     A ``?job=`` that is not a job number, names no job, or names a job of another kind gets a
-    message (and a link to the right page), never a traceback and never another job instead.
+    message (and a link to the right page), never a traceback nor another job.
     """
     jobs_queue = queue()
     wanted = st.query_params.get("job")
@@ -303,11 +267,10 @@ def watched_job(kind: str) -> Job | None:
 
 
 def queue_job(submit: Callable[[], int]) -> None:
-    """Queue a job with ``submit`` (one of :class:`LabQueue`'s ``submit_*``) and watch it.
+    """Queue a job with ``submit`` (a :class:`LabQueue` ``submit_*``) and watch it.
 
-    A bad input (``ValueError``) is shown instead, and nothing is queued. A double click
-    queues one job (see :data:`vecenvs.bench.jobs.DUPLICATE_SECONDS`). If other programs keep
-    the machine busy, the page says so: numbers measured then are low and noisy.
+    A ``ValueError`` is shown instead, and nothing queued. A double click queues one job. If
+    other programs keep the machine busy, the page says so: numbers measured then are low.
     """
     before = {job.id for job in queue().jobs(unfinished=True)}
     busy = None if before else psutil.cpu_percent(interval=0.5)  # not while our jobs run
@@ -331,11 +294,9 @@ def show_job(
     render: Callable[[Job], None],
     describe: Callable[[Job], list[tuple[str, str]]] | None = None,
 ) -> None:
-    """Below a page's form: the job it shows (:func:`watched_job`), if any: its status, its
-    settings (``describe(job)``: (name, value) pairs) and ``render(job)``, redrawn until it
-    finishes. Only this part of the page is redrawn (a Streamlit fragment), so the form above
-    keeps what the user is typing; when the job finishes, the whole page is redrawn once.
-    """
+    """Below a page's form: the job it shows, if any: its status, its settings
+    (``describe(job)``: (name, value) pairs) and ``render(job)``, redrawn until it finishes.
+    Only this fragment is redrawn, so the form above keeps what the user is typing."""
     job = watched_job(kind)
     if job is None:
         return
@@ -360,8 +321,7 @@ def show_job(
 
 
 def settings_in_words(job: Job) -> list[tuple[str, str]]:
-    """A job's settings as (name, value) pairs, for the kinds whose settings are a flat dict
-    (profile, autotune, train); empty values left out."""
+    """A job's settings, a flat dict, as (name, value) pairs; empty values left out."""
     pairs = []
     for name, value in job.settings.items():
         if value in (None, {}, []) or name == "output_dir":
@@ -375,8 +335,7 @@ def settings_in_words(job: Job) -> list[tuple[str, str]]:
 
 
 def status_line(job: Job) -> None:
-    """Where the job is: queued behind whom, how far along and how long left, or how it
-    ended; and Cancel."""
+    """Where the job is (queued behind whom, how far along, how it ended), and Cancel."""
     jobs_queue = queue()
     title = f"{STATUS_ICONS[job.status]} Job {job.id}"
     if job.run_id is not None:
@@ -420,12 +379,9 @@ def status_line(job: Job) -> None:
         st.toast(CANCELLED[jobs_queue.cancel(job.id)])
 
 
-# --- charts and code --------------------------------------------------------------------------
-
-
 def beside_code(code: str, *, wide: bool = False) -> DeltaGenerator:
-    """The place for a chart or a table, with the few lines of vecenvs code behind it beside
-    it; or, if ``wide`` (a chart of several panels gets the whole width), folded out below."""
+    """The place for a chart or a table, with the vecenvs code behind it beside it, or folded
+    below if ``wide``."""
     caption = "The same numbers from a script"
     if wide:
         place = st.container()
@@ -438,19 +394,12 @@ def beside_code(code: str, *, wide: bool = False) -> DeltaGenerator:
 
 
 def chart(figure: Any, key: str, code: str, *, wide: bool = False) -> None:
-    """A plotly chart with its code (see :func:`beside_code`)."""
     beside_code(code, wide=wide).plotly_chart(figure, key=key, width="stretch")
 
 
-# --- files the project wrote ------------------------------------------------------------------
-
-
 def project_file(path: str | None, folder: Path) -> Path | None:
-    """``path`` if it is a file under ``folder`` (symbolic links resolved), else None.
-
-    Paths come from the results store, which anyone may edit: the Profile page offers only
-    files the project wrote, in its own folder, never ``/etc/passwd`` because a run says so.
-    """
+    """``path`` if it is a file under ``folder`` (links resolved), else None: paths come from
+    the store, which anyone may edit, and ``/etc/passwd`` is not offered because a run says so."""
     if not path:
         return None
     try:

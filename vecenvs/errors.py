@@ -1,17 +1,12 @@
 """The errors a vector env can raise, each saying what went wrong and where.
 
 A crash in a worker process must reach the user as more than a bare ``EOFError``: which env
-failed, doing what, and the env's own traceback. :class:`EnvCrashedError` carries exactly that,
-and it is *also* an instance of the exception class the env raised: code that catches
-``ValueError`` around ``envs.step(...)`` (as it would around ``SyncVectorEnv.step``) still
-catches an env's ``ValueError`` raised three processes away. (Ray does the same for errors in
-its tasks; see :func:`crash_error`.)
-
-The errors for misuse of the async API and of a closed env are gymnasium's own
-(:class:`gymnasium.error.AlreadyPendingCallError`, :class:`gymnasium.error.NoAsyncCallError`,
-:class:`gymnasium.error.ClosedEnvironmentError`), so code written for gymnasium's vector envs
-catches ours too; a deadline that passes raises a :class:`WorkerTimeoutError`, which is also
-``multiprocessing.TimeoutError``, as gymnasium's ``AsyncVectorEnv`` raises.
+failed, doing what, and the env's own traceback. :class:`EnvCrashedError` carries that, and is
+*also* an instance of the exception class the env raised (as Ray does for its tasks): code that
+catches ``ValueError`` around ``envs.step(...)`` still catches an env's ``ValueError`` raised
+three processes away. Misuse of the async API and of a closed env raise gymnasium's own errors,
+and a passed deadline a :class:`WorkerTimeoutError`, also ``multiprocessing.TimeoutError`` as
+gymnasium's ``AsyncVectorEnv`` raises: code written for gymnasium's vector envs catches ours.
 """
 
 from __future__ import annotations
@@ -51,16 +46,10 @@ class VecEnvError(RuntimeError):
 class EnvCrashedError(VecEnvError):
     """An environment raised an exception while it was made, reset, stepped or called.
 
-    The instance you catch is usually of a subclass that also derives from the env's own
-    exception class (see :func:`crash_error`), so ``except ValueError`` catches an env's
-    ``ValueError`` as well.
-
-    Attributes:
-        env_index: index of the failing env in the vector env (0 .. num_envs-1).
-        command: what the env was doing: ``"make"``, ``"reset"``, ``"step"``, ``"call"``...
-        error_type: name of the exception class the env raised, e.g. ``"ValueError"``.
-        message: the env's own error message.
-        remote_traceback: the traceback as formatted in the process that ran the env.
+    The instance you catch is usually also of the env's own exception class (see
+    :func:`crash_error`). ``command`` is what the env was doing (``"make"``, ``"step"``...),
+    ``error_type`` the name of its exception class, ``remote_traceback`` the traceback as
+    formatted in the process that ran the env.
     """
 
     def __init__(
@@ -82,17 +71,13 @@ class EnvCrashedError(VecEnvError):
     def report(self) -> CrashReport:
         """This error as plain data, to pass on to another process (see :class:`CrashReport`)."""
         cause = next((base for base in type(self).__bases__ if base is not EnvCrashedError), None)
-        try:
-            error_class = pickle.dumps(cause) if cause is not None else None
-        except Exception:  # a class the other side could not load anyway
-            error_class = None
         return CrashReport(
             self.env_index,
             self.command,
             self.error_type,
             self.message,
             self.remote_traceback,
-            error_class,
+            _pickled(cause),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -103,11 +88,8 @@ class EnvCrashedError(VecEnvError):
 class WorkerDiedError(VecEnvError):
     """A worker process ended while the parent was waiting for it (killed, crashed, exited).
 
-    Attributes:
-        worker_index: index of the worker process.
-        env_indices: the envs that worker was running; their state is lost.
-        exitcode: the process exit code; negative means it was killed by that signal; None
-            when it is not known (a Ray actor's process, possibly on another machine).
+    The envs it ran (``env_indices``) are lost. ``exitcode`` is negative for a signal, None when
+    not known (a Ray actor's process, possibly on another machine).
     """
 
     def __init__(self, worker_index: int, env_indices: list[int], exitcode: int | None, doing: str):
@@ -127,18 +109,11 @@ class WorkerDiedError(VecEnvError):
 class WorkerTimeoutError(
     VecEnvError, TimeoutError, multiprocessing.TimeoutError, multiprocess.TimeoutError
 ):
-    """A worker did not answer within the deadline (a hung or very slow env).
+    """Workers did not answer within ``timeout`` seconds (a hung or very slow env).
 
     Also a ``TimeoutError`` and a ``multiprocessing.TimeoutError`` (what gymnasium's
-    ``AsyncVectorEnv`` raises), so code written for either catches it.
-
-    The vector env is closed when this is raised: a late answer could otherwise be read as the
-    answer to the next command and return stale data.
-
-    Attributes:
-        worker_indices: the workers that had not answered.
-        env_indices: the envs those workers were running.
-        timeout: the deadline in seconds.
+    ``AsyncVectorEnv`` raises). The vector env is closed when this is raised: a late answer
+    could otherwise be read as the answer to the next command and return stale data.
     """
 
     def __init__(
@@ -159,10 +134,9 @@ class WorkerTimeoutError(
 class ConcurrentCallError(VecEnvError):
     """Two threads used one vector env at the same time.
 
-    A vector env talks to its workers over one channel each and keeps one record of what it is
-    waiting for: two callers at once would read each other's answers. Each public method
-    refuses a second caller instead of corrupting both. (One thread may call ``step_async`` and
-    another ``step_wait`` later; they just may not overlap.)
+    Two callers at once would read each other's answers from the workers: each public method
+    refuses a second caller instead. (One thread may call ``step_async`` and another
+    ``step_wait`` later; they just may not overlap.)
     """
 
 
@@ -184,12 +158,13 @@ class CrashReport:
     @classmethod
     def of(cls, env_index: int, doing: str, error: BaseException) -> CrashReport:
         """A report of ``error``, raised just now (its traceback is taken from the current one)."""
-        try:
-            error_class = pickle.dumps(type(error))
-        except Exception:
-            error_class = None
         return cls(
-            env_index, doing, type(error).__name__, str(error), traceback.format_exc(), error_class
+            env_index,
+            doing,
+            type(error).__name__,
+            str(error),
+            traceback.format_exc(),
+            _pickled(type(error)),
         )
 
     def to_error(self) -> EnvCrashedError:
@@ -204,10 +179,9 @@ class CrashReport:
 def crash_error(report: CrashReport, cause: type[BaseException] | None = None) -> EnvCrashedError:
     """An :class:`EnvCrashedError` for ``report`` that is also an instance of ``cause`` when it can be.
 
-    The class is made once per cause: a subclass of both, also named ``EnvCrashedError``.
-    Some exception classes cannot be mixed with ours (``OSError`` and its subclasses have a
-    memory layout of their own); then the error is a plain :class:`EnvCrashedError`, and
-    :attr:`~EnvCrashedError.error_type` still names the env's class.
+    The class is made once per cause: a subclass of both, also named ``EnvCrashedError``. Some
+    classes cannot be mixed with ours (``OSError``'s have a memory layout of their own): then it
+    is a plain :class:`EnvCrashedError`, and ``error_type`` still names the env's class.
     """
     error_class = (
         _crash_class(cause)  # type: ignore[arg-type]  # exception classes are hashable
@@ -234,6 +208,13 @@ def _crash_class(cause: type[BaseException]) -> type[EnvCrashedError]:
         )
     except TypeError:  # "multiple bases have instance lay-out conflict"
         return EnvCrashedError
+
+
+def _pickled(error_class: type[BaseException] | None) -> bytes | None:
+    try:
+        return pickle.dumps(error_class) if error_class is not None else None
+    except Exception:  # a class the other side could not load anyway
+        return None
 
 
 def _rebuild_crash(report: CrashReport, args: tuple) -> EnvCrashedError:

@@ -1,8 +1,8 @@
 """``make_vec``: one call that builds any backend, ours, gymnasium's or a peer's, from an env id.
 
 The benchmark, the notebooks and the dashboard all build their vector envs here, so that two
-backends being compared are given exactly the same envs. :data:`BACKEND_INFO` lists every
-backend: who wrote it, how it steps the envs, and what it needs installed.
+backends being compared are given exactly the same envs. :data:`BACKEND_INFO` is the one table
+of backends: who wrote each, how it steps the envs, and what it needs installed.
 
 Example:
     >>> import vecenvs
@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,8 +44,6 @@ __all__ = [
 ]
 
 #: Builds a backend: ``builder(env_id, num_envs, env_kwargs, autoreset_mode, **backend_kwargs)``.
-#: Most backends step gymnasium envs and make them with :func:`env_fns_for`; EnvPool runs its
-#: own C++ envs and needs only the id.
 Builder = Callable[..., VectorEnv]
 
 
@@ -58,59 +57,28 @@ def env_fns_for(env_id: str, num_envs: int, **env_kwargs: Any) -> list[Callable[
     return [partial(gym.make, env_id, **env_kwargs) for _ in range(num_envs)]
 
 
-# ------------------------------------------------------------------------------------------------
-# The builders. Imports are inside them: the peers' libraries are optional and slow to import.
-# ------------------------------------------------------------------------------------------------
+# The builders import the classes they build only when called: the peers' libraries are
+# optional and slow to import.
 
 
-def _multi(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
-    from vecenvs.multi_env import MultiEnv
-
+def _vector_class(path: str, env_id, num_envs, env_kwargs, autoreset_mode, **kwargs) -> VectorEnv:
+    """Builds ``path`` (``"module:Class"``), a vector env class taking gymnasium's envs."""
+    module, name = path.split(":")
+    vector_class = getattr(importlib.import_module(module), name)
     env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
-    return MultiEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+    return vector_class(env_fns, autoreset_mode=autoreset_mode, **kwargs)
 
 
-def _subproc(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
-    from vecenvs.subproc import SubprocVecEnv
-
-    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
-    return SubprocVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _pool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
-    from vecenvs.pool import PoolVecEnv
-
-    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
-    return PoolVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
+_GYM_ASYNC = "gymnasium.vector:AsyncVectorEnv"
 
 
 def _pool_async(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=None, **kwargs):
-    from vecenvs.async_pool import AsyncPoolVecEnv
-
-    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
     # Default: half the envs per recv(); all of them would be the lock-step pool again. (The
     # class itself defaults to all, so that without batch_size it is the pool.)
-    batch_size = max(1, num_envs // 2) if batch_size is None else batch_size
-    return AsyncPoolVecEnv(env_fns, autoreset_mode=autoreset_mode, batch_size=batch_size, **kwargs)
-
-
-def _ray(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
-    from vecenvs.ray_env import RayVecEnv
-
-    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
-    return RayVecEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _gym_sync(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
-    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
-    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-def _gym_async(env_id, num_envs, env_kwargs, autoreset_mode, shared_memory, **kwargs):
-    env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
-    return gym.vector.AsyncVectorEnv(
-        env_fns, autoreset_mode=autoreset_mode, shared_memory=shared_memory, **kwargs
-    )
+    if batch_size is None:
+        batch_size = max(1, num_envs // 2)
+    build = partial(_vector_class, "vecenvs.async_pool:AsyncPoolVecEnv")
+    return build(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=batch_size, **kwargs)
 
 
 def _sb3(env_id, num_envs, env_kwargs, autoreset_mode, subprocesses, **kwargs):
@@ -142,76 +110,54 @@ def _check_envpool_runs(env_id, env_kwargs):
     envpool_id_for(env_id)
 
 
-# ------------------------------------------------------------------------------------------------
-# The table of backends
-# ------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class BackendInfo:
     """One backend: how to build it, who wrote it, and how to label it in tables and figures."""
 
-    name: str
-    """The name ``make_vec`` and ``--backend`` take, e.g. ``"pool"``."""
-
-    family: str
-    """Who wrote it: ``"ours"``, ``"gymnasium"``, ``"sb3"`` or ``"envpool"``."""
-
+    name: str  # what make_vec and --backend take, e.g. "pool"
+    family: str  # who wrote it: "ours", "gymnasium", "sb3" or "envpool"
     build: Builder
-    """``build(env_id, num_envs, env_kwargs, autoreset_mode, **backend_kwargs)``."""
-
-    description: str
-    """One line: how it steps the envs."""
-
+    description: str  # one line: how it steps the envs
+    #: Steps its own C++ envs, not gymnasium's: its speed is a reference, not like-for-like.
     native: bool = False
-    """Steps its own C++ envs, not the gymnasium envs the others step: its speed is a reference
-    for what native code buys, not a like-for-like comparison."""
-
+    #: The pip extra that installs its library, and the module that must then be importable;
+    #: None if always installed.
     extra: str | None = None
-    """The pip extra that installs its library (``pip install 'vecenvs[<extra>]'``); None if
-    it is always installed."""
-
     module: str | None = None
-    """The module that must be importable for it to be built; None if always installed."""
-
+    #: The only autoreset mode it can do; None if it does every mode gymnasium defines.
     autoreset_mode: AutoresetMode | None = None
-    """The only autoreset mode it can do; None if it does every mode gymnasium defines."""
-
+    #: ``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run.
     check_env: Callable[[str, dict[str, Any]], None] | None = None
-    """``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run; None if
-    it runs any gymnasium env."""
-
+    #: The processes it starts: "none", "per-env" or "workers" (K = num_workers, each stepping
+    #: N/K envs; K > N is refused).
     processes: str = "none"
-    """The processes it starts: ``"none"``, ``"per-env"`` (one per env) or ``"workers"`` (K =
-    ``num_workers`` of them, each stepping N/K envs; K > N is refused)."""
-
+    #: The keyword that takes a start method ("fork", "spawn"...); None if it starts none.
     start_method_kwarg: str | None = None
-    """The keyword that takes a start method ("fork", "spawn"...); None if it starts none."""
-
+    #: Whether SB3 can train on it (ours through vecenvs.sb3.to_sb3): every env in lock-step.
     trainable: bool = True
-    """Whether SB3 can train on it (through :func:`vecenvs.sb3.to_sb3` for ours): every env
-    stepped in lock-step, gymnasium's envs."""
-
+    #: Its colour in figures: the sequential loops blue, one process per env orange and red,
+    #: the pools green, the native peer purple.
     color: str = "#7f7f7f"
-    """Its colour in figures: the sequential loops blue, one process per env orange and red,
-    the pools green, the native peer purple."""
 
     @property
     def label(self) -> str:
         """The name to show in tables, figures and the dashboard, with a warning if native."""
-        if self.native:
-            return f"{self.name} (native C++ envs: a reference, not like-for-like)"
-        return self.name
+        native = " (native C++ envs: a reference, not like-for-like)" if self.native else ""
+        return self.name + native
 
 
 _TABLE = (
     BackendInfo(
-        "multi", "ours", _multi, "every env in this process, one after the other", color="#1f77b4"
+        "multi",
+        "ours",
+        partial(_vector_class, "vecenvs.multi_env:MultiEnv"),
+        "every env in this process, one after the other",
+        color="#1f77b4",
     ),
     BackendInfo(
         "subproc",
         "ours",
-        _subproc,
+        partial(_vector_class, "vecenvs.subproc:SubprocVecEnv"),
         "a process per env, pickled messages over pipes",
         processes="per-env",
         start_method_kwarg="start_method",
@@ -220,7 +166,7 @@ _TABLE = (
     BackendInfo(
         "pool",
         "ours",
-        _pool,
+        partial(_vector_class, "vecenvs.pool:PoolVecEnv"),
         "K processes x N/K envs each, shared-memory buffers",
         processes="workers",
         start_method_kwarg="start_method",
@@ -239,7 +185,7 @@ _TABLE = (
     BackendInfo(
         "ray",
         "ours",
-        _ray,
+        partial(_vector_class, "vecenvs.ray_env:RayVecEnv"),
         "K Ray actors x N/K envs each: the pool's design, across machines",
         extra="ray",
         module="ray",
@@ -249,14 +195,14 @@ _TABLE = (
     BackendInfo(
         "gym-sync",
         "gymnasium",
-        _gym_sync,
+        partial(_vector_class, "gymnasium.vector:SyncVectorEnv"),
         "gymnasium's SyncVectorEnv: every env in this process (the reference)",
         color="#4d4d4d",
     ),
     BackendInfo(
         "gym-async",
         "gymnasium",
-        partial(_gym_async, shared_memory=False),
+        partial(_vector_class, _GYM_ASYNC, shared_memory=False),
         "gymnasium's AsyncVectorEnv: a process per env, pickled over pipes",
         processes="per-env",
         start_method_kwarg="context",  # gymnasium's name for it
@@ -265,7 +211,7 @@ _TABLE = (
     BackendInfo(
         "gym-async-shm",
         "gymnasium",
-        partial(_gym_async, shared_memory=True),
+        partial(_vector_class, _GYM_ASYNC, shared_memory=True),
         "gymnasium's AsyncVectorEnv: a process per env, observations in shared memory",
         processes="per-env",
         start_method_kwarg="context",
@@ -312,20 +258,17 @@ _TABLE = (
 #: reference the benchmark compares with), then the peers, which need an optional extra.
 BACKEND_INFO: dict[str, BackendInfo] = {info.name: info for info in _TABLE}
 
-#: Backend name -> its builder, for every backend, installed or not (see
-#: :func:`available_backends`).
+#: Backend name -> its builder, installed or not (see :func:`available_backends`).
 BACKENDS: dict[str, Builder] = {info.name: info.build for info in _TABLE}
 
 #: Backends that run their own C++ envs: label their rows with :func:`describe_backend`.
-NATIVE_BACKENDS: frozenset[str] = frozenset(info.name for info in _TABLE if info.native)
+NATIVE_BACKENDS = frozenset(info.name for info in _TABLE if info.native)
 
 #: Backends that split their N envs over ``num_workers`` workers, each needing at least one env.
-WORKER_BACKENDS: frozenset[str] = frozenset(i.name for i in _TABLE if i.processes == "workers")
+WORKER_BACKENDS = frozenset(info.name for info in _TABLE if info.processes == "workers")
 
 #: Backends that start one process per env: worth a warning when N is large.
-ONE_PROCESS_PER_ENV: frozenset[str] = frozenset(
-    info.name for info in _TABLE if info.processes == "per-env"
-)
+ONE_PROCESS_PER_ENV = frozenset(info.name for info in _TABLE if info.processes == "per-env")
 
 
 def describe_backend(name: str) -> str:
@@ -348,12 +291,8 @@ def available_backends() -> list[str]:
 
 
 def check_backend_available(name: str) -> None:
-    """Raise a ``ValueError`` saying what to install if ``name`` can't be built here.
-
-    Raises:
-        ValueError: an unknown backend, or one whose library is not installed (with the
-            ``pip install`` command that installs it).
-    """
+    """Raise a ``ValueError`` for an unknown backend, or one whose library is not installed
+    (saying the ``pip install`` command that installs it)."""
     info = _info(name)
     if not _installed(info):
         raise ValueError(
@@ -366,17 +305,13 @@ def check_backend_can_run(name: str, env_id: str, env_kwargs: dict[str, Any] | N
     """Raise now, before anything is built, if ``make_vec`` would refuse this backend and env.
 
     For checking a whole grid of runs before measuring any: the backend must be installed, and
-    envpool must have a C++ version of ``env_id`` and be given no ``env_kwargs``.
-
-    Raises:
-        ValueError: saying what is wrong and what would work (see
-            :func:`check_backend_available` and :func:`vecenvs.peers.envpool_id_for`).
-        gymnasium.error.UnregisteredEnv: ``env_id`` is unknown to a backend that checks it.
+    envpool must have a C++ version of ``env_id`` and be given no ``env_kwargs``. Raises
+    ``ValueError`` saying what is wrong, or gymnasium's ``UnregisteredEnv`` for an unknown id.
     """
     check_backend_available(name)
-    info = BACKEND_INFO[name]
-    if info.check_env is not None:
-        info.check_env(env_id, dict(env_kwargs or {}))
+    check_env = BACKEND_INFO[name].check_env
+    if check_env is not None:
+        check_env(env_id, dict(env_kwargs or {}))
 
 
 def _info(name: str) -> BackendInfo:
@@ -398,26 +333,19 @@ def make_vec(
     env_kwargs: dict[str, Any] | None = None,
     **backend_kwargs: Any,
 ) -> VectorEnv:
-    """Build ``num_envs`` copies of ``env_id`` stepped by ``backend``.
+    """Build ``num_envs`` copies of ``env_id`` (a registered gymnasium id) stepped by ``backend``.
 
     Args:
-        env_id: a registered gymnasium id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``.
-        num_envs: how many envs, at least 1.
-        backend: one of :data:`BACKENDS`: ``"multi"`` (sequential, this process), ``"subproc"``
-            (a process per env), ``"pool"`` (K processes x N/K envs), ``"pool-async"`` (the
-            pool with EnvPool's ``send``/``recv``; ``batch_size`` defaults to N/2), ``"gym-sync"``,
-            ``"gym-async"`` or ``"gym-async-shm"`` (gymnasium's own, for comparison), and the
-            peers ``"sb3-dummy"``, ``"sb3-subproc"`` and ``"envpool"`` when installed (see
-            :mod:`vecenvs.peers`). ``"ray"`` (K Ray actors x N/K envs, when Ray is installed;
-            see :mod:`vecenvs.ray_env`) takes ``num_workers`` and ``address``.
+        backend: one of :data:`BACKENDS` (see :data:`BACKEND_INFO` for what each does).
         autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value). None: the
             backend's own, which is NEXT_STEP except for the peers that can do only one mode
             (SB3: SAME_STEP; envpool: NEXT_STEP). Asking a peer for a mode it can't do is an
             error.
         env_kwargs: keyword arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``.
-        **backend_kwargs: passed to the backend, e.g. ``num_workers=2`` for the pool or
+        **backend_kwargs: passed to the backend, e.g. ``num_workers=2`` for the pool, ray or
             envpool (its threads), ``start_method="spawn"`` for ``subproc``, ``pool`` and
-            ``sb3-subproc``.
+            ``sb3-subproc``, ``batch_size`` for ``pool-async`` (default N/2), ``address`` for
+            ``ray``.
 
     Raises:
         ValueError: unknown backend, a backend whose library is not installed, an autoreset

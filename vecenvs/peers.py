@@ -1,37 +1,19 @@
 """Peers: the vector envs users would pick instead of ours, behind the same gymnasium API.
 
-A speed means most next to the alternatives, measured in the same run on the same machine. So
-the benchmark measures, beside our backends and gymnasium's Sync/Async vector envs:
+A speed means most next to the alternatives, measured in the same run on the same machine.
+Stable-Baselines3's ``DummyVecEnv`` and ``SubprocVecEnv`` step the same gymnasium envs as ours
+(like ``multi`` and ``subproc``): their rows are like-for-like. EnvPool's C++ thread pool steps
+its *own* C++ envs (it only needs the env id): its row is a reference for what native code buys.
 
-- **Stable-Baselines3's** ``DummyVecEnv`` (every env in this process, one after the other: the
-  counterpart of gymnasium's SyncVectorEnv and our ``multi``) and ``SubprocVecEnv`` (a process
-  per env, pickled messages over pipes: the counterpart of gymnasium's AsyncVectorEnv and our
-  ``subproc``). They are what many training scripts use. They step the same gymnasium envs as
-  our backends, so their rows are like-for-like.
-- **EnvPool**: a C++ thread pool stepping envpool's *own* C++ implementations of the envs. It
-  is not given our gymnasium envs at all (it only needs the env id), so its row is a reference
-  for what native code buys, not a like-for-like comparison: the env step itself is cheaper.
-
-Each peer is wrapped in a thin adapter that is a ``gymnasium.vector.VectorEnv`` (batched
-spaces, ``reset(seed=, options=)``, a 5-tuple ``step``, infos as gymnasium's dict of arrays with
-``_key`` masks, ``metadata["autoreset_mode"]``), so the benchmark drives every backend with the
-same calls. The adapters only translate; the time they take is part of what is measured, as
-it would be in any program that uses the peer through a gymnasium-style API. It is small: with
-64 CartPoles, about 5 µs of envpool's ~200 µs step, and a few percent of SB3's step (gathering
-its list of info dicts into gymnasium's layout). (The other direction, our backends behind SB3's
-``VecEnv`` API, is a separate thing and does not live here.)
-
-Autoreset: SB3 resets an env in the step that ends its episode, like gymnasium's SAME_STEP
-mode (it has no other mode), and EnvPool resets it on the next step, like NEXT_STEP (again its
-only mode). The adapters report that mode in ``metadata["autoreset_mode"]``; ``make_vec`` uses it
-when no mode is asked for and refuses any other. For the benchmark the two modes do nearly the
-same work: one reset per episode. The difference: in NEXT_STEP mode an ended env spends the
-next ``step()`` on its reset alone, and that call is counted as an env step (with CartPole's
-~20-step episodes under random actions, about one in 20).
+Each adapter is a ``gymnasium.vector.VectorEnv``, so the benchmark drives every backend with the
+same calls; its time (with 64 CartPoles, ~5 µs of envpool's ~200 µs step, a few percent of
+SB3's) is measured too, as in any program using the peer through gymnasium's API. Each peer can
+autoreset in one mode only, which ``make_vec`` then uses and requires: SB3 in the step that ends
+an episode (SAME_STEP), EnvPool on the next step (NEXT_STEP, whose reset-only step is counted
+as an env step: about one in 20 with CartPole under random actions).
 
 The libraries are optional (``pip install 'vecenvs[sb3]'``, ``'vecenvs[envpool]'``) and slow to
-import (SB3 imports torch, ~2 s; envpool ~1.5 s), so they are imported only inside the
-functions that build a peer.
+import (SB3 imports torch, ~2 s; envpool ~1.5 s): they are imported only when a peer is built.
 
 Example:
     >>> import vecenvs
@@ -68,9 +50,28 @@ __all__ = [
 ]
 
 
-# ------------------------------------------------------------------------------------------------
-# Stable-Baselines3
-# ------------------------------------------------------------------------------------------------
+class _Adapter(VectorEnv):
+    """What both adapters share: batched spaces from one env's, one autoreset mode, ``with``."""
+
+    def _set_spaces(self, num_envs: int, observation: Any, action: Any, mode: AutoresetMode):
+        self.num_envs = num_envs
+        self.single_observation_space = observation
+        self.single_action_space = action
+        self.observation_space = batch_space(observation, num_envs)
+        self.action_space = batch_space(action, num_envs)
+        self.metadata = {"autoreset_mode": mode}
+        self.render_mode = None
+
+    def _check_open(self) -> None:
+        # DummyVecEnv would go on stepping its closed envs: fail clearly instead.
+        if self.closed:
+            raise gym.error.ClosedEnvironmentError("this vector env is closed: make a new one")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def make_sb3_dummy(env_fns: Sequence[Callable[[], gym.Env]]) -> SB3VecEnv:
@@ -85,13 +86,8 @@ def make_sb3_subproc(
 ) -> SB3VecEnv:
     """SB3's ``SubprocVecEnv`` over ``env_fns``, as a gymnasium ``VectorEnv``.
 
-    Args:
-        env_fns: functions that each make one env.
-        start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``. None means Python's default
-            on this system, the same rule as our ``subproc`` and ``pool``, so the rows differ in
-            how the processes step, not in how they start. (SB3's own default is
-            ``"forkserver"``: each worker then imports SB3, and with it torch, which shows in
-            the startup time and memory columns. Pass it to see what SB3 users get.)
+    ``start_method`` None is Python's default, as for our ``subproc`` and ``pool``, not SB3's
+    ``"forkserver"`` (its workers then import SB3 and torch: pass it to see what SB3 users get).
     """
     import multiprocessing
 
@@ -104,14 +100,13 @@ def make_sb3_subproc(
         or multiprocessing.get_start_method(allow_none=True)
         or multiprocessing.get_all_start_methods()[0]
     )
-    # _RegisteringFactory: SB3's workers import SB3, not vecenvs. Unpickling this class imports
-    # vecenvs, which registers the teaching envs, so they can be made under forkserver and spawn.
     factories: list[Callable[[], gym.Env]] = [_RegisteringFactory(f) for f in env_fns]
     return SB3VecEnv(SubprocVecEnv(factories, start_method=start_method))
 
 
 class _RegisteringFactory:
-    """Calls ``env_fn``; pickled by reference to this module, so a worker imports vecenvs first."""
+    """Calls ``env_fn``; unpickling it in an SB3 worker imports vecenvs, which registers the
+    teaching envs, so they can be made under forkserver and spawn."""
 
     def __init__(self, env_fn: Callable[[], gym.Env]):
         self.env_fn = env_fn
@@ -120,46 +115,23 @@ class _RegisteringFactory:
         return self.env_fn()
 
 
-class SB3VecEnv(VectorEnv):
-    """Any Stable-Baselines3 ``VecEnv`` behind gymnasium's ``VectorEnv`` API.
+class SB3VecEnv(_Adapter):
+    """Any Stable-Baselines3 ``VecEnv`` (closed with this adapter) behind gymnasium's API.
 
-    What is translated, and how:
-
-    - **Spaces.** SB3's ``observation_space``/``action_space`` are one env's: they become the
-      ``single_*`` spaces, and the batched ones are ``batch_space(single, num_envs)``.
-    - **reset(seed=s, options=o)** is SB3's ``venv.seed(s)`` (env i gets ``s + i``, as in
-      gymnasium) and ``venv.set_options(o)``, then ``venv.reset()``, which returns only the
-      observations; the infos come from ``venv.reset_infos``.
-    - **step** returns SB3's ``(observations, rewards, dones, infos)`` with ``infos`` a list
-      of dicts. SB3 adds two keys to an env's info: ``"TimeLimit.truncated"`` (the episode was
-      cut by a time limit, not ended by the env) and, when the episode ended,
-      ``"terminal_observation"``. They give back gymnasium's flags: ``truncated = done and
-      TimeLimit.truncated``, ``terminated = done and not TimeLimit.truncated``. (An episode
-      both terminated and truncated in the same step is reported as terminated only: SB3
-      keeps no more.) The infos are then laid out exactly as gymnasium's SAME_STEP mode does:
-      for an env whose episode ended, ``final_obs`` (SB3's ``terminal_observation``) and
-      ``final_info`` (the env's own step info), and the reset's info in place of the step's;
-      every key with its ``_key`` mask.
-    - **Rewards** are float64, as gymnasium's vector envs return them. (DummyVecEnv keeps them
-      in a float32 buffer, so its rewards are float32-rounded: exact for CartPole's 1.0.)
-
-    ``call``, ``get_attr`` and ``set_attr`` go through SB3's ``env_method``, ``get_attr`` and
-    ``env_method("set_wrapper_attr", ...)``.
-
-    Args:
-        venv: an SB3 ``VecEnv``, e.g. ``DummyVecEnv(env_fns)``; closed with this adapter.
+    SB3's ``"TimeLimit.truncated"`` info gives back gymnasium's flags: ``truncated = done and``
+    it, ``terminated = done and not`` it (an episode both terminated and truncated is reported
+    as terminated only: SB3 keeps no more). The infos are laid out as gymnasium's SAME_STEP
+    mode does: ``final_obs`` (SB3's ``terminal_observation``) and ``final_info`` for an ended
+    env, the reset's info in place of the step's. Rewards are float64, as gymnasium's
+    (DummyVecEnv's are float32-rounded: exact for CartPole's 1.0).
     """
 
     def __init__(self, venv: Any):
         self.venv = venv
-        self.num_envs = venv.num_envs
-        self.single_observation_space = venv.observation_space
-        self.single_action_space = venv.action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
         # SB3 has exactly one autoreset behaviour, and it is gymnasium's SAME_STEP.
-        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
-        self.render_mode = None
+        self._set_spaces(
+            venv.num_envs, venv.observation_space, venv.action_space, AutoresetMode.SAME_STEP
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -187,8 +159,6 @@ class SB3VecEnv(VectorEnv):
         observations, rewards, dones, env_infos = self.venv.step(actions)
         # SB3 hands us fresh dicts every step (deep-copied or unpickled): ours to change.
         cut_by_time_limit = np.array([info.pop("TimeLimit.truncated", False) for info in env_infos])
-        truncations = dones & cut_by_time_limit
-        terminations = dones & ~cut_by_time_limit
         infos: dict[str, Any] = {}
         for index, (done, info) in enumerate(zip(dones.tolist(), env_infos)):
             if done:
@@ -197,6 +167,8 @@ class SB3VecEnv(VectorEnv):
                 info = self.venv.reset_infos[index]
             if info:  # most steps have none: skipping saves ~1 µs per env (a no-op otherwise)
                 infos = self._add_info(infos, info, index)
+        terminations = dones & ~cut_by_time_limit
+        truncations = dones & cut_by_time_limit
         return observations, rewards.astype(np.float64), terminations, truncations, infos
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -216,25 +188,9 @@ class SB3VecEnv(VectorEnv):
         for index, value in enumerate(values):
             self.venv.env_method("set_wrapper_attr", name, value, indices=[index])
 
-    def _check_open(self) -> None:
-        # DummyVecEnv would go on stepping its closed envs: fail clearly instead.
-        if self.closed:
-            raise gym.error.ClosedEnvironmentError("this vector env is closed: make a new one")
-
     def close_extras(self, **kwargs: Any) -> None:
-        """Close SB3's vector env (SubprocVecEnv joins its worker processes)."""
-        self.venv.close()
+        self.venv.close()  # SubprocVecEnv joins its worker processes
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-# ------------------------------------------------------------------------------------------------
-# EnvPool
-# ------------------------------------------------------------------------------------------------
 
 #: A few of the gymnasium ids envpool has its own C++ version of, to name in error messages.
 _ENVPOOL_EXAMPLES = (
@@ -249,15 +205,11 @@ _ENVPOOL_EXAMPLES = (
 
 
 def envpool_id_for(env_id: str) -> str:
-    """The id of envpool's own C++ version of the gymnasium env ``env_id``.
+    """The id of envpool's own C++ version of the gymnasium env ``env_id``: ``env_id`` itself.
 
-    envpool names its versions of gymnasium's envs by gymnasium's ids (``"CartPole-v1"``,
-    ``"Acrobot-v1"``, ``"HumanoidStandup-v5"``, ...), so the mapping is the identity on the ids
-    both know. Anything else is refused rather than mapped to a look-alike: envpool's
-    ``"Pong-v5"``, for example, is not gymnasium's ``"ALE/Pong-v5"`` (it preprocesses frames).
-
-    Raises:
-        ValueError: envpool has no such env; the message says which ids it does have.
+    envpool names its versions of gymnasium's envs by gymnasium's ids. Anything else is refused
+    with a ``ValueError`` (naming ids it does have) rather than mapped to a look-alike:
+    envpool's ``"Pong-v5"`` is not gymnasium's ``"ALE/Pong-v5"`` (it preprocesses frames).
     """
     import envpool
 
@@ -278,40 +230,18 @@ def envpool_id_for(env_id: str) -> str:
     )
 
 
-class EnvPoolVecEnv(VectorEnv):
+class EnvPoolVecEnv(_Adapter):
     """EnvPool's C++ thread pool, stepping its own C++ envs, behind gymnasium's ``VectorEnv`` API.
 
-    EnvPool's gymnasium interface is already close to a ``VectorEnv``; what this adapter adds:
-
-    - **Batched action space.** envpool's ``action_space`` is one env's; here it is
-      ``batch_space(single_action_space, num_envs)`` like every other backend's.
-    - **Seeding.** envpool fixes its seeds when the pool is built and ignores
-      ``reset(seed=...)`` (with a warning). So the pool is built by the first ``reset``, with
-      that reset's seed, and a later ``reset(seed=s)`` builds a new pool: the same seed then
-      gives the same episodes, as with any other backend. (Env i gets ``seed + i``, as in
-      gymnasium, but envpool's random numbers are not numpy's: its episodes differ from
-      gymnasium's for the same seed.) Building a pool takes about a millisecond for classic
-      control envs. ``reset()`` without a seed resets the pool in place (the first one draws
-      a random seed).
-    - **Infos** get gymnasium's ``_key`` masks (every env reports every key: ``elapsed_step``,
-      ``env_id`` and ``players``). **Rewards** are float64 (envpool's are float32).
-
-    Autoreset is envpool's own, which is gymnasium's NEXT_STEP: the step after an episode ends
-    resets that env, with reward 0 and both flags False.
-
-    Threads, not processes: ``num_workers`` is envpool's ``num_threads``, how many envs step at
-    the same time. The benchmark sees no child processes; the threads' CPU time counts as this
-    process's.
-
-    Args:
-        env_id: a gymnasium id envpool has a C++ version of (see :func:`envpool_id_for`).
-        num_envs: how many envs.
-        num_workers: envpool's ``num_threads``. Default: envpool's own default (it passes 0,
-            meaning one thread per env up to the number of CPUs the machine has:
-            ``min(num_envs, std::thread::hardware_concurrency())``).
-
-    Raises:
-        ValueError: envpool has no such env, or ``num_workers`` is not in 1..num_envs.
+    envpool fixes its seeds when the pool is built and ignores ``reset(seed=...)``: so each
+    ``reset`` with a seed (and the first, drawing one) builds a new pool (about a millisecond
+    for classic control), and the same seed gives the same episodes (env i gets ``seed + i``,
+    but envpool's random numbers are not numpy's). Infos get ``_key`` masks, all True; rewards
+    are float64 (envpool's are float32). Autoreset is NEXT_STEP, envpool's only mode: the step
+    after an episode ends is that env's reset, with reward 0 and both flags False. ``num_workers``
+    is envpool's ``num_threads`` (default: ``min(num_envs, hardware threads)``); the threads'
+    CPU time counts as this process's. ``ValueError``: envpool has no such env, or
+    ``num_workers`` is not in 1..num_envs.
     """
 
     def __init__(self, env_id: str, num_envs: int, *, num_workers: int | None = None):
@@ -320,23 +250,16 @@ class EnvPoolVecEnv(VectorEnv):
         if num_workers is not None:
             check_whole_number("num_workers", num_workers, 1, num_envs)
         self.envpool_id = envpool_id_for(env_id)
-        self.num_envs = num_envs
         self._make_kwargs = {"num_envs": num_envs, "num_threads": num_workers or 0}
-        #: How many envs step at the same time: envpool's threads.
-        #: (envpool's default counts the machine's CPUs, not this process's affinity, hence
-        #: os.cpu_count() and not vecenvs.workers.available_cpus().)
+        #: How many envs step at the same time. (envpool's default counts the machine's CPUs,
+        #: not this process's affinity: os.cpu_count(), not vecenvs.workers.available_cpus().)
         self.num_workers = num_workers or min(num_envs, os.cpu_count() or 1)
-
         # The spec gives the spaces without building the pool (that waits for the seed).
         spec = envpool.make_spec(self.envpool_id, **self._make_kwargs)
         with _no_box_precision_warning():
-            self.single_observation_space = spec.gymnasium_observation_space
-            self.single_action_space = spec.gymnasium_action_space
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.action_space = batch_space(self.single_action_space, num_envs)
-        self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
-        self.render_mode = None
-
+            observation = spec.gymnasium_observation_space
+            action = spec.gymnasium_action_space
+        self._set_spaces(num_envs, observation, action, AutoresetMode.NEXT_STEP)
         self._pool: Any = None  # built by the first reset
         # One read-only all-True mask, shared by every info key: every env reports every key.
         self._every_env = np.ones(num_envs, dtype=np.bool_)
@@ -356,7 +279,7 @@ class EnvPoolVecEnv(VectorEnv):
                 raise ValueError(f"seed is {seed!r}: envpool takes one int (env i gets seed + i)")
             elif not -(2**31) <= seed < 2**31:
                 raise ValueError(f"seed is {seed}: envpool's seeds are 32-bit signed ints")
-            self._close_pool()
+            self.close_extras()
             import envpool
 
             with _no_box_precision_warning():
@@ -374,13 +297,8 @@ class EnvPoolVecEnv(VectorEnv):
         if self._pool is None:
             raise gym.error.ResetNeeded("call reset() before step(): the pool is built by reset")
         observations, rewards, terminations, truncations, infos = self._pool.step(actions)
-        return (
-            observations,
-            rewards.astype(np.float64),
-            terminations,
-            truncations,
-            self._with_masks(infos),
-        )
+        rewards = rewards.astype(np.float64)
+        return observations, rewards, terminations, truncations, self._with_masks(infos)
 
     def _with_masks(self, infos: Mapping[str, Any]) -> dict[str, Any]:
         """envpool's infos (an array per key) with gymnasium's ``_key`` masks, all True."""
@@ -390,33 +308,17 @@ class EnvPoolVecEnv(VectorEnv):
             masked[f"_{key}"] = self._every_env
         return masked
 
-    def _close_pool(self) -> None:
+    def close_extras(self, **kwargs: Any) -> None:
+        """Stop envpool's threads (also before :meth:`reset` builds a new pool)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
             pool.close()  # envpool's threads end when the pool object is freed, just below
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise gym.error.ClosedEnvironmentError("this vector env is closed: make a new one")
-
-    def close_extras(self, **kwargs: Any) -> None:
-        """Stop envpool's threads."""
-        self._close_pool()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
 
 @contextlib.contextmanager
 def _no_box_precision_warning() -> Iterator[None]:
-    """Silences gymnasium's warning that envpool's float64 Box bounds are cast to float32.
-
-    envpool declares float64 bounds for float32 observations, and gymnasium warns each time
-    such a space is made. The spaces are right; the warning would only be noise in every table.
-    """
+    """Silences gymnasium's warning that envpool's float64 Box bounds (of float32 observations)
+    are cast to float32: the spaces are right, the warning would be noise in every table."""
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=".*precision lowered by casting to float32", category=UserWarning

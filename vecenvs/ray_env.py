@@ -1,41 +1,17 @@
 """``RayVecEnv``: the pool's design with Ray actors instead of processes, so it can span machines.
 
-A :class:`~vecenvs.pool.PoolVecEnv` runs K worker processes on this machine, each stepping a
-chunk of N/K envs. ``RayVecEnv`` keeps that shape and changes who the workers are: K Ray
-*actors* (a Ray actor is a Python object living in its own process, anywhere in a Ray cluster,
-whose methods you call remotely). Each actor holds a :class:`~vecenvs.multi_env.MultiEnv` over
-its chunk, exactly like a pool worker does. What changes is how messages travel:
+Like :class:`~vecenvs.pool.PoolVecEnv` it runs the same core (:class:`~vecenvs.core.ChunkedVecEnv`)
+over K workers each stepping a :class:`~vecenvs.workers.Chunk` of N/K envs, but its workers are
+Ray *actors* (objects living in their own process, anywhere in a Ray cluster, whose methods are
+called remotely). Where the pool's pipes and shared memory cost about 50 µs a step on our VM, a
+Ray round trip costs about a millisecond on one machine: a much larger ``t_os`` (see
+:mod:`vecenvs.bench.model`), worth paying for a chunk's work that dwarfs it or for more cores
+than one machine has. Env errors, dead and silent actors raise the same errors as every backend
+(:mod:`vecenvs.errors`).
 
-- the pool wakes its workers through pipes and passes data through shared memory: about 50 µs
-  of overhead per step on our VM;
-- Ray sends every call through its own machinery (a scheduler, gRPC, an object store): on the
-  same machine about a millisecond per round trip, but the actors can live on other machines.
-
-So on one machine Ray pays a much larger ``t_os`` than the pool (see :mod:`vecenvs.bench.model`):
-it only wins when each chunk's work dwarfs it, or when one machine has too few cores. The
-benchmark's ``ray`` rows show how much.
-
-One step, as in the pool: the caller checks the actions, sends each actor its chunk's slice
-(``actor.step.remote(actions)`` returns at once with a *reference* to the future result), then
-waits for all K results with a deadline and stitches them into one batch.
-
-It is the same core as the pool (:class:`~vecenvs.core.ChunkedVecEnv`) with a different kind of
-worker: :class:`RayWorker` gives each command as a remote call and waits for its reference with
-a deadline, and the actor (:class:`ChunkActor`) serves it with the same
-:class:`~vecenvs.workers.Chunk` a pool worker runs. Errors reach the caller as with every other
-backend (:mod:`vecenvs.errors`): each actor method answers ``(ok, payload)``, and an env's
-exception comes back as a report that becomes :class:`~vecenvs.errors.EnvCrashedError` with the
-env's index and traceback; a dead actor becomes :class:`~vecenvs.errors.WorkerDiedError`, a
-silent one :class:`~vecenvs.errors.WorkerTimeoutError`.
-
-Who starts and stops Ray (see :class:`RaySession`): if Ray is already initialised (you called
-``ray.init`` yourself, e.g. to join a cluster), ``RayVecEnv`` uses it and never shuts it down.
-Otherwise the first ``RayVecEnv`` starts a small local Ray (or joins ``address=...``), and the
-last one to close shuts it down again, so that closing leaves no process behind. Starting Ray
-takes 5-15 s on a small machine: to build many ``RayVecEnv`` one after the other (a benchmark
-sweep, a test module), call ``ray.init()`` once yourself first.
-
-Ray is optional: ``pip install 'vecenvs[ray]'``. It is imported only when a ``RayVecEnv`` is built.
+Starting Ray takes 5-15 s on a small machine (see :class:`RaySession` for who starts and stops
+it): to build many ``RayVecEnv`` one after the other, call ``ray.init()`` once yourself first.
+Ray is optional (``pip install 'vecenvs[ray]'``) and imported only when a ``RayVecEnv`` is built.
 """
 
 from __future__ import annotations
@@ -81,66 +57,50 @@ def import_ray() -> Any:
     return ray
 
 
-# ------------------------------------------------------------------------------------------------
-# The actor side: what each Ray actor runs
-# ------------------------------------------------------------------------------------------------
-
-
 class ChunkActor:
-    """One chunk of envs in a Ray actor: a :class:`~vecenvs.workers.Chunk`, made in :meth:`start`.
+    """One chunk of envs in a Ray actor (``ray.remote(ChunkActor)``): a :class:`~vecenvs.workers.Chunk`.
 
-    A plain class: Ray turns it into an actor (``ray.remote(ChunkActor)``), and a test can use it
-    directly. Every method answers ``(ok, payload)``: env errors are sent back as data rather
-    than raised, so they arrive with the env's index and traceback instead of wrapped in Ray's
-    own exception types. The envs are made in :meth:`start`, not in ``__init__``: an exception
-    in an actor's constructor kills the actor, and the caller would see a dead worker instead of
-    the env's error.
+    Every method answers ``(ok, payload)``: env errors are sent back as data rather than raised,
+    so they arrive with the env's index and traceback, not wrapped in Ray's exception types.
+    The envs are made in :meth:`start`, not in ``__init__``: an exception in an actor's
+    constructor kills the actor, and the caller would see a dead worker, not the env's error.
     """
 
-    def __init__(
-        self,
-        env_fns: list[Callable[[], gym.Env]],
-        first_index: int,
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-    ):
-        self.arguments = (env_fns, first_index, autoreset_mode, observation_mode)
+    def __init__(self, *chunk_arguments: Any):
+        # Chunk's: (env_fns, first_index, autoreset_mode, observation_mode).
+        self.arguments = chunk_arguments
         self.chunk: Chunk | None = None
 
     def start(self) -> tuple[bool, Any]:
         """Makes the envs; answers with the chunk's hello and where this actor runs."""
-        try:
-            self.chunk = Chunk(*self.arguments)
-        except EnvCrashedError as crash:
-            return False, crash.report()
-        except Exception as error:  # e.g. spaces that differ between the chunk's envs
-            return False, CrashReport.of(self.arguments[1], "make", error)
-        return True, (*self.chunk.hello(), (socket.gethostname(), os.getpid()))
+        return self._answer("make", self._start)
+
+    def _start(self) -> tuple[Any, ...]:
+        self.chunk = Chunk(*self.arguments)
+        return (*self.chunk.hello(), (socket.gethostname(), os.getpid()))
 
     def serve(self, command: Command, payload: Any) -> tuple[bool, Any]:
         """Carries out one command (see :meth:`Chunk.serve <vecenvs.workers.Chunk.serve>`)."""
         assert self.chunk is not None, "start() made the chunk"
+        return self._answer(command.value, self.chunk.serve, command, payload)
+
+    def _answer(self, doing: str, function: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """``(True, function(*args))``, or ``(False, a report)`` of what it raised."""
         try:
-            return True, self.chunk.serve(command, payload)
+            return True, function(*args)
         except EnvCrashedError as crash:
             return False, crash.report()
-        except Exception as error:  # not one env's fault (a bad argument...): reported all the same
-            return False, CrashReport.of(self.arguments[1], command.value, error)
-
-
-# ------------------------------------------------------------------------------------------------
-# Starting and stopping Ray
-# ------------------------------------------------------------------------------------------------
+        except Exception as error:  # not one env's fault (differing spaces, a bad argument...)
+            return False, CrashReport.of(self.arguments[1], doing, error)
 
 
 class RaySession:
     """Starts Ray for the first RayVecEnv that needs it and shuts it down after the last one.
 
-    The rule: whoever started Ray stops it. If Ray is already initialised when a RayVecEnv is
-    built, its owner is someone else (your script, a test fixture, a Ray job) and we never shut
-    it down. If not, we start it, count the RayVecEnvs using it, and call ``ray.shutdown()``
-    when the count drops to zero, which ends the local Ray processes we started (GCS server,
-    raylet, agents and idle workers). Ray also shuts itself down at interpreter exit.
+    Whoever started Ray stops it. If Ray is already initialised when a RayVecEnv is built (by
+    your script to join a cluster, a test fixture, a Ray job), it is used and never shut down.
+    If not, a small local Ray is started (or ``address=`` joined), the RayVecEnvs using it are
+    counted, and the last to close calls ``ray.shutdown()``, so that no process is left behind.
     """
 
     _lock = threading.Lock()
@@ -173,18 +133,15 @@ class RaySession:
     def init_arguments(address: str | None, init_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """What ``ray.init`` is given: a small, quiet local Ray, or the cluster at ``address``.
 
-        - ``num_cpus``: the CPUs this process may use (Ray would otherwise count every CPU of
-          the machine, ignoring taskset and container limits). Not allowed with an address:
-          a cluster knows its own CPUs.
-        - ``include_dashboard=False``: Ray's dashboard is a web server and several processes;
-          this lab has its own dashboard.
+        - ``num_cpus``: the CPUs this process may use (Ray would count every CPU of the machine,
+          ignoring taskset and container limits); not with an address: a cluster knows its own.
+        - ``include_dashboard=False``: Ray's dashboard is a web server and several processes.
         - ``log_to_driver=False``: what the actors print goes to Ray's log files
-          (``/tmp/ray/session_latest/logs``) instead of being interleaved with your output.
-          Env errors do not need it: they come back as exceptions with their traceback.
+          (``/tmp/ray/session_latest/logs``), not into your output. Env errors come back as
+          exceptions with their traceback anyway.
         - ``logging_level=WARNING``: no "Started a local Ray instance" banners.
 
-        ``init_kwargs`` overrides any of these, and is passed on as it is (e.g.
-        ``{"log_to_driver": True}``, ``{"object_store_memory": 10**9}``).
+        ``init_kwargs`` overrides any of these and is passed on as it is.
         """
         arguments: dict[str, Any] = {
             "include_dashboard": False,
@@ -199,15 +156,10 @@ class RaySession:
         return arguments
 
 
-# ------------------------------------------------------------------------------------------------
-# The caller side
-# ------------------------------------------------------------------------------------------------
-
-
 class RayWorker:
     """A Ray actor, as the core sees a worker: each command is a remote call, each answer a reference."""
 
-    in_caller = False
+    in_caller = False  # the envs live in an actor, never in this process
 
     def __init__(
         self,
@@ -250,9 +202,7 @@ class RayWorker:
             ok, payload = ray.get(self.answers[0], timeout=max(0.0, deadline - time.perf_counter()))
         except ray.exceptions.GetTimeoutError:
             raise WorkerTimeoutError([self.index], list(self.rows), 0, doing) from None
-        except (
-            ray.exceptions.RayActorError
-        ) as error:  # the actor's process died (killed, crashed, node lost)
+        except ray.exceptions.RayActorError as error:  # its process died (killed, node lost...)
             self.answers.clear()
             raise WorkerDiedError(self.index, list(self.rows), None, doing) from error
         except ray.exceptions.RayError as error:  # e.g. a result that could not be unpickled here
@@ -276,22 +226,18 @@ class RayVecEnv(ChunkedVecEnv):
     """Steps N envs in K Ray actors, N/K envs each.
 
     Args:
-        env_fns: functions that each make one env. Ray pickles them with cloudpickle, so lambdas
-            and notebook functions work; on a cluster, whatever they use (gymnasium, vecenvs,
-            your env's package) must be installed on every node.
-        num_workers: K, how many actors, from 1 to the number of envs. Default: one per CPU this
-            process may use (on a cluster, pass it: it may have many more).
+        env_fns: pickled by Ray with cloudpickle, so lambdas and notebook functions work; on a
+            cluster, whatever they use must be installed on every node.
+        num_workers: K, from 1 to N. Default: one per CPU this process may use (on a cluster,
+            pass it).
         address: a Ray cluster to join (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``) if
-            Ray is not initialised yet. None: start a local Ray. Ignored when Ray is already
-            initialised (see :class:`RaySession`).
+            Ray is not initialised yet; None starts a local Ray (see :class:`RaySession`).
         init_kwargs: extra ``ray.init`` arguments, over :meth:`RaySession.init_arguments`'s.
-        actor_options: Ray's options for each actor (``ActorClass.options(**actor_options)``),
-            e.g. ``{"num_cpus": 1}`` to reserve a CPU per actor so that a cluster spreads them
-            over its nodes, or ``{"scheduling_strategy": "SPREAD"}``. Default: Ray's (an actor
-            needs a CPU to be placed but holds none while it runs).
-        **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
-            ``start_timeout`` (default 180 s: Ray is slow to start): see
-            :class:`~vecenvs.core.ChunkedVecEnv`.
+        actor_options: ``ActorClass.options(**actor_options)``, e.g. ``{"num_cpus": 1}`` to
+            reserve a CPU per actor so that a cluster spreads them, or
+            ``{"scheduling_strategy": "SPREAD"}``.
+        **kwargs: see :class:`~vecenvs.core.ChunkedVecEnv` (``start_timeout`` defaults to
+            180 s here: Ray is slow to start).
 
     Example:
         >>> import gymnasium as gym
@@ -316,7 +262,7 @@ class RayVecEnv(ChunkedVecEnv):
         # Everything is checked before Ray is started.
         env_fns = check_env_fns(env_fns)
         num_workers = check_num_workers(num_workers, len(env_fns))
-        self._owns_ray = False
+        self._owns_ray = False  # close_extras reads it, should starting Ray fail
         self._ray = import_ray()
         self._actor_options = actor_options or {}
         self._owns_ray = RaySession.acquire(address, init_kwargs)

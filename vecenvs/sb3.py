@@ -1,15 +1,6 @@
 """Train Stable-Baselines3 on our vector envs: any gymnasium ``VectorEnv`` behind SB3's ``VecEnv`` API.
 
-Two adapters between gymnasium's and Stable-Baselines3's vector APIs live in this package, one
-for each direction. Their names say which way they go:
-
-- :class:`vecenvs.peers.SB3VecEnv`: **SB3 -> gymnasium.** One of SB3's own vector envs
-  (``DummyVecEnv``, ``SubprocVecEnv``) seen as a gymnasium ``VectorEnv``, so that the benchmark
-  can measure SB3's vec envs beside ours with the same calls.
-- :class:`VectorEnvAsSB3` (this module; build one with :func:`to_sb3`): **gymnasium -> SB3.**
-  Any gymnasium ``VectorEnv`` (``MultiEnv``, ``SubprocVecEnv``, ``PoolVecEnv``, ``RayVecEnv``,
-  gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv``) seen as an SB3 ``VecEnv``, so that SB3's
-  algorithms (PPO, A2C, SAC, ...) train on it.
+(The other direction, SB3's vec envs behind gymnasium's API, is :class:`vecenvs.peers.SB3VecEnv`.)
 
 Example:
     >>> import vecenvs
@@ -20,50 +11,20 @@ Example:
     >>> model = model.learn(total_timesteps=1024)  # doctest: +SKIP
     >>> model.env.close()
 
-What changes between the two APIs, and how it is translated:
+SB3 sets seeds and options *before* ``reset()`` (env i gets seed ``s + i``; envs given different
+options are reset in groups, one masked reset each), which returns only the observations. Its
+``step`` returns ``dones = terminated or truncated``, float32 rewards and one info dict per env
+(gymnasium's batched values come back as numpy scalars), with ``"TimeLimit.truncated"`` =
+``truncated and not terminated`` (PPO then bootstraps the last state's value) and, for an ended
+env, ``"terminal_observation"``: the observation returned is already the next episode's first.
 
-- **Spaces.** SB3's ``observation_space`` and ``action_space`` are one env's: gymnasium's
-  ``single_observation_space`` and ``single_action_space``.
-- **reset()** returns only the observations. SB3 hands over seeds and options *before* the
-  reset (``venv.seed(s)``: env i gets ``s + i``, as in gymnasium; ``venv.set_options(o)``, one
-  dict per env: envs given different options are reset in groups, one masked reset each), and
-  keeps each env's reset info in ``venv.reset_infos``. Nested Dict/Tuple observation spaces are
-  refused, as SB3's own vec envs refuse them.
-- **step** returns ``(observations, rewards, dones, infos)`` with ``dones = terminated or
-  truncated`` and ``infos`` a *list* of one dict per env (gymnasium: one dict of arrays with
-  ``_key`` masks). Two keys tell SB3 what the flag alone no longer does:
-  ``info["TimeLimit.truncated"]`` is ``truncated and not terminated``, in every env's info
-  (an episode cut by a time limit: PPO then bootstraps the value of the last state instead of
-  counting it as an end), and, for an env whose episode ended, ``info["terminal_observation"]``
-  holds its last observation: the observation returned for that env is already the first of
-  the next episode.
-- **Autoreset.** That last point is gymnasium's SAME_STEP mode, SB3's only one. With a vector
-  env built in SAME_STEP mode (``autoreset_mode="SameStep"``), the adapter only moves
-  ``final_obs`` to ``terminal_observation`` and ``final_info`` to the info. In NEXT_STEP (the
-  default of our backends) or DISABLED mode, an ended env returns its *last* observation and
-  would be reset only on the next step: so in the step where episodes end, the adapter resets
-  those envs at once with a masked ``reset(options={"reset_mask": dones})``, keeps the last
-  observations as ``terminal_observation`` and returns the reset ones. The results are the same
-  (the tests check it step by step against SB3's DummyVecEnv), but every step in which an
-  episode ends costs a second round trip to the workers. It warns: prefer SAME_STEP.
-- ``env_method``, ``get_attr``, ``set_attr`` with SB3's ``indices`` reach only the envs named:
-  through our backends' ``call_at``, ``get_attr_at`` and ``set_attr_at`` (gymnasium's ``call``
-  has no ``indices``), or through ``SyncVectorEnv``'s envs directly.
-- **Actions** for a Dict or Tuple action space come from SB3 as a list of each env's action;
-  they are batched with gymnasium's ``concatenate``. Every other action reaches the vector env
-  as given (a float for an integer Box passes, as SB3's own vec envs pass it).
+That is gymnasium's SAME_STEP autoreset mode, SB3's only one. In NEXT_STEP (our backends'
+default) or DISABLED mode the adapter resets the ended envs itself, with a masked
+``reset(options={"reset_mask": dones})``: the same results (tested step by step against SB3's
+DummyVecEnv), but a second round trip in every step where an episode ends. It warns.
 
-- **Rewards** are float32, as SB3's own vec envs give them (gymnasium's are float64).
-- ``envs``: the env objects, when they live in this process (``MultiEnv``, ``SyncVectorEnv``),
-  as ``DummyVecEnv.envs``; the process backends' envs live elsewhere and have none.
-
-Not translated: info values batched by gymnasium come back as numpy scalars (``np.int64(3)``,
-not ``3``).
-Episode statistics (``info["episode"]``) come from a ``Monitor`` wrapper on each env or SB3's
-``VecMonitor`` around this adapter, as with any SB3 vec env.
-
-Stable-Baselines3 is optional (``pip install 'vecenvs[sb3]'``) and imports torch, so this
-module imports it at once: import ``vecenvs.sb3`` only when you train.
+SB3 is optional (``pip install 'vecenvs[sb3]'``) and imports torch, so this module imports it at
+once: import ``vecenvs.sb3`` only when you train.
 """
 
 from __future__ import annotations
@@ -114,13 +75,8 @@ def to_sb3(vector_env: VectorEnv) -> VectorEnvAsSB3:
 class VectorEnvAsSB3(VecEnv):
     """A gymnasium ``VectorEnv`` behind Stable-Baselines3's ``VecEnv`` API (see the module docstring).
 
-    Args:
-        vector_env: any gymnasium ``VectorEnv``. Its ``metadata["autoreset_mode"]`` says how it
-            autoresets (gymnasium's default, NEXT_STEP, if it does not say).
-
-    Attributes:
-        vector_env: the vector env stepped, e.g. to read ``vector_env.num_workers``.
-        autoreset_mode: its autoreset mode.
+    ``vector_env`` autoresets as its ``metadata["autoreset_mode"]`` says (NEXT_STEP, gymnasium's
+    default, if it does not say): that mode is :attr:`autoreset_mode`.
     """
 
     def __init__(self, vector_env: VectorEnv):
@@ -147,13 +103,11 @@ class VectorEnvAsSB3(VecEnv):
             vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space
         )
 
-    # ----------------------------------------------------------------- reset and step
-
     def reset(self) -> Any:
         """Resets every env with the seeds and options set beforehand; returns the observations.
 
-        gymnasium's ``reset`` takes one options dict for every env; SB3 keeps one per env. Envs
-        given different options are reset in groups, one masked reset per distinct options.
+        SB3 keeps one options dict per env, gymnasium's ``reset`` takes one for all: one masked
+        reset per distinct options.
         """
         seeds = self._seeds if any(seed is not None for seed in self._seeds) else None
         groups: list[tuple[dict[str, Any], list[int]]] = []
@@ -185,8 +139,7 @@ class VectorEnvAsSB3(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         """Sends the actions; a vector env with its own ``step_async`` starts stepping now.
 
-        For a Dict or Tuple action space SB3 passes a *list* of each env's action, where a
-        gymnasium vector env takes them batched (a dict of arrays): they are batched here.
+        For a Dict or Tuple action space SB3 passes a *list* of each env's action: batched here.
         """
         if (
             isinstance(self.action_space, (spaces.Dict, spaces.Tuple))
@@ -208,7 +161,6 @@ class VectorEnvAsSB3(VecEnv):
             self._actions = actions
 
     def step_wait(self) -> VecEnvStepReturn:
-        """Returns ``(observations, rewards, dones, infos)`` of the step, in SB3's layout."""
         if getattr(self.vector_env, "step_async", None) is not None:
             results = self.vector_env.step_wait()
         else:
@@ -224,9 +176,15 @@ class VectorEnvAsSB3(VecEnv):
         env_infos = unbatch_infos(infos, self.num_envs)
         if dones.any():
             if self.autoreset_mode is AutoresetMode.SAME_STEP:
-                self._episodes_ended_and_reset(
-                    dones, env_infos, final_observations, unbatch_infos(final_infos, self.num_envs)
-                )
+                # The ended envs are already reset: the step's info (final_info) goes to SB3's
+                # infos, the reset's to reset_infos.
+                final_infos = unbatch_infos(final_infos, self.num_envs)
+                for ended in np.flatnonzero(dones):
+                    self.reset_infos[ended] = env_infos[ended]
+                    env_infos[ended] = final_infos[ended]
+                    # A copy: SB3's wrappers change it in place (VecFrameStack stacks into a dict
+                    # observation), and an env in this process may have returned its own object.
+                    env_infos[ended]["terminal_observation"] = deepcopy(final_observations[ended])
             else:
                 observations = self._reset_ended_envs(dones, env_infos, observations)
         for index, info in enumerate(env_infos):
@@ -235,29 +193,10 @@ class VectorEnvAsSB3(VecEnv):
             observations = deepcopy(observations)
         return observations, rewards.astype(np.float32), dones, env_infos
 
-    def _episodes_ended_and_reset(
-        self,
-        dones: np.ndarray,
-        env_infos: list[dict[str, Any]],
-        final_observations: Any,
-        final_infos: list[dict[str, Any]],
-    ) -> None:
-        """SAME_STEP: the vector env already reset the ended envs; move its infos to SB3's places.
-
-        gymnasium gives an ended env the *reset's* info, and the last step's info under
-        ``final_info``; SB3 wants the last step's info in ``infos`` and the reset's in ``reset_infos``.
-        """
-        for index in np.flatnonzero(dones):
-            self.reset_infos[index] = env_infos[index]
-            env_infos[index] = final_infos[index]
-            # A copy: SB3's wrappers change it in place (VecFrameStack stacks into a dict
-            # observation), and an env in this process may have returned its own object.
-            env_infos[index]["terminal_observation"] = deepcopy(final_observations[index])
-
     def _reset_ended_envs(
         self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any
     ) -> Any:
-        """NEXT_STEP or DISABLED: reset the ended envs now; return the observations with theirs replaced."""
+        """NEXT_STEP or DISABLED: resets the ended envs now; returns the observations, theirs replaced."""
         for index in np.flatnonzero(dones).tolist():
             row = tree_map(lambda leaf, index=index: np.array(leaf[index]), observations)
             env_infos[index]["terminal_observation"] = row  # a copy: SB3 may keep it
@@ -275,11 +214,9 @@ class VectorEnvAsSB3(VecEnv):
 
         return tree_map(ended_reset, reset_observations, observations)
 
-    # ----------------------------------------------------------------- the envs' attributes and methods
-
     @property
     def envs(self) -> list[gym.Env]:
-        """The env objects, like ``DummyVecEnv.envs``: only where they live in this process."""
+        """The env objects, like ``DummyVecEnv.envs``, where they live in this process."""
         envs = getattr(self.vector_env, "envs", None)
         if envs is None:
             raise AttributeError(
@@ -297,9 +234,8 @@ class VectorEnvAsSB3(VecEnv):
     ) -> list[Any]:
         """Calls ``method_name`` of the envs in ``indices`` (default: all); returns their results.
 
-        Only the envs named are called: with our backends through ``call_at``, with
-        gymnasium's ``SyncVectorEnv`` on its envs directly. Other vector envs have only
-        gymnasium's ``call``, which calls every env: then the others' results are dropped.
+        A vector env with only gymnasium's ``call`` (not ours, not ``SyncVectorEnv``) calls every
+        env: the others' results are dropped.
         """
         indices = list(self._get_indices(indices))
         venv = self.vector_env
@@ -314,11 +250,8 @@ class VectorEnvAsSB3(VecEnv):
         return [results[index] for index in indices]
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        """The attribute ``attr_name`` of the envs in ``indices`` (default: all).
-
-        An env without it raises ``AttributeError``, as SB3's ``has_attr`` expects (our
-        backends' ``EnvCrashedError`` for an env's AttributeError is one).
-        """
+        """``attr_name`` of the envs in ``indices``; ``AttributeError`` if an env has none, as SB3's
+        ``has_attr`` expects (our backends' ``EnvCrashedError`` for it is one)."""
         indices = list(self._get_indices(indices))
         venv = self.vector_env
         if hasattr(venv, "get_attr_at"):
@@ -329,7 +262,7 @@ class VectorEnvAsSB3(VecEnv):
         return [values[index] for index in indices]
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        """Sets ``attr_name`` to ``value`` in the envs in ``indices`` (default: all), and only those."""
+        """Sets ``attr_name`` to ``value`` in the envs in ``indices``, and only those."""
         indices = list(self._get_indices(indices))
         venv = self.vector_env
         if hasattr(venv, "set_attr_at"):
@@ -351,9 +284,8 @@ class VectorEnvAsSB3(VecEnv):
     ) -> list[bool]:
         """Whether the envs in ``indices`` are wrapped in ``wrapper_class`` (e.g. SB3's ``Monitor``).
 
-        The envs may live in other processes, and gymnasium's ``call`` can only call a method by
-        its name: so this asks each env for ``str(env)``, which names every wrapper
-        (``<Monitor<TimeLimit<OrderEnforcing<...>>>>``), and looks for the class's name. (A
+        The envs may live in other processes, where only a method's name can reach them: so each
+        env's ``str(env)`` (``<Monitor<TimeLimit<...>>>``) is searched for the class's name. (A
         subclass of ``wrapper_class`` is not recognised, unlike ``isinstance``.)
         """
         descriptions = self.vector_env.call("__str__")
@@ -372,7 +304,6 @@ class VectorEnvAsSB3(VecEnv):
         return list(self.vector_env.call("render"))
 
     def close(self) -> None:
-        """Closes the vector env (ours stop their worker processes or actors)."""
         self.vector_env.close()
 
     def __enter__(self) -> Self:
@@ -380,8 +311,6 @@ class VectorEnvAsSB3(VecEnv):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # ----------------------------------------------------------------- helpers
 
 
 def _call(env: gym.Env, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -392,8 +321,7 @@ def _call(env: gym.Env, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
 def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
     """gymnasium's batched infos (a dict of arrays with ``_key`` masks) -> one dict per env.
 
-    Env i's dict has the keys whose mask is True at i. Nested dicts (an env info's own dicts,
-    batched the same way) are unbatched in turn.
+    Env i's dict has the keys whose mask is True at i; nested dicts are unbatched in turn.
 
     Example:
         >>> import numpy as np

@@ -1,10 +1,7 @@
-"""Autotune: let the machine say how to step your envs.
+"""Autotune: let the machine say how to step your envs (:func:`vecenvs.autotune.autotune`).
 
-Given an env and N, :func:`vecenvs.autotune.autotune` measures a short list of configurations
-(``multi``, every env in this process; the pool at several K, with and without shared memory;
-the async pool; one process per env for small N) within a time budget and picks the fastest.
-It runs through the queue like every benchmark. Its speed-ups are over ``multi``, and the
-page says so: "the loop" is gym-sync everywhere else in the dashboard.
+Its speed-ups are over ``multi``, and the page says so: "the loop" is gym-sync everywhere else
+in the dashboard.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from vecenvs.bench.snippets import autotune_code
 
 
 def form() -> None:
-    """The autotune form; on *Autotune*, queue the search and watch it."""
     with st.form("autotune"):
         left, middle, right = st.columns(3)
         env_id = left.selectbox("Environment", common.env_choices())
@@ -49,7 +45,6 @@ def form() -> None:
 
 
 def results(job: Job) -> None:
-    """The winner, the bar chart of every candidate, and the table."""
     summary = job.run.summary if job.run is not None else None
     if not summary or not summary.get("table"):
         return

@@ -1,9 +1,7 @@
 """Live comparison: measure backends side by side on envs you pick, and get an answer.
 
-*Run* queues a sweep (``vecenvs.bench.run_sweep``). Results first: the verdict (what to use at
-each N, by how much, or "too close to call", and how far to trust the model), then the charts
-(throughput, speed-up over the loop and efficiency against N, with the machine's ceiling and
-the fitted overhead model), then the numbers, each beside the code that gives them.
+*Run* queues a sweep (``vecenvs.bench.run_sweep``); the verdict comes first, then the charts
+and the numbers, each beside the code that gives them.
 """
 
 from __future__ import annotations
@@ -86,7 +84,6 @@ def estimated_seconds(config: SweepConfig, cpus: int) -> float:
 
 
 def form() -> None:
-    """The sweep form; on *Run*, queue the sweep and watch it."""
     cpus = common.cpus()
     backends = [name for name in measurable_backends() if name != DEFAULT_REFERENCE]
     limit = max(128, 16 * cpus)  # more worker processes at once need the user's say-so
@@ -165,7 +162,7 @@ def form() -> None:
 
 
 def settings_of(job: Job) -> list[tuple[str, str]]:
-    """The sweep's settings in words, for a reopened job (see :func:`common.show_job`)."""
+    """The sweep's settings in words, for a reopened job."""
     config = SweepConfig.from_dict(job.settings)
     envs = config.env_specs()
     names = short_env_labels(BenchConfig(env.env_id, env_kwargs=dict(env.kwargs)) for env in envs)
@@ -192,7 +189,6 @@ def settings_of(job: Job) -> list[tuple[str, str]]:
 
 
 def results(job: Job) -> None:
-    """The verdict, then the charts, then the table and the model, each beside its code."""
     measurements = [Measurement.from_dict(data) for data in common.measured(job)]
     if not measurements:
         if job.status in ("queued", "running"):
@@ -255,8 +251,7 @@ def show_verdict(measurements: list[Measurement], model, env_names: dict[str, st
 @st.cache_data(max_entries=32, show_spinner=False)
 def sweep_figure(name, store, job_id, count, status, cpus, _measurements, _model) -> go.Figure:
     """One of the :data:`FIGURES`, built once per new measurement of a job (the arguments
-    without ``_`` say which): the page redraws every two seconds while a job runs, and
-    rebuilding identical figures would only take CPU from it."""
+    without ``_`` say which), not at each redraw."""
     return getattr(figures, f"{name}_figure")(_measurements, _model, cpus=cpus)
 
 

@@ -1,8 +1,7 @@
 """History: past runs from the results store; filter them, overlay two or more, export CSV.
 
-Every label, host and env id here was written into the store by someone: they are shown as
-text (a table that reads no Markdown, escaped chart names), never as markup. Training runs
-measure PPO's training throughput, not the vector env alone: they get a chart of their own.
+Training runs measure PPO's training throughput, not the vector env alone: they get a chart of
+their own.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ def run_name(run: RunRecord) -> str:
 
 
 def filtered(runs: list[RunRecord]) -> list[RunRecord]:
-    """The runs that pass the filters shown above the table."""
     left, middle, right, far = st.columns(4)
     kinds = left.multiselect("Kind", sorted({run.kind for run in runs}))
     statuses = middle.multiselect("Status", sorted({run.status for run in runs}))

@@ -1,12 +1,7 @@
 """Profile: one configuration under py-spy, and where each of its processes spends its time.
 
-The profile runs through the same queue as the benchmarks (it is one: the profiled loop needs
-the CPUs to itself). When it is done, the page shows the per-process breakdown (env compute,
-serialization, pipe & shared-memory I/O, waiting, bookkeeping) and the flame graph coloured by
-those categories; the files py-spy wrote can be downloaded.
-
-The files' paths come from the results store, which anyone can edit: only files under the
-queue's own profiles folder are read or offered, whatever a run says.
+It runs through the queue like a benchmark (it needs the CPUs to itself). Only files under the
+queue's own profiles folder are read or offered, whatever a run in the store says.
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ DOWNLOADS = {"svg": "image/svg+xml", "speedscope": "application/json", "collapse
 
 
 def form() -> None:
-    """The profile form; on *Profile*, queue it and watch it."""
     cpus = common.cpus()
     backends = available_backends()
     with st.form("profile"):
@@ -53,7 +47,6 @@ def form() -> None:
 
 
 def results(job: Job) -> None:
-    """The breakdown chart and table, and the flame graph, once the profile is done."""
     summary = job.run.summary if job.run is not None else None
     if job.status != "done" or not summary:
         return

@@ -1,10 +1,7 @@
 """Train: how fast Stable-Baselines3's PPO trains on each way of stepping envs.
 
-The other pages time the vector env alone, with random actions. In training the policy runs
-on every step and is updated between rollouts, so a faster vector env buys less: how much less
-depends on the env's share of the training time, which this page measures beside the training
-throughput (:mod:`vecenvs.bench.training`). Our backends reach SB3 through
-:func:`vecenvs.sb3.to_sb3`; ``sb3-dummy`` and ``sb3-subproc`` are SB3's own vec envs.
+In training a faster vector env buys less, depending on the env's share of the training time,
+which this page measures beside the training throughput (:mod:`vecenvs.bench.training`).
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ TRAINABLE = [name for name, info in BACKEND_INFO.items() if info.trainable]
 
 
 def form() -> None:
-    """The training form; on *Train*, queue it and watch it."""
     installed = set(available_backends())
     if "sb3-dummy" not in installed:
         st.error(
@@ -105,7 +101,6 @@ def training_figure(trained: list[tuple[Measurement, float]]) -> go.Figure:
 
 
 def results(job: Job) -> None:
-    """The chart and the table of what has been trained so far."""
     trained = [
         (Measurement.from_dict(data), data.get("env_share", 0.0)) for data in common.measured(job)
     ]
