@@ -332,3 +332,34 @@ def test_the_benchmark_steps_it_with_send_and_recv():
         result.window_steps, result.window_seconds, result.throughputs
     ):
         assert steps > 0 and throughput == pytest.approx(2 * steps / seconds)
+
+
+class _CloseRaises(gym.Wrapper):
+    def close(self):
+        super().close()
+        raise RuntimeError("deliberate failure in close")
+
+
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "pipes"])
+@pytest.mark.parametrize(
+    "env_fn", [functools.partial(gym.make, "CartPole-v1"), COSTLY], ids=["no-infos", "infos"]
+)
+def test_reset_and_close_drop_the_results_of_a_pending_send(env_fn, shared_memory):
+    """What a send() left pending is waited for and dropped by reset() and by close(): with no
+    infos there is no message to read (reset waited for one and timed out), and with infos the
+    message must be read, or close() would take it for its answer and lose an env's close error."""
+    kwargs = {"num_workers": 2, "batch_size": 2, "shared_memory": shared_memory}
+    with AsyncPoolVecEnv([env_fn] * 4, **kwargs) as envs:
+        envs.async_reset(seed=0)
+        envs.send([0, 0], envs.recv()[4]["env_id"])
+        envs.reset(seed=1)
+        envs.send([0] * 4, list(range(4)))
+        assert len(envs.recv()[4]["env_id"]) == 2
+
+    envs = AsyncPoolVecEnv([lambda: _CloseRaises(env_fn())] * 4, **kwargs)
+    envs.async_reset(seed=0)
+    envs.send([0, 0], envs.recv()[4]["env_id"])
+    with pytest.raises(EnvCrashedError) as caught:
+        envs.close()
+    assert caught.value.command == "close" and "deliberate failure in close" in str(caught.value)
+    assert envs.closed

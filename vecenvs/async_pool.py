@@ -227,14 +227,19 @@ class AsyncPoolVecEnv(PoolVecEnv):
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         """Like the pool's; results of envs still pending from ``send`` are waited for and dropped first."""
         self._check_open()
-        if self._pending.any():
-            self._wait_for(
-                int(self._pending.sum()), self.timeout, "reset (finishing the pending sends)"
-            )
-            for env in np.flatnonzero(self._pending):
-                self._message_of(int(env), self.timeout)  # read and dropped
-            self._pending[:] = False
+        self._drop_pending(self.timeout, "reset (finishing the pending sends)")
         super().reset_async(seed=seed, options=options)
+
+    def _drop_pending(self, timeout: float, doing: str) -> None:
+        """Waits for the envs still stepping from ``send`` and drops their results, reading
+        the messages that came with them: a message left in a pipe would be taken for the
+        answer to the next command."""
+        if not self._pending.any():
+            return
+        self._wait_for(int(self._pending.sum()), timeout, doing)
+        for env in np.flatnonzero(self._pending & (self._has_message == MESSAGE)):
+            self._message_of(int(env), timeout)
+        self._pending[:] = False
 
     def _check_idle(self, doing: str) -> None:
         super()._check_idle(doing)
@@ -249,13 +254,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self, timeout: float | None = None, terminate: bool = False, **kwargs: Any
     ) -> None:
         """Lets the envs still stepping finish (within the deadline), then closes like the pool."""
-        if not terminate and getattr(self, "area", None) is not None and self._pending.any():
+        if not terminate and getattr(self, "area", None) is not None:
             try:
-                self._wait_for(
-                    int(self._pending.sum()),
-                    min(self.timeout, 10.0),
-                    "close (finishing the pending sends)",
-                )
+                self._drop_pending(min(self.timeout, 10.0), "close (finishing the pending sends)")
             except (VecEnvError, OSError):
                 terminate = True  # a hung or dead worker: no point asking it politely
             self._pending[:] = False
