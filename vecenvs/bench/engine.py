@@ -353,6 +353,8 @@ def compare(
     return results
 
 
+# compare()'s first six parameters again, kept on purpose: a sweep checks every point of its
+# grid with this before it measures any, and compare() must not build envs to be checked.
 def compare_configs(
     env_id: str,
     num_envs: int,
