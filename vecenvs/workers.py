@@ -933,6 +933,19 @@ def _serve_with_control(
         if reply is not None:
             ok, result = reply
             line[REPLY] = NOTHING if ok and result is None else MESSAGE
+        # The parent counts a command and moves GENERATION before sending it, so this round may
+        # have served one given after it began (the async pool gives the next command as soon
+        # as its envs are flagged). If nothing given is left, say the newest generation is done:
+        # a CLOSE served so must, or the parent takes this process's exit for a death.
+        latest = line[GENERATION]
+        if latest != seen:
+            fence()
+            if (
+                messages == line[MESSAGES]
+                and steps == line[STEPS]
+                and not (asked > requests_served).any()
+            ):
+                seen = latest
         line[DONE] = seen
         _wake_parent(area)
         if reply is not None and line[REPLY] == MESSAGE:
