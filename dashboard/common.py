@@ -31,9 +31,10 @@ from vecenvs.bench.jobs import Job
 from vecenvs.lab import LabQueue
 from vecenvs.workers import available_cpus
 
-#: How often a page showing an unfinished job (and the sidebar) reads the store again, in
-#: seconds: each redraw costs the machine being measured a little CPU.
+#: How often a page showing an unfinished job reads the store again, in seconds: each redraw
+#: costs the machine being measured a little CPU.
 REFRESH_SECONDS = 2.0
+#: How often the sidebar looks at the queue again, in seconds.
 SIDEBAR_REFRESH_SECONDS = 5.0
 
 #: The envs the forms offer, cheapest first (CartPole ~11 us a step on our 2-core VM,

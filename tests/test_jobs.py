@@ -19,7 +19,8 @@ import pytest
 
 from vecenvs.bench import QUICK, BenchEnv, ResultsStore, SweepConfig
 from vecenvs.bench.jobs import machine_lock_path, try_lock
-from vecenvs.bench.store import _MIGRATIONS, SCHEMA_VERSION
+from vecenvs.bench.store import SCHEMA_VERSION
+from vecenvs.bench.store.schema import MIGRATIONS
 from vecenvs.lab import LabQueue
 from vecenvs.profile import ProfileConfig
 
@@ -241,7 +242,7 @@ def test_machine_lock_path_follows_the_environment(monkeypatch, tmp_path):
 def test_a_version_1_store_is_upgraded_keeping_its_runs(tmp_path):
     path = tmp_path / "old.sqlite"
     connection = sqlite3.connect(path)
-    for statement in _MIGRATIONS[0]:
+    for statement in MIGRATIONS[0]:
         connection.execute(statement)
     connection.execute(
         "INSERT INTO runs (kind, status, started_at, settings, machine) "

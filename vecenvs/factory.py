@@ -77,8 +77,15 @@ def _pool_async(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=None, *
     # class itself defaults to all, so that without batch_size it is the pool.)
     if batch_size is None:
         batch_size = max(1, num_envs // 2)
-    build = partial(_vector_class, "vecenvs.async_pool:AsyncPoolVecEnv")
-    return build(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=batch_size, **kwargs)
+    return _vector_class(
+        "vecenvs.async_pool:AsyncPoolVecEnv",
+        env_id,
+        num_envs,
+        env_kwargs,
+        autoreset_mode,
+        batch_size=batch_size,
+        **kwargs,
+    )
 
 
 def _sb3(env_id, num_envs, env_kwargs, autoreset_mode, subprocesses, **kwargs):

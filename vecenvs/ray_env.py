@@ -66,9 +66,15 @@ class ChunkActor:
     constructor kills the actor, and the caller would see a dead worker, not the env's error.
     """
 
-    def __init__(self, *chunk_arguments: Any):
-        # Chunk's: (env_fns, first_index, autoreset_mode, observation_mode).
-        self.arguments = chunk_arguments
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        first_index: int,
+        autoreset_mode: AutoresetMode,
+        observation_mode: Any,
+    ):
+        self.arguments = (env_fns, first_index, autoreset_mode, observation_mode)  # Chunk's
+        self.first_index = first_index
         self.chunk: Chunk | None = None
 
     def start(self) -> tuple[bool, Any]:
@@ -91,7 +97,7 @@ class ChunkActor:
         except EnvCrashedError as crash:
             return False, crash.report()
         except Exception as error:  # not one env's fault (differing spaces, a bad argument...)
-            return False, CrashReport.of(self.arguments[1], doing, error)
+            return False, CrashReport.of(self.first_index, doing, error)
 
 
 class RaySession:

@@ -240,7 +240,7 @@ def cpu_seconds(processes: Iterable[psutil.Process]) -> dict[int, float]:
     """User + system CPU seconds of each process, by pid; one that has ended is left out."""
     seconds = {}
     for process in processes:
-        with contextlib.suppress(psutil.Error):  # it ended in between
+        with contextlib.suppress(psutil.NoSuchProcess):  # it ended in between (or is a zombie)
             times = process.cpu_times()
             seconds[process.pid] = times.user + times.system
     return seconds

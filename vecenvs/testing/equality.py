@@ -306,12 +306,16 @@ def _compare_runs(
     no_ends = np.zeros(num_envs, dtype=bool)
 
     def lockstep(
-        when: str, call: Callable[[Any], Any], hint: str, ended_before: np.ndarray = no_ends
+        when: str,
+        call: Callable[[Any], Any],
+        fields: tuple[str, ...],
+        hint: str,
+        ended_before: np.ndarray = no_ends,
     ) -> np.ndarray:
-        """Make ``call`` (a reset or a step) on both; returns which envs' episodes ended."""
+        """Make ``call`` (a reset or a step, as ``fields`` says) on both; returns which envs'
+        episodes ended."""
+        is_step = fields is STEP_RETURNS
         expected = call(reference)
-        is_step = len(expected) == len(STEP_RETURNS)
-        fields = STEP_RETURNS if is_step else RESET_RETURNS
         got = run.attempt(when, functools.partial(call, venv), fields, hint)
         ended_now = np.logical_or(expected[2], expected[3]) if is_step else no_ends
         for field, want, have in zip(fields, expected, got):
@@ -335,7 +339,7 @@ def _compare_runs(
             )
         return ended_now
 
-    lockstep(f"reset(seed={seed})", lambda env: env.reset(seed=seed), _RESET_HINT)
+    lockstep(f"reset(seed={seed})", lambda env: env.reset(seed=seed), RESET_RETURNS, _RESET_HINT)
     action_space = batch_space(reference.single_action_space, num_envs)
     action_space.seed(seed)
     ended_before = no_ends
@@ -347,6 +351,7 @@ def _compare_runs(
         ended_now = lockstep(
             f"step {step} after reset(seed={seed})",
             functools.partial(_step_copy, actions=actions),
+            STEP_RETURNS,
             "see the traceback for where step() failed",
             ended_before,
         )
@@ -356,6 +361,7 @@ def _compare_runs(
             lockstep(
                 f"reset(options={{'reset_mask': {ended_now.tolist()}}}) after step {step}",
                 functools.partial(_reset_masked, mask=ended_now),
+                RESET_RETURNS,
                 "see the traceback for where reset() failed",
             )
             ended_now = no_ends

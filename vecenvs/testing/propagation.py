@@ -46,10 +46,12 @@ def _drive_to_failure(
     """
     built["venv"] = make_vector_env(env_fns, autoreset_mode=mode)
     venv = built["venv"]
+    if phase == "make":
+        return  # building it was the call
     if phase == "step":
         venv.reset(seed=0)
         action_space = seeded_action_space(venv)
-    for _ in range(0 if phase == "make" else _FAIL_AT + 2):
+    for _ in range(_FAIL_AT + 2):
         if phase == "reset":
             venv.reset(seed=0)
         elif phase == "step":

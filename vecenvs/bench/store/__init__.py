@@ -28,9 +28,6 @@ from vecenvs.bench.store.runs import (
     RunCancelled,
     recording,
 )
-
-# The old private name, kept for code that builds old files (tests/test_jobs.py).
-from vecenvs.bench.store.schema import MIGRATIONS as _MIGRATIONS  # noqa: F401
 from vecenvs.bench.store.schema import SCHEMA_VERSION
 from vecenvs.bench.store.sqlite import BUSY_TIMEOUT_SECONDS, STORE_ENV_VAR, default_store_path
 from vecenvs.bench.store.values import StoreError, from_json, to_json, utc_now
