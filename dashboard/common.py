@@ -28,8 +28,8 @@ from streamlit.delta_generator import DeltaGenerator
 
 from vecenvs.bench import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.jobs import Job
+from vecenvs.cpus import available_cpus
 from vecenvs.lab import LabQueue
-from vecenvs.workers import available_cpus
 
 #: How often a page showing an unfinished job reads the store again, in seconds: each redraw
 #: costs the machine being measured a little CPU.

@@ -8,10 +8,9 @@ import subprocess
 import sys
 import time
 
-import psutil
-
 from vecenvs.bench import machine
 from vecenvs.bench.machine import BUSY_SHARE, MachineLoad, machine_load
+from vecenvs.cpus import CpuCount, Quota
 
 BUSY_LOOP = "import time\nend = time.time() + 20\nwhile time.time() < end: pass"
 
@@ -20,7 +19,8 @@ def test_the_verdict_follows_the_share_and_says_its_numbers():
     quiet = MachineLoad(cpus=2, others_share=0.05, seconds=1.0, load_average=0.3)
     busy = MachineLoad(cpus=2, others_share=BUSY_SHARE, seconds=1.0, load_average=None)
     assert not quiet.busy and busy.busy
-    assert "5% of this machine's 2 CPUs" in quiet.sentence() and "Quiet" in quiet.sentence()
+    assert "5% of the 2 CPUs this process may use" in quiet.sentence()
+    assert "Quiet" in quiet.sentence()
     assert "BUSY" in busy.sentence() and "load average" not in busy.sentence()
     assert busy.busy_cores == 2 * BUSY_SHARE
 
@@ -43,7 +43,7 @@ def test_a_busy_loop_beside_us_is_counted():
     finally:
         os.kill(stranger, signal.SIGKILL)
     # It holds one CPU, or its fair turn of one when others' work shares the machine too.
-    assert readings[1] >= 0.4 / psutil.cpu_count(), readings
+    assert readings[1] >= 0.4 / len(os.sched_getaffinity(0)), readings
     assert all(0.0 <= reading <= 1.0 for reading in readings)
 
 
@@ -53,7 +53,7 @@ def test_our_own_work_is_subtracted(monkeypatch):
     readings = {"busy": iter([100.0, 101.5]), "own": iter([10.0, 11.0])}
     monkeypatch.setattr(machine, "_busy_cpu_seconds", lambda: next(readings["busy"]))
     monkeypatch.setattr(machine, "_own_cpu_seconds", lambda: next(readings["own"]))
-    monkeypatch.setattr(machine.psutil, "cpu_count", lambda: 2)
+    monkeypatch.setattr(machine, "cpu_count", lambda: CpuCount(2, 2, 2, None))
     clock = iter([0.0, 1.0])
     monkeypatch.setattr(machine.time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(machine.time, "sleep", lambda seconds: None)
@@ -72,3 +72,11 @@ def test_our_own_cpu_time_includes_our_children():
         child.kill()
         child.wait()
     assert gained >= 0.1, f"a child spinning for 0.5 s added only {gained:.2f} CPU seconds"
+
+
+def test_under_a_quota_only_what_others_take_from_our_share_counts():
+    """64 CPUs, a 4-CPU quota: others busy on 30 leave us our 4 (quiet); on 62, only 2 (busy)."""
+    quota = CpuCount(4, 64, 64, Quota(400_000, 100_000, "cpu.max"))
+    assert machine._others_share(30.0, quota) == 0.0
+    assert machine._others_share(62.0, quota) == 0.5
+    assert machine._others_share(0.5, CpuCount(2, 2, 2, None)) == 0.25

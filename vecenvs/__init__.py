@@ -2,6 +2,7 @@
 
 from vecenvs import envs  # noqa: F401  (registers the teaching envs with gymnasium)
 from vecenvs.async_pool import AsyncPoolVecEnv
+from vecenvs.cpus import available_cpus
 from vecenvs.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -16,7 +17,6 @@ from vecenvs.factory import BACKENDS, make_vec
 from vecenvs.multi_env import MultiEnv
 from vecenvs.pool import PoolVecEnv
 from vecenvs.subproc import SubprocVecEnv
-from vecenvs.workers import available_cpus
 
 __all__ = [
     "BACKENDS",

@@ -32,8 +32,8 @@ from vecenvs.bench.engine import BenchConfig, Measurement, compare, measure, val
 from vecenvs.bench.store import recording
 from vecenvs.bench.sweep import TIMING, Backend, BenchEnv, check_env
 from vecenvs.checks import check_seconds, check_whole_number
+from vecenvs.cpus import available_cpus
 from vecenvs.table import format_table
-from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store is imported when used
     from vecenvs.bench.store import ResultsStore

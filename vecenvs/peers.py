@@ -252,7 +252,7 @@ class EnvPoolVecEnv(_Adapter):
         self.envpool_id = envpool_id_for(env_id)
         self._make_kwargs = {"num_envs": num_envs, "num_threads": num_workers or 0}
         #: How many envs step at the same time. (envpool's default counts the machine's CPUs,
-        #: not this process's affinity: os.cpu_count(), not vecenvs.workers.available_cpus().)
+        #: not this process's affinity: os.cpu_count(), not vecenvs.cpus.available_cpus().)
         self.num_workers = num_workers or min(num_envs, os.cpu_count() or 1)
         # The spec gives the spaces without building the pool (that waits for the seed).
         spec = envpool.make_spec(self.envpool_id, **self._make_kwargs)

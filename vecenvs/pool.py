@@ -24,7 +24,8 @@ import gymnasium as gym
 
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
-from vecenvs.workers import InProcessWorker, ProcessWorker, available_cpus, process_context
+from vecenvs.cpus import available_cpus
+from vecenvs.workers import InProcessWorker, ProcessWorker, process_context
 
 __all__ = [
     "DEFAULT_SPIN_SECONDS",

@@ -30,6 +30,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenvs.checks import check_env_fns
 from vecenvs.core import ChunkedVecEnv
+from vecenvs.cpus import available_cpus
 from vecenvs.errors import (
     CrashReport,
     EnvCrashedError,
@@ -38,7 +39,7 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.pool import check_num_workers
-from vecenvs.workers import Chunk, Command, available_cpus
+from vecenvs.workers import Chunk, Command
 
 __all__ = ["ChunkActor", "RaySession", "RayVecEnv", "RayWorker", "import_ray"]
 

@@ -68,7 +68,6 @@ __all__ = [
     "InProcessWorker",
     "ProcessWorker",
     "SharedArea",
-    "available_cpus",
     "process_context",
     "run_worker",
 ]
@@ -117,16 +116,6 @@ def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env
                     f"generator or a socket), or use start_method='fork'."
                 ) from error
     return context
-
-
-def available_cpus() -> int:
-    """The CPUs this process may run on (respects taskset/cgroups affinity where the OS tells).
-
-    (In a container limited to 2 of 64 CPUs, Linux's sched_getaffinity says 2, cpu_count 64.)
-    """
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 class Chunk:

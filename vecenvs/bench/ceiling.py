@@ -38,8 +38,8 @@ import multiprocess.connection
 import numpy as np
 
 from vecenvs.checks import check_seconds, check_whole_number
+from vecenvs.cpus import available_cpus
 from vecenvs.factory import env_fns_for
-from vecenvs.workers import available_cpus
 
 __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 

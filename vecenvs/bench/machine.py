@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from vecenvs.workers import available_cpus
+from vecenvs.cpus import CpuCount, available_cpus, cpu_count
 
 __all__ = [
     "BUSY_SHARE",
@@ -158,15 +158,16 @@ def format_machine(info: dict[str, Any]) -> str:
 class MachineLoad:
     """How busy other programs kept this machine over a short interval (:func:`machine_load`)."""
 
-    cpus: int  # all the machine's logical CPUs: other programs may use any
-    # The share of all the CPUs' time used by processes other than this one and its children,
-    # from 0 (idle) to 1 (every CPU busy all the time).
+    cpus: int  # the CPUs this process may use (vecenvs.cpus.available_cpus)
+    # The share of those CPUs' time that other programs took, from 0 (all ours) to 1 (none left).
     others_share: float
     seconds: float  # how long the interval was
     # The 1-minute load average (runnable processes); None where the OS has none. It also
     # remembers the last minute, which the share does not.
     load_average: float | None
     threshold: float = BUSY_SHARE  # from this others_share on, the machine counts as busy
+    # Where the CPU count came from ("4 CPUs: cgroup quota 400000/100000 on a 64-CPU host").
+    cpus_from: str = ""
 
     @property
     def busy(self) -> bool:
@@ -182,9 +183,10 @@ class MachineLoad:
         average = (
             "" if self.load_average is None else f" (1-minute load average {self.load_average:.2f})"
         )
+        where = f" ({self.cpus_from})" if self.cpus_from else ""
         text = (
-            f"Load check: other programs used {self.others_share:.0%} of this machine's "
-            f"{self.cpus} CPUs over the last {self.seconds:.1f} s{average}. "
+            f"Load check: other programs used {self.others_share:.0%} of the {self.cpus} CPUs "
+            f"this process may use{where} over the last {self.seconds:.1f} s{average}. "
         )
         if self.busy:
             return text + (
@@ -199,35 +201,48 @@ class MachineLoad:
 
 
 def machine_load(seconds: float = 1.0, threshold: float = BUSY_SHARE) -> MachineLoad:
-    """Measure how much of this machine other programs use, over ``seconds`` from now (at
-    least 0.05 s: shorter intervals are all noise).
+    """Measure how much of the CPUs we may use other programs take, over ``seconds`` from now
+    (at least 0.05 s: shorter intervals are all noise).
 
-    The machine's busy CPU time (``psutil.cpu_times``: everything but idle and I/O wait) minus
-    the CPU time of this process and its children, over the CPU time there was. Call it while
-    this process is idle (before measuring), or its own work is subtracted but its pressure on
-    the other programs is not.
+    Other programs' CPU time is the busy time (``psutil.cpu_times``: everything but idle and I/O
+    wait) of the CPUs in our affinity mask, minus the CPU time of this process and its children.
+    Under a cgroup quota we may use fewer CPUs than the mask holds, and others may use the rest
+    without slowing us: only what they take beyond that spare room counts (64 CPUs, a 4-CPU quota
+    and others busy on 30 leaves us our 4: quiet). Call it while this process is idle (before
+    measuring), or its own work is subtracted but its pressure on the other programs is not.
     """
     seconds = max(0.05, float(seconds))
-    cpus = psutil.cpu_count() or 1
+    cpus = cpu_count()
     busy_before, own_before, start = _busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter()
     time.sleep(seconds)
     busy_after, own_after = _busy_cpu_seconds(), _own_cpu_seconds()
     elapsed = time.perf_counter() - start
     others = (busy_after - busy_before) - (own_after - own_before)
-    share = min(1.0, max(0.0, others / (elapsed * cpus)))
+    share = _others_share(others / elapsed, cpus)
     load_average = None
     with contextlib.suppress(AttributeError, OSError):  # Windows has no load average
         load_average = os.getloadavg()[0]
-    return MachineLoad(cpus, share, elapsed, load_average, threshold)
+    return MachineLoad(cpus.count, share, elapsed, load_average, threshold, str(cpus))
+
+
+def _others_share(others_cpus: float, cpus: CpuCount) -> float:
+    """The share of our usable CPUs that ``others_cpus`` CPUs' worth of other work takes away."""
+    spare = (cpus.affinity or cpus.host) - cpus.count  # CPUs beyond our quota: others may use them
+    return min(1.0, max(0.0, (others_cpus - spare) / cpus.count))
 
 
 def _busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has spent busy since boot (all CPUs together)."""
-    times = psutil.cpu_times()
-    idle = times.idle + getattr(times, "iowait", 0.0)
-    # Linux counts guest time inside user time already: leave it out of the sum once.
-    guest = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
-    return sum(times) - idle - guest
+    """CPU seconds the CPUs of our affinity mask have spent busy since boot (all together)."""
+    mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    per_cpu = psutil.cpu_times(percpu=True)
+    chosen = [t for cpu, t in enumerate(per_cpu) if mask is None or cpu in mask] or per_cpu
+    busy = 0.0
+    for times in chosen:
+        idle = times.idle + getattr(times, "iowait", 0.0)
+        # Linux counts guest time inside user time already: leave it out of the sum once.
+        guest = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
+        busy += sum(times) - idle - guest
+    return busy
 
 
 def _own_cpu_seconds() -> float:

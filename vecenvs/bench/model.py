@@ -108,9 +108,9 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from vecenvs.bench.engine import CEILING, DEFAULT_REFERENCE, BenchConfig, Measurement
+from vecenvs.cpus import available_cpus
 from vecenvs.factory import NATIVE_BACKENDS
 from vecenvs.table import format_table
-from vecenvs.workers import available_cpus
 
 __all__ = [
     "VARIANTS",

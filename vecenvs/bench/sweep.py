@@ -40,9 +40,9 @@ from vecenvs.bench.engine import (
     compare_configs,
 )
 from vecenvs.bench.store import recording
+from vecenvs.cpus import available_cpus
 from vecenvs.factory import BACKEND_INFO
 from vecenvs.table import describe_kwargs
-from vecenvs.workers import available_cpus
 
 if TYPE_CHECKING:  # only for type hints: the store and the model are imported when used
     from vecenvs.bench.model import OverheadModel

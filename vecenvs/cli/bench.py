@@ -58,9 +58,9 @@ from vecenvs.cli.common import (
     unique,
     write_json,
 )
+from vecenvs.cpus import available_cpus
 from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
 from vecenvs.table import format_table as format_columns
-from vecenvs.workers import available_cpus
 
 __all__ = ["add_parser", "format_table"]
 
