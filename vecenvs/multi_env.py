@@ -219,6 +219,13 @@ class MultiEnv(EnvsVectorEnv):
         """Each env's latest observation, as the env returned it (not batched)."""
         return self._env_obs
 
+    def latest_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each env's latest reward, termination and truncation (0 and False after a reset).
+
+        This MultiEnv's own arrays, not copies: the next step overwrites them.
+        """
+        return self._rewards, self._terminations, self._truncations
+
     # ----------------------------------------------------------------- reset and step
 
     def reset(

@@ -25,7 +25,7 @@ import gymnasium as gym
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.cpus import available_cpus
-from vecenvs.workers import InProcessWorker, ProcessWorker, process_context
+from vecenvs.workers import InProcessWorker, ProcessWorker, process_context, serve_with_control
 
 __all__ = [
     "DEFAULT_SPIN_SECONDS",
@@ -101,13 +101,18 @@ class PoolVecEnv(ChunkedVecEnv):
         for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
                 fns = [env_fns[i] for i in rows]
-                self.workers.append(
-                    ProcessWorker(index, rows, fns, self.context, *options, self.spin_seconds)
+                worker = ProcessWorker(
+                    index, rows, fns, self.context, *options, self.spin_seconds, self._worker_loop()
                 )
+                self.workers.append(worker)
         if self.step_in_caller:
             # Made after the workers are forked, so that no worker inherits a copy of these envs.
             fns = [env_fns[i] for i in self.chunks[0]]
             self.workers.insert(0, InProcessWorker(0, self.chunks[0], fns, *options))
+
+    def _worker_loop(self) -> Callable[..., None]:
+        """The loop each worker process serves its commands with (see ProcessWorker)."""
+        return serve_with_control
 
 
 def check_num_workers(num_workers: Any, num_envs: int) -> int:
