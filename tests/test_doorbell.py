@@ -98,11 +98,13 @@ def test_without_futex_the_async_pool_steps_and_notices_a_death(futex):
         for _ in range(20):
             *_, infos = envs.recv()
             envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
-        time.sleep(0.2)  # every worker asleep
+        envs.recv(), envs.recv()  # every env idle now (4 were pending)
+        time.sleep(0.2)  # and every worker asleep
         os.kill(envs.processes[1].pid, signal.SIGKILL)
+        envs.send(np.zeros(4, dtype=np.int64))  # envs 2 and 3 are the dead worker's
         start = time.monotonic()
-        with pytest.raises(WorkerDiedError):
-            for _ in range(10):  # the survivor's envs come first; then the dead worker is due
-                *_, infos = envs.recv()
-                envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
+        with pytest.raises(WorkerDiedError) as info:
+            envs.recv()  # envs 0 and 1, or the death
+            envs.recv()  # then it is due
         assert time.monotonic() - start < REPORTED_WITHIN
+        assert info.value.env_indices == [2, 3]
