@@ -27,7 +27,6 @@ WORKER_LOOP = (
     workers.CommandWait._sleep,
     workers.wake_parent,
     workers.Chunk.answer,
-    workers.send,
     doorbell.spin_until,
     doorbell.fence,
     doorbell.Doorbell.value,

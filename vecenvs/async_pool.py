@@ -555,7 +555,7 @@ def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, .
     results = rewards[local], terminations[local], truncations[local]
     if not area.has_data:
         return infos, envs.env_observations[local], *results
-    area.write_observations(range(index, index + 1), None, envs.env_observations[local : local + 1])
+    area.write_observations(range(index, index + 1), envs.env_observations[local : local + 1])
     area.rewards[index], area.terminations[index], area.truncations[index] = results
     return infos or None
 

@@ -43,7 +43,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from copy import deepcopy
 from typing import Any, NoReturn
 
 import gymnasium as gym
@@ -69,6 +68,7 @@ from vecenvs.multi_env import (
     ResetResult,
     StepResult,
     check_indices,
+    copy_batch,
     expand_seeds,
     merge_infos,
     per_env_values,
@@ -470,7 +470,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             )
         infos = merge_infos(chunk_infos, self.num_envs)
         if self.copy:
-            observations = deepcopy(observations)
+            observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
 
     # ----------------------------------------------------------------- states

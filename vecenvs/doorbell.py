@@ -142,18 +142,21 @@ class AdaptiveSpin:
 
     #: The most waits skipped in a row after spins that ran out.
     MAX_SKIPPED = 64
+    #: A spin lasts at most this many times :attr:`seconds`, whatever ``at_least`` asks.
+    MAX_STRETCH = 20
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self._skip = 0  # waits still to do without a spin
         self._penalty = 1  # how many to skip after the next spin that runs out
 
-    def budget(self) -> float:
-        """How long to spin this time: :attr:`seconds`, or 0 while backing off."""
+    def budget(self, at_least: float = 0.0) -> float:
+        """How long to spin this time: :attr:`seconds`, or ``at_least`` if longer (up to
+        :attr:`MAX_STRETCH` times :attr:`seconds`); 0 while backing off, or if spinning is off."""
         if self._skip:
             self._skip -= 1
             return 0.0
-        return self.seconds
+        return min(max(self.seconds, at_least), self.MAX_STRETCH * self.seconds)
 
     def record(self, success: bool) -> None:
         """Tells how the spin ended: with the answer there, or ran out."""
@@ -164,9 +167,12 @@ class AdaptiveSpin:
             self._penalty = min(2 * self._penalty, self.MAX_SKIPPED)
 
 
-def spin_until(words: memoryview, index: int, target: int, spin: AdaptiveSpin) -> bool:
-    """Spins until ``words[index] >= target``, for at most the spin's budget; True if it got there."""
-    seconds = spin.budget()
+def spin_until(
+    words: memoryview, index: int, target: int, spin: AdaptiveSpin, at_least: float = 0.0
+) -> bool:
+    """Spins until ``words[index] >= target``, for at most the spin's budget (see
+    :meth:`AdaptiveSpin.budget`); True if it got there."""
+    seconds = spin.budget(at_least)
     if not seconds:
         return False
     end = time.perf_counter() + seconds

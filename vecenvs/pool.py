@@ -57,7 +57,8 @@ class PoolVecEnv(ChunkedVecEnv):
             (default). False pickles them over the pipes, to measure what shared memory buys;
             commands go through shared memory either way.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
-        spin_seconds: spin this long for an answer (or a command) before sleeping. None
+        spin_seconds: spin this long for an answer (or a command) before sleeping; longer
+            (up to 20 times as long) while the envs' steps themselves take longer. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
             else 0 (the CPU is needed by the process we would wait for).
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,

@@ -154,23 +154,20 @@ class SharedArea:
             self.observation_space, self.observations_memory, n=self.num_envs
         )
 
-    def write_observations(self, rows: range, batch: Any, env_observations: Sequence[Any]) -> None:
-        """Writes the observations of envs ``rows``, batched (arrays) or one per env (any space)."""
-        if self.array_observations and batch is not None:
-            tree_map(
-                lambda target, source: np.copyto(target[rows.start : rows.stop], source),
-                self.observations,
-                batch,
-            )
-        elif self.array_observations:
-            for index, observation in zip(rows, env_observations):
+    def observation_rows(self, rows: slice) -> Any:
+        """Views of the observations of envs ``rows`` (array spaces only), to batch them into."""
+        return tree_map(lambda leaf: leaf[rows], self.observations)
+
+    def write_observations(self, rows: range, env_observations: Sequence[Any]) -> None:
+        """Writes the observations of envs ``rows``, one per env (any space)."""
+        for index, observation in zip(rows, env_observations):
+            if self.array_observations:
                 tree_map(
                     lambda target, source, index=index: np.copyto(target[index], source),
                     self.observations,
                     observation,
                 )
-        else:
-            for index, observation in zip(rows, env_observations):
+            else:
                 write_to_shared_memory(
                     self.observation_space, index, observation, self.observations_memory
                 )

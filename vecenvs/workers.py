@@ -138,6 +138,16 @@ class Chunk:
         self.rows = range(first_index, first_index + len(env_fns))
         self.area: SharedArea | None = None
 
+    def share(self, area: SharedArea | None) -> None:
+        """Results go into ``area`` from now on (None: into the answers)."""
+        self.area = area
+        if area is not None and area.has_data:
+            rows = slice(self.rows.start, self.rows.stop)
+            flags = area.rewards[rows], area.terminations[rows], area.truncations[rows]
+            self.envs.keep_results_in(*flags)
+            if area.array_observations:
+                self._observation_rows = area.observation_rows(rows)
+
     def hello(self) -> tuple[Any, ...]:
         """What the parent needs to know: every env's spaces, the metadata and render mode."""
         envs = self.envs
@@ -165,12 +175,10 @@ class Chunk:
                 assert self.area is not None
                 actions = self.area.read_actions(slice(self.rows.start, self.rows.stop))
                 payload = iterate(envs.action_space, actions)
-            observations, rewards, terminations, truncations, infos = envs.step_each(payload)
-            return self._results(observations, rewards, terminations, truncations, infos)
+            return self._results(envs.step_envs(payload))
         if command is Command.RESET:
             seeds, options = payload
-            observations, infos = envs.reset(seed=seeds, options=options)
-            return self._results(observations, *envs.latest_results(), infos)
+            return self._results(envs.reset(seed=seeds, options=options)[1])
         if command is Command.CALL:
             indices, name, args, kwargs = payload
             return envs.call_at(indices, name, *args, **kwargs)
@@ -182,22 +190,18 @@ class Chunk:
             return envs.close()
         raise ValueError(f"unknown command {command!r}")
 
-    def _results(
-        self,
-        observations: Any,
-        rewards: Any,
-        terminations: Any,
-        truncations: Any,
-        infos: dict[str, Any],
-    ) -> Any:
+    def _results(self, infos: dict[str, Any]) -> Any:
+        """The answer to RESET or STEP. With shared memory, the results are in the chunk's rows
+        already (rewards and flags: see :meth:`share`) once the observations are batched there;
+        the answer is only the infos, or None. Without, everything goes into the answer."""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
-            return envs.env_observations, rewards, terminations, truncations, infos
-        area.write_observations(self.rows, observations, envs.env_observations)
-        rows = slice(self.rows.start, self.rows.stop)
-        area.rewards[rows] = rewards
-        area.terminations[rows] = terminations
-        area.truncations[rows] = truncations
+            envs.batch_into()  # an observation that does not fit is an error here, naming its env
+            return envs.env_observations, *envs.latest_results(), infos
+        if area.array_observations:
+            envs.batch_into(self._observation_rows)
+        else:
+            area.write_observations(self.rows, envs.env_observations)
         return infos or None
 
 
@@ -230,7 +234,7 @@ class InProcessWorker:
         return self.chunk.hello()
 
     def setup(self, area: SharedArea | None) -> None:
-        self.chunk.area = area
+        self.chunk.share(area)
 
     def finish_setup(self, deadline: float) -> None:
         pass  # nothing to wait for: the chunk has the area already
@@ -281,6 +285,7 @@ class ProcessWorker:
         self.index, self.rows = index, rows
         self.line: memoryview | None = None  # None: every command and answer goes over the pipe
         self.generation = 0  # of the last command given
+        self.posted_at = 0.0  # when the last STEP was given
         self.spin = AdaptiveSpin(spin_seconds)
         parent_pipe, child_pipe = context.Pipe()  # a socket pair: it can carry a file descriptor
         chunk = (env_fns, rows.start, autoreset_mode, observation_mode)
@@ -338,6 +343,7 @@ class ProcessWorker:
         self.generation += 1
         line[GENERATION] = self.generation
         self.awaiting.append(self.generation)
+        self.posted_at = time.perf_counter()
 
     def announce(self, ring: bool = True) -> None:
         """Bumps the generation word: the worker looks at what it was given (``ring``: and is
@@ -388,8 +394,16 @@ class ProcessWorker:
         return payload
 
     def _wait_done(self, line: memoryview, generation: int, deadline: float, doing: str) -> None:
-        """Waits until the worker's *done* word reaches ``generation``: spin, then sleep."""
-        if line[DONE] >= generation or spin_until(line, DONE, generation, self.spin):
+        """Waits until the worker's *done* word reaches ``generation``: spin, then sleep.
+
+        A step may spin for as long as it has run already: the caller, back from stepping its
+        own chunk, expects the worker to be about as far; waiting longer than that is more than
+        the jitter of a step.
+        """
+        if line[DONE] >= generation:
+            return
+        running = time.perf_counter() - self.posted_at
+        if spin_until(line, DONE, generation, self.spin, at_least=running):
             return
         assert self.area is not None
         header, bell = self.area.header, self.area.parent_bell
@@ -496,7 +510,7 @@ def run_worker(
         send(pipe, (None, True, chunk.hello()))
         _command, layout = loads(pipe.recv_bytes())  # SETUP
         if layout is not None:
-            chunk.area = SharedArea(layout, fd=recv_handle(pipe))
+            chunk.share(SharedArea(layout, fd=recv_handle(pipe)))
         send(pipe, (None, True, None))
         if chunk.area is None:
             _serve_over_pipe(chunk, pipe)
@@ -526,6 +540,11 @@ def _serve_over_pipe(chunk: Chunk, pipe: Any) -> None:
             return
 
 
+#: Bytes: an answer this small fits in any socket's buffer (macOS's hold 8 kB), so sending it
+#: cannot block, and the worker sends it before saying it is done.
+SMALL_MESSAGE = 4096
+
+
 def serve_with_control(
     chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, spin_seconds: float
 ) -> None:
@@ -544,11 +563,15 @@ def serve_with_control(
         else:
             command, payload = Command.STEP, None
         ok, result = chunk.answer(command, payload)
-        line[REPLY] = NOTHING if ok and result is None else MESSAGE
+        message = None if ok and result is None else dumps((None, ok, result))
+        line[REPLY] = NOTHING if message is None else MESSAGE
+        if message is not None and len(message) <= SMALL_MESSAGE:
+            pipe.send_bytes(message)  # there before DONE: the parent finds it without waiting
+            message = None
         line[DONE] = seen
         wake_parent(area)
-        if line[REPLY] == MESSAGE:
-            send(pipe, (None, ok, result))
+        if message is not None:
+            pipe.send_bytes(message)  # after DONE: a big one may block until the parent reads
         if command is Command.CLOSE:
             return
 
@@ -556,22 +579,30 @@ def serve_with_control(
 class CommandWait:
     """How a worker waits for its next command: spin on its generation word while commands
     come quickly (a benchmark, a fast policy), else sleep on the workers' doorbell. When the
-    parent thinks for much longer between steps, a spin would only burn a core it may need."""
+    parent thinks for much longer between steps, a spin would only burn a core it may need.
+
+    "Quickly" scales with the work: a spin may last as long as serving the last command took
+    (at least ``spin_seconds``), since the caller, stepping its own chunk meanwhile, comes back
+    after about as long, give or take the jitter of a step.
+    """
 
     def __init__(self, line: memoryview, bell: Doorbell, spin_seconds: float):
         self.line, self.bell = line, bell
         self.spin = AdaptiveSpin(spin_seconds)
         self.last_wait = 0.0  # how long the previous command took to come
+        self.given_at = time.perf_counter()  # when it came
 
     def after(self, seen: int) -> int:
         """Waits until the generation word moves past ``seen``; returns its new value."""
         line, started = self.line, time.perf_counter()
+        served = started - self.given_at  # how long the last command took
         if line[GENERATION] == seen and not (
-            self.last_wait < 4 * self.spin.seconds
-            and spin_until(line, GENERATION, seen + 1, self.spin)
+            self.last_wait < 4 * max(self.spin.seconds, served)
+            and spin_until(line, GENERATION, seen + 1, self.spin, at_least=served)
         ):
             self._sleep(seen)
-        self.last_wait = time.perf_counter() - started
+        self.given_at = time.perf_counter()
+        self.last_wait = self.given_at - started
         return line[GENERATION]
 
     def _sleep(self, seen: int) -> None:
