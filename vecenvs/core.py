@@ -14,7 +14,7 @@ actors). Read one step top to bottom:
    its envs' actions, exactly as given, pickled over its pipe.
 2. Each worker steps its chunk (:class:`~vecenvs.workers.Chunk`, a
    :class:`~vecenvs.multi_env.MultiEnv`), writes observations, rewards and flags into its rows
-   of shared memory, and flags its *done* word; its infos, if any, follow over its pipe.
+   of shared memory, and flags its *done* word; its infos, if any, travel over its pipe.
 3. :meth:`~ChunkedVecEnv.step_wait` asks every worker for its answer, in chunk order. The
    caller's own chunk comes first: *that* is when the caller steps it, while the others step
    theirs. Then it waits for each process worker: a short spin on its done word, then a

@@ -285,7 +285,7 @@ class ProcessWorker:
         self.index, self.rows = index, rows
         self.line: memoryview | None = None  # None: every command and answer goes over the pipe
         self.generation = 0  # of the last command given
-        self.posted_at = 0.0  # when the last STEP was given
+        self.posted_at = 0.0  # when the last command was given
         self.spin = AdaptiveSpin(spin_seconds)
         parent_pipe, child_pipe = context.Pipe()  # a socket pair: it can carry a file descriptor
         chunk = (env_fns, rows.start, autoreset_mode, observation_mode)
@@ -333,6 +333,7 @@ class ProcessWorker:
         self._send((command, payload), command.value)
         if answered:
             self.awaiting.append(self.generation)
+        self.posted_at = time.perf_counter()
 
     def post_step(self) -> None:
         """Gives a STEP whose actions are in shared memory: two words, no system call. The
