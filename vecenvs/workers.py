@@ -200,7 +200,8 @@ class Chunk:
             return envs.env_observations, *envs.latest_results(), infos
         if area.array_observations:
             envs.batch_into(self._observation_rows)
-        else:
+        else:  # (batched first all the same, for the error naming an env that does not fit)
+            envs.batch_into()
             area.write_observations(self.rows, envs.env_observations)
         return infos or None
 
