@@ -15,15 +15,13 @@ holds a :class:`Chunk` (a :class:`~vecenvs.multi_env.MultiEnv` and the code that
   traceback) still travel over the pipe, announced by the words.
 - A Ray actor (see :mod:`vecenvs.ray_env`), holding the same :class:`Chunk`.
 
-The protocol is lock-step: a worker is given a command only once it has answered the previous
-one. Every answer says whether it succeeded (``(ok, payload)``); a failure carries a
+The protocol is lock-step: a worker is given a command once it has answered the previous one.
+Every answer says whether it succeeded (``(ok, payload)``); a failure carries a
 :class:`~vecenvs.errors.CrashReport` with the env's index and traceback. Every wait has a deadline
 and watches the worker process: a hung env ends in :class:`~vecenvs.errors.WorkerTimeoutError`, a
-dead worker in :class:`~vecenvs.errors.WorkerDiedError`, never in a hang.
-
-Two modules below this one may be taken on trust: :mod:`vecenvs.shm` lays out the shared memory,
-:mod:`vecenvs.doorbell` spins and sleeps. The async pool (:mod:`vecenvs.async_pool`) speaks a
-protocol of its own over the same words, with a worker loop of its own.
+dead worker in :class:`~vecenvs.errors.WorkerDiedError`, never in a hang. Below, taken on trust:
+:mod:`vecenvs.shm` (the shared memory) and :mod:`vecenvs.doorbell` (spinning and sleeping). The
+async pool (:mod:`vecenvs.async_pool`) has a protocol and a worker loop of its own.
 """
 
 from __future__ import annotations
@@ -580,13 +578,10 @@ def serve_with_control(
 
 class CommandWait:
     """How a worker waits for its next command: spin on its generation word while commands
-    come quickly (a benchmark, a fast policy), else sleep on the workers' doorbell. When the
+    come quickly (a benchmark, a fast policy), else sleep on the workers' doorbell: when the
     parent thinks for much longer between steps, a spin would only burn a core it may need.
-
-    "Quickly" scales with the work: a spin may last as long as serving the last command took
-    (at least ``spin_seconds``), since the caller, stepping its own chunk meanwhile, comes back
-    after about as long, give or take the jitter of a step.
-    """
+    A spin may last as long as serving the last command took (at least ``spin_seconds``): the
+    caller, stepping its own chunk meanwhile, comes back after about as long."""
 
     def __init__(self, line: memoryview, bell: Doorbell, spin_seconds: float):
         self.line, self.bell = line, bell
