@@ -180,7 +180,7 @@ def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
     assert rerun_until_finished(at).endswith("apptest: done")
 
     # Results first: the verdict table, one row per N, every ratio from the numbers below it.
-    verdict, table = at.dataframe[0].value, at.dataframe[1].value
+    verdict, table = at.table[0].value.map(shown), at.dataframe[0].value
     assert list(verdict["N"]) == ["2", "4"] and set(verdict["env"]) == {"CartPole-v1"}
     assert "ceiling" not in set(verdict["fastest"]), "the ceiling is never the answer"
     for _, row in verdict.iterrows():
@@ -647,14 +647,14 @@ def test_noisy_points_and_a_disturbed_ceiling_are_flagged_and_one_click_measures
 
     at = app(job=str(job))
 
-    verdict = at.dataframe[0].value
+    verdict = at.table[0].value.map(shown)
     assert list(verdict["confidence"]) == ["noisy", "likely"]
     assert list(verdict["use"]) == ["no call yet", "multi"]
     assert (
         verdict["what to do"][0] == "noisy: 2 windows ranged 0.82-2.63x gym-sync; measure 5 windows"
     )
     assert verdict["of ceiling"][1] == "? ceiling disturbed", "155% of a stalled ceiling: flagged"
-    table = at.dataframe[1].value
+    table = at.dataframe[0].value
     assert set(table[table["N"] == 4]["of ceiling"]) == {"? ceiling disturbed", "100%"}
     assert any("the ceiling was disturbed" in shown(box.value) for box in at.warning)
     press(at, "Measure 1 point(s) again with 5 windows")
@@ -756,3 +756,36 @@ def test_training_gives_torch_one_thread_on_a_small_machine():
     at = app("train")
     expected = 1 if available_cpus() <= 4 else "default"
     assert widget(at.radio, "Threads for torch").value == expected
+
+
+@pytest.mark.parametrize("cpus", [1, 128])
+def test_the_forms_defaults_work_on_one_cpu_and_on_128(queue, monkeypatch, cpus):
+    """The defaults adapt to the CPUs: the pool's K is its own choice, min(CPUs, N), so it is
+    never above N, and the worker choices stay a short list."""
+    sys.path.insert(0, str(APP.parent))
+    import common
+
+    monkeypatch.setattr(common, "available_cpus", lambda: cpus)
+    # What is queued is the point, not measuring it: no runner.
+    monkeypatch.setattr(LabQueue, "ensure_runner", lambda self: None)
+    at = app()
+    workers = widget(at.multiselect, "Pool workers K")
+    assert workers.value == ["auto"] and len(workers.options) <= 14
+    assert str(cpus) in workers.options
+    widget(at.multiselect, "Numbers of envs N").set_value([1, 4])
+    widget(at.multiselect, "Backends").set_value(["pool", "ceiling"])
+    press(at, "Run")
+    assert not at.error, [e.value for e in at.error]
+    (job,) = queue.jobs()
+    assert [b for b in job.settings["backends"] if b["name"] == "pool"] == [
+        {"name": "pool", "kwargs": {}}
+    ], "the pool's own K: min(CPUs, N)"
+    queue.cancel(job.id)
+    at = app("profile")
+    assert widget(at.select_slider, "Pool workers K (pools only)").value == "auto"
+    widget(at.selectbox, "Backend").set_value("pool")
+    press(at, "Profile")
+    assert not at.error, [e.value for e in at.error]
+    profile = queue.jobs()[0]
+    assert profile.kind == "profile" and profile.settings["backend_kwargs"] == {}
+    queue.cancel(profile.id)

@@ -56,19 +56,15 @@ STARTUP_SECONDS = 0.3
 STARTUP_SECONDS_PER_PROCESS = 0.05
 #: The charts of a sweep, each a ``*_figure`` of :mod:`vecenvs.bench.figures`.
 FIGURES = ("throughput", "speedup", "efficiency")
-#: What each column of the verdict table means (its tooltip).
-VERDICT_HELP = {
-    "use": "What to use at this env and N: the fastest backend, when the paired windows "
-    "say so; 'no call yet' when they disagree (see 'what to do').",
-    "fastest": "The backend with the highest throughput (median window).",
-    f"x {DEFAULT_REFERENCE}": f"Its speed-up over the loop ({DEFAULT_REFERENCE}): its "
-    "throughput divided by the loop's, both in the table below.",
-    "x runner-up": "Its throughput divided by the second fastest's.",
-    "of ceiling": "Its throughput as a share of the ceiling's (the machine's limit); '?' "
-    "when a check flags it (a disturbed ceiling, or above it).",
-    "confidence": "clear: faster in every one of 3+ paired windows, by 5%+; likely: in most; "
-    "tie: within 5%; noisy: the windows disagree; one window: nothing to judge by.",
-}
+#: How to read the verdict table, below it.
+VERDICT_HELP = (
+    "use: the fastest backend, when the paired windows say so. x {reference}: its "
+    "throughput over the loop's; x runner-up: over the second fastest's; of ceiling: over "
+    "the ceiling's ('?' when a check flags it), all from the measurements below. "
+    "Confidence: clear = faster in every one of 3+ paired windows, by 5%+; likely = in most "
+    "of them; tie = within 5%; noisy = the windows disagree more than the backends differ; "
+    "one window = nothing to judge by."
+)
 
 
 def build_config(values: dict) -> SweepConfig:
@@ -340,11 +336,12 @@ def show_verdict(
     reference = SweepConfig.from_dict(job.settings).reference
     st.subheader("Verdict")
     found = verdicts(measurements, reference=reference)
-    common.table(verdict_rows(found, env_names), help=VERDICT_HELP, wide=["what to do"])
+    common.text_table(verdict_rows(found, env_names))
     families = dict.fromkeys(m.config.backend for m in measurements)
+    st.caption(common.plain(VERDICT_HELP.format(reference=reference)))
     st.caption("The backends: " + common.plain(" · ".join(map(in_words, families))) + ".")
     flagged = [
-        f"{env_names[m.config.env_label]}, N={m.config.num_envs}, {m.config.backend_label}: {text}"
+        f"{env_names[m.config.env_label]}, N={m.config.num_envs}: {text}"
         for m in measurements
         for text in flags(m, reference)
     ]
@@ -395,9 +392,13 @@ def flags(measurement: Measurement, reference: str) -> list[str]:
     if config.backend == CEILING and DISTURBED in checks:
         return [f"the ceiling was disturbed ({spread}): no efficiency at this N is shown"]
     if config.backend_label == reference and DISTURBED in checks:
-        return [f"the loop was disturbed ({spread}): every speed-up at this N is suspect"]
+        name = "the loop" if reference == DEFAULT_REFERENCE else f"the reference, {reference},"
+        return [f"{name} was disturbed ({spread}): every speed-up at this N is suspect"]
     if ABOVE_CEILING in checks:
-        return ["faster than the ceiling, which none can be: the ceiling was measured low"]
+        return [
+            f"{config.backend_label} was faster than the ceiling, which none can be: the "
+            "ceiling was measured low"
+        ]
     return []
 
 
@@ -415,6 +416,8 @@ st.caption(
     "measured against runs a moment before on the same machine."
 )
 shown = common.watched_job("sweep")
-if form(shown) is not None:
+# The form holds the settings of the job the address names, and stays the same form until
+# the address changes: one that changed under the user's typing would lose what they typed.
+if form(shown if "job" in st.query_params else None) is not None:
     st.rerun()  # the address names the new job: show it, the form folded with its settings
 common.show_job(shown, results, settings_of)
