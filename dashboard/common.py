@@ -98,24 +98,18 @@ def plain(text: object) -> str:
     return _BARE_LINK.sub(lambda match: match.group(0) + "\u2060", escaped)
 
 
-def table(
-    rows: Iterable[Mapping[str, Any]],
-    help: Mapping[str, str] | None = None,
-    wide: Iterable[str] = (),
-) -> None:
-    """A table of ``rows``, ``help`` a tooltip for some columns, the ``wide`` ones given room
-    for a sentence. ``st.dataframe`` shows cells as text (``st.table`` reads Markdown in them),
-    so labels and ids from the store can be shown as they are."""
-    wide = set(wide)
-    config = {
-        name: st.column_config.Column(
-            help=(help or {}).get(name), width="large" if name in wide else None
-        )
-        for name in {*(help or {}), *wide}
-    }
-    st.dataframe(
-        list(rows), hide_index=True, width="stretch", height="content", column_config=config
-    )
+def table(rows: Iterable[Mapping[str, Any]]) -> None:
+    """A table of ``rows``. ``st.dataframe`` shows cells as text (``st.table`` reads Markdown
+    in them), so labels and ids from the store can be shown as they are."""
+    st.dataframe(list(rows), hide_index=True, width="stretch", height="content")
+
+
+def text_table(rows: Iterable[Mapping[str, Any]]) -> None:
+    """A small table whose cells are text in the page itself (``st.table``: it wraps long
+    cells and prints as it is shown, where ``st.dataframe`` draws a canvas), every cell
+    escaped with :func:`plain`, since ``st.table`` reads Markdown in them."""
+    escaped = [{name: plain(value) for name, value in row.items()} for row in rows]
+    st.table(escaped, hide_index=True)
 
 
 def number(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:

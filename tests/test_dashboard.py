@@ -20,6 +20,7 @@ from pathlib import Path
 
 import plotly.io as pio
 import pytest
+from synthetic_measurements import finished_job
 
 from vecenvs.bench import (
     Backend,
@@ -594,19 +595,6 @@ def test_a_reopened_job_shows_its_own_settings_not_the_forms(queue):
     at.run()
     (caption,) = [shown(c.value) for c in at.caption if "Settings of this run" in c.value]
     assert "num envs: 2" in caption and "nonblocking" not in caption and "seed" not in caption
-
-
-def finished_job(queue, config: SweepConfig, measurements, label=None) -> int:
-    """A job whose run holds ``measurements`` made up to order (real ones cannot be made to
-    disagree on cue), as the runner would have saved them."""
-    job = queue.submit_sweep(config, label=label, start_runner=False)
-    run = queue.store.start_run("sweep", config.to_dict(), label=label)
-    for measurement in measurements:
-        queue.store.add_measurement(run, measurement)
-    queue.store.finish_run(run)
-    with queue.store.transaction(write=True) as connection:
-        connection.execute("UPDATE jobs SET state = 'started', run_id = ? WHERE id = ?", (run, job))
-    return job
 
 
 def point(num_envs: int, **windows: list[float]) -> list:

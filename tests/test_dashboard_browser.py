@@ -383,21 +383,9 @@ def looks(chart) -> dict:
     )
 
 
-def finished_job(queue, config, measurements, label: str) -> int:
-    """A job whose run holds ``measurements`` made up to order (a real run cannot be made to
-    stall a window on cue), saved the way the runner saves them."""
-    job = queue.submit_sweep(config, label=label, start_runner=False)
-    run = queue.store.start_run("sweep", config.to_dict(), label=label)
-    for measurement in measurements:
-        queue.store.add_measurement(run, measurement)
-    queue.store.finish_run(run)
-    with queue.store.transaction(write=True) as connection:
-        connection.execute("UPDATE jobs SET state = 'started', run_id = ? WHERE id = ?", (run, job))
-    return job
-
-
-@pytest.mark.timeout(300)  # a real profile, queued and sampled: a minute or more when busy
 def test_a_disturbed_window_is_flagged_and_the_flame_graph_has_boxes(server, browser, tmp_path):
+    from synthetic_measurements import finished_job
+
     from vecenvs.bench import BenchConfig, Measurement, ResultsStore, SweepConfig
     from vecenvs.bench.ratios import relate_point
     from vecenvs.lab import LabQueue

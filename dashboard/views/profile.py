@@ -78,11 +78,12 @@ def results(job: Job) -> None:
     st.caption(
         f"{summary['counted_samples']:,} samples counted (idle ones included: a "
         "blocked worker is the point). "
+        + common.plain(in_words(settings["backend"]))
         + (
-            f"{common.plain(settings['backend'])} stepped {rate:,.0f} env steps/s while sampled "
-            "(slowed by the sampling: not a benchmark)."
+            f"; it stepped {rate:,.0f} env steps/s while sampled (slowed by the sampling: not a "
+            "benchmark)."
             if rate
-            else ""
+            else "."
         )
     )
     st.subheader("Share of each process's time, %")
@@ -131,9 +132,7 @@ def results(job: Job) -> None:
 
 st.caption(
     "Runs one configuration in its own process and samples it and its workers with "
-    "py-spy. Pipes, pickling and waiting show up as what they cost. The backends: "
-    + common.plain(" · ".join(in_words(name) for name in available_backends()))
-    + "."
+    "py-spy. Pipes, pickling and waiting show up as what they cost."
 )
 form()
 common.show_job(common.watched_job("profile"), results)

@@ -46,13 +46,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from vecenvs.bench import ceiling
 from vecenvs.factory import NATIVE_BACKENDS
-
-if TYPE_CHECKING:  # the engine imports this module: its Measurement is only a type here
-    from vecenvs.bench.engine import Measurement
 
 __all__ = [
     "ABOVE_CEILING",
@@ -95,6 +92,27 @@ CHECKS = {
     ABOVE_CEILING: "faster than the ceiling, which none can be: the ceiling was measured low",
 }
 
+
+class Measurement(Protocol):
+    """What this module reads and sets of a measurement (:class:`vecenvs.bench.Measurement` is
+    one): the engine, which makes them, stands above this module, not below it."""
+
+    config: Any  # a BenchConfig: env_label, num_envs, backend, backend_label, backend_kwargs
+    throughputs: list[float]
+    paired_ratios: list[float]
+    ratio: float | None
+    efficiency: float | None
+    checks: list[str]
+
+    @property
+    def std(self) -> float: ...
+
+    def ratios_to(self, other: Any) -> list[float]: ...
+
+
+#: A measurement of whichever class, handed back as it came.
+M = TypeVar("M", bound=Measurement)
+
 #: The checks that keep an efficiency from being shown as a result, the cause before what
 #: follows from it (a disturbed ceiling is why a backend seems to beat it).
 _EFFICIENCY_CHECKS = (CEILING_DISTURBED, ABOVE_CEILING)
@@ -114,9 +132,7 @@ def spread(measurement: Measurement) -> float:
     return max(values) / min(values) if min(values) > 0 else math.inf
 
 
-def relate_point(
-    measurements: Sequence[Measurement], reference: Measurement | None
-) -> Sequence[Measurement]:
+def relate_point(measurements: Sequence[M], reference: M | None) -> Sequence[M]:
     """Give the measurements of one point (one env and N, measured together) their speed-up
     over ``reference`` (one of them, or None), paired ratios, efficiency and checks, in place.
 
@@ -147,9 +163,7 @@ def relate_point(
     return measurements
 
 
-def relate(
-    measurements: Iterable[Measurement], *, reference: str = DEFAULT_REFERENCE
-) -> list[Measurement]:
+def relate(measurements: Iterable[M], *, reference: str = DEFAULT_REFERENCE) -> list[M]:
     """:func:`relate_point` for every point (env, N) of one run, the reference being the
     measurement of the backend ``reference`` (with no arguments of its own, where several);
     returns the measurements, in order.
@@ -158,7 +172,7 @@ def relate(
     its ratios another way shows the same numbers as a new one. Give it one run at a time.
     """
     measurements = list(measurements)
-    points: dict[tuple[str, int], list[Measurement]] = {}
+    points: dict[tuple[str, int], list[M]] = {}
     for measurement in measurements:
         config = measurement.config
         points.setdefault((config.env_label, config.num_envs), []).append(measurement)
@@ -215,7 +229,7 @@ def measurement_row(
     }
 
 
-def changes(now: Iterable[Measurement], then: Iterable[Measurement]) -> list[dict[str, Any]]:
+def changes(now: Iterable[M], then: Iterable[M]) -> list[dict[str, Any]]:
     """What changed from one run (``then``) to another (``now``): a row for every (env, N,
     backend) measured in both, in ``now``'s order, with both throughputs, ``change`` (now /
     then: 1.10 is 10% faster), both speed-ups over their own run's reference, and the checks

@@ -238,10 +238,10 @@ def flamegraph_figure(
 
     processes = sorted(root.children.values(), key=lambda node: process_sort_key(node.name))
     ids.append("all")
-    labels.append("all processes")
+    labels.append("all processes (click to zoom out)")
     parents.append("")
     values.append(root.samples)
-    colors.append("#ffffff")
+    colors.append("#eeeeee")
     tooltips.append(html.escape(_root_tooltip(root), quote=False).replace("\n", "<br>"))
     for index, process in enumerate(processes):
         if process.samples >= smallest:
