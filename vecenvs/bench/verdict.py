@@ -41,7 +41,7 @@ Example:
     >>> from vecenvs.bench.verdict import verdicts
     >>> results = compare("CartPole-v1", 4, ["multi"], **QUICK)
     >>> print(verdicts(results)[0].sentence())  # doctest: +SKIP
-    CartPole-v1, N=4: a tie between multi (1.02x gym-sync) and gym-sync (the loop, 1.00x) ...
+    CartPole-v1, N=4: a tie between multi at 1.02x gym-sync and gym-sync (the loop) at 1.00x: ...
 """
 
 from __future__ import annotations
