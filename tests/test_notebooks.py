@@ -369,19 +369,28 @@ def _times(match: re.Match, factor: int, numerator: int, denominator: int, line:
 
 
 def _verdict_use(match: re.Match, line: str) -> None:
-    speedup, low, high = (number(match.group(name)) for name in ("speedup", "low", "high"))
-    assert low - 0.005 <= speedup <= high + 0.005, f"the median is outside its range: {line}"
-    margin_low, margin_high = number(match.group("mlow")), number(match.group("mhigh"))
-    assert margin_low > 1.0 - 0.005 and margin_low <= margin_high, (
-        f"'use' needs every round won: {line}"
-    )
+    """A call (vecenvs.bench.verdict): ahead by 5%, in every one of 3+ rounds if "clear", in
+    more than half of them if "likely"."""
+    margin = number(match.group("margin"))
+    wins, rounds = int(match.group("wins")), int(match.group("rounds"))
+    assert margin >= 1.05 - 0.005, f"a call needs a 5% lead: {line}"
+    if match.group("word") == "clear":
+        assert wins == rounds >= 3, f"'clear' needs every one of 3+ rounds won: {line}"
+    else:
+        assert rounds / 2 < wins, f"'likely' needs most rounds won: {line}"
+    share = match.group("share")
+    assert share is None or number(share) <= 100, f"a share above the ceiling: {line}"
 
 
-def _verdict_close(match: re.Match, line: str) -> None:
-    if match.group("mlow") is not None:
-        assert number(match.group("mlow")) <= 1.0 + 0.005, (
-            f"'too close' but every round won: {line}"
-        )
+def _verdict_tie(match: re.Match, line: str) -> None:
+    best, rival = number(match.group("best")), number(match.group("rival"))
+    assert best / rival <= 1.05 + 0.01, f"a 'tie' more than 5% apart: {line}"
+
+
+def _verdict_no_call(match: re.Match, line: str) -> None:
+    if match.group("low") is not None:  # the rounds disagree: one lost, or a wide spread
+        low, high = number(match.group("low")), number(match.group("high"))
+        assert low <= 1.0 + 0.005 or high >= 1.15 - 0.005, f"'noisy' but steady: {line}"
 
 
 def _fit_quality(match: re.Match, line: str) -> None:
@@ -400,21 +409,36 @@ def _fit_quality(match: re.Match, line: str) -> None:
     assert match.group("word") == word or near, (
         f"fit called {match.group('word')}, its numbers say {word}: {line}"
     )
-    assert ("do not trust its curve" in line) == (match.group("word") == "poor"), line
+    assert ("its curve is not drawn" in line) == (match.group("word") == "poor"), line
 
 
 #: Conclusions any notebook may print: the bench's verdicts and fit qualities.
 GENERIC = [
     Check(
-        rf"→ .+?, N=\d+: use (?P<best>.+?): (?P<speedup>{N})x \S+ \((?P<low>{N})-(?P<high>{N})x over \d+ paired "
-        rf"windows\), faster than every other backend in every round, (?P<mlow>{N})-(?P<mhigh>{N})x its closest",
+        rf"→ .+?, N=\d+: use .+?: {N}x \S+, (?P<margin>{N})x the runner-up .+?; "
+        rf"(?P<word>clear|likely): faster in (?P<wins>\d+) of (?P<rounds>\d+) paired windows"
+        rf"(?:; (?P<share>{N})% of the ceiling)?",
         _verdict_use,
         required=False,
     ),
     Check(
-        rf"→ .+?, N=\d+: too close to call between .+? at {N}x \S+ and .+? at {N}x: "
-        rf"(?:window by window it was (?P<mlow>{N})-{N}x the other|a single window)",
-        _verdict_close,
+        rf"→ .+?, N=\d+: a tie between .+? at (?P<best>{N})x \S+ and .+? at (?P<rival>{N})x: "
+        r"within 5% of .+ in every window: either will do",
+        _verdict_tie,
+        required=False,
+    ),
+    Check(
+        rf"→ .+?, N=\d+: no call between .+? at {N}x \S+ and .+? at {N}x: (?:noisy: \d+ windows "
+        rf"ranged (?P<low>{N})-(?P<high>{N})x .+; measure \d+ windows|one window: no spread)",
+        _verdict_no_call,
+        required=False,
+    ),
+    Check(
+        r"→ .+?: too few points to judge the model \((?P<points>\d+) point\(s\) for "
+        r"(?P<numbers>\d+) numbers",
+        lambda match, line: (
+            int(match.group("points")) <= int(match.group("numbers")) or pytest.fail(line)
+        ),
         required=False,
     ),
     Check(
@@ -875,15 +899,15 @@ def read_back(stem: str, line: str, printed: list[str] | None = None) -> None:
         ),
         (
             "06-overhead-model",
-            "→ pool (num_workers=2): the model fits poor (median error 65%, R² -1.60); do not trust its curve.",
+            "→ pool (num_workers=2): the model fits poor (median error 65%, R² -1.60); its curve is not drawn.",
             "→ pool (num_workers=2): the model fits good (median error 65%, R² -1.60).",
         ),
         (
             "04-the-pool",
-            "→ CartPole-v1, N=128: too close to call between pool (num_workers=2) at 1.02x gym-sync and gym-sync (the loop) "
-            "at 1.00x: window by window it was 0.92-1.10x the other, so not faster in every round.",
-            "→ CartPole-v1, N=128: use pool (num_workers=2): 1.02x gym-sync (0.92-1.10x over 3 paired windows), faster than "
-            "every other backend in every round, 0.92-1.10x its closest rival, gym-sync (the loop).",
+            "→ CartPole-v1, N=128: no call between pool (num_workers=2) at 1.02x gym-sync and gym-sync (the loop) "
+            "at 1.00x: noisy: 3 windows ranged 0.92-1.10x gym-sync; measure 6 windows.",
+            "→ CartPole-v1, N=128: use pool (num_workers=2): 1.02x gym-sync, 1.02x the runner-up gym-sync (the "
+            "loop); clear: faster in 2 of 3 paired windows.",
         ),
         (
             "09-autotune",

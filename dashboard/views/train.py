@@ -123,4 +123,4 @@ st.caption(
     "vector env and shows both."
 )
 form()
-common.show_job("train", results)
+common.show_job(common.watched_job("train"), results)

@@ -32,6 +32,7 @@ from typing import Any
 
 import vecenvs
 from vecenvs import bench
+from vecenvs.bench import ratios
 from vecenvs.bench.sweep import (
     Backend,
     BenchEnv,
@@ -308,7 +309,7 @@ def format_speedups(
         [backend, *(_times(ratios.get((backend, env, n))) for env, n in points)]
         for backend in backends
     ]
-    title = f"speed-up over {reference} (median of paired windows):"
+    title = f"speed-up over {reference} (throughput / {reference}'s, at the same point):"
     return format_columns(header, rows, title=title, rule=False)
 
 
@@ -373,9 +374,10 @@ def format_table(
     mb = 2**20
     columns: dict[str, Callable[[bench.Measurement], str]] = {
         "backend": lambda r: r.config.backend_label,
-        "steps/s (mean ± std)": lambda r: f"{r.mean:,.0f} ± {r.std:,.0f}",
+        "steps/s (median ± std)": lambda r: f"{r.throughput:,.0f} ± {r.std:,.0f}",
         f"x {reference}": lambda r: "-" if r.ratio is None else f"{r.ratio:.2f}",
-        "of ceiling": lambda r: "-" if r.efficiency is None else f"{r.efficiency:.0%}",
+        "of ceiling": ratios.efficiency_text,
+        "checks": lambda r: ", ".join(c for c in r.checks if c != ratios.CEILING_DISTURBED),
         "startup s": lambda r: f"{r.startup_seconds:.2f}",
         "procs": lambda r: str(r.processes),
         "RSS MB": lambda r: f"{r.rss_bytes / mb:.0f}",
@@ -405,11 +407,14 @@ def format_table(
 
 _LEGEND = """\
 How to read the tables:
-  steps/s         individual env steps per second (one step() of N envs counts N), mean ± std
-                  of the timed windows; a difference smaller than the std is noise.
+  steps/s         individual env steps per second (one step() of N envs counts N): the median
+                  timed window, ± the windows' std; a difference smaller than the std is noise.
   x gym-sync      steps/s divided by gym-sync's, measured in the same run on this machine.
   of ceiling      steps/s as a share of the ceiling's (min(CPUs, N) processes stepping their
-                  share of the envs with no coordination), window by window: the efficiency.
+                  share of the envs with no coordination): the efficiency. "?" and a reason
+                  instead when it is not a result (above the ceiling, or a disturbed ceiling).
+  checks          what is wrong with a row's numbers: "disturbed" when its fastest window was
+                  1.5x its slowest or more (vecenvs/bench/ratios.py defines every number).
   startup s       time to build the vector env and reset it once.
   procs           processes involved: this one plus the backend's workers.
   RSS MB          memory of those processes; memory they share is counted once per process,
