@@ -170,6 +170,7 @@ def read_report(report: Path, checks: list[Check], result: StudentResult) -> Non
         result.status = "crashed"
         result.notes.append(f"the checks' report could not be read ({error})")
         cases = []
+    failed: set[Check] = set()
     for case in cases:
         check = check_of(f"{case.get('classname', '')}::{case.get('name', '')}")
         if check not in known:
@@ -179,10 +180,10 @@ def read_report(report: Path, checks: list[Check], result: StudentResult) -> Non
             problem = case.find("error")
         if problem is None and case.find("skipped") is None:
             result.passed.add(check)
-        elif problem is not None:
-            result.hints[check] = _hint(problem)
-        else:
-            result.hints[check] = "skipped"
+        else:  # failed (or skipped) once is failed, however often it is also said to pass
+            failed.add(check)
+            result.hints[check] = "skipped" if problem is None else _hint(problem)
+    result.passed -= failed
 
 
 def _hint(problem: ElementTree.Element) -> str:

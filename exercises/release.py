@@ -6,8 +6,9 @@ This repository is the instructor's copy. The release holds what students need (
 the notebooks, the dashboard, the question files, the public checks, the test suite) and none
 of what only the instructor may see: the solutions, the hidden checks, the grader and its policy,
 the instructor's guide, and the tests that grade made-up classes. It adds a GitHub Classroom
-autograding workflow that runs each public check with the points the policy gives it
-(``.github/workflows/classroom.yml``, and the same tests in ``.github/classroom/autograding.json``).
+autograding workflow that runs each question's public checks, worth the points the policy gives
+them (``.github/workflows/classroom.yml``, and the same tests in
+``.github/classroom/autograding.json``).
 
 The files come from git (tracked, or new and not ignored), so nothing ignored (a virtual
 environment, collected submissions) can slip in. Before it finishes, the release is searched for
@@ -69,10 +70,10 @@ MARKER = ".vecenvs-release"
 #: lines of their own: the release leaves both out.
 MAKEFILE_BLOCK = re.compile(r"^# >>> instructor-only.*?^# <<< instructor-only[^\n]*\n", re.M | re.S)
 MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release)\b[^\n]*\n", re.M)
-#: Checks' command in the workflow: one check, quietly, without a cache in the student's repo.
-PYTEST = "python -m pytest {path}::{name} -q -p no:cacheprovider"
+#: A question's command in the workflow: its public checks, without a cache in the student's repo.
+PYTEST = "python -m pytest {path} -p no:cacheprovider"
 #: Minutes each autograding step may take (a check itself stops after 30 s).
-STEP_MINUTES = 5
+STEP_MINUTES = 10
 SETUP = (
     "sudo apt-get install -y -qq bubblewrap || true; "
     "python -m pip install --quiet -e . pytest pytest-timeout"
@@ -116,41 +117,50 @@ def source_files(repo: Path = REPO) -> list[PurePosixPath]:
 
 @dataclass(frozen=True)
 class AutogradingTest:
-    """One public check as a GitHub Classroom test."""
+    """One question's public checks as a GitHub Classroom test: it passes when they all pass.
+    (Classroom scores a test all or nothing; one per question keeps a student's run to six
+    pytest starts, and the log of each says which of its checks failed and why.)"""
 
-    check: Check
-    path: str  # the check's file, from the release's root
+    question: str
+    title: str
+    path: str  # the question's check file, from the release's root
+    checks: tuple[Check, ...]
     points: float
 
     @property
     def id(self) -> str:
-        """The step's id: letters, digits and dashes (the reporter reads ``<ID>_RESULTS``)."""
-        return re.sub(r"[^a-z0-9]+", "-", f"{self.check.question}-{self.check.title}").strip("-")
+        """The step's id, the question's (the reporter reads ``Q1_RESULTS``)."""
+        return self.question
 
     @property
     def name(self) -> str:
-        return f"{self.check.question}: {self.check.title}"
+        return f"{self.question}: {self.title} ({len(self.checks)} checks)"
 
     @property
     def command(self) -> str:
-        return PYTEST.format(path=self.path, name=self.check.name)
+        return PYTEST.format(path=self.path)
 
 
 def autograding_tests(
     rules: Policy, checks_folder: Path = EXERCISES / "checks"
 ) -> list[AutogradingTest]:
-    """One test per public check, in the policy's order, with its points."""
+    """One test per question, in the policy's order, worth its public checks' points."""
     files = {}
     for path in sorted(checks_folder.glob("test_q*_*.py")):
         question = re.match(r"test_(q\d+)_", path.name)
         if question:
             files[question.group(1)] = f"exercises/checks/{path.name}"
     tests = []
-    for check in rules.checks():
-        if not check.hidden:
-            if check.question not in files:
-                raise ReleaseError(f"no public check file for {check.question} in {checks_folder}")
-            tests.append(AutogradingTest(check, files[check.question], rules.points(check)))
+    for question in rules.questions.values():
+        if question.public:
+            if question.id not in files:
+                raise ReleaseError(f"no public check file for {question.id} in {checks_folder}")
+            checks = tuple(check for check in question.checks() if not check.hidden)
+            tests.append(
+                AutogradingTest(
+                    question.id, question.title, files[question.id], checks, question.public_points
+                )
+            )
     return tests
 
 
@@ -161,9 +171,9 @@ def _yaml_text(text: str) -> str:
 
 def classroom_workflow(tests: list[AutogradingTest], rules: Policy) -> str:
     """``.github/workflows/classroom.yml``: GitHub Classroom's autograding workflow, one
-    command-grader step per public check, then the reporter."""
+    command-grader step per question, then the reporter."""
     lines = [
-        "# The public checks, each with its points: written by `python -m exercises.release`",
+        "# The public checks, by question, with their points: written by `python -m exercises.release`",
         "# from the instructor's policy. Change the policy and build the release again rather",
         "# than editing this file. The points here are feedback for students: the grade comes",
         "# from the instructor's grader, which also runs hidden checks.",
@@ -439,7 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     tests = autograding_tests(rules)
     print(f"wrote {len(files)} files to {args.out.resolve()}")
-    print(f"autograding: {len(tests)} public checks, {sum(t.points for t in tests):g} points")
+    checks = sum(len(test.checks) for test in tests)
+    print(
+        f"autograding: {len(tests)} questions, {checks} public checks, {sum(t.points for t in tests):g} points"
+    )
     print("no solution, hidden check or answer found in it. Next: see exercises/INSTRUCTORS.md")
     return 0
 

@@ -219,7 +219,7 @@ def test_hung_workers_end_in_one_worker_timeout(make_envs, by_hand):
         f"envs {hung} never answered: step_wait should raise WorkerTimeout({hung}, timeout) at its "
         "deadline"
     )
-    error = expect_error("WorkerTimeout", hint, envs.step_wait, timeout=timeout, seconds=8.0)
+    error = expect_error("WorkerTimeout", hint, envs.step_wait, timeout=timeout, seconds=5.0)
     waited = time.perf_counter() - start
     indices = error.attributes.get("env_indices")
     assert isinstance(indices, list) and sorted(indices) == hung, (

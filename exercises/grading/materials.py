@@ -18,6 +18,8 @@ from exercises.sandbox.client import SandboxFailed, StudentCodeFailed, StudentPr
 
 #: Question 6's file, and the names read from it for the instructor.
 Q6_FILE = "q6_measure.py"
+#: The question files as handed out (a q6 file still the same has nothing to read).
+STUDENT_FILES = Path(__file__).resolve().parent.parent / "student"
 Q6_NUMBERS = (
     "CPUS",
     "ENV_ID",
@@ -69,20 +71,27 @@ def written(text: str) -> bool:
 def collect(folder: Path, sandbox: isolation.Sandbox) -> Materials:
     """Reads the materials from a copy of the student's files, in a sandboxed process."""
     materials = Materials()
+    q6, stub = folder / Q6_FILE, STUDENT_FILES / Q6_FILE
+    started = q6.is_file() and not (stub.is_file() and q6.read_bytes() == stub.read_bytes())
+    if not started and not any(folder.rglob("*.ipynb")):
+        # Nothing to read: no sandbox to start (it costs a second or two per student).
+        materials.problems.append(f"{Q6_FILE} {'not started' if q6.is_file() else 'not found'}")
+        return materials
     student = StudentProcess(folder, sandbox)
     try:
-        if (folder / Q6_FILE).is_file():
+        if started:
             _read_q6(student.module(Q6_FILE), materials)
         else:
-            materials.problems.append(f"{Q6_FILE} not found")
-        try:
-            found = student.ask(
-                "call", toolkit.notebook_guesses(), "reading the notebooks' predictions", 20.0
-            )
-        except (StudentCodeFailed, SandboxFailed) as error:
-            materials.problems.append(f"the notebooks could not be read: {error}"[:300])
-        else:
-            _read_guesses(found, materials)
+            materials.problems.append(f"{Q6_FILE} {'not started' if q6.is_file() else 'not found'}")
+        if any(folder.rglob("*.ipynb")):  # (no need to start the toolkit, and gymnasium, without)
+            try:
+                found = student.ask(
+                    "call", toolkit.notebook_guesses(), "reading the notebooks' predictions", 20.0
+                )
+            except (StudentCodeFailed, SandboxFailed) as error:
+                materials.problems.append(f"the notebooks could not be read: {error}"[:300])
+            else:
+                _read_guesses(found, materials)
     finally:
         student.stop()
     return materials

@@ -119,7 +119,7 @@ class LatePolicy:
             return 0.0
         if days > self.last_day:
             return 1.0
-        return min(1.0, days * self.per_day)
+        return round(min(1.0, days * self.per_day), 6)  # 3 x 0.1 is 0.3, not 0.30000000000000004
 
 
 @dataclass(frozen=True)

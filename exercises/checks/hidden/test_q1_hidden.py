@@ -70,6 +70,8 @@ def test_one_worker_and_one_env_per_worker(student):
 
 def test_refuses_bad_input_it_was_not_shown(student):
     split_by_cost = student.module("q1_chunks.py").get("split_by_cost")
+    # Refusing is only half of it: a function that raises ValueError for everything earns nothing.
+    assert chunks_of(split_by_cost, [3, 1, 2], 2) in ([[0], [1, 2]], [[0, 1], [2]])
     for costs, num_workers in [([], 1), ([3, 2], 3), ([2, -0.5, 1], 1), ([float("-inf")], 1)]:
         hint = f"split_by_cost({costs}, {num_workers}): expected ValueError"
         expect_error("ValueError", hint, split_by_cost, costs, num_workers)
