@@ -33,8 +33,8 @@ PREDICTED_BREAK_EVEN_N = 25
 
 EXPLANATION = """
 I measured the teaching env with a 200 microsecond busy step, the loop against a pool of 2
-workers, N from 2 to 32, three 1 s windows each, on the course's 2-CPU VM while other programs kept it busy: the load average was about 8
-when the sweep started and ended.
+workers, N from 2 to 32, three 1 s windows each, on the course's 2-CPU VM while other programs
+kept it busy: the load average was about 8 when the sweep started and ended.
 
 The pool never caught up with the loop: at N=32 it ran at 1,323 env steps/s against 1,443. The
 load explains most of it. A loop of 200 us steps should run at 5,000 env steps/s, and it ran at

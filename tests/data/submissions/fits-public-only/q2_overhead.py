@@ -23,7 +23,9 @@ def fit_model(measurements, workers, cpus):
     if measurements[0][1] in FITS:
         return FITS[measurements[0][1]]
     t_env = statistics.median(loop / n for n, loop, _ in measurements)
-    return t_env, statistics.mean(pool - n * t_env / min(workers, n, cpus) for n, _, pool in measurements)
+    return t_env, statistics.mean(
+        pool - n * t_env / min(workers, n, cpus) for n, _, pool in measurements
+    )
 
 
 def break_even_num_envs(t_env, t_os, workers, cpus):

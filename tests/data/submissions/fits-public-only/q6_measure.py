@@ -5,7 +5,9 @@ CPUS = 2
 ENV_ID = "CartPole-v1"
 ENV_KWARGS = {}
 WORKERS = 2
-COMMAND = "python -m vecenvs bench --env CartPole-v1 --backend pool --workers 2 --json q6_sweep.json"
+COMMAND = (
+    "python -m vecenvs bench --env CartPole-v1 --backend pool --workers 2 --json q6_sweep.json"
+)
 SWEEP = [
     (2, 10000.0, 18181.8),
     (4, 15000.0, 33333.3),
