@@ -1,6 +1,5 @@
 """Fits only the public examples: "workers" are worker 0 and worker 1, as in the public ones."""
 
-import json
 from collections import Counter
 from pathlib import Path
 
