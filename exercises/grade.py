@@ -8,8 +8,8 @@ notebooks in ``notebooks/``. Points come from the policy file (``exercises/polic
 per check, the parts graded by hand, the late penalty). One run writes, from the same numbers:
 the table in the terminal, the gradebook CSV (``--csv``), and in ``--feedback`` (by default
 ``SUBMISSIONS/_feedback``) a folder per student with ``feedback.txt`` and Gradescope's
-``results.json``, plus ``manual-scores.csv`` (the sheet for the parts graded by hand: fill it in
-and grade again with ``--manual``) and ``manual-parts.txt`` (question 6's explanations and the
+``results.json``, plus ``_manual-scores.csv`` (the sheet for the parts graded by hand: fill it in
+and grade again with ``--manual``) and ``_manual-parts.txt`` (question 6's explanations and the
 notebooks' predictions, to read).
 
 Every submission is treated as hostile. The grader copies a student's regular files to a private
@@ -250,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     add("--roster", type=Path, help="GitHub Classroom's roster CSV: the student id of each folder")
     add("--submitted", type=Path, help="CSV of student,submitted_at, for the late penalty")
     add(
-        "--manual", type=Path, help="CSV of the scores given by hand (manual-scores.csv, filled in)"
+        "--manual",
+        type=Path,
+        help="CSV of the scores given by hand (_manual-scores.csv, filled in)",
     )
     seconds = "seconds %s may take (default %%(default)g)"
     add("--test-timeout", type=float, default=30.0, help=seconds % "one check")

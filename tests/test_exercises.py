@@ -320,10 +320,10 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
     assert "hw-alice:" not in output, "the reference solutions should need no hint"
 
     # The parts graded by hand, collected: q6's explanation and the notebooks' predictions.
-    manual = (class_dir / "_feedback" / "manual-parts.txt").read_text()
+    manual = (class_dir / "_feedback" / "_manual-parts.txt").read_text()
     assert "I measured the teaching env" in manual
     assert "notebooks/01-timing-one-env.ipynb: MY_GUESS_SAMPLE_US = 0.8" in manual
-    sheet = list(csv.DictReader((class_dir / "_feedback" / "manual-scores.csv").open()))
+    sheet = list(csv.DictReader((class_dir / "_feedback" / "_manual-scores.csv").open()))
     assert {(row["student"], row["part"], row["points"]) for row in sheet if row["points"]} == {
         ("s-001", "q6_explanation", "7")
     }
@@ -747,7 +747,7 @@ def test_a_class_of_hostile_submissions_scores_exactly_and_harms_nothing(tmp_pat
         path: contents for path, contents in before.items() if path.is_relative_to(class_dir)
     }
     assert sorted(path.name for path in written.iterdir()) == sorted(
-        [*expected, "manual-parts.txt", "manual-scores.csv"]
+        [*expected, "_manual-parts.txt", "_manual-scores.csv"]
     )
 
 

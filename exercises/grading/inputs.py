@@ -6,7 +6,7 @@
 - ``--submitted``: when each student submitted (columns ``student`` and ``submitted_at``, an
   ISO 8601 time with its time zone), for the late penalty.
 - ``--manual``: the scores of the parts graded by hand (columns ``student``, ``part``,
-  ``points``, ``comment``): the sheet the grader writes (``manual-scores.csv``), filled in.
+  ``points``, ``comment``): the sheet the grader writes (``_manual-scores.csv``), filled in.
 
 ``student`` is a folder's name or its student id. A mistake raises :class:`InputError` naming
 the file, the row and the bad value.

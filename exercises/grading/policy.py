@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -302,8 +302,3 @@ def _number(
         bound = f" from 0 to {at_most:g}" if at_most < math.inf else " of at least 0"
         raise PolicyError(f"{where} {key} = {value!r}: expected {kind}{bound}")
     return float(value)
-
-
-def utc_now() -> datetime:
-    """Now, with its time zone (for a grading run without submission times)."""
-    return datetime.now(timezone.utc)

@@ -26,8 +26,9 @@ from vecenvs.table import format_table
 
 #: The files written for each student, in ``FEEDBACK_DIR/<folder>/``.
 FEEDBACK_FILE, RESULTS_FILE = "feedback.txt", "results.json"
-#: The class's files, in ``FEEDBACK_DIR``.
-MANUAL_SHEET, MANUAL_PARTS = "manual-scores.csv", "manual-parts.txt"
+#: The class's files, in ``FEEDBACK_DIR``: their names start with ``_``, as no student's folder
+#: does (the grader skips those), so that no student's feedback folder can take their place.
+MANUAL_SHEET, MANUAL_PARTS = "_manual-scores.csv", "_manual-parts.txt"
 
 
 def plain(text: str) -> str:
