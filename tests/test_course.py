@@ -122,6 +122,23 @@ def test_the_leak_search_finds_each_kind_of_leak(student_release, tmp_path, leak
     assert any(leak in found for found in release.find_leaks(copy)), release.find_leaks(copy)
 
 
+def test_make_grade_and_make_release_run_the_instructors_commands():
+    """``make grade`` and ``make release`` (dry runs: ``-o`` skips the install step)."""
+
+    def dry_run(*arguments: str) -> str:
+        return subprocess.run(
+            ["make", "-n", "-o", ".venv/.installed", *arguments],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    grade = dry_run("grade", "SUBMISSIONS=/srv/class", "GRADE_ARGS=--manual m.csv")
+    assert "-m exercises.grade /srv/class --csv /srv/class/scores.csv --manual m.csv" in grade
+    assert "-m exercises.release /srv/out" in dry_run("release", "OUT=/srv/out")
+
+
 def test_release_refuses_a_folder_it_could_damage(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     for out, why in [
