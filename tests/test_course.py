@@ -191,6 +191,8 @@ def test_classroom_workflow_run_in_a_fresh_release_gets_the_points_it_declares(
         "PYTHONPATH": str(workdir),
     }
 
+    failures = []
+
     def run(test: dict) -> bool:
         done = subprocess.run(
             test["run"],
@@ -202,14 +204,17 @@ def test_classroom_workflow_run_in_a_fresh_release_gets_the_points_it_declares(
             timeout=test["timeout"] * 60,
             check=False,
         )
+        if done.returncode:
+            failures.append(f"{test['name']}:\n{done.stdout[-1500:]}")
         return done.returncode == 0
 
     assert not run(tests[0]), "an untouched release should fail its first check"
+    failures.clear()
     for source in (EXERCISES / "solutions").iterdir():
         if source.suffix in (".py", ".json"):
             shutil.copy(source, workdir / "exercises" / "student" / source.name)
     earned = sum(test["points"] for test in tests if run(test))
-    assert earned == declared
+    assert earned == declared, "\n\n".join(failures)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -152,6 +152,7 @@ def grade(
     scratch = Path(tempfile.gettempdir(), f"grading-{marker or uuid.uuid4().hex}")
     scratch.mkdir(exist_ok=True)
     environment = {**os.environ, "GRADE_TEST_MARKER": marker, "TMPDIR": str(scratch)}
+    start = time.perf_counter()
     try:
         return subprocess.run(
             [sys.executable, "-m", "exercises.grade", str(submissions), *options],
@@ -162,8 +163,17 @@ def grade(
             text=True,
             timeout=timeout,
         )
+    except subprocess.TimeoutExpired as error:
+        # Say how far it got: the grader writes "grading <student> ..." as it goes.
+        progress = (
+            error.stderr.decode(errors="replace")
+            if isinstance(error.stderr, bytes)
+            else error.stderr
+        )
+        pytest.fail(f"the grading took more than {timeout:g} s; it had got to:\n{progress or ''}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        print(f"grading {submissions.name}: {time.perf_counter() - start:.0f} s")
 
 
 def gradebook(path: Path) -> dict[str, dict[str, str]]:
@@ -684,7 +694,7 @@ def test_a_class_of_hostile_submissions_scores_exactly_and_harms_nothing(tmp_pat
     before = tree_contents(class_dir, *checkout)
     try:
         done = grade(
-            class_dir, "--csv", str(scores), "--test-timeout", "20", marker=marker, timeout=400
+            class_dir, "--csv", str(scores), "--test-timeout", "20", marker=marker, timeout=550
         )
     finally:
         changed_in_checkout = restore(
