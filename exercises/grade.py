@@ -278,17 +278,6 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(
                 f"--{name.replace('_', '-')} {getattr(args, name)}: expected seconds above 0"
             )
-    try:
-        rules = policy.load(args.policy)
-        checks = collect_checks()
-        rules.check_against(checks)
-        names = [folder.name for folder in folders]
-        ids = inputs.read_roster(args.roster, names) if args.roster else {}
-        known = {name: name for name in names} | {ids[name]: name for name in ids}
-        submitted = inputs.read_submitted(args.submitted, known) if args.submitted else {}
-        manual = inputs.read_manual(args.manual, known, rules) if args.manual else {}
-    except (policy.PolicyError, inputs.InputError) as error:
-        parser.error(str(error))
     feedback_dir = (args.feedback or args.submissions / "_feedback").resolve()
     submissions = args.submissions.resolve()
     inside = feedback_dir.is_relative_to(submissions)
@@ -297,6 +286,18 @@ def main(argv: list[str] | None = None) -> int:
             f"--feedback {feedback_dir}: inside the submissions, it would mix with the students' "
             "folders; use a folder elsewhere, or one directly in SUBMISSIONS named _something"
         )
+    try:
+        rules = policy.load(args.policy)
+        names = [folder.name for folder in folders]
+        ids = inputs.read_roster(args.roster, names) if args.roster else {}
+        known = {name: name for name in names} | {ids[name]: name for name in ids}
+        submitted = inputs.read_submitted(args.submitted, known) if args.submitted else {}
+        manual = inputs.read_manual(args.manual, known, rules) if args.manual else {}
+        # Last, as it takes a few seconds: pytest lists the checks, which must match the policy.
+        checks = collect_checks()
+        rules.check_against(checks)
+    except (policy.PolicyError, inputs.InputError) as error:
+        parser.error(str(error))
     try:
         sandbox = isolation.choose(args.sandbox)
     except RuntimeError as error:
