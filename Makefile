@@ -7,6 +7,7 @@
 #   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
 #   make lab        open the notebook course in JupyterLab
 #   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
+#   make release    build the student release (no solutions): make release OUT=path/to/folder
 #   make clean      remove .venv and caches
 
 # The Python used to create the venv (must be 3.10+); override with `make PYTHON3=python3.12`.
@@ -18,7 +19,7 @@ STAMP   := $(VENV)/.installed
 # Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
 PYTEST_ARGS ?=
 
-.PHONY: dashboard lint test bench lab grade install clean
+.PHONY: dashboard lint test bench lab grade release install clean
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -55,10 +56,22 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ALLOW_ROOT) notebooks/01-timing-one-env.ipynb
 
-# Grade every student's folder under SUBMISSIONS (one subfolder per student); writes a CSV too.
+# >>> instructor-only: `python -m exercises.release` leaves these targets out of the student release.
+# Grade every student's folder under SUBMISSIONS (one subfolder per student), hidden checks
+# included: the table, the gradebook CSV, and per student SUBMISSIONS/_feedback/<student>/
+# feedback.txt and results.json (Gradescope). Points and policy: exercises/policy.toml.
+# GRADE_ARGS passes more options, e.g. GRADE_ARGS="--manual manual-scores.csv".
 SUBMISSIONS ?= submissions
+GRADE_ARGS ?=
 grade: $(STAMP)
-	$(PYTHON) -m exercises.grade $(SUBMISSIONS) --csv $(SUBMISSIONS)/scores.csv
+	$(PYTHON) -m exercises.grade $(SUBMISSIONS) --csv $(SUBMISSIONS)/scores.csv $(GRADE_ARGS)
+
+# Build the student release (no solutions, no hidden checks, no grader) into OUT, a folder to
+# push as the GitHub Classroom template repository: see exercises/INSTRUCTORS.md.
+OUT ?= student-release
+release: $(STAMP)
+	$(PYTHON) -m exercises.release $(OUT)
+# <<< instructor-only
 
 # Create .venv (if needed) and install the package; a no-op when already up to date.
 install: $(STAMP)
