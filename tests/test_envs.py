@@ -194,7 +194,9 @@ def test_costly_reports_the_thread_limits_of_its_process():
 
     env = gym.make("vecenvs/Costly-v0")
     limits = env.unwrapped.thread_limits()
-    assert limits["blas"] == max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+    assert limits["blas"] == max(
+        p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"
+    )
 
 
 def test_costly_rejects_bad_actions_and_step_before_reset():
