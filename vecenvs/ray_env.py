@@ -12,8 +12,9 @@ than one machine has. Env errors, dead and silent actors raise the same errors a
 Where the actors go: by default Ray's ``"SPREAD"`` scheduling strategy puts them on as many
 nodes of the cluster as it can, evenly (K=2 on two nodes: one each; ``tests/test_ray_cluster.py``
 checks it on a two-node cluster, and that losing a node is a WorkerDiedError naming the envs it
-held). Ray's own default packs actors onto the driver's node while it has room (an actor needs
-no CPU once made): both of K=2 landed there on that cluster. ``actor_options`` changes it
+held). Ray's own default fills a node while it is lightly used (an actor needs no CPU once
+made): on a two-node cluster it put both actors of K=2 on one node in one of our two tries, one
+on each in the other. ``actor_options`` changes it
 (``RayVecEnv``'s docstring has examples); :attr:`RayVecEnv.worker_nodes` says where each is.
 
 Starting Ray takes 5-15 s on a small machine (see :class:`RaySession` for who starts and stops
@@ -253,8 +254,8 @@ class RayVecEnv(ChunkedVecEnv):
         init_kwargs: extra ``ray.init`` arguments, over :meth:`RaySession.init_arguments`'s.
         actor_options: ``ActorClass.options(**actor_options)``, over the defaults: Ray's
             ``"SPREAD"`` scheduling strategy, which puts the actors on as many nodes as it
-            can, evenly (Ray's own ``"DEFAULT"`` put both actors of K=2 on the driver's node
-            of a two-node cluster). E.g. ``{"num_cpus": 1}`` to reserve a CPU per actor (no
+            can, evenly (Ray's own ``"DEFAULT"`` fills a node while it is lightly used: on a
+            two-node cluster it put both actors of K=2 on one node in one of our two tries). E.g. ``{"num_cpus": 1}`` to reserve a CPU per actor (no
             node gets more actors than CPUs); ``{"resources": {"envs": 1}, "num_cpus": 0}``
             for only the nodes started with that custom resource
             (``ray start --resources='{"envs": 8}'``; an actor given a custom resource also
