@@ -5,8 +5,9 @@ node and a second node, each a raylet with its own CPU and resources, which is w
 ``ray start --head`` and ``ray start --address`` start on two machines. The driver (this
 process) joins it through ``RayVecEnv(address=...)``, as a script joins a real cluster.
 
-It takes as long as Ray takes to start two nodes: 15-20 s on a quiet 2-core VM, about a minute
-under a load of 7 (see the README's Ray section for the numbers).
+It takes as long as Ray takes to start two nodes: on our 2-core VM, 38 s in all, 19 s of it
+starting the nodes (measured with its processes given a larger CPU share on a machine at load
+17-24: see the README's Ray section, and :func:`node_arguments` for what a loaded machine does).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from ray.cluster_utils import Cluster
 
 from vecenvs.ray_env import RayVecEnv
 
-pytestmark = pytest.mark.timeout(400)  # two Ray nodes start in 15-60 s here, depending on load
+# A failed try to start the nodes took 45-60 s here: three of them and the test fit in 400 s.
+pytestmark = pytest.mark.timeout(400)
 
 #: The ports a raylet otherwise waits for its agents to pick and write into files.
 AGENT_PORTS = (
