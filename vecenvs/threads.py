@@ -5,8 +5,8 @@ builds), torch's CPU ops on its own thread pool, and both start one thread per C
 default. That is right for one process on an idle machine. In a vector env it is not: K worker
 processes each start a thread per CPU, so an env that does a small matrix product per step has
 K x CPUs threads fighting over the CPUs, and OpenBLAS's idle threads keep spinning between
-products. Users of Stable-Baselines3, Ray and PyTorch report it as their most common slowdown;
-Sample Factory's workers have ``force_envs_single_thread`` for it.
+products: a slowdown often reported by users of Stable-Baselines3, Ray and PyTorch. Sample
+Factory's workers have ``force_envs_single_thread`` for it.
 
 So every worker of :class:`~vecenvs.pool.PoolVecEnv`, :class:`~vecenvs.async_pool.AsyncPoolVecEnv`,
 :class:`~vecenvs.subproc.SubprocVecEnv` and :class:`~vecenvs.ray_env.RayVecEnv` sets its
