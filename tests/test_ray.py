@@ -167,6 +167,17 @@ def test_make_vec_builds_it():
     assert ray.is_initialized()  # not ours to shut down: the fixture started it
 
 
+@pytest.mark.usefixtures("ray_session", "no_leftover_processes")
+def test_each_actor_sets_its_envs_threads():
+    env_fns = env_fns_for("vecenvs/Costly-v0", 2, step_seconds=0)
+    for kwargs, expected in (({}, 1), ({"worker_threads": 2}, 2)):  # (each actor: ~3 s here)
+        with ray_backend(env_fns, **kwargs) as envs:
+            envs.reset(seed=0)
+            assert [limits["blas"] for limits in envs.call("thread_limits")] == [expected] * 2
+    with pytest.raises(ValueError, match="worker_threads is 0"):
+        RayVecEnv(env_fns, worker_threads=0)
+
+
 # ------------------------------------------------------------------------------------------------
 # Failures: an env's exception, a dead actor, a hung env
 # ------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import gymnasium as gym
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.cpus import available_cpus
+from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 from vecenvs.workers import InProcessWorker, ProcessWorker, process_context
 
 __all__ = [
@@ -60,6 +61,9 @@ class PoolVecEnv(ChunkedVecEnv):
         spin_seconds: spin this long for an answer (or a command) before sleeping. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
             else 0 (the CPU is needed by the process we would wait for).
+        worker_threads: the BLAS, OpenMP and torch threads each worker process may use
+            (default 1); None leaves them alone. The caller's own chunk is not limited: it
+            runs in your process (see :mod:`vecenvs.threads`).
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
             ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.
 
@@ -83,9 +87,11 @@ class PoolVecEnv(ChunkedVecEnv):
         shared_memory: bool = True,
         start_method: str | None = None,
         spin_seconds: float | None = None,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
+        self.worker_threads = check_worker_threads(worker_threads)
         num_workers = check_num_workers(num_workers, len(env_fns))
         processes = num_workers if not step_in_caller else num_workers - 1
         if spin_seconds is None:
@@ -100,7 +106,7 @@ class PoolVecEnv(ChunkedVecEnv):
         options = (self.autoreset_mode, self.observation_mode)
         for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
-                fns = [env_fns[i] for i in rows]
+                fns = cap_env_fns([env_fns[i] for i in rows], self.worker_threads)
                 self.workers.append(
                     ProcessWorker(index, rows, fns, self.context, *options, self.spin_seconds)
                 )

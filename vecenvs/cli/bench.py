@@ -69,6 +69,14 @@ __all__ = ["add_parser", "format_table"]
 DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm", bench.CEILING)
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
+#: The backends whose worker processes take ``worker_threads`` (see vecenvs.threads): ours
+#: that start processes, and the ceiling.
+THREADED_BACKENDS = frozenset(
+    [
+        *(n for n, i in BACKEND_INFO.items() if i.family == "ours" and i.processes != "none"),
+        bench.CEILING,
+    ]
+)
 #: The presets' costliest env, left out of them when MuJoCo is not installed.
 HUMANOID = "HumanoidStandup-v5"
 
@@ -149,6 +157,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "repeat to measure the pool with each K",
     )
     add(
+        "--worker-threads",
+        action="append",
+        type=worker_threads,
+        metavar="T",
+        help="BLAS/OpenMP/torch threads per worker process of subproc, pool, pool-async, ray "
+        "and the ceiling (default 1; 'none' leaves them alone); repeat to measure each, side "
+        "by side (e.g. --worker-threads 1 --worker-threads none)",
+    )
+    add(
         "--start-method",
         choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
@@ -185,6 +202,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def worker_threads(text: str) -> int | None:
+    """argparse type of ``--worker-threads``: a whole number >= 1, or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number >= 1, or 'none' to leave the threads alone; got {text!r}"
+        ) from None
+
+
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         config = _sweep_config(args)
@@ -196,6 +225,11 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         say(
             f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
             "being measured"
+        )
+    if args.worker_threads and not THREADED_BACKENDS & {b.name for b in config.backend_specs()}:
+        say(
+            f"{parser.prog}: note: --worker-threads only applies to "
+            f"{', '.join(sorted(THREADED_BACKENDS))}, none of which is being measured"
         )
 
     points = config.points()
@@ -265,10 +299,14 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         keyword = "start_method" if name == bench.CEILING else BACKEND_INFO[name].start_method_kwarg
         if args.start_method is not None and keyword is not None:
             own[keyword] = args.start_method
-        if (name in WORKER_BACKENDS or name == "envpool") and workers:  # envpool: its C++ threads
-            backends.extend(Backend(name, {"num_workers": k, **own}) for k in workers)
-        else:
-            backends.append(Backend(name, own))
+        variants = [own]
+        if args.worker_threads and name in THREADED_BACKENDS:
+            variants = [{**own, "worker_threads": t} for t in unique(args.worker_threads)]
+        for kwargs in variants:
+            if (name in WORKER_BACKENDS or name == "envpool") and workers:  # envpool: C++ threads
+                backends.extend(Backend(name, {"num_workers": k, **kwargs}) for k in workers)
+            else:
+                backends.append(Backend(name, kwargs))
 
     timing = {}  # given, else --quick's, else the preset's, else BenchConfig's
     for name in ("warmup_seconds", "measure_seconds", "repeats"):
