@@ -848,6 +848,7 @@ def test_cli_profiles_a_real_run(attach, tmp_path):
     )
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_cli_ctrl_c_exits_130_and_stops_everything(attach, tmp_path):
     marker = "918273"  # an unusual seed, to find the profiled processes by their command line
     command = subprocess.Popen(
