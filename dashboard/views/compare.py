@@ -112,6 +112,8 @@ def form() -> None:
             "same run. The ceiling is not a backend: it is the machine's limit, measured "
             "the same way, and every row's efficiency is its share of it.",
         )
+        if (missing := common.missing_peers()) is not None:
+            middle.caption(missing)
         values["workers"] = middle.multiselect(
             "Pool workers K",
             [AUTO, *range(1, max(8, cpus) + 1)],
