@@ -284,6 +284,25 @@ def test_a_profile_shows_its_breakdown_flame_graph_and_downloads(queue):
     assert "root:" not in json.dumps([element.proto.__str__() for element in at.get("html")])
 
 
+def test_a_profile_py_spy_may_not_attach_to_fails_saying_what_to_do(queue, tmp_path, monkeypatch):
+    # As a user under Ubuntu's ptrace_scope 1 (or Docker without SYS_PTRACE): py-spy's refusal,
+    # from a py-spy that prints its real words. The runner the page starts inherits the variable.
+    from test_profile import PY_SPY_PERMISSION_MESSAGES, fake_py_spy
+
+    refusing = fake_py_spy(tmp_path, PY_SPY_PERMISSION_MESSAGES["user"])
+    monkeypatch.setenv("VECENVS_PY_SPY", str(refusing))
+    at = app("profile")
+    widget(at.select_slider, "Number of envs N").set_value(2)
+    widget(at.slider, "Seconds of sampling").set_value(1)
+    press(at, "Profile")
+    assert rerun_until_finished(at).endswith("failed")
+    said = " ".join(shown(box.value) for box in at.error)
+    assert "py-spy is not allowed to read" in said and "ptrace_scope" in said, said
+    assert "Traceback" not in said and not charts(at)
+    # The rest of the page still works: the form is there for the next try.
+    assert any(button.label == "Profile" for button in at.button)
+
+
 # --- History ------------------------------------------------------------------------------
 
 
