@@ -29,6 +29,7 @@ from vecenvs.bench import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.machine import machine_load
 from vecenvs.cpus import available_cpus
+from vecenvs.factory import BACKENDS, available_backends
 from vecenvs.lab import LabQueue
 
 #: How often a page showing an unfinished job reads the store again, in seconds: each redraw
@@ -148,6 +149,18 @@ def parse_step_times(text: str) -> list[float]:
 def env_choices() -> list[str]:
     mujoco = MUJOCO_ENVS if importlib.util.find_spec("mujoco") is not None else []
     return [*CLASSIC_ENVS, *mujoco, TEACHING_ENV]
+
+
+def missing_peers() -> str | None:
+    """One line naming the backends whose libraries are not installed and how to add them
+    (`make peers`), or None when every one is installed."""
+    missing = [name for name in BACKENDS if name not in available_backends()]
+    if not missing:
+        return None
+    return (
+        f"Not installed here: {', '.join(missing)}. `make peers` adds them (Stable-Baselines3 "
+        "with torch, Ray and EnvPool); restart the dashboard afterwards."
+    )
 
 
 def teaching_knobs(

@@ -9,6 +9,7 @@ server in Chromium.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -35,7 +36,7 @@ from vecenvs.bench.ratios import relate_point
 from vecenvs.bench.snippets import history_code, machine_code, profile_code, sweep_code
 from vecenvs.cpus import available_cpus
 from vecenvs.lab import LabQueue
-from vecenvs.profile import ProfileConfig
+from vecenvs.profile import ProfileConfig, check_attach
 
 pytest.importorskip("streamlit")
 from streamlit import config as streamlit_config
@@ -313,6 +314,25 @@ def test_a_profile_shows_its_breakdown_flame_graph_and_downloads(queue):
     assert "root:" not in json.dumps(charts(at))
 
 
+def test_a_profile_py_spy_may_not_attach_to_fails_saying_what_to_do(queue, tmp_path, monkeypatch):
+    # As a user under Ubuntu's ptrace_scope 1 (or Docker without SYS_PTRACE): py-spy's refusal,
+    # from a py-spy that prints its real words. The runner the page starts inherits the variable.
+    from test_profile import PY_SPY_PERMISSION_MESSAGES, fake_py_spy
+
+    refusing = fake_py_spy(tmp_path, PY_SPY_PERMISSION_MESSAGES["user"])
+    monkeypatch.setenv("VECENVS_PY_SPY", str(refusing))
+    at = app("profile")
+    widget(at.select_slider, "Number of envs N").set_value(2)
+    widget(at.slider, "Seconds of sampling").set_value(1)
+    press(at, "Profile")
+    assert rerun_until_finished(at).endswith("failed")
+    said = " ".join(shown(box.value) for box in at.error)
+    assert "py-spy is not allowed to read" in said and "ptrace_scope" in said, said
+    assert "Traceback" not in said and not charts(at)
+    # The rest of the page still works: the form is there for the next try.
+    assert any(button.label == "Profile" for button in at.button)
+
+
 # --- History ------------------------------------------------------------------------------
 
 
@@ -380,13 +400,44 @@ def test_machine_page_shows_cpus_versions_backends_and_py_spy():
     metrics = {metric.label: metric.value for metric in at.metric}
     assert int(metrics["CPUs this process may use"]) >= 1
     assert metrics["Memory"].endswith("GiB")
-    assert any("can attach" in success.value for success in at.success), [
-        e.value for e in at.error
-    ]  # we run as root here; elsewhere the error says what to do
+    if check_attach().ok:  # as root; as a user where the kernel lets one trace one's own
+        assert any("can attach" in success.value for success in at.success), [
+            e.value for e in at.error
+        ]
+    else:  # Ubuntu's ptrace_scope 1 for a user, Docker without SYS_PTRACE, macOS without sudo
+        assert any("What to do" in error.value for error in at.error), [e.value for e in at.error]
     backends = at.dataframe[0].value
     assert {"pool", "ceiling"} <= set(backends["backend"].tolist())
     packages = at.dataframe[1].value
     assert "gymnasium" in packages["package"].tolist()
+
+
+def test_without_the_peers_the_pages_name_them_and_say_make_peers_adds_them(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    peers = {"stable_baselines3", "envpool", "ray"}
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name in peers else real_find_spec(name, *args),
+    )
+    machine = app("machine")
+    (note,) = [c.value for c in machine.caption if "make peers" in c.value]
+    assert all(name in note for name in ("sb3-dummy", "sb3-subproc", "envpool", "ray")), note
+    compare = app("compare")
+    assert any("make peers" in c.value for c in compare.caption)
+    assert not any(
+        option.startswith(("sb3", "envpool", "ray"))
+        for option in widget(compare.multiselect, "Backends").options
+    )
+    train = app("train")
+    assert any("make peers" in e.value for e in train.error), [e.value for e in train.error]
+
+
+def test_with_every_peer_installed_no_page_asks_for_them():
+    if any(importlib.util.find_spec(name) is None for name in ("stable_baselines3", "ray")):
+        pytest.skip("the peers are not installed here (make peers)")
+    for page in ("machine", "compare"):
+        assert not any("make peers" in c.value for c in app(page).caption), page
 
 
 # --- The code beside the charts -----------------------------------------------------------
@@ -403,7 +454,7 @@ def test_the_code_snippets_run_and_give_what_the_page_shows(tmp_path, monkeypatc
     assert "Throughput against the number of envs" in printed
     assert "Overhead model on" in printed
     exec(compile(machine_code(), "<machine snippet>", "exec"), {})
-    assert "can attach" in capsys.readouterr().out
+    assert check_attach().message.splitlines()[0] in capsys.readouterr().out
     store = ResultsStore(tmp_path / "r.sqlite")
     queue = LabQueue(store)
     run = queue.wait(queue.submit_sweep(SweepConfig.from_dict(settings)), 60).run_id

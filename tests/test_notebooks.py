@@ -127,7 +127,7 @@ def test_make_lab_opens_the_course_with_the_repository_as_root():
     """As root (py-spy needs it) Jupyter refuses to start without --allow-root; given a folder
     it makes that folder its root, so exercises/ would be out of reach."""
     dry_run = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", "lab"],
+        ["make", "-n", "-o", ".venv/.installed-lab", "lab"],
         cwd=REPO,
         capture_output=True,
         text=True,

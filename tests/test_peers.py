@@ -110,6 +110,7 @@ def test_a_missing_library_gives_its_install_command(monkeypatch, missing, backe
         with pytest.raises(ValueError) as info:
             check_backend_available(backend)
         assert f"pip install 'vecenvs[{extra}]'" in str(info.value)
+        assert "make peers" in str(info.value)  # the one step a checkout takes
         assert repr(backend) in str(info.value) and missing in str(info.value)
         with pytest.raises(ValueError, match=rf"pip install 'vecenvs\[{extra}\]'"):
             vecenvs.make_vec("CartPole-v1", 2, backend=backend)

@@ -103,7 +103,7 @@ def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster():
 
 def test_without_ray_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
-    with pytest.raises(ImportError, match=r"pip install 'vecenvs\[ray\]'"):
+    with pytest.raises(ImportError, match=r"make peers \(or pip install 'vecenvs\[ray\]'"):
         import_ray()
     with pytest.raises(ImportError, match=r"pip install 'vecenvs\[ray\]'"):
         RayVecEnv(env_fns_for("CartPole-v1", 2))

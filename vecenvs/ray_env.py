@@ -61,8 +61,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as error:
         raise ImportError(
-            "RayVecEnv needs Ray, which is not installed: pip install 'vecenvs[ray]' "
-            "(or pip install ray)"
+            "RayVecEnv needs Ray, which is not installed: make peers (or pip install "
+            "'vecenvs[ray]', or pip install ray)"
         ) from error
     return ray
 

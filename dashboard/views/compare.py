@@ -198,6 +198,8 @@ def form(job: Job | None) -> int | None:
             "same run. The ceiling is not a backend: it is the machine's limit, measured "
             "the same way, and every row's efficiency is its share of it.",
         )
+        if (missing := common.missing_peers()) is not None:
+            middle.caption(missing)
         choices = worker_choices(cpus)
         values["workers"] = middle.multiselect(
             "Pool workers K",

@@ -48,6 +48,8 @@ common.table(
     {"backend": name, "installed": "yes" if name in installed else "no", "shown as": describe(name)}
     for name in [*BACKENDS, CEILING]
 )
+if (missing := common.missing_peers()) is not None:
+    st.caption(missing)
 
 st.subheader("Package versions")
 common.table(
