@@ -19,6 +19,9 @@ from fake_machine import Machine, environment, in_container, quota_group, quota_
 
 import vecenvs.cli.bench
 import vecenvs.pool
+from vecenvs.autotune import candidates
+from vecenvs.bench import BenchConfig
+from vecenvs.bench.engine import validate_config
 from vecenvs.bench.machine import format_machine, machine_info
 from vecenvs.cli import build_parser
 from vecenvs.pool import check_num_workers, workers_for
@@ -71,6 +74,21 @@ def test_workers_for_refuses_what_is_not_a_count(bad):
         workers_for(bad)
     with pytest.raises((TypeError, ValueError), match="per_cpu is"):
         workers_for(8, per_cpu=bad)
+
+
+@pytest.mark.parametrize("cpus", CPU_COUNTS)
+def test_autotunes_candidates_fit_any_machine_and_any_n(cpus):
+    """Each candidate is a configuration the engine accepts (K and batches at most N), the pool
+    never has more workers than CPUs, and the first pool is one worker per CPU, capped at N."""
+    for num_envs in (1, 2, 3, 4, 8, 128, 1024):
+        found = candidates(num_envs, cpus=cpus)
+        labels = [candidate.label for candidate in found]
+        assert labels[0] == "multi" and len(set(labels)) == len(labels), labels
+        for candidate in found:
+            validate_config(BenchConfig("CartPole-v1", num_envs, candidate.name, candidate.kwargs))
+            assert candidate.kwargs.get("num_workers", 1) <= min(cpus, num_envs), candidate.label
+        pools = [c.kwargs["num_workers"] for c in found if c.name == "pool"]
+        assert pools[:1] == ([workers_for(num_envs, cpus=cpus).count] if pools else [])
 
 
 # ------------------------------------------------------------------------------------------------
