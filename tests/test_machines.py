@@ -181,13 +181,13 @@ def test_machine_info_stores_where_the_count_came_from_and_old_runs_still_read()
     assert format_machine(old) == "Old CPU: 8 logical CPUs (4 usable here, 4 physical cores)"
 
 
-def test_bench_prints_where_its_cpu_count_came_from():
+def test_bench_prints_where_its_cpu_count_came_from_and_when_n_capped_k():
     code = """
         import sys
         from vecenvs.cli import main
 
-        sys.exit(main(["bench", "--env", "CartPole-v1", "--num-envs", "2", "--backend", "multi",
-                       "--seconds", "0.02", "--warmup", "0", "--repeats", "1"]))
+        sys.exit(main(["bench", "--env", "CartPole-v1", "--num-envs", "2", "--backend", "pool",
+                       "--seconds", "0.02", "--warmup", "0", "--repeats", "1", "--no-store"]))
     """
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
@@ -198,6 +198,11 @@ def test_bench_prints_where_its_cpu_count_came_from():
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("CPUs: 64 CPUs: all of the host's"), done.stderr
+    note = (
+        "note: pool, not told K: K=2 at N=2, not 64 (one per CPU of 64): each worker needs at "
+        "least one env."
+    )
+    assert note in done.stdout, done.stdout
 
 
 # ------------------------------------------------------------------------------------------------

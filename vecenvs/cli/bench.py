@@ -61,6 +61,7 @@ from vecenvs.cli.common import (
 )
 from vecenvs.cpus import available_cpus, cpu_count
 from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
+from vecenvs.pool import workers_for
 from vecenvs.table import format_table as format_columns
 
 __all__ = ["add_parser", "format_table"]
@@ -442,6 +443,16 @@ def format_table(
             f"N={first.num_envs} means {first.num_envs} processes sharing {cpus} CPUs "
             "(see the startup and memory columns)."
         )
+    # The pools (and the ceiling) not told K take one worker per CPU, but never more than N.
+    capped = [
+        r.config.backend
+        for r in results
+        if (r.config.backend in WORKER_BACKENDS or r.config.backend == bench.CEILING)
+        and "num_workers" not in r.config.backend_kwargs
+    ]
+    workers = workers_for(first.num_envs, cpus=cpus)
+    if capped and workers.capped:
+        lines.append(f"note: {', '.join(capped)}, not told K: {workers}.")
     return "\n".join(lines)
 
 
