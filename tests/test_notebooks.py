@@ -777,10 +777,14 @@ def _prediction(match: re.Match, line: str) -> None:
     )
     if min(abs(abs(error) - 10), abs(abs(error) - 25)) > 0.5:
         assert match.group(5) == words, f"{error}% off reads '{words}': {line}"
-    label = match.group(1)
-    fitted = [other for other in PRINTED if other.startswith(f"→ {label}: the model fits ")]
-    assert fitted and f"the model fits {match.group(6)} " in fitted[0], (
-        f"the fit's word does not match the fit printed before: {line} / {fitted}"
+    label, word = match.group(1), match.group(6)
+    judged = (
+        f"→ {label}: too few points to judge the model"
+        if word == "too few points"
+        else f"→ {label}: the model fits {word} "
+    )
+    assert any(other.startswith(judged) for other in PRINTED), (
+        f"the fit's word does not match the fit printed before: {line} / {PRINTED}"
     )
 
 
@@ -1004,7 +1008,7 @@ CHECKS: dict[str, list[Check]] = {
         ),
         Check(
             rf"→ (.+?) at N=\d+: predicted {N}x, measured {N}x \(([+-]\d+)% off\): "
-            r"(within 10%|within 25%|off by more than 25%); the fit was (good|rough|poor)",
+            r"(within 10%|within 25%|off by more than 25%); the fit: (good|rough|poor|too few points)",
             _prediction,
         ),
     ],
@@ -1141,3 +1145,20 @@ def test_the_checks_catch_words_that_contradict_their_numbers(stem, honest, cont
     read_back(stem, honest, [*printed, honest])
     with pytest.raises((AssertionError, pytest.fail.Exception)):
         read_back(stem, contradicting, [*printed, contradicting])
+
+
+def test_a_prediction_names_the_judgement_of_the_fit_printed_before_it():
+    """Notebook 6 at two values of N: the model has too few points to be judged, and the test of
+    its prediction says so, not a word the fit never got."""
+    judged = (
+        "→ pool (num_workers=2): too few points to judge the model (2 point(s) for 2 numbers: "
+        "t_env per env and t_os); its curve is not drawn. Measure at more N to test it."
+    )
+    line = (
+        "→ pool (num_workers=2) at N=8: predicted 1.14x, measured 0.82x (+39% off): off by more "
+        "than 25%; the fit: too few points"
+    )
+    read_back("06-overhead-model", line, [judged, line])
+    good = line.replace("too few points", "good")
+    with pytest.raises(AssertionError, match="does not match the fit printed before"):
+        read_back("06-overhead-model", good, [judged, good])
