@@ -999,7 +999,8 @@ CHECKS: dict[str, list[Check]] = {
     ],
     "06-overhead-model": [
         Check(
-            r"→ .+?: the model fits (?:good|rough|poor) ", lambda m, line: None
+            r"→ .+?: (?:the model fits (?:good|rough|poor) |too few points to judge the model)",
+            lambda m, line: None,
         ),  # read by GENERIC
         Check(
             rf"→ subproc: median error {N}% with a constant overhead, {N}% with one growing with N "
