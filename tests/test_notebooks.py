@@ -724,6 +724,13 @@ def _within_range(match: re.Match, line: str) -> None:
     assert low - 0.005 <= middle <= high + 0.005, f"a median outside its range: {line}"
 
 
+def _spinning(match: re.Match, line: str) -> None:
+    """Slower below 0.9x, faster above 1.1x, else no clear difference."""
+    spin = number(match.group(1))
+    agree(spin, "<", 0.9, "made it slower" in line, tolerance=0.005, what=line)
+    agree(spin, ">", 1.1, "made it faster" in line, tolerance=0.005, what=line)
+
+
 def _oversubscribed(match: re.Match, line: str) -> None:
     _times(match, 3, 4, 5, line)
     agree(
@@ -962,24 +969,7 @@ CHECKS: dict[str, list[Check]] = {
         ),
         Check(
             rf"→ made to spin, K=\d+ ran at {N}x itself not spinning \({N}x gym-sync\)",
-            lambda m, line: (
-                agree(
-                    number(m.group(1)),
-                    "<",
-                    0.9,
-                    "made it slower" in line,
-                    tolerance=0.005,
-                    what=line,
-                ),
-                agree(
-                    number(m.group(1)),
-                    ">",
-                    1.1,
-                    "made it faster" in line,
-                    tolerance=0.005,
-                    what=line,
-                ),
-            ),
+            _spinning,
             unless="oversubscription skipped",
         ),
     ],
