@@ -34,7 +34,7 @@ from vecenvs.bench import (
 )
 from vecenvs.bench.ratios import relate_point
 from vecenvs.bench.snippets import history_code, machine_code, profile_code, sweep_code
-from vecenvs.cpus import available_cpus
+from vecenvs.cpus import available_cpus, cpu_count
 from vecenvs.lab import LabQueue
 from vecenvs.profile import ProfileConfig, check_attach
 
@@ -398,7 +398,8 @@ def test_history_overlays_runs_filters_them_and_exports_csv(queue):
 def test_machine_page_shows_cpus_versions_backends_and_py_spy():
     at = app("machine")
     metrics = {metric.label: metric.value for metric in at.metric}
-    assert int(metrics["CPUs this process may use"]) >= 1
+    assert int(metrics["CPUs this process may use"]) == available_cpus()
+    assert f"CPUs this process may use: {cpu_count()}" in [shown(c.value) for c in at.caption]
     assert metrics["Memory"].endswith("GiB")
     if check_attach().ok:  # as root; as a user where the kernel lets one trace one's own
         assert any("can attach" in success.value for success in at.success), [
@@ -793,7 +794,7 @@ def test_autotune_refuses_a_step_time_that_is_not_a_number(queue):
 
 def test_training_gives_torch_one_thread_on_a_small_machine():
     at = app("train")
-    expected = 1 if available_cpus() <= 4 else "default"
+    expected = 1 if available_cpus() <= 4 else "default"  # the CPUs we may use, not the host's
     assert widget(at.radio, "Threads for torch").value == expected
 
 

@@ -23,6 +23,7 @@ from conftest import assert_same
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import vecenvs
+from vecenvs.cpus import available_cpus
 from vecenvs.envs.faulty import faulty_env_fns
 from vecenvs.errors import (
     ClosedEnvironmentError,
@@ -93,7 +94,7 @@ def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster():
     local = RaySession.init_arguments(None, None)
     assert local["include_dashboard"] is False and local["log_to_driver"] is False
     assert (
-        local["num_cpus"] == len(os.sched_getaffinity(0))
+        local["num_cpus"] == available_cpus()  # the affinity mask and a container's quota
         and local["logging_level"] == logging.WARNING
     )
     cluster = RaySession.init_arguments("ray://head:10001", {"log_to_driver": True})

@@ -28,6 +28,9 @@ with common.beside_code(machine_code()):
     third.metric("Physical cores", info["physical_cores"] or "?")
     fourth.metric("Memory", f"{info['memory_bytes'] / 2**30:.1f} GiB")
     plain = common.plain
+    # Where the first number comes from: the host, an affinity mask or a container's CPU quota
+    # (vecenvs.cpus); pools, the ceiling, autotune and the model all use that count.
+    st.caption(f"CPUs this process may use: {plain(info['cpus_from'])}")
     st.markdown(
         f"**CPU:** {plain(info['cpu_model'])}  \n**OS:** {plain(info['os'])}  \n"
         f"**Python:** {plain(info['python'])} "
