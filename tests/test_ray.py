@@ -90,9 +90,12 @@ def test_a_ray_we_started_is_shut_down_when_the_last_env_closes():
     ]
 
 
-def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster():
+def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     local = RaySession.init_arguments(None, None)
     assert local["include_dashboard"] is False and local["log_to_driver"] is False
+    # Our own Ray, even where another program runs one on this machine (ray.init would join it).
+    assert local["address"] == "local"
     assert (
         local["num_cpus"] == available_cpus()  # the affinity mask and a container's quota
         and local["logging_level"] == logging.WARNING
@@ -100,6 +103,9 @@ def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster():
     cluster = RaySession.init_arguments("ray://head:10001", {"log_to_driver": True})
     assert cluster["address"] == "ray://head:10001" and cluster["log_to_driver"] is True
     assert "num_cpus" not in cluster  # a cluster knows its own CPUs; ray.init refuses num_cpus then
+    monkeypatch.setenv("RAY_ADDRESS", "head:6379")  # ray.init reads it: join that cluster
+    joined = RaySession.init_arguments(None, None)
+    assert "address" not in joined and "num_cpus" not in joined
 
 
 def test_without_ray_the_error_says_what_to_install(monkeypatch):

@@ -150,8 +150,11 @@ class RaySession:
     def init_arguments(address: str | None, init_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """What ``ray.init`` is given: a small, quiet local Ray, or the cluster at ``address``.
 
-        - ``num_cpus``: the CPUs this process may use (Ray would count every CPU of the machine,
-          ignoring taskset and container limits); not with an address: a cluster knows its own.
+        - ``address="local"`` and ``num_cpus``, the CPUs this process may use (Ray would count
+          every CPU of the machine, ignoring taskset and container limits): a Ray of our own.
+          Without ``"local"``, ``ray.init()`` joins any Ray another program started on this
+          machine, and then refuses ``num_cpus``. With an address (ours, or ``RAY_ADDRESS`` set
+          in the environment, which ``ray.init`` reads), no ``num_cpus``: a cluster knows its own.
         - ``include_dashboard=False``: Ray's dashboard is a web server and several processes.
         - ``log_to_driver=False``: what the actors print goes to Ray's log files
           (``/tmp/ray/session_latest/logs``), not into your output. Env errors come back as
@@ -165,9 +168,9 @@ class RaySession:
             "log_to_driver": False,
             "logging_level": logging.WARNING,
         }
-        if address is None:
-            arguments["num_cpus"] = available_cpus()
-        else:
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            arguments.update(address="local", num_cpus=available_cpus())
+        elif address is not None:
             arguments["address"] = address
         arguments.update(init_kwargs or {})
         return arguments
