@@ -35,10 +35,11 @@ def main() -> None:
             for index, (name, title, icon, _) in enumerate(common.PAGES)
         ]
     )
-    with st.sidebar:
-        common.queue_status()
     st.title(pages.title)  # the page's title, as named in the navigation
     pages.run()
+    # After the page: a job its form just queued is in the queue the sidebar shows.
+    with st.sidebar:
+        common.queue_status()
 
 
 # Streamlit runs this file as __main__. A process spawned from a program whose main module this

@@ -22,13 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import psutil
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from vecenvs.bench import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.jobs import Job
+from vecenvs.bench.machine import machine_load
 from vecenvs.cpus import available_cpus
+from vecenvs.factory import BACKENDS, available_backends
 from vecenvs.lab import LabQueue
 
 #: How often a page showing an unfinished job reads the store again, in seconds: each redraw
@@ -104,6 +105,14 @@ def table(rows: Iterable[Mapping[str, Any]]) -> None:
     st.dataframe(list(rows), hide_index=True, width="stretch", height="content")
 
 
+def text_table(rows: Iterable[Mapping[str, Any]]) -> None:
+    """A small table whose cells are text in the page itself (``st.table``: it wraps long
+    cells and prints as it is shown, where ``st.dataframe`` draws a canvas), every cell
+    escaped with :func:`plain`, since ``st.table`` reads Markdown in them."""
+    escaped = [{name: plain(value) for name, value in row.items()} for row in rows]
+    st.table(escaped, hide_index=True)
+
+
 def number(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
     """``value`` formatted (``12,345`` env steps/s by default), or an em dash for no number."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -142,37 +151,82 @@ def env_choices() -> list[str]:
     return [*CLASSIC_ENVS, *mujoco, TEACHING_ENV]
 
 
+def missing_peers() -> str | None:
+    """One line naming the backends whose libraries are not installed and how to add them
+    (`make peers`), or None when every one is installed."""
+    missing = [name for name in BACKENDS if name not in available_backends()]
+    if not missing:
+        return None
+    return (
+        f"Not installed here: {', '.join(missing)}. `make peers` adds them (Stable-Baselines3 "
+        "with torch, Ray and EnvPool); restart the dashboard afterwards."
+    )
+
+
 def teaching_knobs(
-    step_label: str, step_default: str, *, spread: bool = False
+    step_label: str,
+    step_default: str,
+    *,
+    spread: bool = False,
+    start: Mapping[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The teaching env's knobs, folded: the step time(s) in microseconds as typed (for
-    :func:`parse_step_times`), and the env's other arguments."""
+    :func:`parse_step_times`), and the env's other arguments; ``start``: the arguments a job
+    was run with, which the knobs show (else their defaults)."""
+    start = start or {}
     with st.expander(f"Teaching env knobs (for {TEACHING_ENV})"):
         left, right = st.columns(2)
         step_micros = left.text_input(step_label, step_default)
+        kinds = ["busy", "sleep"]
         knobs: dict[str, Any] = {
             "cost_kind": left.radio(
                 "The step's time is spent",
-                ["busy", "sleep"],
+                kinds,
+                index=kinds.index(start["cost_kind"]) if start.get("cost_kind") in kinds else 0,
                 horizontal=True,
                 help="busy: computing (competes for CPUs); sleep: waiting "
                 "(parallelises even on one core)",
             )
         }
         if spread:
-            knobs["step_spread"] = right.slider("Spread of the step time (relative)", 0.0, 2.0, 0.0)
+            knobs["step_spread"] = right.slider(
+                "Spread of the step time (relative)",
+                0.0,
+                2.0,
+                _within(start.get("step_spread"), 0.0, 0.0, 2.0),
+            )
         knobs["straggler_probability"] = right.slider(
-            "Straggler probability per step", 0.0, 0.2, 0.0, step=0.01
+            "Straggler probability per step",
+            0.0,
+            0.2,
+            _within(start.get("straggler_probability"), 0.0, 0.0, 0.2),
+            step=0.01,
         )
         knobs["straggler_factor"] = right.slider(
-            "A straggler step is this many times slower", 1.0, 400.0, 10.0
+            "A straggler step is this many times slower",
+            1.0,
+            400.0,
+            _within(start.get("straggler_factor"), 10.0, 1.0, 400.0),
         )
     return step_micros, knobs
 
 
-def label_and_button(button: str, placeholder: str | None = None) -> tuple[str | None, bool]:
-    """The end of every form: the run's label (None if blank), and whether it was submitted."""
-    label = st.text_input("Label (optional)", max_chars=80, placeholder=placeholder)
+def _within(value: Any, default: float, low: float, high: float) -> float:
+    """A job's knob for a slider from ``low`` to ``high``: held to them (a job queued from
+    Python may have gone beyond), ``default`` when it is not a number."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        return default
+    return float(min(max(value, low), high))
+
+
+def label_and_button(
+    button: str, placeholder: str | None = None, start: str | None = None
+) -> tuple[str | None, bool]:
+    """The end of every form: the run's label (None if blank; ``start``: a job's, to run it
+    again under the same name), and whether it was submitted."""
+    label = st.text_input(
+        "Label (optional)", value=(start or "")[:80], max_chars=80, placeholder=placeholder
+    )
     return label.strip() or None, st.form_submit_button(button, type="primary")
 
 
@@ -257,7 +311,8 @@ def watched_job(kind: str) -> Job | None:
     if job.kind != kind:
         page, title = JOB_PAGES.get(job.kind, (None, job.kind))
         st.warning(
-            f"Job {job.id} is a {plain(job.kind)} job, shown on the {plain(title)} page, not here."
+            f"Job {job.id} is {_article(job.kind)} {plain(job.kind)} job, shown on the "
+            f"{plain(title)} page, not here."
         )
         if page is not None:
             st.page_link(
@@ -267,38 +322,45 @@ def watched_job(kind: str) -> Job | None:
     return job
 
 
-def queue_job(submit: Callable[[], int]) -> None:
-    """Queue a job with ``submit`` (a :class:`LabQueue` ``submit_*``) and watch it.
+def queue_job(submit: Callable[[], int]) -> int | None:
+    """Queue a job with ``submit`` (a :class:`LabQueue` ``submit_*``); return its id, the
+    address (``?job=``) now naming it, or None when it was refused.
 
     A ``ValueError`` is shown instead, and nothing queued. A double click queues one job. If
-    other programs keep the machine busy, the page says so: numbers measured then are low.
+    other programs keep the machine busy, the job keeps a note of it, which its page shows
+    whenever it is opened: numbers measured then are low.
     """
-    before = {job.id for job in queue().jobs(unfinished=True)}
-    busy = None if before else psutil.cpu_percent(interval=0.5)  # not while our jobs run
+    jobs_queue = queue()
+    before = {job.id for job in jobs_queue.jobs(unfinished=True)}
+    # Not while our own jobs run: they are what keeps the machine busy then.
+    load = None if before else machine_load(0.5)
     try:
         job_id = submit()
     except ValueError as error:
         st.error(f"Not started: {plain(error)}")
-        return
+        return None
     st.query_params["job"] = str(job_id)  # reopening the page's address shows this job
-    if job_id in before:
-        st.info(
+    if job_id in before:  # said by the job's status line, after the page is drawn again
+        st.session_state[f"flash-{job_id}"] = (
             f"Already queued as job {job_id}: the same run was asked for a moment ago "
             "(a double click?), so it is not queued twice."
         )
-    elif busy is not None and busy >= 50:
-        st.session_state[f"busy-{job_id}"] = busy
+    elif load is not None and load.busy:
+        jobs_queue.add_notes(
+            job_id, {"busy": {"others_share": load.others_share, "cpus": load.cpus}}
+        )
+    return job_id
 
 
 def show_job(
-    kind: str,
+    job: Job | None,
     render: Callable[[Job], None],
     describe: Callable[[Job], list[tuple[str, str]]] | None = None,
 ) -> None:
-    """Below a page's form: the job it shows, if any: its status, its settings
-    (``describe(job)``: (name, value) pairs) and ``render(job)``, redrawn until it finishes.
-    Only this fragment is redrawn, so the form above keeps what the user is typing."""
-    job = watched_job(kind)
+    """Below a page's form: the job it shows (:func:`watched_job`), if any: its status, its
+    settings (``describe(job)``: (name, value) pairs), *Run again*, and ``render(job)``,
+    redrawn until it finishes. Only this fragment is redrawn, so the form above keeps what the
+    user is typing."""
     if job is None:
         return
     watched: Job = job
@@ -309,9 +371,11 @@ def show_job(
         current = jobs_queue.get(watched.id)
         if current.status == "queued" and not jobs_queue.runner_alive():
             jobs_queue.ensure_runner()  # its runner was stopped before taking it: start one
+        flash = st.session_state.pop(f"flash-{current.id}", None)
+        if flash:
+            st.info(flash)
         status_line(current)
-        # What the job was asked to do, so that a reopened job describes itself (the form
-        # above shows its own defaults, not the job's).
+        # What the job was asked to do, so that a reopened job describes itself.
         settings = (describe or settings_in_words)(current)
         st.caption("Settings of this run: " + plain(" · ".join(f"{k}: {v}" for k, v in settings)))
         render(current)
@@ -321,18 +385,42 @@ def show_job(
     st.fragment(draw, run_every=None if job.finished else REFRESH_SECONDS)()
 
 
+#: Settings a job keeps that say how, not what: left out of its description.
+_INTERNAL_SETTINGS = {"output_dir", "nonblocking", "start_timeout", "warmup_seconds", "seed"}
+
+
 def settings_in_words(job: Job) -> list[tuple[str, str]]:
-    """A job's settings, a flat dict, as (name, value) pairs; empty values left out."""
+    """A job's settings, a flat dict, as (name, value) pairs: empty values and internal ones
+    left out, the teaching env's step time in microseconds as the forms take it."""
     pairs = []
     for name, value in job.settings.items():
-        if value in (None, {}, []) or name == "output_dir":
+        if value in (None, {}, []) or name in _INTERNAL_SETTINGS:
             continue
-        if isinstance(value, dict):
+        if name == "env_kwargs" and isinstance(value, dict):
+            value = env_arguments(value)
+        elif isinstance(value, dict):
             value = ", ".join(f"{key}={item}" for key, item in value.items())
         elif isinstance(value, list):
             value = ", ".join(map(str, value))
         pairs.append((name.replace("_", " "), str(value)))
     return pairs
+
+
+def env_arguments(kwargs: Mapping[str, Any]) -> str:
+    """An env's arguments as a reader types them: ``step_seconds=1e-05`` is ``step time 10
+    us``, as the forms ask for it."""
+    parts = []
+    for key, value in kwargs.items():
+        if key == "step_seconds" and isinstance(value, (int, float)):
+            parts.append(f"step time {micros(value)} us")
+        else:
+            parts.append(f"{key}={value}")
+    return ", ".join(parts)
+
+
+def micros(seconds: float) -> str:
+    """``1e-05`` seconds -> ``"10"`` (microseconds, as typed in the forms)."""
+    return f"{seconds * 1e6:.6g}"
 
 
 def status_line(job: Job) -> None:
@@ -365,12 +453,13 @@ def status_line(job: Job) -> None:
         )
     elif job.status == "cancelled":
         st.warning("Cancelled. What was measured before that is kept below.")
-    busy = st.session_state.get(f"busy-{job.id}")
-    if busy is not None:
+    busy = job.notes.get("busy")
+    if busy:
         st.warning(
-            f"The machine was busy when this job was queued: {busy:.0f}% of its CPU "
-            "time went to other programs. Numbers measured beside them are lower and "
-            "noisier than on a quiet machine; close them, or measure again later."
+            f"The machine was busy when this job was queued: other programs took "
+            f"{busy['others_share']:.0%} of the {busy['cpus']} CPU(s) it may use. Numbers "
+            "measured beside them are lower and noisier than on a quiet machine; close "
+            "them, or measure again later."
         )
     if not job.finished and st.button(
         "Cancel",
@@ -378,19 +467,33 @@ def status_line(job: Job) -> None:
         help="Stop this job (at its next timed window); the measurements so far are kept.",
     ):
         st.toast(CANCELLED[jobs_queue.cancel(job.id)])
+    if job.finished and st.button(
+        "Run again",
+        key=f"again-{job.id}",
+        help="Queue the same job again, with the same settings and label.",
+    ):
+        again = queue_job(lambda: jobs_queue.submit(job.kind, job.settings, job.label))
+        if again is not None:
+            st.rerun()  # the page shows the new job (the address names it now)
+
+
+def _article(word: str) -> str:
+    """``"an"`` before a vowel (an autotune job), else ``"a"``."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def beside_code(code: str, *, wide: bool = False) -> DeltaGenerator:
     """The place for a chart or a table, with the vecenvs code behind it beside it, or folded
     below if ``wide``."""
     caption = "The same numbers from a script"
+    # Wrapped: a long line cut off at the right edge hides the argument that matters.
     if wide:
         place = st.container()
-        st.expander(caption).code(code, language="python")
+        st.expander(caption).code(code, language="python", wrap_lines=True)
         return place
     place, beside = st.columns([3, 2])
     beside.caption(caption)
-    beside.code(code, language="python")
+    beside.code(code, language="python", wrap_lines=True)
     return place
 
 

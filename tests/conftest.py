@@ -12,6 +12,7 @@ never counted. Zombies (exited, not yet joined) are not counted either: they run
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -210,6 +211,22 @@ def no_leftover_processes():
     before = {p.pid for p in live_children()}
     yield
     assert_no_new_children(before, 5.0, "after the test ")
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in this process, as at an interactive terminal, for the
+    length of a test that presses Ctrl-C; the handler it found is put back afterwards.
+
+    A runner started in the background (``nohup make test &``, a CI job) starts with SIGINT
+    ignored, and so would every process it starts: without this, Ctrl-C would do nothing and the
+    test could not tell a worker that ignores SIGINT on purpose from one that never got it.
+    Processes started after it inherit the handler (fork), or, through exec (spawn, a
+    subprocess), the default action, which Python again turns into KeyboardInterrupt.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Measurements made up from the overhead model itself, for the model and figure tests.
 
 With a known t_env and t_os, the fit has a right answer to find, and a chart has known points
-to draw. (A plain module, not a conftest fixture, because the tests call these with arguments.)
+to draw; :func:`finished_job` puts made-up measurements in a store as a job the dashboard can
+show (a real run cannot be made to stall a window on cue). (A plain module, not a conftest
+fixture, because the tests call these with arguments.)
 """
 
 from __future__ import annotations
@@ -90,3 +92,16 @@ def synthetic(
                     measurement(env_id, n, backend, speedup / t_env, workers=workers, ratio=speedup)
                 )
     return results
+
+
+def finished_job(queue, config, measurements, label: str | None = None) -> int:
+    """A finished sweep job of ``queue`` (a :class:`vecenvs.lab.LabQueue`) whose run holds
+    ``measurements``, saved the way the runner saves them; returns the job's id."""
+    job = queue.submit_sweep(config, label=label, start_runner=False)
+    run = queue.store.start_run("sweep", config.to_dict(), label=label)
+    for each in measurements:
+        queue.store.add_measurement(run, each)
+    queue.store.finish_run(run)
+    with queue.store.transaction(write=True) as connection:
+        connection.execute("UPDATE jobs SET state = 'started', run_id = ? WHERE id = ?", (run, job))
+    return job

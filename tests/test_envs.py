@@ -164,6 +164,8 @@ def test_costly_spaces_and_episode_length():
         ({"obs_size": 0}, "0"),
         ({"obs_size": 2.5}, "2.5"),
         ({"episode_steps": True}, "True"),
+        ({"matmul_size": -1}, "-1"),
+        ({"matmul_size": 64.0}, "64.0"),
     ],
 )
 def test_costly_validation_names_the_bad_value(kwargs, bad):
@@ -171,6 +173,30 @@ def test_costly_validation_names_the_bad_value(kwargs, bad):
     with pytest.raises(ValueError, match=name) as error:
         CostlyEnv(**kwargs)
     assert bad in str(error.value)
+
+
+def test_costly_matmul_is_computed_each_step_and_changes_no_result():
+    env = CostlyEnv(step_seconds=0, matmul_size=48)
+    env.reset(seed=0)
+    env._product.fill(np.nan)
+    env.step(1)
+    np.testing.assert_allclose(env._product, env._matrix @ env._matrix)
+    assert env._matrix.shape == (48, 48) and env._matrix.dtype == np.float64
+    plain = rollout(gym.make("vecenvs/Costly-v0", step_seconds=0), seed=5, num_steps=30)
+    with_product = rollout(
+        gym.make("vecenvs/Costly-v0", step_seconds=0, matmul_size=32), seed=5, num_steps=30
+    )
+    assert same(plain, with_product)  # its matrices come from a generator of their own
+
+
+def test_costly_reports_the_thread_limits_of_its_process():
+    from threadpoolctl import threadpool_info
+
+    env = gym.make("vecenvs/Costly-v0")
+    limits = env.unwrapped.thread_limits()
+    assert limits["blas"] == max(
+        p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"
+    )
 
 
 def test_costly_rejects_bad_actions_and_step_before_reset():

@@ -672,10 +672,8 @@ def _slow_env_fns(step_seconds: list[float], reset_seconds: float = 0.0) -> list
         "pool-caller-own-chunk",
     ],
 )
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, (
-        "pytest must leave SIGINT alone"
-    )
     envs = backend(_slow_env_fns(step_seconds))
     reference = SyncVectorEnv(_slow_env_fns([0.0] * 4))  # same dynamics, no sleeping
     processes = worker_processes(envs)
@@ -705,6 +703,7 @@ def test_ctrl_c_in_step_wait(backend, inside, step_seconds):
     assert not wait_gone(processes, 5.0)
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_in_reset():
     envs = PoolVecEnv(
         _slow_env_fns([0.0] * 4, reset_seconds=SLEEP), num_workers=2, step_in_caller=False
@@ -725,6 +724,7 @@ def test_ctrl_c_in_reset():
     reference.close()
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_in_call_does_not_leave_stale_answers():
     envs = PoolVecEnv(_slow_env_fns([SLEEP] * 4), num_workers=2, step_in_caller=False)
     envs.reset(seed=0)

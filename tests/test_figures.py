@@ -479,3 +479,88 @@ def test_autotune_legend_matches_its_colours_and_labels_clear_the_error_bars():
         assert trace.textposition == "inside" and trace.insidetextanchor == "start"
         assert all(text.endswith("x multi") for text in trace.text)
     assert figure.layout.yaxis.categoryarray[-1] == "★ pool (K=2)"
+
+
+def test_history_keeps_its_panel_order_and_each_backends_style_across_views():
+    # The speed-up view leaves the reference out: the order of the envs (by the reference's
+    # step time) and the style of each backend must not change with it.
+    runs = {
+        f"#{index}": synthetic(OVERHEADS, num_envs=NUM_ENVS, cpus=CPUS, ceiling=0.9)
+        for index in (1, 2)
+    }
+
+    def looks(figure: go.Figure) -> tuple[list[str], dict[str, tuple]]:
+        styles = {
+            t.name: (t.line.dash, t.marker.symbol)
+            for t in figure.data
+            if t.legendgroup == "backends"
+        }
+        return subplot_titles(figure), styles
+
+    (titles, styles), (speedup_titles, speedup_styles) = (
+        looks(runs_figure(runs, metric=metric)) for metric in ("throughput", "speedup")
+    )
+
+    assert titles == speedup_titles == [CHEAP, COSTLY], "cheapest first, in both views"
+    assert "gym-sync" in styles and "gym-sync" not in speedup_styles
+    assert {name: styles[name] for name in speedup_styles} == speedup_styles
+    assert styles["ceiling"] == ("dot", "diamond"), "the ceiling dotted, as in every chart"
+    assert len(set(styles.values())) == len(styles), "one style per backend"
+
+
+def test_no_model_curve_where_the_fit_is_poor_or_from_too_few_points():
+    def curves(figure: go.Figure) -> set[str]:
+        return {t.name for t in figure.data if t.line.dash == "dash" and "(model)" in t.name}
+
+    # subproc's overhead grows with N: up to N=64 the constant model fits it poorly, the
+    # per-env one well.
+    data = synthetic(OVERHEADS, cpus=CPUS)
+    model = fit_overhead_model(data, cpus=CPUS)
+    assert curves(speedup_figure(data, model)) == {"pool (model)"}
+    assert curves(speedup_figure(data, model, variant="per_env")) == {
+        "pool (model)",
+        "subproc (model)",
+    }
+    two_n = [m for m in data if m.config.num_envs in (4, 8) and m.config.env_label == CHEAP]
+    assert curves(speedup_figure(two_n, fit_overhead_model(two_n, cpus=CPUS))) == set()
+
+
+def test_throughput_tooltips_write_numbers_as_the_tables_do(data):
+    figure = throughput_figure(data)
+    (pool,) = [t for t in figure.data if t.name == "pool" and t.x[0] is not None][:1]
+    assert "%{y:,.0f} env steps/s" in pool.hovertemplate
+    assert "pool: K processes x N/K envs each" in pool.hovertemplate, "named in plain words"
+    assert "%{y:,.3~g} x gym-sync" in speedup_figure(data).data[0].hovertemplate
+
+
+def test_the_flame_graph_is_an_icicle_that_grows_upwards_in_category_colours():
+    from vecenvs.profile import CATEGORY_COLORS
+    from vecenvs.profile.flamegraph import flamegraph_figure
+    from vecenvs.profile.stacks import Frame, StackSample
+
+    work = Frame("step", "gymnasium/envs/classic_control/cartpole.py", 10)
+    wait = Frame("wait", "multiprocessing/connection.py", 5)
+    main = Frame("<module> <b>", "target.py", 1)
+    samples = [
+        StackSample("parent", "MainThread", (main, work), 30),
+        StackSample("parent", "MainThread", (main, wait), 10),
+        StackSample("worker 0", "MainThread", (main, work), 40),
+        StackSample("worker 0", "MainThread", (main, Frame("rare", "x.py", 1)), 0),
+    ]
+
+    figure = flamegraph_figure(samples, title="subproc <i>N=8</i>")
+
+    (icicle,) = figure.data
+    assert icicle.type == "icicle" and icicle.tiling.flip == "y", "callers below callees"
+    assert icicle.ids[0] == "all" and icicle.values[0] == 80
+    by_id = dict(zip(icicle.ids, icicle.values))
+    for node, parent in zip(icicle.ids, icicle.parents):
+        if parent:  # branchvalues="total": no box is wider than its caller
+            assert by_id[node] <= by_id[parent]
+    assert set(icicle.labels) >= {"parent", "worker 0", "step", "wait", "&lt;module&gt; &lt;b&gt;"}
+    assert "rare" not in icicle.labels, "a box too thin to see is left out"
+    colours = dict(zip(icicle.labels, icicle.marker.colors))
+    assert colours["step"] == CATEGORY_COLORS["env compute"]
+    assert colours["wait"] == CATEGORY_COLORS["waiting"]
+    assert "subproc &lt;i&gt;N=8&lt;/i&gt;" in figure.layout.title.text
+    assert "env compute 88%" in figure.layout.title.text

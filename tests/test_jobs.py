@@ -19,7 +19,7 @@ import pytest
 
 from vecenvs.bench import QUICK, BenchEnv, ResultsStore, SweepConfig
 from vecenvs.bench.jobs import machine_lock_path, try_lock
-from vecenvs.bench.store import SCHEMA_VERSION
+from vecenvs.bench.store import SCHEMA_VERSION, StoreError
 from vecenvs.bench.store.schema import MIGRATIONS
 from vecenvs.lab import LabQueue
 from vecenvs.profile import ProfileConfig
@@ -262,7 +262,7 @@ def test_a_version_1_store_is_upgraded_keeping_its_runs(tmp_path):
         assert store.fail_abandoned_runs() == [], "a v1 run has no pid to check"
         assert LabQueue(store).jobs() == []
     connection = sqlite3.connect(path)
-    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     connection.close()
 
 
@@ -333,3 +333,17 @@ def test_the_same_job_submitted_twice_in_a_moment_is_queued_once(queue):
     assert len(queue.jobs()) == 3
     queue.cancel(first)  # once it has finished, the same job may be queued again
     assert queue.submit_sweep(slow_sweep(20), label="double-click", start_runner=False) != first
+
+
+def test_a_job_keeps_its_notes_for_whoever_opens_it_later(queue):
+    job = queue.submit_sweep(slow_sweep(20), start_runner=False)
+    assert queue.get(job).notes == {}
+
+    queue.add_notes(job, {"busy": {"others_share": 0.73, "cpus": 2}})
+    queue.add_notes(job, {"seen": True})
+
+    again = LabQueue(ResultsStore(queue.store.path))  # another page, another process
+    assert again.get(job).notes == {"busy": {"others_share": 0.73, "cpus": 2}, "seen": True}
+    with pytest.raises(StoreError, match="unknown job id 999"):
+        queue.add_notes(999, {"busy": None})
+    again.store.close()

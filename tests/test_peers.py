@@ -110,6 +110,7 @@ def test_a_missing_library_gives_its_install_command(monkeypatch, missing, backe
         with pytest.raises(ValueError) as info:
             check_backend_available(backend)
         assert f"pip install 'vecenvs[{extra}]'" in str(info.value)
+        assert "make peers" in str(info.value)  # the one step a checkout takes
         assert repr(backend) in str(info.value) and missing in str(info.value)
         with pytest.raises(ValueError, match=rf"pip install 'vecenvs\[{extra}\]'"):
             vecenvs.make_vec("CartPole-v1", 2, backend=backend)
@@ -393,14 +394,18 @@ def test_envpool_seeds_on_reset_and_ends_its_threads_on_close():
     assert psutil.Process().num_threads() == threads_before
 
 
-def test_envpool_num_workers_is_its_threads():
+def test_envpool_num_workers_is_its_threads(monkeypatch):
     needs("envpool")
     with vecenvs.make_vec("CartPole-v1", 3, backend="envpool", num_workers=1) as envs:
         envs.reset(seed=0)
         assert envs.num_workers == 1 and envs._pool.config["num_threads"] == 1
-    with vecenvs.make_vec("CartPole-v1", 64, backend="envpool") as envs:
-        # envpool's default: a thread per env, up to the number of CPUs.
-        assert envs.num_workers == min(64, psutil.cpu_count())
+    # Not told, it gets our pool's K: one thread per CPU this process may use (not envpool's
+    # own default, every CPU of the host), at most one per env. 3 CPUs, as a container's quota.
+    monkeypatch.setattr(vecenvs.pool, "available_cpus", lambda: 3)
+    for num_envs, threads in ((64, 3), (2, 2)):
+        with vecenvs.make_vec("CartPole-v1", num_envs, backend="envpool") as envs:
+            envs.reset(seed=0)
+            assert envs.num_workers == threads and envs._pool.config["num_threads"] == threads
     for bad in (0, 4, 1.5, True):
         with pytest.raises(ValueError, match="num_workers is"):
             vecenvs.make_vec("CartPole-v1", 3, backend="envpool", num_workers=bad)

@@ -675,6 +675,37 @@ def test_profile_raises_a_permission_error_and_stops_everything(tmp_path, no_lef
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.timeout(240)
+def test_notebook_5_without_permission_says_what_to_do_and_shows_the_recorded_profiles(
+    tmp_path, monkeypatch, no_leftover_processes
+):
+    """Where py-spy may not attach (a user under Ubuntu's ptrace_scope 1, Docker without
+    SYS_PTRACE, macOS without sudo) the course's profiling notebook still runs to the end."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    refusing = fake_py_spy(tmp_path, PY_SPY_PERMISSION_MESSAGES["user"])
+    monkeypatch.setenv("VECENVS_PY_SPY", str(refusing))  # the kernel inherits both
+    monkeypatch.setenv("VECENVS_QUICK", "1")
+    notebook = nbformat.read(DATA.parents[2] / "notebooks" / "05-profiling.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=150,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    printed = "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.get("name") == "stdout"
+    )
+    assert "py-spy is not allowed to read" in printed and "What to do:" in printed, printed
+    assert "py-spy cannot attach here: this notebook shows recorded profiles" in printed
+    assert printed.count("recorded profile ") == 3, printed  # its three profiles
+    assert "env compute" in printed and "→" in printed  # and what it concludes from them
+
+
 def test_a_crash_while_building_is_reported_with_the_envs_error(tmp_path, no_leftover_processes):
     # The env can be made (so the configuration is valid) but fails on its first reset, which
     # happens inside the profiled process.
@@ -848,6 +879,7 @@ def test_cli_profiles_a_real_run(attach, tmp_path):
     )
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_cli_ctrl_c_exits_130_and_stops_everything(attach, tmp_path):
     marker = "918273"  # an unusual seed, to find the profiled processes by their command line
     command = subprocess.Popen(

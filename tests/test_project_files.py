@@ -86,13 +86,51 @@ def test_environment_yml_matches_pyproject_dependencies():
         )
 
     # The rest of the conda file: the right channel, the same Python floor, and a pip
-    # step that installs this package with the same extras as `make test`.
+    # step that installs this package with the same extras as `make test` but the peers, which
+    # its comment says how to add.
     assert env["name"] == "vecenvs"
     assert "conda-forge" in env["channels"]
     assert "pip" in conda_all
     assert conda_all.get("python") == SpecifierSet(project["requires-python"])
     pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
-    assert pip_sections == [["-e .[test,dashboard,notebooks,mujoco]"]]
+    assert len(pip_sections) == 1 and len(pip_sections[0]) == 1, pip_sections
+    editable = re.fullmatch(r"-e \.\[([\w,-]+)\]", pip_sections[0][0])
+    assert editable, f"the pip step should be `-e .[extras]`, not {pip_sections[0][0]!r}"
+    left_out = make_extras()["test"] - set(editable.group(1).split(","))
+    assert left_out == {"peers"}, f"environment.yml leaves out {sorted(left_out)}, not the peers"
+    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    assert "pip install -e '.[peers]' -c constraints.txt" in text
+
+
+def make_extras() -> dict[str, set[str]]:
+    """The extras each make target installs: ``EXTRAS_dashboard := dashboard,mujoco`` ->
+    ``{"dashboard": {"dashboard", "mujoco"}}``."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    found = re.findall(r"^EXTRAS_(\w+)\s*:=\s*(\S+)\s*$", makefile, re.MULTILINE)
+    assert found, "the Makefile names no EXTRAS_<target> sets"
+    return {target: set(extras.split(",")) for target, extras in found}
+
+
+def test_each_make_target_installs_extras_that_exist_and_the_dashboard_no_peers():
+    extras = load_pyproject()["project"]["optional-dependencies"]
+    sets = make_extras()
+    for target, names in sets.items():
+        unknown = names - set(extras)
+        assert not unknown, f"make {target} installs extras pyproject.toml lacks: {sorted(unknown)}"
+    # The peers are a step of their own: the lean installs leave them (and torch) out.
+    peers = [Requirement(r) for r in extras["peers"]]
+    assert {r.name for r in peers} == {"vecenvs"}, "the peers extra names our own extras"
+    assert {extra for r in peers for extra in r.extras} == {"sb3", "envpool", "ray"}
+    for linux in ({"sys_platform": "linux", "platform_machine": m} for m in ("x86_64", "aarch64")):
+        assert all(r.marker is None or r.marker.evaluate(linux) for r in peers)
+    for lean in ("dashboard", "lab", "bench"):
+        assert not sets[lean] & {"peers", "sb3", "envpool", "ray", "test"}, (lean, sets[lean])
+    # `make test` installs everything the suite tests: every extra there is.
+    assert sets["test"] | {"sb3", "envpool", "ray"} == set(extras), sets["test"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("dashboard", "lab", "bench", "peers", "test", "lint", "grade"):
+        line = re.search(rf"^{target}:(.*)$", makefile, re.MULTILINE)
+        assert line and ".installed-" in line.group(1), f"make {target} installs nothing first"
 
 
 def test_readme_and_ci_run_make_test():

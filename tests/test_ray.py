@@ -23,6 +23,7 @@ from conftest import assert_same
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import vecenvs
+from vecenvs.cpus import available_cpus
 from vecenvs.envs.faulty import faulty_env_fns
 from vecenvs.errors import (
     ClosedEnvironmentError,
@@ -89,21 +90,27 @@ def test_a_ray_we_started_is_shut_down_when_the_last_env_closes():
     ]
 
 
-def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster():
+def test_init_arguments_start_a_small_quiet_local_ray_or_join_a_cluster(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     local = RaySession.init_arguments(None, None)
     assert local["include_dashboard"] is False and local["log_to_driver"] is False
+    # Our own Ray, even where another program runs one on this machine (ray.init would join it).
+    assert local["address"] == "local"
     assert (
-        local["num_cpus"] == len(os.sched_getaffinity(0))
+        local["num_cpus"] == available_cpus()  # the affinity mask and a container's quota
         and local["logging_level"] == logging.WARNING
     )
     cluster = RaySession.init_arguments("ray://head:10001", {"log_to_driver": True})
     assert cluster["address"] == "ray://head:10001" and cluster["log_to_driver"] is True
     assert "num_cpus" not in cluster  # a cluster knows its own CPUs; ray.init refuses num_cpus then
+    monkeypatch.setenv("RAY_ADDRESS", "head:6379")  # ray.init reads it: join that cluster
+    joined = RaySession.init_arguments(None, None)
+    assert "address" not in joined and "num_cpus" not in joined
 
 
 def test_without_ray_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
-    with pytest.raises(ImportError, match=r"pip install 'vecenvs\[ray\]'"):
+    with pytest.raises(ImportError, match=r"make peers \(or pip install 'vecenvs\[ray\]'"):
         import_ray()
     with pytest.raises(ImportError, match=r"pip install 'vecenvs\[ray\]'"):
         RayVecEnv(env_fns_for("CartPole-v1", 2))
@@ -165,6 +172,17 @@ def test_make_vec_builds_it():
             actions = np.array([step % 2, 1, 0, 1])
             assert_same(envs.step(actions), reference.step(actions), f"step {step}")
     assert ray.is_initialized()  # not ours to shut down: the fixture started it
+
+
+@pytest.mark.usefixtures("ray_session", "no_leftover_processes")
+def test_each_actor_sets_its_envs_threads():
+    env_fns = env_fns_for("vecenvs/Costly-v0", 2, step_seconds=0)
+    for kwargs, expected in (({}, 1), ({"worker_threads": 2}, 2)):  # (each actor: ~3 s here)
+        with ray_backend(env_fns, **kwargs) as envs:
+            envs.reset(seed=0)
+            assert [limits["blas"] for limits in envs.call("thread_limits")] == [expected] * 2
+    with pytest.raises(ValueError, match="worker_threads is 0"):
+        RayVecEnv(env_fns, worker_threads=0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -8,86 +8,128 @@ import math
 import pytest
 from synthetic_measurements import CHEAP, US, measurement, synthetic
 
+from vecenvs.bench import ratios
 from vecenvs.bench.model import BackendFit, OverheadFit, fit_overhead_model
-from vecenvs.bench.verdict import GOOD, POOR, ROUGH, fit_quality, verdicts
+from vecenvs.bench.ratios import relate_point
+from vecenvs.bench.verdict import (
+    CLEAR,
+    GOOD,
+    LIKELY,
+    NOISY,
+    ONE_WINDOW,
+    POOR,
+    ROUGH,
+    TIE,
+    TOO_FEW,
+    fit_quality,
+    verdict_rows,
+    verdicts,
+)
 
 
-def windows(backend: str, throughputs: list[float], reference: list[float], n: int = 8):
-    """A measurement with these windows, paired with the reference's windows of each round."""
-    result = measurement(CHEAP, n, backend, 1.0)
-    result.throughputs = list(throughputs)
-    result.paired_ratios = [own / ref for own, ref in zip(throughputs, reference)]
-    result.ratio = sorted(result.paired_ratios)[len(throughputs) // 2]
-    return result
+def point(**windows: list[float]) -> list:
+    """The measurements of one point (CartPole-v1, N=8) with these windows each, related as
+    compare() relates them; ``gym_sync`` is the reference."""
+    measured = []
+    for backend, throughputs in windows.items():
+        result = measurement(CHEAP, 8, backend.replace("_", "-"), 1.0)
+        result.throughputs = list(throughputs)
+        measured.append(result)
+    return list(relate_point(measured, measured[-1]))
 
 
 REFERENCE = [100.0, 100.0, 100.0]
 
 
-def test_a_clear_winner_is_named_with_its_interval_and_margin():
-    data = [
-        windows("pool", [200, 220, 210], REFERENCE),
-        windows("multi", [101, 102, 100], REFERENCE),
-        windows("gym-sync", REFERENCE, REFERENCE),
-    ]
-    data[0].efficiency = 0.74
+def test_a_clear_winner_is_named_with_its_margin_over_the_runner_up_and_its_ceiling_share():
+    data = point(
+        pool=[200, 220, 210],
+        multi=[101, 102, 100],
+        ceiling=[280, 285, 290],
+        gym_sync=REFERENCE,
+    )
 
     (verdict,) = verdicts(data)
 
-    assert verdict.best == "pool" and verdict.runner_up == "multi" and not verdict.close
-    assert (verdict.low, verdict.speedup, verdict.high) == pytest.approx((2.0, 2.1, 2.2))
+    assert verdict.best == "pool" and verdict.runner_up == "multi"
+    assert verdict.confidence == CLEAR and not verdict.close and verdict.advice == ""
+    # Every number is a ratio of the throughputs (the median windows) shown beside it.
+    assert verdict.speedup == pytest.approx(210 / 100)
+    assert verdict.margin == pytest.approx(210 / 101)
+    assert verdict.efficiency == pytest.approx(210 / 285)
     assert verdict.sentence() == (
-        "CartPole-v1, N=8: use pool: 2.10x gym-sync (2.00-2.20x over 3 paired windows), faster "
-        "than every other backend in every round, 1.98-2.16x its closest rival, multi; 74% of "
-        "the machine's ceiling."
+        "CartPole-v1, N=8: use pool: 2.10x gym-sync, 2.08x the runner-up multi; clear: faster "
+        "in 3 of 3 paired windows; 74% of the ceiling."
     )
+    (row,) = verdict_rows([verdict], {CHEAP: "CartPole"})
+    assert row == {
+        "env": "CartPole",
+        "N": "8",
+        "use": "pool",
+        "fastest": "pool",
+        "x gym-sync": "2.10x",
+        "x runner-up": "2.08x multi",
+        "of ceiling": "74%",
+        "confidence": "clear",
+        "what to do": "",
+    }
 
 
-def test_a_backend_that_won_one_round_makes_it_too_close_even_if_third_by_median():
-    # multi is first by median, pool second; but the loop beat multi in the second round.
-    data = [
-        windows("multi", [150, 90, 140], REFERENCE),
-        windows("pool", [120, 80, 110], REFERENCE),
-        windows("gym-sync", REFERENCE, REFERENCE),
-    ]
+def test_two_windows_that_agree_make_a_likely_call_not_a_clear_one():
+    (verdict,) = verdicts(point(pool=[150, 160], gym_sync=[100, 100]))
 
-    (verdict,) = verdicts(data)
+    assert verdict.confidence == LIKELY and not verdict.close
+    assert verdict.advice == "ahead in 2 of 2 windows; more windows would confirm it"
+    assert "use pool: 1.55x gym-sync" in verdict.sentence()
 
-    assert verdict.best == "multi" and verdict.runner_up == "gym-sync" and verdict.close
-    assert (
-        "too close to call between multi at 1.40x gym-sync and gym-sync (the loop)"
-        in verdict.sentence()
+
+def test_the_runner_up_is_the_second_fastest_and_a_lost_round_makes_it_likely():
+    # multi is fastest; the loop beat it in the second round.
+    (verdict,) = verdicts(point(multi=[150, 90, 140], pool=[120, 80, 110], gym_sync=REFERENCE))
+
+    assert (verdict.best, verdict.runner_up) == ("multi", "pool")
+    assert verdict.wins == 3 and verdict.confidence == CLEAR  # it beat pool every round
+    (verdict,) = verdicts(point(multi=[150, 90, 140], gym_sync=REFERENCE))
+    assert verdict.wins == 2 and verdict.confidence == LIKELY
+
+
+def test_less_than_five_percent_apart_in_steady_windows_is_a_tie():
+    (verdict,) = verdicts(point(pool=[101, 99, 103], gym_sync=REFERENCE))
+
+    assert verdict.confidence == TIE and verdict.close
+    assert verdict.sentence("CartPole") == (
+        "CartPole, N=8: a tie between pool at 1.01x gym-sync and gym-sync (the loop) at 1.00x: "
+        "within 5% of gym-sync in every window: either will do."
     )
+    assert verdict_rows([verdict])[0]["use"] == "pool or gym-sync"
 
 
-def test_too_close_to_call_when_a_round_disagrees():
-    data = [windows("pool", [108, 97, 106], REFERENCE), windows("gym-sync", REFERENCE, REFERENCE)]
+def test_windows_that_disagree_are_noise_not_closeness_and_say_what_to_do():
+    # The issue's case: 2.27x over the loop, the windows ranging 0.82-2.63x.
+    (verdict,) = verdicts(point(multi=[263, 82], gym_sync=[100, 100]))
 
-    (verdict,) = verdicts(data)
-
-    assert verdict.close
-    text = verdict.sentence("CartPole")
-    assert text.startswith(
-        "CartPole, N=8: too close to call between pool at 1.06x gym-sync and "
-        "gym-sync (the loop) at 1.00x"
-    )
-    assert "0.97-1.08x the other" in text
+    assert verdict.confidence == NOISY and verdict.close
+    assert verdict.windows_to_measure == 5
+    assert verdict.advice == "noisy: 2 windows ranged 0.82-2.63x gym-sync; measure 5 windows"
+    assert verdict.sentence().startswith("CartPole-v1, N=8: no call between multi at 1.73x")
+    assert verdict_rows([verdict])[0]["use"] == "no call yet"
+    (more,) = verdicts(point(multi=[263, 82, 250, 85], gym_sync=[100] * 4))
+    assert more.confidence == NOISY and more.windows_to_measure == 8, "twice as many"
+    (most,) = verdicts(point(multi=[263, 82, 250, 85, 260, 80], gym_sync=[100] * 6))
+    assert most.windows_to_measure == 10, "up to the form's 10"
 
 
 def test_one_window_is_never_enough_to_call_it():
-    data = [windows("pool", [300], [100]), windows("gym-sync", [100], [100])]
+    (verdict,) = verdicts(point(pool=[300], gym_sync=[100]))
 
-    (verdict,) = verdicts(data)
-
-    assert verdict.close and "a single window cannot tell them apart" in verdict.sentence()
+    assert verdict.confidence == ONE_WINDOW and verdict.close
+    assert verdict.advice == "one window: no spread to judge by; measure 5 windows"
 
 
 def test_the_ceiling_is_the_limit_never_the_answer_and_each_n_gets_its_verdict():
     data = synthetic(
         {"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(1, 64), ceiling=0.9
     )
-    for result in data:  # three identical windows each: every round agrees
-        result.paired_ratios = [result.ratio] * 3
 
     found = {(v.env_label, v.num_envs): v for v in verdicts(data)}
 
@@ -96,6 +138,26 @@ def test_the_ceiling_is_the_limit_never_the_answer_and_each_n_gets_its_verdict()
     assert found[CHEAP, 1].best == "gym-sync"  # one env: the pool only adds overhead
     assert "use gym-sync (the loop)" in found[CHEAP, 1].sentence()
     assert found[CHEAP, 64].best == "pool"
+
+
+def test_a_disturbed_ceiling_is_flagged_and_never_makes_an_efficiency_above_100_percent():
+    # The issue's page: multi 15,718 and gym-sync 8,761 env steps/s (1.79x), one of the
+    # ceiling's two windows stalled (10,150 ± 8,654), multi drawn above the ceiling.
+    data = point(
+        multi=[15_000, 16_436],
+        pool=[6_300, 6_794],
+        ceiling=[4_031, 16_269],
+        gym_sync=[8_500, 9_022],
+    )
+
+    (verdict,) = verdicts(data)
+
+    assert verdict.speedup == pytest.approx(15_718 / 8_761) and f"{verdict.speedup:.2f}" == "1.79"
+    assert verdict.efficiency is None, "1.55 of the ceiling is not a result"
+    assert {ratios.CEILING_DISTURBED, ratios.ABOVE_CEILING} <= set(verdict.checks)
+    assert verdict_rows([verdict])[0]["of ceiling"] == "? ceiling disturbed"
+    assert "efficiency not shown: ceiling disturbed" in verdict.sentence()
+    assert "%" not in verdict.sentence()
 
 
 def fit(error: float, r2: float, per_env: OverheadFit | None = None, workers=None) -> BackendFit:
@@ -117,7 +179,8 @@ def test_fit_quality_in_words_follows_the_numbers(error, r2, word):
 
     assert quality.word == word
     assert f"median error {error:.0%}" in quality.sentence
-    assert ("do not trust its curve" in quality.sentence) == (word == POOR)
+    assert ("its curve is not drawn" in quality.sentence) == (word == POOR)
+    assert quality.trusted == (word != POOR)
 
 
 def test_a_poor_fit_says_when_an_overhead_growing_with_n_fits_better():
@@ -127,7 +190,7 @@ def test_a_poor_fit_says_when_an_overhead_growing_with_n_fits_better():
 
     assert quality.poor
     assert quality.sentence == (
-        "subproc: the model fits poor (median error 45%, R² -19.70); do not trust its curve, "
+        "subproc: the model fits poor (median error 45%, R² -19.70); its curve is not drawn, "
         "though an overhead growing with N fits it good (median error 4%, R² 0.97)."
     )
 
@@ -157,13 +220,29 @@ def test_a_loop_is_judged_on_its_error_alone():
 
 def test_a_reference_that_is_not_a_loop_is_not_called_the_loop():
     """The async pool's notebook compares it with the sync pool as the reference."""
-    data = [
-        windows("pool-async", [150, 160, 155], REFERENCE),
-        windows("pool", REFERENCE, REFERENCE),
-    ]
+    data = point(pool_async=[150, 160, 155], pool=REFERENCE)
     (verdict,) = verdicts(data, reference="pool")
     assert "pool (the reference)" in verdict.sentence() and "the loop" not in verdict.sentence()
-    (verdict,) = verdicts(
-        [windows("multi", [90, 120, 80], REFERENCE), windows("gym-sync", REFERENCE, REFERENCE)]
-    )
+    (verdict,) = verdicts(point(multi=[90, 120, 80], gym_sync=REFERENCE))
     assert "gym-sync (the loop)" in verdict.sentence()
+
+
+def test_a_fit_through_as_many_points_as_numbers_claims_nothing_and_draws_no_curve():
+    # Two N of one env: t_env and t_os go through both points exactly, "median error 0%".
+    exact = OverheadFit(300 * US, 0.0, 1.0, 0.0)
+    two = BackendFit("pool", 2, 2, exact, exact, envs=1, distinct_points=2)
+
+    quality = fit_quality(two)
+
+    assert quality.word == TOO_FEW and not quality.trusted
+    assert quality.sentence == (
+        "pool: too few points to judge the model (2 point(s) for 2 numbers: t_env per env and "
+        "t_os); its curve is not drawn. Measure at more N to test it."
+    )
+    assert fit_quality(BackendFit("pool", 3, 2, exact, exact, distinct_points=3)).trusted
+    assert fit_quality(BackendFit("pool", 3, 2, exact, exact), "per_env").word == TOO_FEW
+    # Two envs at two N each: four points for three numbers (two t_env, one t_os).
+    assert fit_quality(BackendFit("pool", 4, 2, exact, None, envs=2)).word == "good"
+    data = synthetic({"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(4, 64))
+    (fit,) = fit_overhead_model(data).backends.values()
+    assert (fit.distinct_points, fit.parameters()) == (2, 2) and not fit.enough_points()

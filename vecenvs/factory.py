@@ -45,6 +45,7 @@ __all__ = [
     "check_backend_can_run",
     "describe_backend",
     "env_fns_for",
+    "install_hint",
     "make_vec",
 ]
 
@@ -298,14 +299,25 @@ def available_backends() -> list[str]:
     return [info.name for info in _TABLE if _installed(info)]
 
 
+def install_hint(name: str) -> str:
+    """How to install the library backend ``name`` needs: the peers' one step in a checkout,
+    or its own extra.
+
+    Example:
+        >>> install_hint("ray")
+        "make peers (or pip install 'vecenvs[ray]')"
+    """
+    return f"make peers (or pip install 'vecenvs[{_info(name).extra}]')"
+
+
 def check_backend_available(name: str) -> None:
     """Raise a ``ValueError`` for an unknown backend, or one whose library is not installed
-    (saying the ``pip install`` command that installs it)."""
+    (saying how to install it)."""
     info = _info(name)
     if not _installed(info):
         raise ValueError(
             f"backend {name!r} needs the {info.module!r} package, which is not installed: "
-            f"pip install 'vecenvs[{info.extra}]'"
+            + install_hint(name)
         )
 
 

@@ -3,7 +3,8 @@
 :mod:`vecenvs.bench.jobs` is the queue itself and knows nothing of what a job does; this
 module, above the measuring code, gives it the dashboard's four kinds: a **sweep**
 (:func:`~vecenvs.bench.sweep.run_sweep`), a **profile** (:func:`~vecenvs.profile.profile`), an
-**autotune** search (:func:`~vecenvs.autotune.autotune`) and a **train** comparison
+**autotune** search (:func:`~vecenvs.autotune.autotune`, with gym-sync, the loop the other
+pages compare with, among its candidates) and a **train** comparison
 (:func:`~vecenvs.bench.training.compare_training`). Each ``submit_*`` checks its settings
 first, so a bad one raises ``ValueError`` in the page and is never queued; the runner
 (``python -m vecenvs.lab --store PATH``) runs each job with the same code as the CLI.
@@ -26,8 +27,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from vecenvs.autotune import autotune, validate_autotune
+from vecenvs.autotune import Candidate, autotune, candidates, validate_autotune
 from vecenvs.bench.jobs import Job, JobQueue, Progress
+from vecenvs.bench.ratios import DEFAULT_REFERENCE
 from vecenvs.bench.store import ResultsStore, Run, RunCancelled
 from vecenvs.bench.sweep import SweepConfig, run_sweep, validate_sweep
 from vecenvs.bench.training import compare_training, training_settings
@@ -155,11 +157,15 @@ class LabQueue(JobQueue):
                 force=True,
             )
 
+        # The loop every other page measures against is a candidate too, so that the page can
+        # say "x gym-sync" like the rest of the dashboard (autotune's own loop is multi).
+        to_try = [Candidate(DEFAULT_REFERENCE), *candidates(settings["num_envs"])]
         result = autotune(
             settings["env_id"],
             settings["num_envs"],
             settings["budget_seconds"],
             env_kwargs=settings.get("env_kwargs"),
+            candidates_to_try=to_try,
             on_result=on_result,
             cancel=lambda: self.cancel_requested(job.id),
             store=self.store,

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from vecenvs.checks import check_whole_number
+from vecenvs.pool import workers_for
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -239,9 +239,9 @@ class EnvPoolVecEnv(_Adapter):
     but envpool's random numbers are not numpy's). Infos get ``_key`` masks, all True; rewards
     are float64 (envpool's are float32). Autoreset is NEXT_STEP, envpool's only mode: the step
     after an episode ends is that env's reset, with reward 0 and both flags False. ``num_workers``
-    is envpool's ``num_threads`` (default: ``min(num_envs, hardware threads)``); the threads'
-    CPU time counts as this process's. ``ValueError``: envpool has no such env, or
-    ``num_workers`` is not in 1..num_envs.
+    is envpool's ``num_threads`` (default: our pool's, one per CPU this process may use, at most
+    ``num_envs``); the threads' CPU time counts as this process's. ``ValueError``: envpool has
+    no such env, or ``num_workers`` is not in 1..num_envs.
     """
 
     def __init__(self, env_id: str, num_envs: int, *, num_workers: int | None = None):
@@ -249,11 +249,14 @@ class EnvPoolVecEnv(_Adapter):
 
         if num_workers is not None:
             check_whole_number("num_workers", num_workers, 1, num_envs)
+        #: How many envs step at the same time: envpool's threads. Not told, we give it what our
+        #: pool takes, one per CPU this process may use, at most N. envpool's own default counts
+        #: every CPU of the host (std::thread::hardware_concurrency): in a container limited to
+        #: 4 CPUs of a 64-CPU host it would start 64 threads that the quota stops and starts, and
+        #: a comparison with our pool would no longer be like for like.
+        self.num_workers = num_workers or workers_for(num_envs).count
         self.envpool_id = envpool_id_for(env_id)
-        self._make_kwargs = {"num_envs": num_envs, "num_threads": num_workers or 0}
-        #: How many envs step at the same time. (envpool's default counts the machine's CPUs,
-        #: not this process's affinity: os.cpu_count(), not vecenvs.cpus.available_cpus().)
-        self.num_workers = num_workers or min(num_envs, os.cpu_count() or 1)
+        self._make_kwargs = {"num_envs": num_envs, "num_threads": self.num_workers}
         # The spec gives the spaces without building the pool (that waits for the seed).
         spec = envpool.make_spec(self.envpool_id, **self._make_kwargs)
         with _no_box_precision_warning():

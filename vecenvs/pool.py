@@ -18,6 +18,7 @@ a chunk itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -25,14 +26,17 @@ import gymnasium as gym
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.cpus import available_cpus
+from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 from vecenvs.workers import InProcessWorker, ProcessWorker, process_context, serve_with_control
 
 __all__ = [
     "DEFAULT_SPIN_SECONDS",
     "PoolVecEnv",
+    "WorkerCount",
     "available_cpus",
     "check_num_workers",
     "split_evenly",
+    "workers_for",
 ]
 
 #: How long to spin before sleeping, when spinning is allowed. Waking a process that sleeps
@@ -61,6 +65,9 @@ class PoolVecEnv(ChunkedVecEnv):
             (up to 20 times as long) while the envs' steps themselves take longer. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
             else 0 (the CPU is needed by the process we would wait for).
+        worker_threads: the BLAS, OpenMP and torch threads each worker process may use
+            (default 1); None leaves them alone. The caller's own chunk is not limited: it
+            runs in your process (see :mod:`vecenvs.threads`).
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
             ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.
 
@@ -84,9 +91,11 @@ class PoolVecEnv(ChunkedVecEnv):
         shared_memory: bool = True,
         start_method: str | None = None,
         spin_seconds: float | None = None,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
+        self.worker_threads = check_worker_threads(worker_threads)
         num_workers = check_num_workers(num_workers, len(env_fns))
         processes = num_workers if not step_in_caller else num_workers - 1
         if spin_seconds is None:
@@ -101,7 +110,7 @@ class PoolVecEnv(ChunkedVecEnv):
         options = (self.autoreset_mode, self.observation_mode)
         for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
-                fns = [env_fns[i] for i in rows]
+                fns = cap_env_fns([env_fns[i] for i in rows], self.worker_threads)
                 worker = ProcessWorker(
                     index, rows, fns, self.context, *options, self.spin_seconds, self._worker_loop()
                 )
@@ -123,7 +132,7 @@ def check_num_workers(num_workers: Any, num_envs: int) -> int:
     integers are; bools are not), ValueError below 1 or above the number of envs.
     """
     if num_workers is None:
-        return max(1, min(available_cpus(), num_envs))
+        return workers_for(num_envs).count
     num_workers = check_whole_number("num_workers", num_workers)
     if num_workers > num_envs:
         raise ValueError(
@@ -131,3 +140,52 @@ def check_num_workers(num_workers: Any, num_envs: int) -> int:
             f"1 <= num_workers <= {num_envs} (each worker needs at least one env)"
         )
     return num_workers
+
+
+@dataclass(frozen=True)
+class WorkerCount:
+    """K for a pool over N envs (:func:`workers_for`): as many workers as the CPUs call for, but
+    never more than N, since each worker needs at least one env."""
+
+    #: K: ``min(wanted, num_envs)``.
+    count: int
+    #: What the CPUs call for: ``per_cpu`` x ``cpus``.
+    wanted: int
+    #: N, the envs the workers share.
+    num_envs: int
+    #: The CPUs this process may use (:func:`vecenvs.cpus.available_cpus`).
+    cpus: int
+    per_cpu: int = 1
+
+    @property
+    def capped(self) -> bool:
+        """True when N, not the CPUs, decided K: there were fewer envs than wanted workers."""
+        return self.count < self.wanted
+
+    def __str__(self) -> str:
+        """``"K=4 at N=4, not 8 (one per CPU): each worker needs at least one env"``."""
+        per_cpu = "one" if self.per_cpu == 1 else str(self.per_cpu)
+        if self.capped:
+            return (
+                f"K={self.count} at N={self.num_envs}, not {self.wanted} ({per_cpu} per CPU of "
+                f"{self.cpus}): each worker needs at least one env"
+            )
+        return f"K={self.count} at N={self.num_envs}: {per_cpu} per CPU of {self.cpus}"
+
+
+def workers_for(num_envs: int, *, per_cpu: int = 1, cpus: int | None = None) -> WorkerCount:
+    """K for ``num_envs`` envs: ``per_cpu`` workers per CPU (default: the CPUs this process may
+    use), capped at N. What the pools take when not told, and what the notebooks print, so that
+    a reader sees when N, not the machine, set K.
+
+    Example:
+        >>> print(workers_for(4, cpus=8))
+        K=4 at N=4, not 8 (one per CPU of 8): each worker needs at least one env
+        >>> workers_for(64, cpus=8).count
+        8
+    """
+    num_envs = check_whole_number("num_envs", num_envs)
+    per_cpu = check_whole_number("per_cpu", per_cpu)
+    cpus = available_cpus() if cpus is None else check_whole_number("cpus", cpus)
+    wanted = per_cpu * cpus
+    return WorkerCount(min(wanted, num_envs), wanted, num_envs, cpus, per_cpu)

@@ -9,6 +9,14 @@ Ray round trip costs about a millisecond on one machine: a much larger ``t_os`` 
 than one machine has. Env errors, dead and silent actors raise the same errors as every backend
 (:mod:`vecenvs.errors`).
 
+Where the actors go: by default Ray's ``"SPREAD"`` scheduling strategy puts them on as many
+nodes of the cluster as it can, evenly (K=2 on two nodes: one each; ``tests/test_ray_cluster.py``
+checks it on a two-node cluster, and that losing a node is a WorkerDiedError naming the envs it
+held). Ray's own default fills a node while it is lightly used (an actor needs no CPU once
+made): on a two-node cluster it put both actors of K=2 on one node in one of our two tries, one
+on each in the other. ``actor_options`` changes it
+(``RayVecEnv``'s docstring has examples); :attr:`RayVecEnv.worker_nodes` says where each is.
+
 Starting Ray takes 5-15 s on a small machine (see :class:`RaySession` for who starts and stops
 it): to build many ``RayVecEnv`` one after the other, call ``ray.init()`` once yourself first.
 Ray is optional (``pip install 'vecenvs[ray]'``) and imported only when a ``RayVecEnv`` is built.
@@ -39,6 +47,7 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.pool import check_num_workers
+from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 from vecenvs.workers import Chunk, Command
 
 __all__ = ["ChunkActor", "RaySession", "RayVecEnv", "RayWorker", "import_ray"]
@@ -52,8 +61,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as error:
         raise ImportError(
-            "RayVecEnv needs Ray, which is not installed: pip install 'vecenvs[ray]' "
-            "(or pip install ray)"
+            "RayVecEnv needs Ray, which is not installed: make peers (or pip install "
+            "'vecenvs[ray]', or pip install ray)"
         ) from error
     return ray
 
@@ -84,7 +93,8 @@ class ChunkActor:
 
     def _start(self) -> tuple[Any, ...]:
         self.chunk = Chunk(*self.arguments)
-        return (*self.chunk.hello(), (socket.gethostname(), os.getpid()))
+        node = import_ray().get_runtime_context().get_node_id()
+        return (*self.chunk.hello(), (socket.gethostname(), os.getpid(), node))
 
     def serve(self, command: Command, payload: Any) -> tuple[bool, Any]:
         """Carries out one command (see :meth:`Chunk.serve <vecenvs.workers.Chunk.serve>`)."""
@@ -140,8 +150,11 @@ class RaySession:
     def init_arguments(address: str | None, init_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """What ``ray.init`` is given: a small, quiet local Ray, or the cluster at ``address``.
 
-        - ``num_cpus``: the CPUs this process may use (Ray would count every CPU of the machine,
-          ignoring taskset and container limits); not with an address: a cluster knows its own.
+        - ``address="local"`` and ``num_cpus``, the CPUs this process may use (Ray would count
+          every CPU of the machine, ignoring taskset and container limits): a Ray of our own.
+          Without ``"local"``, ``ray.init()`` joins any Ray another program started on this
+          machine, and then refuses ``num_cpus``. With an address (ours, or ``RAY_ADDRESS`` set
+          in the environment, which ``ray.init`` reads), no ``num_cpus``: a cluster knows its own.
         - ``include_dashboard=False``: Ray's dashboard is a web server and several processes.
         - ``log_to_driver=False``: what the actors print goes to Ray's log files
           (``/tmp/ray/session_latest/logs``), not into your output. Env errors come back as
@@ -155,9 +168,9 @@ class RaySession:
             "log_to_driver": False,
             "logging_level": logging.WARNING,
         }
-        if address is None:
-            arguments["num_cpus"] = available_cpus()
-        else:
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            arguments.update(address="local", num_cpus=available_cpus())
+        elif address is not None:
             arguments["address"] = address
         arguments.update(init_kwargs or {})
         return arguments
@@ -182,13 +195,15 @@ class RayWorker:
         self.actor = actor_class.remote(env_fns, rows.start, autoreset_mode, observation_mode)
         self.answers: deque[Any] = deque([self.actor.start.remote()])  # references, oldest first
         self.location: tuple[str, int] | None = None
+        self.node: str | None = None  # the Ray node id of the actor's node
 
     @property
     def due(self) -> int:
         return len(self.answers)
 
     def hello(self, deadline: float) -> tuple[Any, ...]:
-        *hello, self.location = self.receive(deadline, "start-up (making the envs)")
+        *hello, (host, pid, self.node) = self.receive(deadline, "start-up (making the envs)")
+        self.location = (host, pid)
         return tuple(hello)
 
     def setup(self, area: Any) -> None:
@@ -243,9 +258,18 @@ class RayVecEnv(ChunkedVecEnv):
         address: a Ray cluster to join (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``) if
             Ray is not initialised yet; None starts a local Ray (see :class:`RaySession`).
         init_kwargs: extra ``ray.init`` arguments, over :meth:`RaySession.init_arguments`'s.
-        actor_options: ``ActorClass.options(**actor_options)``, e.g. ``{"num_cpus": 1}`` to
-            reserve a CPU per actor so that a cluster spreads them, or
-            ``{"scheduling_strategy": "SPREAD"}``.
+        actor_options: ``ActorClass.options(**actor_options)``, over the defaults: Ray's
+            ``"SPREAD"`` scheduling strategy, which puts the actors on as many nodes as it
+            can, evenly (Ray's own ``"DEFAULT"`` fills a node while it is lightly used: on a
+            two-node cluster it put both actors of K=2 on one node in one of our two tries). E.g. ``{"num_cpus": 1}`` to reserve a CPU per actor (no
+            node gets more actors than CPUs); ``{"resources": {"envs": 1}, "num_cpus": 0}``
+            for only the nodes started with that custom resource
+            (``ray start --resources='{"envs": 8}'``; an actor given a custom resource also
+            holds a CPU unless ``num_cpus`` says otherwise); or a ``scheduling_strategy`` of
+            your own (a placement group's, a node's).
+        worker_threads: the BLAS, OpenMP and torch threads each actor's envs may use
+            (default 1); None leaves them as Ray sets them (``OMP_NUM_THREADS`` = the actor's
+            ``num_cpus``, 1 when not given). See :mod:`vecenvs.threads`.
         **kwargs: see :class:`~vecenvs.core.ChunkedVecEnv` (``start_timeout`` defaults to
             180 s here: Ray is slow to start).
 
@@ -266,12 +290,14 @@ class RayVecEnv(ChunkedVecEnv):
         address: str | None = None,
         init_kwargs: dict[str, Any] | None = None,
         actor_options: dict[str, Any] | None = None,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
         start_timeout: float = 180.0,
         **kwargs: Any,
     ):
         # Everything is checked before Ray is started.
         env_fns = check_env_fns(env_fns)
         num_workers = check_num_workers(num_workers, len(env_fns))
+        self.worker_threads = check_worker_threads(worker_threads)
         self._owns_ray = False  # close_extras reads it, should starting Ray fail
         self._ray = import_ray()
         self._actor_options = actor_options or {}
@@ -281,10 +307,10 @@ class RayVecEnv(ChunkedVecEnv):
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         # max_restarts=0 (Ray's default, said out loud): a restarted actor would have fresh envs
         # out of step with the others; better to report it dead.
-        actor_class = self._ray.remote(ChunkActor).options(
-            **{"max_restarts": 0, **self._actor_options}
-        )
+        defaults = {"max_restarts": 0, "scheduling_strategy": "SPREAD"}
+        actor_class = self._ray.remote(ChunkActor).options(**{**defaults, **self._actor_options})
         options = (self.autoreset_mode, self.observation_mode)
+        env_fns = cap_env_fns(env_fns, self.worker_threads)
         for index, chunk in enumerate(self.chunks):
             self.workers.append(
                 RayWorker(index, chunk, actor_class, [env_fns[i] for i in chunk], *options)
@@ -299,6 +325,12 @@ class RayVecEnv(ChunkedVecEnv):
     def worker_locations(self) -> list[tuple[str, int]]:
         """(host name, pid) of each actor."""
         return [worker.location for worker in self.workers]
+
+    @property
+    def worker_nodes(self) -> list[str]:
+        """The Ray node id of each actor's node (``ray.nodes()`` lists them): where Ray put it.
+        Two nodes on one machine share a host name, so this, not the host, tells them apart."""
+        return [worker.node for worker in self.workers]
 
     def close_extras(
         self, timeout: float | None = None, terminate: bool = False, **kwargs: Any

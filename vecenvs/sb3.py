@@ -52,8 +52,8 @@ try:
     )
 except ImportError as error:  # pragma: no cover - depends on what is installed
     raise ImportError(
-        "vecenvs.sb3 needs Stable-Baselines3, which is not installed: pip install 'vecenvs[sb3]' "
-        "(with -c constraints.txt for torch's CPU build)"
+        "vecenvs.sb3 needs Stable-Baselines3, which is not installed: make peers (or pip "
+        "install 'vecenvs[sb3]' -c constraints.txt, which pins torch)"
     ) from error
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ import gymnasium as gym
 
 from vecenvs.checks import check_env_fns
 from vecenvs.core import ChunkedVecEnv
+from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 from vecenvs.workers import ProcessWorker, process_context
 
 __all__ = ["SubprocVecEnv"]
@@ -31,6 +32,8 @@ class SubprocVecEnv(ChunkedVecEnv):
 
     Args:
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
+        worker_threads: the BLAS, OpenMP and torch threads each env's process may use
+            (default 1); None leaves them alone (see :mod:`vecenvs.threads`).
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
             ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.
 
@@ -50,15 +53,18 @@ class SubprocVecEnv(ChunkedVecEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         *,
         start_method: str | None = None,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
+        self.worker_threads = check_worker_threads(worker_threads)
         self.context = process_context(start_method, env_fns)
         self.start_method = self.context.get_start_method()
         super().__init__(env_fns, len(env_fns), **kwargs)
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         options = (self.autoreset_mode, self.observation_mode)
+        env_fns = cap_env_fns(env_fns, self.worker_threads)
         for index, chunk in enumerate(self.chunks):
             self.workers.append(
                 ProcessWorker(index, chunk, [env_fns[index]], self.context, *options, 0.0)

@@ -1,7 +1,8 @@
 """Autotune: let the machine say how to step your envs (:func:`vecenvs.autotune.autotune`).
 
-Its speed-ups are over ``multi``, and the page says so: "the loop" is gym-sync everywhere else
-in the dashboard.
+Its jobs measure gym-sync among the candidates (:mod:`vecenvs.lab`), so its speed-ups are over
+the loop, gym-sync, like every other page's: each candidate's throughput over gym-sync's in the
+same table. (A run from before, without gym-sync, shows its speed-ups over ``multi``, named so.)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import common
 import streamlit as st
 
 from vecenvs.bench import figures
+from vecenvs.bench.engine import DEFAULT_REFERENCE, in_words
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.snippets import autotune_code
 
@@ -49,12 +51,21 @@ def results(job: Job) -> None:
     if not summary or not summary.get("table"):
         return
     table = summary["table"]
+    best = summary["best"]
     st.success(
         f"Best for {summary['num_envs']} x {common.plain(summary['env'])} on "
-        f"{summary['cpus']} CPU(s): **{common.plain(summary['best']['label'])}** "
-        f"({common.number(table[0]['steps_per_second'])} env steps/s)"
+        f"{summary['cpus']} CPU(s): **{common.plain(best['label'])}** "
+        f"({common.number(table[0]['steps_per_second'])} env steps/s); "
+        + common.plain(in_words(best["backend"]))
     )
     common.chart(figures.autotune_figure(table), f"autotune-{job.id}", autotune_code(job.settings))
+    loop = next((r for r in table if r["label"] == DEFAULT_REFERENCE), None)
+    if loop is not None:  # every speed-up over the loop, the throughputs' own ratio
+        versus, base = f"x {DEFAULT_REFERENCE}", loop["steps_per_second"]
+        ratio = {row["label"]: row["steps_per_second"] / base for row in table}
+    else:  # a run from before gym-sync was a candidate: over multi, as it was measured
+        versus = "x multi"
+        ratio = {row["label"]: row["vs_loop"] for row in table}
     common.table(
         {
             "candidate": row["label"],
@@ -63,16 +74,18 @@ def results(job: Job) -> None:
             "envs per worker": str(row["envs_per_worker"]),
             "env steps/s": common.number(row["steps_per_second"]),
             "± std": common.number(row["std"]),
-            "x multi": common.number(row["vs_loop"], ".2f"),
-            "x multi, side by side": common.number(row.get("head_to_head_vs_loop"), ".2f"),
+            versus: common.number(ratio[row["label"]], ".2f", "x"),
         }
         for row in table
     )
-    if summary.get("head_to_head"):
+    finalists = summary.get("head_to_head") or []
+    if len(finalists) == 2 and all(f.get("vs_loop") for f in finalists):
+        first, second = sorted(finalists, key=lambda f: -f["vs_loop"])
         st.caption(
-            "A close call: the two fastest were measured again, their windows "
-            "interleaved with multi's, and the winner chosen on those paired "
-            "speed-ups (the last column)."
+            f"A close call: the two fastest were measured again side by side, their windows "
+            f"interleaved, and {common.plain(first['label'])} stepped "
+            f"{first['vs_loop'] / second['vs_loop']:.2f}x as fast as "
+            f"{common.plain(second['label'])}: it was chosen."
         )
     if summary.get("skipped"):
         st.caption(
@@ -82,9 +95,10 @@ def results(job: Job) -> None:
 
 st.caption(
     "Measures the ways of stepping N copies of an env on this machine, within a time "
-    "budget, and picks the fastest: every env in this process (multi) wins for cheap "
-    "envs on few CPUs, the pool for many envs or costly steps, the async pool when "
-    "stragglers hold the others back. Speed-ups are over multi."
+    "budget, and picks the fastest: a loop in this process (gym-sync, multi) wins for "
+    "cheap envs on few CPUs, the pool for many envs or costly steps, the async pool when "
+    f"stragglers hold the others back. Speed-ups are over the loop, {DEFAULT_REFERENCE}, "
+    "as on every page."
 )
 form()
-common.show_job("autotune", results)
+common.show_job(common.watched_job("autotune"), results)

@@ -28,6 +28,9 @@ with common.beside_code(machine_code()):
     third.metric("Physical cores", info["physical_cores"] or "?")
     fourth.metric("Memory", f"{info['memory_bytes'] / 2**30:.1f} GiB")
     plain = common.plain
+    # Where the first number comes from: the host, an affinity mask or a container's CPU quota
+    # (vecenvs.cpus); pools, the ceiling, autotune and the model all use that count.
+    st.caption(f"CPUs this process may use: {plain(info['cpus_from'])}")
     st.markdown(
         f"**CPU:** {plain(info['cpu_model'])}  \n**OS:** {plain(info['os'])}  \n"
         f"**Python:** {plain(info['python'])} "
@@ -48,6 +51,8 @@ common.table(
     {"backend": name, "installed": "yes" if name in installed else "no", "shown as": describe(name)}
     for name in [*BACKENDS, CEILING]
 )
+if (missing := common.missing_peers()) is not None:
+    st.caption(missing)
 
 st.subheader("Package versions")
 common.table(

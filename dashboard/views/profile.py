@@ -11,10 +11,15 @@ import html
 import common
 import streamlit as st
 
+from vecenvs.bench.engine import in_words
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.snippets import profile_code
-from vecenvs.factory import available_backends, describe_backend
-from vecenvs.profile import Breakdown, ProfileConfig, breakdown_figure
+from vecenvs.factory import WORKER_BACKENDS, available_backends, describe_backend
+from vecenvs.profile import Breakdown, ProfileConfig, breakdown_figure, read_collapsed
+from vecenvs.profile.flamegraph import flamegraph_figure
+
+#: The pool's own choice of workers: min(CPUs, N), never more workers than envs.
+AUTO = "auto"
 
 #: The files py-spy wrote that the page offers, and their types.
 DOWNLOADS = {"svg": "image/svg+xml", "speedscope": "application/json", "collapsed": "text/plain"}
@@ -30,7 +35,13 @@ def form() -> None:
         backend = middle.selectbox(
             "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
         )
-        workers = middle.slider("Pool workers K (pool only)", 1, max(8, cpus), cpus)
+        powers = [2**i for i in range(cpus.bit_length() + 1) if 2**i <= max(8, cpus)]
+        workers = middle.select_slider(
+            "Pool workers K (pools only)",
+            [AUTO, *sorted({*powers, cpus})],
+            value=AUTO,
+            help=f"{AUTO}: min(CPUs, N), the pool's default. A K above N is refused.",
+        )
         seconds = right.slider("Seconds of sampling", 1, 30, 3)
         rate = right.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
         label, submitted = common.label_and_button("Profile")
@@ -39,7 +50,9 @@ def form() -> None:
             env_id=env_id,
             num_envs=num_envs,
             backend=backend,
-            backend_kwargs={"num_workers": workers} if backend == "pool" else {},
+            backend_kwargs=(
+                {"num_workers": workers} if backend in WORKER_BACKENDS and workers != AUTO else {}
+            ),
             seconds=seconds,
             rate=rate,
         )
@@ -52,19 +65,26 @@ def results(job: Job) -> None:
         return
     result = Breakdown.from_dict(summary["breakdown"])
     settings = summary["config"]
-    title = html.escape(
-        f"{settings['backend']}, N={settings['num_envs']} x "  # plotly reads tags
-        f"{settings['env_id']}: where each process spends its time",
-        quote=False,
-    )
+    title = f"{settings['backend']}, N={settings['num_envs']} x {settings['env_id']}"
     common.chart(
-        breakdown_figure(result, title=title), f"breakdown-{job.id}", profile_code(settings)
+        breakdown_figure(
+            result,  # plotly reads tags: the title is escaped
+            title=html.escape(f"{title}: where each process spends its time", quote=False),
+        ),
+        f"breakdown-{job.id}",
+        profile_code(settings),
     )
     rate = summary.get("steps_per_second")
     st.caption(
         f"{summary['counted_samples']:,} samples counted (idle ones included: a "
         "blocked worker is the point). "
-        + (f"The loop ran at {rate:,.0f} env steps/s while sampled." if rate else "")
+        + common.plain(in_words(settings["backend"]))
+        + (
+            f"; it stepped {rate:,.0f} env steps/s while sampled (slowed by the sampling: not a "
+            "benchmark)."
+            if rate
+            else "."
+        )
     )
     st.subheader("Share of each process's time, %")
     common.table(
@@ -76,21 +96,24 @@ def results(job: Job) -> None:
     )
     st.subheader("Flame graph")
     st.caption(
-        "Each box is a function; its width is its share of the samples, its colour its "
-        "category. Hover a box for its name and share."
+        "Each box is a function, as wide as its share of the samples, above the function "
+        "that called it; its colour is its category. Hover a box for its file, lines and "
+        "shares; click one to zoom into it (a process, to give it the whole width), click "
+        "the bottom row to zoom out."
     )
     files = summary.get("files") or {}
     folder = common.queue().profiles_dir
-    svg = common.project_file(files.get("svg"), folder)
-    if svg is None:
+    stacks = common.project_file(files.get("collapsed"), folder)
+    if stacks is None:
         st.warning(
-            f"The flame graph file {common.plain(files.get('svg'))} is gone, or is not "
+            f"The stacks file {common.plain(files.get('collapsed'))} is gone, or is not "
             f"one this dashboard wrote (under {common.plain(folder)})."
         )
     else:
-        # st.html sanitises (no scripts) and puts the SVG in the page itself, at the page's
-        # width: hovering a box shows its <title>.
-        st.html(svg.read_text(encoding="utf-8", errors="replace"))
+        # Drawn by plotly from py-spy's stacks: Streamlit's st.html strips an SVG's boxes.
+        samples = read_collapsed(stacks.read_text(encoding="utf-8", errors="replace"))
+        figure = flamegraph_figure(samples, title=f"Flame graph: {title}")
+        st.plotly_chart(figure, key=f"flame-{job.id}", width="stretch")
     for column, (name, mime) in zip(st.columns(3), DOWNLOADS.items()):
         path = common.project_file(files.get(name), folder)
         if path is not None:
@@ -112,4 +135,4 @@ st.caption(
     "py-spy. Pipes, pickling and waiting show up as what they cost."
 )
 form()
-common.show_job("profile", results)
+common.show_job(common.watched_job("profile"), results)

@@ -28,8 +28,8 @@ def form() -> None:
     installed = set(available_backends())
     if "sb3-dummy" not in installed:
         st.error(
-            "Training needs Stable-Baselines3: pip install 'vecenvs[sb3]' "
-            "(with -c constraints.txt for torch's CPU build)."
+            "Training needs Stable-Baselines3, which is not installed here: `make peers` adds "
+            "it (with torch, Ray and EnvPool); restart the dashboard afterwards."
         )
         return
     backends = [name for name in TRAINABLE if name in installed]
@@ -123,4 +123,4 @@ st.caption(
     "vector env and shows both."
 )
 form()
-common.show_job("train", results)
+common.show_job(common.watched_job("train"), results)

@@ -1,15 +1,20 @@
 """What every check shares: the student's process, calling into it, readable failures, clean-up.
 
 ``pytest exercises/checks`` checks ``exercises/student``; ``--submission DIR`` checks another
-folder with the same ``q*.py`` files. The checks never import a student's file: each check file
-(one question) gets a sandboxed process of its own for the student's code (``exercises/sandbox``
-says how), and ``call(student.module("q1_chunks.py").get("split_envs"), 10, 3)`` runs the
-student's function there and returns its answer here, as plain data. A crash, a hang or a trick
-in one question's code costs that question's checks, nothing else.
+folder with the same ``q*.py`` files. The checks never import a student's file: each question
+gets a sandboxed process of its own for the student's code (``exercises/sandbox`` says how), and
+``call(student.module("q1_chunks.py").get("split_by_cost"), [1, 2, 3], 2)`` runs the student's
+function there and returns its answer here, as plain data. A crash, a hang or a trick in one
+question's code costs that question's checks, nothing else.
+
+A question's checks are in ``test_qN_*.py``; in the instructor's copy, the grader's hidden checks
+of the same question are in ``hidden/test_qN_*.py`` (not in the student release). The checks run
+question by question, public ones first, each question's in the same student process.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -75,12 +80,63 @@ def submission(request: pytest.FixtureRequest) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def student(submission: Path, sandbox: isolation.Sandbox):
-    """The student's code, in a process of its own for this question's checks."""
-    process = StudentProcess(submission, sandbox)
-    yield process
-    process.stop()
+#: A check file's question: ``test_q3_step_wait.py`` -> ``q3``.
+QUESTION = re.compile(r"test_(q\d+)_")
+
+
+def question_of(item: pytest.Item) -> str:
+    """The question a check belongs to, from its file's name (``""`` for other files)."""
+    match = QUESTION.match(item.path.name)
+    return match.group(1) if match else ""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Question by question (q2 before q10), public checks before hidden ones, each file's
+    checks in their own order: so one process serves each question's checks, then stops."""
+    order = {id(item): index for index, item in enumerate(items)}
+
+    def key(item: pytest.Item) -> tuple:
+        question = question_of(item)
+        number = int(question[1:]) if question else 0
+        return (number, "hidden" in item.path.parent.name, order[id(item)])
+
+    items.sort(key=key)
+
+
+class Processes:
+    """One student process per question, started when its first check needs it and stopped
+    when the checks move on to the next question."""
+
+    def __init__(self, submission: Path, sandbox: isolation.Sandbox):
+        self.submission = submission
+        self.sandbox = sandbox
+        self.question = ""
+        self.process: StudentProcess | None = None
+
+    def of(self, question: str) -> StudentProcess:
+        if self.process is None or question != self.question:
+            self.stop()
+            self.question = question
+            self.process = StudentProcess(self.submission, self.sandbox)
+        return self.process
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def processes_by_question(submission: Path, sandbox: isolation.Sandbox):
+    manager = Processes(submission, sandbox)
+    yield manager
+    manager.stop()
+
+
+@pytest.fixture
+def student(request: pytest.FixtureRequest, processes_by_question: Processes) -> StudentProcess:
+    """The student's code, in the process of this check's question."""
+    return processes_by_question.of(question_of(request.node))
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from conftest import RemoteObject, StudentCodeFailed, call, expect_error, fail, 
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
-from vecenvs.envs import faulty_env_fns
+from vecenvs.envs import FaultyEnv, faulty_env_fns
 
 NUM_ENVS = 3
 OBS_SIZE = 5
@@ -160,8 +160,9 @@ def test_steps_the_envs_in_parallel(make_envs, by_hand):
     assert parallel < 0.6 * sequential, (
         f"{num_envs} envs that each sleep {seconds} s per step took {parallel:.2f} s for {steps} steps, "
         f"stepping them one after the other here took {sequential:.2f} s: in parallel it should take "
-        "about 1/4 of that. Does step_wait wait for one worker before even looking at the next, "
-        "or send anything to the workers? (step_async already sent the actions)"
+        "about 1/4 of that. step_async has already sent every action, so the workers are all "
+        "stepping while step_wait waits: does step_wait sleep between looks at the pipes, or "
+        "send something and wait for its answer before sending the next?"
     )
 
 
@@ -201,21 +202,43 @@ def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand
     )
 
 
-def test_hung_worker_ends_in_worker_timeout(make_envs, by_hand):
-    faulty = {"bad_index": 2, "fail_on": "step", "at": 2, "how": "hang"}
-    envs = step_until_env_fails(make_envs, by_hand, faulty, "hangs")
+def test_hung_workers_end_in_one_worker_timeout(make_envs, by_hand):
+    """Two of four workers hang, the first and the third: the deadline is for all of them
+    together, so waiting for each silent pipe in turn takes twice too long."""
+    num_envs, hung, timeout = 4, [0, 2], 0.6
+    envs = make_envs(toolkit.faulty_env_fns_at(num_envs, hung, fail_on="step", at=2, how="hang"))
+    reference = by_hand(faulty_env_fns_at_here(num_envs, hung, fail_on="step", at=2, how="hang"))
+    envs.reset(seed=0)
+    actions = [0] * num_envs
+    same_as_by_hand(
+        step(envs, actions), reference.step(actions), "step 1 (before envs 0 and 2 hang)"
+    )
+    envs.step_async(actions)
     start = time.perf_counter()
     hint = (
-        "env 2 never answered: step_wait should raise WorkerTimeout([2], timeout) at its deadline"
+        f"envs {hung} never answered: step_wait should raise WorkerTimeout({hung}, timeout) at its "
+        "deadline"
     )
-    error = expect_error("WorkerTimeout", hint, envs.step_wait, timeout=0.5, seconds=8.0)
+    error = expect_error("WorkerTimeout", hint, envs.step_wait, timeout=timeout, seconds=5.0)
     waited = time.perf_counter() - start
     indices = error.attributes.get("env_indices")
-    assert isinstance(indices, list) and indices == [2], (
-        f"WorkerTimeout names envs {indices!r}: only env 2 hung, the others answered"
+    assert isinstance(indices, list) and sorted(indices) == hung, (
+        f"WorkerTimeout names envs {indices!r}: envs {hung} hung, the others answered"
     )
-    assert waited >= 0.5, (
-        f"step_wait gave up after {waited:.2f} s, before its 0.5 s deadline: wait for the "
+    assert waited >= timeout, (
+        f"step_wait gave up after {waited:.2f} s, before its {timeout} s deadline: wait for the "
         "silent workers until the deadline"
     )
-    assert waited < 5.0, "the deadline was 0.5 s; step_wait gave up much later"
+    # Waiting for each silent pipe in turn takes at least 2 x timeout, whatever the load.
+    assert waited < 2 * timeout, (
+        f"step_wait took {waited:.2f} s to give up on 2 silent workers with a {timeout} s deadline: "
+        "the deadline is for all the workers together (one deadline, then wait only for the "
+        f"time left), not {timeout} s for each silent pipe in turn"
+    )
+
+
+def faulty_env_fns_at_here(num_envs, bad_indices, **faulty_kwargs):
+    """The same envs as ``toolkit.faulty_env_fns_at``, built here."""
+    good = functools.partial(FaultyEnv, fail_on=None)
+    bad = functools.partial(FaultyEnv, **faulty_kwargs)
+    return [bad if index in bad_indices else good for index in range(num_envs)]

@@ -1,9 +1,10 @@
-"""Exercise 5: read a profile (``q5_read_profile.py``)."""
+"""Exercise 5: read a profile (``q5_read_profile.py``).
+
+The expected shares below were counted by hand; none of them is one that Part B asks for.
+"""
 
 import json
 import math
-import random
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,42 +17,67 @@ POOL = "pool (num_workers=2), CartPole-v1, N=128"
 CATEGORIES = ("env compute", "serialization", "pipe & shm I/O", "waiting", "bookkeeping", "other")
 
 
-def true_shares(rows, process):
-    # Written out here: the checks never import a solution.
-    if process == "workers":
-        mine = [row for row in rows if row["process"] != "parent"]
-    else:
-        mine = [row for row in rows if row["process"] == process]
-    total = sum(row["samples"] for row in mine)
-    counts = Counter()
-    for row in mine:
-        counts[row["category"]] += row["samples"]
-    return {category: count / total for category, count in counts.items()}
+#: A profile made by hand: worker 0's env compute comes in two rows, to be added up.
+HAND_MADE = [
+    {"process": "parent", "category": "waiting", "samples": 30},
+    {"process": "parent", "category": "pipe & shm I/O", "samples": 50},
+    {"process": "parent", "category": "bookkeeping", "samples": 20},
+    {"process": "worker 0", "category": "env compute", "samples": 60},
+    {"process": "worker 0", "category": "waiting", "samples": 40},
+    {"process": "worker 1", "category": "env compute", "samples": 20},
+    {"process": "worker 1", "category": "waiting", "samples": 70},
+    {"process": "worker 1", "category": "serialization", "samples": 10},
+    {"process": "worker 0", "category": "env compute", "samples": 20},
+]
+
+#: (profile name or rows, process, the shares counted by hand, the busiest category)
+SHARES = [
+    (
+        "a hand-made profile",
+        "parent",
+        {"waiting": 0.3, "pipe & shm I/O": 0.5, "bookkeeping": 0.2},
+        "pipe & shm I/O",
+    ),
+    (
+        "a hand-made profile",
+        "worker 0",
+        {"env compute": 80 / 120, "waiting": 40 / 120},
+        "env compute",
+    ),
+    (
+        "a hand-made profile",
+        "workers",
+        {"env compute": 100 / 220, "waiting": 110 / 220, "serialization": 10 / 220},
+        "waiting",
+    ),
+    (
+        SUBPROC,
+        "worker 3",
+        {
+            "env compute": 2 / 198,
+            "serialization": 3 / 198,
+            "pipe & shm I/O": 2 / 198,
+            "waiting": 191 / 198,
+        },
+        "waiting",
+    ),
+    (
+        POOL,
+        "parent",
+        {
+            "env compute": 111 / 199,
+            "serialization": 1 / 199,
+            "pipe & shm I/O": 3 / 199,
+            "waiting": 49 / 199,
+            "bookkeeping": 35 / 199,
+        },
+        "env compute",
+    ),
+]
 
 
-def busiest(rows, process):
-    shares = true_shares(rows, process)
-    return max(shares, key=shares.get)
-
-
-def made_up_profile():
-    """A profile of three processes with random sample counts, different each run, in which
-    every process (and the workers pooled) has one clear busiest category: only a function that
-    reads the rows gets it right."""
-    rng = random.Random()
-    while True:
-        rows = [
-            {"process": process, "category": category, "samples": rng.randint(1, 400)}
-            for process in ("parent", "worker 0", "worker 1")
-            for category in CATEGORIES
-        ]
-        rng.shuffle(rows)
-        top_two = (
-            sorted(true_shares(rows, process).values())[-2:]
-            for process in ("parent", "worker 0", "worker 1", "workers")
-        )
-        if all(second + 1e-9 < first for second, first in top_two):
-            return rows
+def rows_of(profile):
+    return HAND_MADE if profile == "a hand-made profile" else PROFILES[profile]
 
 
 @pytest.fixture
@@ -59,11 +85,10 @@ def q5(student):
     return student.module("q5_read_profile.py")
 
 
-def check_shares(shares, profile, process):
-    rows = PROFILES[profile] if isinstance(profile, str) else profile
-    profile = profile if isinstance(profile, str) else "a made-up profile"
-    got = call(shares, rows, process)
-    expected = true_shares(rows, process)
+def check_shares(shares, profile, process, expected):
+    """Fails unless ``shares(rows, process)`` has ``expected``'s shares (a category missing from
+    ``expected`` must have none)."""
+    got = call(shares, rows_of(profile), process)
     assert isinstance(got, dict) and all(type(share) in (int, float) for share in got.values()), (
         f"shares(...) returned {type_name(got)} {got!r:.80}: expected a dict category -> share (a number)"
     )
@@ -72,39 +97,33 @@ def check_shares(shares, profile, process):
         "by the process's total samples"
     )
     pooled = " (for 'workers', add up every process but the parent)" if process == "workers" else ""
-    for category, share in expected.items():
-        assert math.isclose(got.get(category, 0.0), share, abs_tol=1e-6), (
-            f"{profile}, {process!r}: share of {category!r} is {got.get(category, 0.0):.3f}, "
-            f"expected {share:.3f}{pooled}"
+    for category in set(expected) | set(got):
+        share, want = got.get(category, 0.0), expected.get(category, 0.0)
+        assert math.isclose(share, want, abs_tol=1e-6), (
+            f"{profile}, {process!r}: share of {category!r} is {share:.3f}, expected {want:.3f}"
+            f"{pooled}. Several rows may have the same category: add their samples up"
         )
 
 
 def test_shares_of_one_process(q5):
     shares = q5.get("shares")
-    check_shares(shares, SUBPROC, "parent")
-    check_shares(shares, SUBPROC, "worker 3")
-    check_shares(shares, made_up_profile(), "worker 1")
+    for profile, process, expected, _ in SHARES:
+        if process != "workers":
+            check_shares(shares, profile, process, expected)
 
 
 def test_shares_of_the_workers_pooled(q5):
     shares = q5.get("shares")
-    check_shares(shares, SUBPROC, "workers")
-    check_shares(shares, POOL, "workers")
-    check_shares(shares, made_up_profile(), "workers")
+    for profile, process, expected, _ in SHARES:
+        if process == "workers":
+            check_shares(shares, profile, process, expected)
 
 
 def test_busiest(q5):
     busiest_of = q5.get("busiest")
-    made_up = made_up_profile()
-    cases = [
-        (SUBPROC, PROFILES[SUBPROC], "parent"),
-        (POOL, PROFILES[POOL], "parent"),
-        (POOL, PROFILES[POOL], "workers"),
-        *(("a made-up profile", made_up, process) for process in ("parent", "worker 0", "workers")),
-    ]
-    for profile, rows, process in cases:
-        got = call(busiest_of, rows, process)
-        assert got == busiest(rows, process), (
+    for profile, process, _, expected in SHARES:
+        got = call(busiest_of, rows_of(profile), process)
+        assert got == expected, (
             f"busiest(rows of {profile!r}, {process!r}) = {got!r}: that is not the category with "
             "the largest share"
         )
@@ -118,36 +137,16 @@ def answered(q5, name, how):
     return answer
 
 
-def test_answers_where_the_time_goes(q5):
-    for name, profile, process, where in [
-        (
-            "SUBPROC_PARENT_MOSTLY",
-            SUBPROC,
-            "parent",
-            "the parent's row of the SubprocVecEnv profile",
-        ),
-        ("SUBPROC_WORKERS_MOSTLY", SUBPROC, "workers", "the SubprocVecEnv workers, pooled"),
-        ("POOL_WORKERS_MOSTLY", POOL, "workers", "the pool's worker (N=128)"),
-    ]:
-        answer = answered(q5, name, f"look at {where} and give a category")
+def test_part_b_answers_have_the_right_form(q5):
+    for name in ("SUBPROC_PARENT_MOSTLY", "SUBPROC_WORKERS_MOSTLY", "POOL_WORKERS_MOSTLY"):
+        answer = answered(q5, name, "give a category")
         assert answer in CATEGORIES, f"{name} = {answer!r}: expected one of {CATEGORIES}"
-        assert answer == busiest(PROFILES[profile], process), (
-            f"{name} = {answer!r}: not where most of the time goes. Look at {where}"
-        )
     share = answered(q5, "SUBPROC_WORKERS_ENV_SHARE", "compute it with shares()")
-    expected = true_shares(PROFILES[SUBPROC], "workers")["env compute"]
-    assert isinstance(share, (int, float)) and abs(share - expected) < 0.005, (
-        f"SUBPROC_WORKERS_ENV_SHARE = {share!r}: expected the share as a number from 0 to 1 (not a "
-        "percentage) of the pooled workers' samples in 'env compute'"
+    assert type(share) in (int, float) and 0 <= share <= 1, (
+        f"SUBPROC_WORKERS_ENV_SHARE = {share!r}: expected the share as a number from 0 to 1 (not "
+        "a percentage)"
     )
-
-
-def test_answers_why(q5):
     answer = answered(q5, "WHY_SUBPROC_WORKERS_WAIT", "answer 'a', 'b' or 'c'")
     assert answer in ("a", "b", "c"), (
         f"WHY_SUBPROC_WORKERS_WAIT = {answer!r}: answer 'a', 'b' or 'c'"
-    )
-    assert answer == "b", (
-        "not that one. Compare the workers' 'env compute' share with their 'waiting' share: if the "
-        "env were slow, which would be large? And processes have a GIL each, not one between them"
     )

@@ -1,5 +1,6 @@
 """What the checks build inside the student's process: env factories, a worker that answers
-properly, and a harness that drives a student's worker over a real pipe.
+properly, a harness that drives a student's worker over a real pipe, and a reader of the
+predictions in a student's notebooks (for the grader).
 
 A check names these as ``toolkit.NAME(...)`` (a :class:`~exercises.sandbox.wire.Expr`); the
 runner builds them next to the student's code, because env factories and pipes cannot cross a
@@ -8,8 +9,10 @@ process boundary as data. Nothing here decides a score: the checks judge what co
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
+import json
 import os
 import tempfile
 import traceback
@@ -21,7 +24,7 @@ import gymnasium as gym
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
 from exercises.pipe_env import Command, PipeVecEnv, answer
-from vecenvs.envs import faulty_env_fns  # noqa: F401  (checks ask for it by name)
+from vecenvs.envs import FaultyEnv, faulty_env_fns  # noqa: F401  (checks ask for it by name)
 
 
 def env_fn(env_id: str, **kwargs: Any) -> Callable[[], gym.Env]:
@@ -32,19 +35,43 @@ def env_fns(env_id: str, num_envs: int, **kwargs: Any) -> list[Callable[[], gym.
     return [env_fn(env_id, **kwargs)] * num_envs
 
 
-class FailingEnv(gym.Wrapper):
-    """CartPole that raises ``RuntimeError`` at the ``at``-th reset or step, once. The message
-    ends with ``token``, chosen at random by the check: only a real traceback carries it."""
+def env_fns_each(env_id: str, kwargs_per_env: list[dict[str, Any]]) -> list[Callable[[], gym.Env]]:
+    """One factory per env, each with its own arguments (a slow env beside fast ones...)."""
+    return [env_fn(env_id, **kwargs) for kwargs in kwargs_per_env]
 
-    def __init__(self, fail_on: str, at: int, token: str):
+
+def faulty_env_fns_at(
+    num_envs: int, bad_indices: list[int], **faulty_kwargs: Any
+) -> list[Callable[[], gym.Env]]:
+    """Like ``faulty_env_fns``, with every env in ``bad_indices`` faulty (several hung...)."""
+    good = functools.partial(FaultyEnv, fail_on=None)
+    bad = functools.partial(FaultyEnv, **faulty_kwargs)
+    return [bad if index in bad_indices else good for index in range(num_envs)]
+
+
+#: The exceptions a :class:`FailingEnv` may raise, by name.
+ERRORS = {"RuntimeError": RuntimeError, "ValueError": ValueError, "KeyError": KeyError}
+
+
+class FailingEnv(gym.Wrapper):
+    """CartPole that raises (``RuntimeError`` unless ``error`` names another of
+    :data:`ERRORS`) at the ``at``-th reset or step, and again at each of the ``also`` later
+    ones. The message ends with ``token``, chosen at random by the check: only a real traceback
+    carries it."""
+
+    def __init__(
+        self, fail_on: str, at: int, token: str, error: str = "RuntimeError", also: tuple = ()
+    ):
         super().__init__(gym.make("CartPole-v1"))
         self.fail_on, self.at, self.token = fail_on, at, token
+        self.error, self.failing = ERRORS[error], {at, *also}
         self.counts = {"reset": 0, "step": 0}
 
     def _count(self, phase: str) -> None:
         self.counts[phase] += 1
-        if phase == self.fail_on and self.counts[phase] == self.at:
-            raise RuntimeError(f"deliberate failure in {phase} #{self.at} ({self.token})")
+        if phase == self.fail_on and self.counts[phase] in self.failing:
+            number = self.counts[phase]
+            raise self.error(f"deliberate failure in {phase} #{number} ({self.token})")
 
     def reset(self, **kwargs: Any) -> Any:
         self._count("reset")
@@ -55,8 +82,8 @@ class FailingEnv(gym.Wrapper):
         return self.env.step(action)
 
 
-def failing_env_fn(fail_on: str, at: int, token: str) -> Callable[[], gym.Env]:
-    return functools.partial(FailingEnv, fail_on, at, token)
+def failing_env_fn(fail_on: str, at: int, token: str, **options: Any) -> Callable[[], gym.Env]:
+    return functools.partial(FailingEnv, fail_on, at, token, **options)
 
 
 def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
@@ -133,3 +160,80 @@ class WorkerUnderTest:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(2.0)
+
+
+#: The largest JSON file of a student's that :func:`read_json` reads.
+MAX_JSON_BYTES = 5 * 1024 * 1024
+
+
+def read_json(filename: str) -> Any:
+    """A JSON file of the student's folder, as data for the checks to judge (None when there
+    is no such file). Only a file directly in the folder: no path, no link."""
+    path = Path(filename)
+    if path.name != filename or filename.startswith("."):
+        raise ValueError(f"{filename!r}: expected a file name, not a path")
+    if path.is_symlink() or not path.is_file():
+        return None
+    if path.stat().st_size > MAX_JSON_BYTES:
+        raise ValueError(f"{filename} is larger than {MAX_JSON_BYTES // 2**20} MiB")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+#: What :func:`notebook_guesses` reads at most: notebooks, bytes per notebook, characters per answer.
+MAX_NOTEBOOKS, MAX_NOTEBOOK_BYTES, MAX_GUESS_CHARS = 40, 20 * 1024 * 1024, 300
+#: The names of the notebooks' prediction cells' variables start with one of these.
+GUESS_PREFIXES = ("MY_GUESS", "MY_PREDICTION")
+
+
+def notebook_guesses(folder: str = ".") -> dict[str, Any]:
+    """The predictions written in the notebooks under ``folder`` (the student's files): for each
+    notebook, ``{variable: the text of its value}`` for every ``MY_GUESS...`` (or
+    ``MY_PREDICTION...``) assignment in its code cells, and a list of what could not be read.
+    Nothing in them runs: the cells are parsed, never executed."""
+    found: dict[str, dict[str, str]] = {}
+    problems: list[str] = []
+    paths = sorted(Path(folder).rglob("*.ipynb"))
+    for path in paths[:MAX_NOTEBOOKS]:
+        name = str(path.relative_to(folder))
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        try:
+            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+                raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB")
+            cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+            guesses = {}
+            for cell in cells:
+                if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                    source = cell.get("source", "")
+                    source = "".join(source) if isinstance(source, list) else str(source)
+                    if any(prefix in source for prefix in GUESS_PREFIXES):
+                        guesses.update(_guesses_in(source))
+            found[name] = guesses
+        except (OSError, ValueError, AttributeError, RecursionError, MemoryError) as error:
+            problems.append(f"{name}: could not be read ({type(error).__name__}: {error})"[:200])
+    if len(paths) > MAX_NOTEBOOKS:
+        problems.append(f"only the first {MAX_NOTEBOOKS} of {len(paths)} notebooks were read")
+    return {"notebooks": found, "problems": problems}
+
+
+def _guesses_in(source: str) -> dict[str, str]:
+    """``{name: value text}`` of the top-level ``MY_GUESS... = value`` statements of a cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython's %magics and !commands: leave those lines out and try again
+        lines = source.splitlines()
+        kept = [line if not line.lstrip().startswith(("%", "!")) else "" for line in lines]
+        source = "\n".join(kept)
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return {}
+    guesses = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.startswith(GUESS_PREFIXES):
+                    text = ast.get_source_segment(source, node.value) or "?"
+                    guesses[target.id] = text[:MAX_GUESS_CHARS]
+    return guesses

@@ -1,50 +1,54 @@
-"""Exercise 2: throughput and the overhead model.
+"""Exercise 2: the overhead model, from measurements to a decision.
 
-Notebook 6 fits the overhead model with ``vecenvs.bench.model``. Here you write its formulas.
+Notebook 6's model: one ``step()`` of N envs, on a backend whose K workers step c envs at the
+same moment, takes
 
-One ``step()`` of N envs, on a backend that steps c envs at the same moment, takes
+    t_batch = N * t_env / c + t_os        with  c = min(K, N, cpus)
 
-    t_batch = N * t_env / c + t_os        with  c = min(workers, N, cpus)
+where t_env is one env's step and t_os the backend's fixed cost per ``step()`` (waking the
+workers, pipes, waiting). The loop steps the N envs one after the other.
 
-where t_env is one env step and t_os the backend's fixed overhead per ``step()`` call
-(pipes, waking processes, waiting). A plain loop takes N * t_env, so the speed-up over it is
+Part A. Write the three functions below. Times are in seconds.
 
-    speedup = N * t_env / t_batch
+Part B. Replace ``None`` with your answer. The checks you run say whether it has the right form;
+whether it is right is graded later.
 
-Write the four functions below. Times are in seconds. Check: ``pytest exercises/checks -k q2``.
+Check your work: ``pytest exercises/checks -k q2``.
 """
 
 
 def throughput(num_envs: int, steps: int, seconds: float) -> float:
-    """Env steps per second: ``steps`` calls of ``step()`` on ``num_envs`` envs took ``seconds``.
-
-    Every env's step counts: one ``step()`` of 8 envs is 8 env steps.
-    """
+    """Env steps per second: ``steps`` calls of ``step()`` on ``num_envs`` envs took ``seconds``."""
     raise NotImplementedError("Exercise 2: write throughput")
 
 
-def predicted_speedup(num_envs: int, t_env: float, t_os: float, workers: int, cpus: int) -> float:
-    """The model's speed-up over the sequential loop (see the module docstring)."""
-    raise NotImplementedError("Exercise 2: write predicted_speedup")
+def fit_model(
+    measurements: list[tuple[int, float, float]], workers: int, cpus: int
+) -> tuple[float, float]:
+    """``(t_env, t_os)`` estimated from measurements of the loop and of a pool.
 
-
-def t_os_from_speedup(
-    num_envs: int, t_env: float, speedup: float, workers: int, cpus: int
-) -> float:
-    """The overhead t_os that would make the model predict this measured ``speedup``.
-
-    Solve the model for t_os: first the batch time the speed-up implies, then subtract the
-    parallel part.
+    Each measurement is ``(N, loop_seconds, pool_seconds)``: the mean time of one ``step()`` of
+    N envs in the loop, and in a pool of ``workers`` workers on ``cpus`` CPUs. Measurements are
+    noisy, and the loop has a small fixed cost per ``step()`` of its own: use every measurement.
     """
-    raise NotImplementedError("Exercise 2: write t_os_from_speedup")
+    raise NotImplementedError("Exercise 2: write fit_model")
 
 
-def break_even_num_envs(
-    t_env: float, t_os: float, workers: int, cpus: int, max_envs: int = 100_000
-) -> int | None:
-    """The smallest N (1 to ``max_envs``) at which the model's speed-up is at least 1.
+def break_even_num_envs(t_env: float, t_os: float, workers: int, cpus: int) -> int | None:
+    """The smallest N at which the model's pool is at least as fast as the loop (None: no N).
 
-    Returns None when no N up to ``max_envs`` gets there (for example with one worker, or one
-    CPU: then the backend can never beat the loop it adds overhead to).
+    It raises ValueError for a ``t_env`` that is not above 0, a negative ``t_os``, or fewer
+    than one worker or CPU. The answer may be in the billions: it must come within a second.
     """
     raise NotImplementedError("Exercise 2: write break_even_num_envs")
+
+
+# ---------------------------------------------------------------- Part B
+
+#: Notebook 4 measured a pool of 8 workers on 2 CPUs stepping slower than a pool of 2, while the
+#: model predicts the same speed-up for both. Which part of a real pool does the model leave out?
+#:   "a": t_env grows with the number of workers, because the envs share a cache
+#:   "b": the cost per step() grows with the number of workers: each must be woken, answered
+#:        and waited for, and 8 processes take turns on 2 CPUs; the model's t_os is one constant
+#:   "c": nothing: with c = min(K, N, cpus) the model already predicts it
+WHAT_THE_MODEL_LEAVES_OUT = None

@@ -7,7 +7,8 @@ other half) with N=128. Each row is ``{"process", "category", "samples"}``; py-s
 every process 100 times a second, busy or idle, so a process's samples are its wall-clock time.
 
 Part A: write the two functions. Part B: replace each ``None`` with your answer, using your
-functions on the data (``load_profiles()`` reads it for you).
+functions on the data (``load_profiles()`` reads it for you). The checks you run say whether an
+answer has the right form; whether it is right is graded later.
 
 Check: ``pytest exercises/checks -k q5``.
 """
@@ -19,7 +20,6 @@ from pathlib import Path
 
 import exercises
 
-# As in the reference solution, which is this file with the holes filled.
 DATA = Path(exercises.__file__).resolve().parent / "data" / "profiles.json"
 SUBPROC = "subproc, CartPole-v1, N=8"
 POOL = "pool (num_workers=2), CartPole-v1, N=128"

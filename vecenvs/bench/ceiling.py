@@ -40,6 +40,7 @@ import numpy as np
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.cpus import available_cpus
 from vecenvs.factory import env_fns_for
+from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 
 __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 
@@ -58,7 +59,7 @@ START_MARGIN_SECONDS = 0.005
 START_MARGIN_PER_WORKER = 0.0005
 
 #: The keyword arguments the ceiling takes (besides the env's).
-KWARGS = ("num_workers", "start_method", "timeout")
+KWARGS = ("num_workers", "start_method", "timeout", "worker_threads")
 
 
 def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
@@ -74,6 +75,7 @@ def check_kwargs(kwargs: Mapping[str, Any], num_envs: int) -> None:
         raise ValueError(f"start_method {method!r} is not one of {', '.join(methods)}")
     if kwargs.get("timeout") is not None:
         check_seconds("the ceiling's timeout", kwargs["timeout"])
+    check_worker_threads(kwargs.get("worker_threads"))
 
 
 class Ceiling:
@@ -82,7 +84,9 @@ class Ceiling:
     K (``num_workers``) defaults to the CPUs this process may use; N is split as evenly as
     possible. Env i is reset with ``seed + i`` and samples its actions from a space seeded so.
     ``timeout`` is the longest wait, in seconds, for a process to build its envs or to answer
-    after a window's deadline.
+    after a window's deadline. ``worker_threads``: the BLAS, OpenMP and torch threads of each
+    process, as the pools' workers have them (default 1; None leaves them alone; see
+    :mod:`vecenvs.threads`).
     """
 
     def __init__(
@@ -95,11 +99,20 @@ class Ceiling:
         seed: int = 0,
         start_method: str | None = None,
         timeout: float = 60.0,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
     ):
         check_kwargs(
-            {"num_workers": num_workers, "start_method": start_method, "timeout": timeout}, num_envs
+            {
+                "num_workers": num_workers,
+                "start_method": start_method,
+                "timeout": timeout,
+                "worker_threads": worker_threads,
+            },
+            num_envs,
         )
-        env_fns = env_fns_for(env_id, num_envs, **dict(env_kwargs or {}))
+        env_fns = cap_env_fns(
+            env_fns_for(env_id, num_envs, **dict(env_kwargs or {})), worker_threads
+        )
         self.num_envs = num_envs
         self.num_workers = min(num_workers or available_cpus(), num_envs)
         self.timeout = timeout

@@ -41,12 +41,14 @@ import gymnasium as gym
 import numpy as np
 import psutil
 
-from vecenvs.bench import ceiling
+from vecenvs.bench import ceiling, ratios
 from vecenvs.bench.ceiling import ACTION_RING_SIZE
 from vecenvs.bench.machine import cpu_seconds
+from vecenvs.bench.ratios import DEFAULT_REFERENCE
 from vecenvs.bench.store import RunCancelled
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.factory import (
+    BACKEND_INFO,
     BACKENDS,
     WORKER_BACKENDS,
     available_backends,
@@ -69,21 +71,18 @@ __all__ = [
     "compare_configs",
     "describe",
     "describe_kwargs",
+    "in_words",
     "measurable_backends",
     "measure",
     "short_env_labels",
     "validate_config",
 ]
 
-#: The backend every other one is compared with: gymnasium's plain sequential vector env.
-#: Everywhere the lab says "the loop", it means this one.
-DEFAULT_REFERENCE = "gym-sync"
-
 #: The row that is the machine's limit, not a vector env (:mod:`vecenvs.bench.ceiling`).
 CEILING = ceiling.NAME
 
 #: Short timing for tests and a first look (``BenchConfig(..., **QUICK)``): rough numbers, don't
-#: trust a few percent. Three windows, so that the median paired ratio outvotes a disturbed one.
+#: trust a few percent. Three windows, so that the median window outvotes a disturbed one.
 QUICK: dict[str, Any] = {"warmup_seconds": 0.1, "measure_seconds": 0.15, "repeats": 3}
 
 
@@ -179,14 +178,26 @@ class Measurement:
     # pool (the calling process counts when it steps envs too).
     workers: int = 1
     peak_rss_bytes: int = 0  # the largest rss_bytes: after startup and after each window
+    # The numbers below are set by compare() (and vecenvs.bench.ratios.relate for stored runs),
+    # each defined once in vecenvs.bench.ratios.
     # Window by window, throughput / the reference's in the same round of compare() (empty
     # outside it): a round's windows run back to back, so each pair saw about the same load.
+    # Not the speed-up: its spread, which says how far to trust it.
     paired_ratios: list[float] = field(default_factory=list)
-    # The median of paired_ratios (one disturbed window cannot drag it far); None outside compare.
+    # The speed-up: this throughput / the reference's, at the same point; None outside compare.
     ratio: float | None = None
-    # Share of the machine's ceiling reached: the median window-by-window ratio to the ceiling
-    # row of the same compare() run, if it had one (else None). 1.0: no coordination cost at all.
+    # Share of the machine's ceiling reached: this throughput / the ceiling's at the same point,
+    # if it was measured (else None). 1.0: no coordination cost at all.
     efficiency: float | None = None
+    # What is wrong with these numbers, if anything (vecenvs.bench.ratios.CHECKS): e.g.
+    # "ceiling disturbed", when the efficiency must not be shown as a result.
+    checks: list[str] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        """The throughput every table, chart and ratio uses: the median window, in env steps/s
+        (:func:`vecenvs.bench.ratios.throughput`)."""
+        return ratios.throughput(self)
 
     @property
     def mean(self) -> float:
@@ -239,7 +250,16 @@ class Measurement:
     def to_dict(self) -> dict[str, Any]:
         """Everything, derived numbers included, as plain JSON-ready values."""
         data = dataclasses.asdict(self)
-        for name in ("mean", "std", "median", "processes", "timed_seconds", "cores_busy"):
+        derived = (
+            "throughput",
+            "mean",
+            "std",
+            "median",
+            "processes",
+            "timed_seconds",
+            "cores_busy",
+        )
+        for name in derived:
             data[name] = getattr(self, name)
         return data
 
@@ -319,7 +339,8 @@ def compare(
     machine's load is spread over all backends, not charged to whichever ran in the busy
     minute. The price: all their processes exist at once (hundreds at N=128 with one per env);
     ``interleave=False`` measures the backends one after the other instead. Each ``ratio`` is
-    the median over rounds of this backend's window / the reference's window of the same round.
+    its throughput (the median window) / the reference's, and ``paired_ratios`` the window by
+    window ratios that say how far to trust it (:mod:`vecenvs.bench.ratios` defines both).
 
     ``on_window`` is called after every timed window; ``on_stage`` is told what happens between
     them, e.g. ``"starting subproc (2 of 4)"``; ``cancel`` is checked between them, and True
@@ -340,16 +361,8 @@ def compare(
     )
     groups = [configs] if interleave else [[config] for config in configs]
     results = [r for group in groups for r in _measure(group, on_window, cancel, on_stage)]
-    ceilings = [result for result in results if result.config.backend == CEILING]
-    # Several ceilings (e.g. K=2 and K=16): the highest is what the machine gives.
-    top = max(ceilings, key=lambda result: result.median) if ceilings else None
-    for result in results:
-        # Window i of every backend ran in round i, close together in time: dividing pair by
-        # pair cancels most of the machine's drift, and the median ignores a stalled window.
-        result.paired_ratios = result.ratios_to(results[reference_index])
-        result.ratio = statistics.median(result.paired_ratios)
-        if top is not None:
-            result.efficiency = statistics.median(result.ratios_to(top))
+    # Speed-ups, efficiencies and their checks, defined once for the whole lab.
+    ratios.relate_point(results, results[reference_index])
     return results
 
 
@@ -620,6 +633,21 @@ def describe(name: str) -> str:
     if name == DEFAULT_REFERENCE:
         return f"{describe_backend(name)} (the loop: the reference)"
     return describe_backend(name)
+
+
+def in_words(name: str) -> str:
+    """A backend of the benchmark named once in plain words, for a legend or a tooltip:
+    ``"multi: every env in this process, one after the other"``."""
+    if name == CEILING:
+        return ceiling.DESCRIPTION
+    info = BACKEND_INFO.get(name)
+    if info is None:
+        return name
+    if name == DEFAULT_REFERENCE:
+        return (
+            f"{name} (the loop, the reference): {info.description.removesuffix(' (the reference)')}"
+        )
+    return f"{name}: {info.description}"
 
 
 def _async_batch_size(envs: gym.vector.VectorEnv) -> int | None:

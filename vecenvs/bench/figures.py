@@ -42,14 +42,17 @@ from plotly import graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from vecenvs.bench import ratios
 from vecenvs.bench.engine import (
     CEILING,
     DEFAULT_REFERENCE,
     BenchConfig,
     Measurement,
+    in_words,
     short_env_labels,
 )
 from vecenvs.bench.model import OverheadModel, check_cpus, env_step_seconds, native_backends
+from vecenvs.bench.verdict import fit_quality
 from vecenvs.factory import BACKEND_INFO
 
 __all__ = [
@@ -146,9 +149,9 @@ def seeds_figure(
     """The seed post's figure: rows = N, columns = envs by cost, bars = throughput per backend.
 
     Columns go from the cheapest env to the costliest (by the ``reference``'s single-env rate;
-    envs without a reference measurement come last). Each bar is the mean throughput over the
-    timed windows, its error bar their standard deviation; hovering shows the speed-up over
-    the reference. A backend not measured in a cell leaves its slot empty. ``case`` is one of
+    envs without a reference measurement come last). Each bar is the throughput (the median
+    timed window), its error bar the windows' standard deviation; hovering shows the speed-up
+    over the reference. A backend not measured in a cell leaves its slot empty. ``case`` is one of
     :data:`CASES`: every N, N <= ``cpus`` (by default this machine's) or N > ``cpus``.
 
     Raises:
@@ -188,7 +191,7 @@ def seeds_figure(
                 figure.add_trace(
                     go.Bar(
                         x=[data.names[label]],
-                        y=[measurement.mean],
+                        y=[measurement.throughput],
                         error_y={"type": "data", "array": [measurement.std], "visible": True},
                         name=data.names[label],
                         legendgroup=label,
@@ -196,7 +199,8 @@ def seeds_figure(
                         marker_color=data.colors[label],
                         hovertemplate=(
                             f"%{{fullData.name}}<br>{data.env_names[env]}, N={num_envs}<br>"
-                            f"{measurement.mean:,.0f} ± {measurement.std:,.0f} env steps/s<br>"
+                            f"{measurement.throughput:,.0f} ± {measurement.std:,.0f} env steps/s"
+                            f"<br>"
                             f"{_ratio_text(measurement.ratio, reference)}<extra></extra>"
                         ),
                     ),
@@ -290,6 +294,7 @@ def metric_figure(
         raise ValueError(f"unknown metric {metric!r}; expected one of {tuple(METRICS)}")
     title, y_title, unit, empty = (text.format(reference=reference) for text in METRICS[metric])
     speedup, efficiency = metric == "speedup", metric == "efficiency"
+    throughput = metric == "throughput"
     if speedup:  # the reference is the line at 1x; measurements without a ratio are not drawn
         measurements = [m for m in measurements if m.ratio is not None]
     data = _Data.of(measurements, reference)
@@ -303,18 +308,26 @@ def metric_figure(
     if efficiency and not all(data.ceiling(env) for env in data.envs):
         title += " (estimated as CPUs x one env where no ceiling was measured)"
     figure = _facets(data, title, y_title, log_y=not efficiency)
+    flagged: dict[str, None] = {}  # efficiencies left out, and why (each said once)
     for panel, env in enumerate(data.envs, start=1):
         limit = _limit(data, model, env, cpus)
         for label in backends:
             points = data.series(env, label)
+            if efficiency:  # a flagged efficiency is not a result: leave it out, say so
+                where = f"{data.env_names[env]}, " if len(data.envs) > 1 else ""
+                for m in filter(_efficiency_flagged, points):
+                    flag = ratios.efficiency_flag(m.checks)
+                    what = "" if flag == ratios.CEILING_DISTURBED else f"{data.names[label]} "
+                    flagged[f"{where}{what}N={m.config.num_envs}: {flag}"] = None
+                points = [m for m in points if not _efficiency_flagged(m)]
             if not points:
                 continue
-            values: list[float | None] = [m.ratio if speedup else m.mean for m in points]
+            values: list[float | None] = [m.ratio if speedup else m.throughput for m in points]
             errors = None if speedup else [m.std for m in points]
-            if efficiency:  # a point's own paired efficiency where the ceiling was measured with it
+            if efficiency:  # a point's own efficiency where the ceiling was measured with it
                 limits = [limit(m.config.num_envs) for m in points]
                 values = [
-                    100 * (m.mean / lim if m.efficiency is None else m.efficiency)
+                    100 * (m.throughput / lim if m.efficiency is None else m.efficiency)
                     for m, lim in zip(points, limits)
                 ]
                 errors = [100 * m.std / lim for m, lim in zip(points, limits)]
@@ -333,7 +346,10 @@ def metric_figure(
                 name=data.names[label],
                 legendgroup=label,
                 showlegend=not _in_legend(figure, label),
-                hovertemplate=_hover(unit),
+                customdata=[_point_note(m) for m in points],
+                hovertemplate=_hover(
+                    unit, what=data.words[label], digits=0 if throughput else 3, notes=True
+                ),
             )
         ns, ceiling = data.env_num_envs(env), data.ceiling(env)
         if speedup:
@@ -345,7 +361,7 @@ def metric_figure(
             xs, ys = ns, [100.0] * len(ns)
         elif ceiling:
             xs = [m.config.num_envs for m in ceiling]
-            ys = [m.ratio if speedup else m.mean for m in ceiling]
+            ys = [m.ratio if speedup else m.throughput for m in ceiling]
         elif speedup:
             xs, ys = ns, [float(min(n, cpus)) for n in ns]
         elif t_env is not None:
@@ -354,7 +370,25 @@ def metric_figure(
             continue  # no ceiling, no reference: no limit to draw
         name, style = _LIMITS[bool(ceiling)]
         limit_unit = "%" if efficiency else unit
-        _add_line(figure, data, panel, xs, ys, name, style, markers=bool(ceiling), unit=limit_unit)
+        # A disturbed ceiling window: its point is a cross, and its hover says why.
+        disturbed = {m.config.num_envs: m for m in ceiling if ratios.DISTURBED in m.checks}
+        _add_line(
+            figure,
+            data,
+            panel,
+            xs,
+            ys,
+            name,
+            style,
+            markers=bool(ceiling),
+            unit=limit_unit,
+            symbols=["x" if n in disturbed else "diamond" for n in xs],
+            notes=[_point_note(disturbed[n]) if n in disturbed else "" for n in xs],
+        )
+    if flagged:
+        said = list(flagged)
+        shown = "; ".join(said[:3]) + (f" (and {len(said) - 3} more)" if said[3:] else "")
+        figure.layout.title.text += f"<br><sup>Not shown, not results: {shown}</sup>"
     if model is not None:
 
         def predict(env: str, label: str, n: float) -> float:
@@ -382,7 +416,8 @@ def throughput_figure(
 ) -> go.Figure:
     """Env steps/s against N, one panel per env, with the machine's ceiling and the model.
 
-    Points are the mean over the timed windows, error bars their standard deviation. The dotted
+    Points are the throughput (the median timed window), error bars the windows' standard
+    deviation; a point's tooltip says what is wrong with it, if anything. The dotted
     black line is the ceiling: where the ``ceiling`` row was measured, its points (min(K, N)
     processes stepping with no coordination, what no vector env can beat); otherwise an
     estimate, min(N, CPUs) x one env's rate, which says so in the legend.
@@ -402,8 +437,8 @@ def speedup_figure(
 ) -> go.Figure:
     """Speed-up over the sequential reference against N, one panel per env.
 
-    A point is a measurement's ``ratio``: the median, over the timed windows, of its throughput
-    divided by the reference's measured right next to it. The reference itself is the line at
+    A point is a measurement's ``ratio``: its throughput divided by the reference's measured
+    right next to it (:mod:`vecenvs.bench.ratios`). The reference itself is the line at
     1x; the dotted line is the ceiling's speed-up, the most any backend can gain on these Python
     envs (measured where the ``ceiling`` row was, else estimated as min(N, CPUs); EnvPool,
     stepping native envs, may cross it: it is not like-for-like). Measurements without a ratio
@@ -426,10 +461,12 @@ def efficiency_figure(
 
     100% is the ceiling: min(K, N) processes stepping their envs with no coordination at all.
     Where the ``ceiling`` row was measured, a point is the measurement's own
-    :attr:`~vecenvs.bench.Measurement.efficiency` (window by window against the ceiling's
-    windows of the same round); elsewhere the limit is the estimate min(N, CPUs) x one env's
-    rate, and the title says so. EnvPool can go above 100%: its native envs step faster than
-    the Python ones the ceiling steps.
+    :attr:`~vecenvs.bench.Measurement.efficiency` (its throughput over the ceiling's at the
+    same point); elsewhere the limit is the estimate min(N, CPUs) x one env's rate, and the
+    title says so. An efficiency a check flags (above the ceiling, a disturbed ceiling:
+    :mod:`vecenvs.bench.ratios`) is not a result: it is left out, and the title says which.
+    EnvPool can go above 100%: its native envs step faster than the Python ones the ceiling
+    steps.
     """
     return metric_figure(
         measurements, model, metric="efficiency", cpus=cpus, variant=variant, reference=reference
@@ -461,20 +498,28 @@ def runs_figure(
     title = (
         "Speed-up" if speedup else "Training throughput" if training else "Throughput"
     ) + " of the selected runs"
+    everything = [m for measurements in runs.values() for m in measurements]
+    # The panels' order and each backend's style come from every measurement, whatever the
+    # metric: switching views must not swap the panels or restyle a backend.
+    order = _Data.of(everything, reference, ceiling_as_backend=True)
     every = [
         m
-        for measurements in runs.values()
-        for m in measurements
+        for m in everything
         if not speedup or (m.ratio is not None and m.config.backend != reference)
     ]
     data = _Data.of(every, reference, ceiling_as_backend=True)
     if not data.latest:
         return _empty_figure(title, "no measurements in the selected runs")
+    data.envs = [env for env in order.envs if env in data.envs]
+    data.backends = [label for label in order.backends if label in data.backends]
     _, y_title, unit, _ = (text.format(reference=reference) for text in METRICS[metric])
     y_title = ("training " if training and not speedup else "") + y_title
     figure = _facets(data, title, y_title, log_y=True)
     drawn = {id(m) for m in every}
-    dash_of = {label: _DASHES[index % len(_DASHES)] for index, label in enumerate(data.backends)}
+    families = {m.config.backend_label: m.config.backend for m in everything}
+    dash_of = {
+        label: _backend_style(families[label], index) for index, label in enumerate(order.backends)
+    }
     for index, (run, measurements) in enumerate(runs.items()):
         color = _RUN_COLORS[index % len(_RUN_COLORS)]
         run_name = _text(run)
@@ -495,47 +540,81 @@ def runs_figure(
                 points = run_data.series(env, label)
                 if not points:
                     continue
+                dash, symbol = dash_of[label]
                 _scatter(
                     figure,
                     data,
                     panel,
                     x=[m.config.num_envs for m in points],
-                    y=[m.ratio if speedup else m.mean for m in points],
+                    y=[m.ratio if speedup else m.throughput for m in points],
                     mode="lines+markers",
-                    line={"color": color, "width": 1.5, "dash": dash_of[label]},
-                    marker={"color": color, "size": 7},
+                    line={"color": color, "width": 1.5, "dash": dash},
+                    marker={"color": color, "size": 8, "symbol": symbol},
                     name=f"{data.names[label]} · {run_name}",
                     legendgroup=group,
                     showlegend=False,
-                    hovertemplate=_hover(unit),
+                    customdata=[_point_note(m) for m in points],
+                    hovertemplate=_hover(
+                        unit, what=data.words[label], digits=3 if speedup else 0, notes=True
+                    ),
                 )
     for rank, label in enumerate(data.backends):  # the line style of each backend
-        _legend_entry(
-            figure,
-            name=data.names[label],
-            line={"color": "#555555", "width": 1.5, "dash": dash_of[label]},
-            legendgroup="backends",
-            legendgrouptitle_text="backends",
-            legendrank=1000 + rank,
+        dash, symbol = dash_of[label]
+        figure.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines+markers",
+                hoverinfo="skip",
+                name=data.names[label],
+                line={"color": "#555555", "width": 1.5, "dash": dash},
+                marker={"color": "#555555", "size": 8, "symbol": symbol},
+                legendgroup="backends",
+                legendgrouptitle_text="backends",
+                legendrank=1000 + rank,
+            )
         )
     figure.update_layout(legend={"groupclick": "togglegroup"})
     return _tidy_log_axes(figure)
 
 
-def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
+def _backend_style(family: str, index: int) -> tuple[str, str]:
+    """(dash, marker symbol) of a backend in the History overlay: the ceiling always dotted with
+    diamonds, as in the other charts; the others by their place in the order. The marker tells
+    backends apart even on a line between two points, too short to show its dashes."""
+    if family == CEILING:
+        return "dot", "diamond"
+    return _DASHES[index % len(_DASHES)], _SYMBOLS[index % len(_SYMBOLS)]
+
+
+def autotune_figure(
+    table: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    reference: str = DEFAULT_REFERENCE,
+) -> go.Figure:
     """Autotune's candidates as horizontal bars of throughput, fastest on top, the winner marked.
 
     One colour per backend family, as in every other chart, and one legend entry per colour.
-    The speed-up over ``multi`` is written at the base of each bar, where the error bar (at its
-    end) cannot hide it. ``table`` is :attr:`vecenvs.autotune.AutotuneResult.table` (or the
-    ``"table"`` of its ``to_dict()``): rows with ``label``, ``steps_per_second``, ``std`` and
-    ``vs_loop`` (the speed-up over ``multi``).
+    The speed-up over ``reference`` (the candidate of that label, when it was measured: its
+    throughput over the reference's, the bars' own ratio) is written at the base of each bar,
+    where the error bar (at its end) cannot hide it; without it, the table's ``vs_loop`` (over
+    ``multi``, as autotune measured before the reference was a candidate). ``table`` is
+    :attr:`vecenvs.autotune.AutotuneResult.table` (or the ``"table"`` of its ``to_dict()``):
+    rows with ``label``, ``steps_per_second`` and ``std``.
     """
     title = title or "Autotune: throughput of each candidate"
     if not table:
         return _empty_figure(title, "no candidate measured yet")
     rows = sorted(table, key=lambda row: row["steps_per_second"])  # plotly draws bottom-up
     best = rows[-1]["label"]
+    base = next((row["steps_per_second"] for row in rows if row["label"] == reference), None)
+
+    def versus(row: Mapping[str, Any]) -> str:
+        if base:
+            return f"{row['steps_per_second'] / base:.2f}x {reference}"
+        return "" if row.get("vs_loop") is None else f"{row['vs_loop']:.2f}x multi"
+
     names = [_text(("★ " if row["label"] == best else "") + str(row["label"])) for row in rows]
     figure = go.Figure()
     by_family: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
@@ -553,14 +632,12 @@ def autotune_figure(table: Sequence[Mapping[str, Any]], *, title: str | None = N
                 },
                 orientation="h",
                 marker_color=_family_color(family),
-                text=[
-                    "" if row["vs_loop"] is None else f"{row['vs_loop']:.2f}x multi"
-                    for _, row in mine
-                ],
+                text=[versus(row) for _, row in mine],
                 textposition="inside",
                 insidetextanchor="start",
                 name=_text(family),
-                hovertemplate="%{y}<br>%{x:,.0f} env steps/s<extra></extra>",
+                hovertemplate=f"%{{y}}<br>{_text(in_words(family))}<br>"
+                "%{x:,.0f} env steps/s<extra></extra>",
             )
         )
     figure.update_layout(
@@ -596,6 +673,8 @@ class _Data:
     env_names: dict[str, str]
     colors: dict[str, str]
     t_env: dict[str, float]
+    words: dict[str, str]
+    """Backend label -> what it is, in plain words (its tooltip)."""
 
     @classmethod
     def of(
@@ -634,6 +713,7 @@ class _Data:
             env_names=env_names,
             colors=backend_colors(latest.values()),
             t_env=t_env,
+            words={config.backend_label: _text(in_words(config.backend)) for config in configs},
         )
 
     def series(self, env: str, label: str) -> list[Measurement]:
@@ -664,8 +744,10 @@ _MAX_COLUMNS = 3
 #: Panel titles wrap at about this many characters for 1, 2 and 3 panels side by side.
 _TITLE_CHARACTERS = {1: 110, 2: 60, 3: 38}
 _PANEL_HEIGHT = 360
-#: Line styles for the backends of the History overlay (its colours are the runs').
-_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+#: Line styles and marker symbols for the backends of the History overlay (its colours are the
+#: runs'); "dot" is the ceiling's own.
+_DASHES = ("solid", "dash", "dashdot", "longdash", "longdashdot")
+_SYMBOLS = ("circle", "square", "triangle-up", "star", "cross", "triangle-down")
 #: One colour per run in the History overlay: plotly's qualitative "D3", 10 distinct colours.
 _RUN_COLORS = tuple(color.lower() for color in qualitative.D3)
 
@@ -728,8 +810,28 @@ def _legend_entry(figure: go.Figure, **trace: Any) -> None:
     figure.add_trace(go.Scatter(x=[None], y=[None], mode="lines", hoverinfo="skip", **trace))
 
 
-def _hover(unit: str, name: str = "%{fullData.name}", digits: int = 3) -> str:
-    return f"{name}<br>N=%{{x}}<br>%{{y:,.{digits}~g}} {unit}<extra></extra>"
+def _hover(
+    unit: str,
+    name: str = "%{fullData.name}",
+    digits: int = 3,
+    *,
+    what: str = "",
+    notes: bool = False,
+) -> str:
+    """A point's tooltip: its backend (and ``what`` it is, in words), N and value, numbers as
+    the tables write them (``43,693``, never ``4.37e+4``): ``digits`` 0 for whole numbers,
+    else significant digits. ``notes``: the trace's ``customdata`` says what is wrong with a
+    point (:func:`_point_note`)."""
+    value = "%{y:,.0f}" if digits == 0 else f"%{{y:,.{digits}~g}}"
+    said = f"<br>{what}" if what else ""
+    note = "%{customdata}" if notes else ""
+    return f"{name}{said}<br>N=%{{x}}<br>{value} {unit}{note}<extra></extra>"
+
+
+def _point_note(measurement: Measurement) -> str:
+    """What the checks say of a point, for its tooltip (empty when nothing is wrong)."""
+    said = ratios.explain(measurement)
+    return "".join(f"<br>⚠ {_text(text)}" for text in said)
 
 
 def _add_line(
@@ -743,13 +845,17 @@ def _add_line(
     *,
     markers: bool = False,
     unit: str = "",
+    symbols: Sequence[str] | None = None,
+    notes: Sequence[str] | None = None,
 ) -> None:
-    """A line through ``values`` (one legend entry per name): a limit, or a level such as 1x.
+    """A line through ``values`` (one legend entry per name): a limit, or a level such as 1x;
+    ``symbols`` and ``notes`` (for the tooltip) per point, when it has markers.
 
     A scatter line rather than a plotly shape: it gets a legend entry, and it sits at the
     right place on log axes too.
     """
     group = "level: " + name
+    digits = 0 if unit == _STEPS_PER_SECOND else 4
     _scatter(
         figure,
         data,
@@ -758,11 +864,12 @@ def _add_line(
         y=values,
         mode="lines+markers" if markers else "lines",
         line=style,
-        marker={"color": style["color"], "size": 6, "symbol": "diamond"},
+        marker={"color": style["color"], "size": 7, "symbol": list(symbols or ["diamond"])},
         name=name,
         legendgroup=group,
         showlegend=not _in_legend(figure, group),
-        hovertemplate=_hover(unit, name, digits=4),
+        customdata=list(notes or [""] * len(ns)),
+        hovertemplate=_hover(unit, name, digits=digits, notes=True),
     )
 
 
@@ -781,6 +888,8 @@ def _add_curves(figure, data: _Data, model: OverheadModel, variant: str, predict
             fit = model.backends.get(label)
             if fit is not None and variant == "per_env" and fit.per_env is None:
                 continue  # measured at one N only: no per-env fit to draw
+            if fit is not None and not fit_quality(fit, variant).trusted:
+                continue  # a poor fit, or too few points to judge one: no curve to trust
             color = data.colors[label]
             _scatter(
                 figure,
@@ -810,7 +919,7 @@ def _limit(data: _Data, model: OverheadModel | None, env: str, cpus: int):
     it between measured N, or the measurements themselves), else min(N, CPUs) / t_env."""
     if model is not None and env in model.envs:
         return model.envs[env].limit
-    measured: dict[float, float] = {m.config.num_envs: m.mean for m in data.ceiling(env)}
+    measured: dict[float, float] = {m.config.num_envs: m.throughput for m in data.ceiling(env)}
     t_env = _t_env(data, model, env)
 
     def limit(num_envs: float) -> float:
@@ -898,6 +1007,11 @@ def _t_env(data: _Data, model: OverheadModel | None, env: str) -> float | None:
     if model is not None and env in model.envs:
         return model.envs[env].t_env_seconds
     return data.t_env.get(env)
+
+
+def _efficiency_flagged(measurement: Measurement) -> bool:
+    """An efficiency a check keeps from being a result (:func:`ratios.shown_efficiency`)."""
+    return measurement.efficiency is not None and ratios.shown_efficiency(measurement) is None
 
 
 def _empty_figure(title: str, message: str) -> go.Figure:

@@ -17,7 +17,9 @@ per store file (a second runner finds it held and exits), and the **machine lock
 The ``jobs`` table (schema version 2): ``kind`` and ``settings`` (JSON) say what to run,
 ``state`` is ``'queued'``, ``'started'`` or ``'cancelled'`` (before it started), ``run_id`` the
 run it became (whose status says how it goes), ``cancel_requested`` 1 once someone asked a
-started job to stop, ``progress`` the runner's JSON ``{"done", "total", "message"}``. As
+started job to stop, ``progress`` the runner's JSON ``{"done", "total", "message"}``, ``notes``
+(schema version 3) JSON that whoever queued it wants shown with it later, e.g. the machine's
+load when it was queued (:meth:`JobQueue.add_notes`). As
 :attr:`Job.status` reports it: ``queued`` -> ``running`` -> ``done``, ``cancelled`` or
 ``failed``.
 """
@@ -105,6 +107,7 @@ class Job:
     cancel_requested: bool
     progress: dict[str, Any] = field(default_factory=dict)
     run: RunRecord | None = None
+    notes: dict[str, Any] = field(default_factory=dict)  # what its page says of it later
 
     @property
     def status(self) -> str:
@@ -229,7 +232,18 @@ class JobQueue:
             cancel_requested=bool(record["cancel_requested"]),
             progress=from_json(record["progress"]) or {},
             run=run,
+            notes=from_json(record["notes"]) or {},
         )
+
+    def add_notes(self, job_id: int, notes: Mapping[str, Any]) -> None:
+        """Keep ``notes`` (JSON-ready) with job ``job_id``, beside those it has, for whoever
+        shows the job later: a reopened page says what the page that queued it said."""
+        with self.store.transaction(write=True) as connection:
+            record = connection.execute("SELECT notes FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if record is None:
+                raise StoreError(f"unknown job id {job_id!r} in the store {self.store.path}")
+            merged = {**(from_json(record["notes"]) or {}), **notes}
+            connection.execute("UPDATE jobs SET notes = ? WHERE id = ?", (to_json(merged), job_id))
 
     def wait(self, job_id: int, timeout: float) -> Job:
         """Wait until job ``job_id`` has finished and return it; TimeoutError (naming its

@@ -9,8 +9,9 @@ a speed measured while other programs hold the cores is low and noisy, and says 
 Example:
     >>> from vecenvs.bench.machine import format_machine, machine_info, machine_load
     >>> print(format_machine(machine_info()))  # doctest: +SKIP
-    Intel(R) Xeon(R) Processor: 2 logical CPUs (2 usable here, 2 physical cores), 7.8 GiB memory;
-    Linux-6.1.0-x86_64-with-glibc2.36; CPython 3.11.7; host lab-vm; vecenvs 0.1.0, ...
+    Intel(R) Xeon(R) Processor: 2 logical CPUs (2 physical cores), 7.8 GiB memory; 2 CPUs usable
+    here: all of the host's, no affinity mask or cgroup quota limits them; Linux-6.1.0-x86_64-with-
+    glibc2.36; CPython 3.11.7; host lab-vm; vecenvs 0.1.0, ...
     >>> print(machine_load(seconds=0.2).sentence())  # doctest: +SKIP
     Load check: other programs used 3% of this machine's 2 CPUs over the last 0.2 s (1-minute
     load average 0.41). Quiet (busy from 20%): the numbers measured now should repeat.
@@ -32,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from vecenvs.cpus import CpuCount, available_cpus, cpu_count
+from vecenvs.cpus import CpuCount, cpu_count
 
 __all__ = [
     "BUSY_SHARE",
@@ -74,15 +75,25 @@ def machine_info() -> dict[str, Any]:
 
     Cheap enough for every run: on Linux it reads ``/proc/cpuinfo`` and starts no process, and
     package versions come from their metadata, so asking about torch does not import it.
-    ``usable_cpus`` are the CPUs this process may run on (a container or ``taskset`` can make
-    them fewer than ``logical_cpus``); ``physical_cores`` is ``None`` when unknown, and a
-    package's version ``None`` when it is not installed.
+    ``usable_cpus`` are the CPUs this process may use (:func:`vecenvs.cpus.cpu_count`: a
+    container's quota or ``taskset`` can make them fewer than ``logical_cpus``), ``cpus_from``
+    says what decided that count ("4 CPUs: cgroup quota 400000/100000 on a 64-CPU host"),
+    ``affinity_cpus`` and ``cpu_quota`` (``{"quota": 400000, "period": 100000}``) are the limits
+    it was read from, ``None`` where there are none. ``physical_cores`` is ``None`` when unknown,
+    and a package's version ``None`` when it is not installed. Runs stored before ``cpus_from``
+    existed lack the last three keys; :func:`format_machine` reads both.
     """
+    cpus = cpu_count()
     return {
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
-        "logical_cpus": os.cpu_count(),
-        "usable_cpus": available_cpus(),
+        "logical_cpus": cpus.host,
+        "usable_cpus": cpus.count,
+        "cpus_from": str(cpus),
+        "affinity_cpus": cpus.affinity,
+        "cpu_quota": None
+        if cpus.quota is None
+        else {"quota": cpus.quota.quota, "period": cpus.quota.period},
         "physical_cores": psutil.cpu_count(logical=False),
         "memory_bytes": psutil.virtual_memory().total,
         "os": platform.platform(),
@@ -135,9 +146,13 @@ def format_machine(info: dict[str, Any]) -> str:
     """One paragraph summing up a :func:`machine_info` dict, for a terminal or a page.
 
     Missing keys are fine (what an older vecenvs stored); packages not installed are left out.
+    Where the run says what decided its usable CPUs, that sentence follows the CPU:
+    ``"...: 64 logical CPUs (32 physical cores), 251.0 GiB memory; 4 CPUs usable here: cgroup
+    quota 400000/100000 on a 64-CPU host; Linux-..."``.
     """
     usable, physical = info.get("usable_cpus"), info.get("physical_cores")
-    details = [f"{usable} usable here"] if usable is not None else []
+    cpus_from = info.get("cpus_from")
+    details = [f"{usable} usable here"] if usable is not None and not cpus_from else []
     if physical is not None:
         details.append(f"{physical} physical core{'' if physical == 1 else 's'}")
     cpus = f"{info.get('logical_cpus', '?')} logical CPUs"
@@ -146,6 +161,8 @@ def format_machine(info: dict[str, Any]) -> str:
     cpus += f", {memory / 2**30:.1f} GiB memory" if memory else ""
     parts = [
         f"{info.get('cpu_model', 'unknown CPU')}: {cpus}",
+        # "4 CPUs: cgroup quota ..." -> "4 CPUs usable here: cgroup quota ..."
+        str(cpus_from).replace(": ", " usable here: ", 1) if cpus_from else "",
         str(info.get("os") or ""),
         f"{info.get('python_implementation', 'Python')} {python}" if python else "",
         f"host {info['hostname']}" if info.get("hostname") else "",

@@ -76,6 +76,15 @@ What is fitted, and what is not
   (EnvPool steps C++ envs, not the Python envs t_env describes) and **measurements without a
   ratio** (made outside :func:`~vecenvs.bench.compare`).
 
+What a fit can claim
+--------------------
+A backend's curve against N is drawn from t_env (one per env, measured by the reference) and
+its overhead (t_os; a and b in the variant below). Through as many points as numbers, any
+curve fits exactly: "median error 0%, R^2 1.00" from two N says nothing. So a fit is judged,
+and its curve drawn, only with more distinct (env, N) points than those numbers
+(:meth:`BackendFit.enough_points`): three N for one env with the constant overhead, four with
+the overhead growing with N.
+
 One process per env: a second variant
 -------------------------------------
 Backends with one process per env (``subproc``, ``gym-async``, ``sb3-subproc``) pay per env: a
@@ -236,7 +245,9 @@ class BackendFit:
 
     ``workers``: how many envs it steps at once, ``None`` meaning one per env (N). ``constant``
     is the seed's model, one t_os per call; ``per_env`` is t_os(N) = a + b N, ``None`` when the
-    measurements cover only one N. The properties below read the constant variant.
+    measurements cover only one N. ``envs``: how many envs they cover; ``distinct_points``: how
+    many different (env, N) (0: as many as ``points``). The properties below read the constant
+    variant.
     """
 
     label: str
@@ -244,6 +255,25 @@ class BackendFit:
     workers: int | None
     constant: OverheadFit
     per_env: OverheadFit | None = None
+    envs: int = 1
+    distinct_points: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.distinct_points:
+            object.__setattr__(self, "distinct_points", self.points)
+
+    def parameters(self, variant: str = "constant") -> int:
+        """The numbers its curves are drawn from: t_env of each env (the reference measured
+        it, at the very points the speed-ups were divided by) and the fitted overhead, t_os
+        or a and b."""
+        _check_variant(variant)
+        return self.envs + (1 if variant == "constant" else 2)
+
+    def enough_points(self, variant: str = "constant") -> bool:
+        """Whether the fit can say anything: more distinct (env, N) points than
+        :meth:`parameters`. Two numbers go through two points exactly, whatever the model:
+        a fit from so few is neither good nor poor, only untested."""
+        return self.distinct_points > self.parameters(variant)
 
     @property
     def t_os_seconds(self) -> float:
@@ -360,7 +390,9 @@ class OverheadModel:
         """One JSON-ready row per backend, the reference first; times in microseconds.
 
         Keys: ``backend``, ``workers`` (``None`` = one per env), ``points``, ``t_os_us``,
-        ``r2``, ``median_relative_error``, ``clamped``, then the per-env variant's
+        ``r2``, ``median_relative_error``, ``clamped``, ``enough_points`` (whether the fit can
+        be judged: :meth:`BackendFit.enough_points`; None for the reference), then the per-env
+        variant's
         ``per_env_fixed_us``, ``per_env_us``, ``per_env_r2``,
         ``per_env_median_relative_error`` (all ``None`` without that variant), and ``note``.
         An undefined R^2 is ``None``, not NaN, so the rows stay valid JSON.
@@ -374,8 +406,13 @@ class OverheadModel:
         ]:
             per_env = fit.per_env
             note = ""
-            if fit.label == self.reference:
+            reference = fit.label == self.reference
+            if reference:
                 note = "the reference: defines t_env; speed-up 1 by definition"
+            elif not fit.enough_points():
+                note = (
+                    f"too few points to judge: {fit.distinct_points} for {fit.parameters()} numbers"
+                )
             elif fit.constant.clamped:
                 note = "t_os clamped to 0: faster per call than the model allows"
             rows.append(
@@ -387,6 +424,7 @@ class OverheadModel:
                     "r2": _json_number(fit.r2),
                     "median_relative_error": fit.median_relative_error,
                     "clamped": fit.constant.clamped,
+                    "enough_points": None if reference else fit.enough_points(),
                     "per_env_fixed_us": None if per_env is None else per_env.fixed_seconds * 1e6,
                     "per_env_us": None if per_env is None else per_env.per_env_seconds * 1e6,
                     "per_env_r2": None if per_env is None else _json_number(per_env.r2),
@@ -455,6 +493,12 @@ class OverheadModel:
         ]
         if any(row["clamped"] for row in backends):
             lines.append("*: clamped to 0 (the best fit wanted a negative overhead).")
+        few = [row["backend"] for row in backends if row["enough_points"] is False]
+        if few:
+            lines.append(
+                f"Too few points to judge the fit of {', '.join(few)}: no more (env, N) points "
+                "than the numbers of their curves (t_env per env, t_os); measure at more N."
+            )
         if self.skipped:
             lines.append(f"Left out of the fit ({len(self.skipped)}):")
             lines += [f"  - {reason}" for reason in self.skipped]
@@ -570,7 +614,7 @@ def fit_overhead_model(
             c = max(1, min(workers, config.num_envs, capacity))
             t_env = _t_env_at(config, env_t, point_t)
             points_by_backend[label].append(
-                _Point(config.num_envs, t_env, c, float(ratio), workers)
+                _Point(config.num_envs, t_env, c, float(ratio), workers, config.env_label)
             )
 
     if not points_by_backend:
@@ -597,6 +641,7 @@ class _Point:
     c: float
     speedup: float
     workers: int
+    env: str = ""
 
     @property
     def t_batch(self) -> float:
@@ -618,7 +663,9 @@ def _fit_backend(label: str, points: list[_Point]) -> BackendFit:
         p.num_envs > 1 for p in points
     )
     workers = None if one_per_env else max(point.workers for point in points)
-    return BackendFit(label, len(points), workers, constant, per_env)
+    envs = len({point.env for point in points})
+    distinct = len({(point.env, point.num_envs) for point in points})
+    return BackendFit(label, len(points), workers, constant, per_env, envs, distinct)
 
 
 def _fit(points: list[_Point], *, per_env: bool) -> OverheadFit:

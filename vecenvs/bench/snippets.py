@@ -149,10 +149,14 @@ def history_code(store_path: str, run_ids: Iterable[int]) -> str:
     return dedent(f"""\
         from vecenvs.bench import ResultsStore
         from vecenvs.bench.engine import Measurement
+        from vecenvs.bench.ratios import relate
 
         store = ResultsStore({str(store_path)!r})
         rows = store.measurements({ids!r})  # flat rows: pandas.DataFrame(rows) works
-        measurements = [Measurement.from_dict(row['data']) for row in rows]
+        # Each run's speed-ups and efficiencies, computed from its windows as the page does.
+        runs = {{run: [Measurement.from_dict(r['data']) for r in rows if r['run_id'] == run]
+                for run in {ids!r}}}
+        measurements = {{run: relate(found) for run, found in runs.items()}}
         store.export_csv('results.csv', {ids!r})""")
 
 

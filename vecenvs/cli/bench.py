@@ -32,6 +32,7 @@ from typing import Any
 
 import vecenvs
 from vecenvs import bench
+from vecenvs.bench import ratios
 from vecenvs.bench.sweep import (
     Backend,
     BenchEnv,
@@ -58,8 +59,9 @@ from vecenvs.cli.common import (
     unique,
     write_json,
 )
-from vecenvs.cpus import available_cpus
+from vecenvs.cpus import available_cpus, cpu_count
 from vecenvs.factory import BACKEND_INFO, BACKENDS, ONE_PROCESS_PER_ENV, WORKER_BACKENDS
+from vecenvs.pool import workers_for
 from vecenvs.table import format_table as format_columns
 
 __all__ = ["add_parser", "format_table"]
@@ -68,11 +70,19 @@ __all__ = ["add_parser", "format_table"]
 DEFAULT_BACKENDS = ("multi", "subproc", "pool", "gym-async", "gym-async-shm", bench.CEILING)
 DEFAULT_ENVS = ("CartPole-v1",)
 DEFAULT_NUM_ENVS = (8, 128)
+#: The backends whose worker processes take ``worker_threads`` (see vecenvs.threads): ours
+#: that start processes, and the ceiling.
+THREADED_BACKENDS = frozenset(
+    [
+        *(n for n, i in BACKEND_INFO.items() if i.family == "ours" and i.processes != "none"),
+        bench.CEILING,
+    ]
+)
 #: The presets' costliest env, left out of them when MuJoCo is not installed.
 HUMANOID = "HumanoidStandup-v5"
 
 #: ``--preset seeds``: the grid of the seeds' figure, envs from cheap to costly, N on both
-#: sides of the CPUs.
+#: sides of the CPUs (on 64 CPUs or more, N = 2 x CPUs is added for the "beyond" side).
 SEEDS_PRESET: dict[str, Any] = {
     "envs": ("CartPole-v1", "Acrobot-v1", HUMANOID),
     "num_envs": (1, 2, 4, 16, 64),
@@ -148,6 +158,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "repeat to measure the pool with each K",
     )
     add(
+        "--worker-threads",
+        action="append",
+        type=worker_threads,
+        metavar="T",
+        help="BLAS/OpenMP/torch threads per worker process of subproc, pool, pool-async, ray "
+        "and the ceiling (default 1; 'none' leaves them alone); repeat to measure each, side "
+        "by side (e.g. --worker-threads 1 --worker-threads none)",
+    )
+    add(
         "--start-method",
         choices=multiprocessing.get_all_start_methods(),
         help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
@@ -157,10 +176,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--preset",
         choices=["seeds", *CORE_PRESETS],
         help="a ready-made grid: 'seeds' = the seeds' figure (CartPole-v1, Acrobot-v1 and "
-        "HumanoidStandup-v5 with N=1..64, multi/subproc/pool/gym-async); 'core16' and "
-        "'core2' = the core's targets on 16 and 2 cores (the pool at several K, the async "
-        "pool, gym-async-shm and the ceiling, each env at its own N); --env, --num-envs, "
-        "--backend and --workers still override its parts",
+        "HumanoidStandup-v5 with N=1..64, and 2 x CPUs where that is more, "
+        "multi/subproc/pool/gym-async); 'core16' and 'core2' = the core's targets on 16 and 2 "
+        "cores (the pool at several K, the async pool, gym-async-shm and the ceiling, each env "
+        "at its own N); --env, --num-envs, --backend and --workers still override its parts "
+        "(a preset's K above the smallest N is left out, with a note)",
     )
     timing = parser.add_argument_group("timing")
     for name in ("measure_seconds", "warmup_seconds", "repeats"):
@@ -184,17 +204,38 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def worker_threads(text: str) -> int | None:
+    """argparse type of ``--worker-threads``: a whole number >= 1, or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number >= 1, or 'none' to leave the threads alone; got {text!r}"
+        ) from None
+
+
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
-        config = _sweep_config(args)
+        config, notes = _sweep_config(args)
         validate_sweep(config)
         store = open_outputs(args, "json", "html")
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
+    # Every default below (the pool's K, the ceiling's processes) follows from this count.
+    say(f"CPUs: {cpu_count()}")
+    for note in notes:
+        say(f"{parser.prog}: note: {note}")
     if args.workers and not WORKER_BACKENDS & {b.name for b in config.backend_specs()}:
         say(
             f"{parser.prog}: note: --workers only applies to the pool backend, which is not "
             "being measured"
+        )
+    if args.worker_threads and not THREADED_BACKENDS & {b.name for b in config.backend_specs()}:
+        say(
+            f"{parser.prog}: note: --worker-threads only applies to "
+            f"{', '.join(sorted(THREADED_BACKENDS))}, none of which is being measured"
         )
 
     points = config.points()
@@ -231,12 +272,14 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     return EXIT_OK
 
 
-def _sweep_config(args: argparse.Namespace) -> SweepConfig:
+def _sweep_config(args: argparse.Namespace) -> tuple[SweepConfig, list[str]]:
     """The command line as a (not yet validated) :class:`SweepConfig`: each part as given, else
-    as the preset says, else the default."""
+    as the preset says, else the default; and notes on how a preset was fitted to this machine
+    and to the N given (K above the smallest N left out, N added beyond the CPUs)."""
     preset: dict[str, Any] = (
         SEEDS_PRESET if args.preset == "seeds" else CORE_PRESETS.get(args.preset, {})
     )
+    cpus, notes = available_cpus(), []
     mujoco = importlib.util.find_spec("mujoco") is not None
     only = None
     if "points" in preset and not (args.env_id or args.num_envs):  # each env at its own N
@@ -256,18 +299,31 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
                 values.append(value)
         envs = [spec for env_id in env_ids for spec in env_grid(env_id, **grid)]
         num_envs = unique(args.num_envs or preset.get("num_envs") or DEFAULT_NUM_ENVS)
+        if args.preset == "seeds" and not args.num_envs and max(num_envs) <= cpus:
+            num_envs.append(2 * cpus)  # the figure has two halves: N within and beyond the CPUs
+            notes.append(
+                f"--preset seeds: N={2 * cpus} added, so that some N is beyond this machine's "
+                f"{cpus} CPUs"
+            )
 
     workers = unique(args.workers or preset.get("workers") or [])
+    if workers and not args.workers:  # the preset's K: never more workers than envs
+        workers, preset_notes = _fit_workers(args.preset, workers, min(num_envs), cpus)
+        notes += preset_notes
     backends: list[Backend] = []
     for name in unique(args.backend or preset.get("backends") or DEFAULT_BACKENDS):
         own: dict[str, Any] = {}
         keyword = "start_method" if name == bench.CEILING else BACKEND_INFO[name].start_method_kwarg
         if args.start_method is not None and keyword is not None:
             own[keyword] = args.start_method
-        if (name in WORKER_BACKENDS or name == "envpool") and workers:  # envpool: its C++ threads
-            backends.extend(Backend(name, {"num_workers": k, **own}) for k in workers)
-        else:
-            backends.append(Backend(name, own))
+        variants = [own]
+        if args.worker_threads and name in THREADED_BACKENDS:
+            variants = [{**own, "worker_threads": t} for t in unique(args.worker_threads)]
+        for kwargs in variants:
+            if (name in WORKER_BACKENDS or name == "envpool") and workers:  # envpool: C++ threads
+                backends.extend(Backend(name, {"num_workers": k, **kwargs}) for k in workers)
+            else:
+                backends.append(Backend(name, kwargs))
 
     timing = {}  # given, else --quick's, else the preset's, else BenchConfig's
     for name in ("warmup_seconds", "measure_seconds", "repeats"):
@@ -275,7 +331,7 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         if timing[name] is None:
             default = preset.get(name, getattr(bench.BenchConfig, name))
             timing[name] = bench.QUICK[name] if args.quick else default
-    return SweepConfig(
+    config = SweepConfig(
         envs=envs,
         num_envs=num_envs,
         backends=backends,
@@ -284,6 +340,30 @@ def _sweep_config(args: argparse.Namespace) -> SweepConfig:
         only=only,
         **timing,
     )
+    return config, notes
+
+
+def _fit_workers(
+    preset: str, workers: list[int], smallest_n: int, cpus: int
+) -> tuple[list[int], list[str]]:
+    """A preset's K values that fit its smallest N (each worker needs an env), and notes saying
+    which were left out, and when its K are more than this machine's CPUs."""
+    kept = [k for k in workers if k <= smallest_n]
+    notes = []
+    if len(kept) < len(workers):
+        left_out = ", ".join(f"K={k}" for k in workers if k > smallest_n)
+        instead = "" if kept else "; the pool takes its own K instead (one per CPU, at most N)"
+        notes.append(
+            f"--preset {preset}: {left_out} left out: the smallest N is {smallest_n}, and each "
+            f"worker needs at least one env{instead}"
+        )
+    if any(k > cpus for k in kept):
+        above = ", ".join(f"K={k}" for k in kept if k > cpus)
+        notes.append(
+            f"--preset {preset}: {above} are more workers than the {cpus} CPUs this process may "
+            "use: measured as given, the machine oversubscribed"
+        )
+    return kept, notes
 
 
 def _fit(result):
@@ -308,7 +388,7 @@ def format_speedups(
         [backend, *(_times(ratios.get((backend, env, n))) for env, n in points)]
         for backend in backends
     ]
-    title = f"speed-up over {reference} (median of paired windows):"
+    title = f"speed-up over {reference} (throughput / {reference}'s, at the same point):"
     return format_columns(header, rows, title=title, rule=False)
 
 
@@ -373,9 +453,10 @@ def format_table(
     mb = 2**20
     columns: dict[str, Callable[[bench.Measurement], str]] = {
         "backend": lambda r: r.config.backend_label,
-        "steps/s (mean ± std)": lambda r: f"{r.mean:,.0f} ± {r.std:,.0f}",
+        "steps/s (median ± std)": lambda r: f"{r.throughput:,.0f} ± {r.std:,.0f}",
         f"x {reference}": lambda r: "-" if r.ratio is None else f"{r.ratio:.2f}",
-        "of ceiling": lambda r: "-" if r.efficiency is None else f"{r.efficiency:.0%}",
+        "of ceiling": ratios.efficiency_text,
+        "checks": lambda r: ", ".join(c for c in r.checks if c != ratios.CEILING_DISTURBED),
         "startup s": lambda r: f"{r.startup_seconds:.2f}",
         "procs": lambda r: str(r.processes),
         "RSS MB": lambda r: f"{r.rss_bytes / mb:.0f}",
@@ -400,16 +481,29 @@ def format_table(
             f"N={first.num_envs} means {first.num_envs} processes sharing {cpus} CPUs "
             "(see the startup and memory columns)."
         )
+    # The pools (and the ceiling) not told K take one worker per CPU, but never more than N.
+    capped = [
+        r.config.backend
+        for r in results
+        if (r.config.backend in WORKER_BACKENDS or r.config.backend == bench.CEILING)
+        and "num_workers" not in r.config.backend_kwargs
+    ]
+    workers = workers_for(first.num_envs, cpus=cpus)
+    if capped and workers.capped:
+        lines.append(f"note: {', '.join(capped)}, not told K: {workers}.")
     return "\n".join(lines)
 
 
 _LEGEND = """\
 How to read the tables:
-  steps/s         individual env steps per second (one step() of N envs counts N), mean ± std
-                  of the timed windows; a difference smaller than the std is noise.
+  steps/s         individual env steps per second (one step() of N envs counts N): the median
+                  timed window, ± the windows' std; a difference smaller than the std is noise.
   x gym-sync      steps/s divided by gym-sync's, measured in the same run on this machine.
   of ceiling      steps/s as a share of the ceiling's (min(CPUs, N) processes stepping their
-                  share of the envs with no coordination), window by window: the efficiency.
+                  share of the envs with no coordination): the efficiency. "?" and a reason
+                  instead when it is not a result (above the ceiling, or a disturbed ceiling).
+  checks          what is wrong with a row's numbers: "disturbed" when its fastest window was
+                  1.5x its slowest or more (vecenvs/bench/ratios.py defines every number).
   startup s       time to build the vector env and reset it once.
   procs           processes involved: this one plus the backend's workers.
   RSS MB          memory of those processes; memory they share is counted once per process,

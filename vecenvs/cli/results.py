@@ -19,6 +19,7 @@ that can't be written).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -29,6 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from vecenvs.bench import ratios
+from vecenvs.bench.engine import Measurement
 from vecenvs.bench.machine import format_machine
 from vecenvs.bench.store import (
     STORE_ENV_VAR,
@@ -248,22 +251,43 @@ def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def format_measurements(rows: Sequence[dict[str, Any]], reference: str | None = None) -> str:
-    """A plain-text table of :meth:`ResultsStore.measurements` rows; ``reference``, the
-    backend the ratios are relative to, titles its column."""
+    """A plain-text table of :meth:`ResultsStore.measurements` rows (of one run); ``reference``,
+    the backend the ratios are relative to, titles its column.
+
+    The numbers are computed again from the saved windows (:func:`vecenvs.bench.ratios.relate`),
+    so a run saved before the lab had one way of computing ratios reads like a new one; rows
+    whose ``data`` is not a measurement keep their saved columns.
+    """
     ratio = f"x {reference or 'ref'}"
-    header = ["env", "N", "backend", "steps/s (mean ± std)", ratio, "of ceiling"]
-    table_rows = [
-        (
-            row["env_id"] + describe_kwargs(row["env_kwargs"]),
-            str(row["num_envs"]),
-            row["backend"] + describe_kwargs(row["backend_kwargs"]),
-            f"{_number(row['mean'])} ± {_number(row['std'])}",
-            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
-            _number((row.get("data") or {}).get("efficiency"), "{:.0%}", "-"),  # no ceiling: -
+    header = ["env", "N", "backend", "steps/s (median ± std)", ratio, "of ceiling", "checks"]
+    measurements: dict[int, Measurement] = {}
+    for index, row in enumerate(rows):
+        with contextlib.suppress(Exception):  # a damaged row is shown as it was saved
+            measurements[index] = Measurement.from_dict(row["data"])
+    ratios.relate(measurements.values(), reference=reference or ratios.DEFAULT_REFERENCE)
+    table_rows = []
+    for index, row in enumerate(rows):
+        measured = measurements.get(index)
+        if measured is not None and measured.throughputs:
+            speed = f"{_number(measured.throughput)} ± {_number(measured.std)}"
+            speedup = "-" if measured.ratio is None else f"{measured.ratio:.2f}"
+            share, checks = ratios.efficiency_text(measured), ", ".join(measured.checks)
+        else:
+            speed = f"{_number(row['median'])} ± {_number(row['std'])}"
+            speedup = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+            share, checks = "-", ""
+        table_rows.append(
+            (
+                row["env_id"] + describe_kwargs(row["env_kwargs"]),
+                str(row["num_envs"]),
+                row["backend"] + describe_kwargs(row["backend_kwargs"]),
+                speed,
+                speedup,
+                share,
+                checks,
+            )
         )
-        for row in rows
-    ]
-    return format_table(header, table_rows, left={0, 2})
+    return format_table(header, table_rows, left={0, 2, 6})
 
 
 # --- export -------------------------------------------------------------------------------

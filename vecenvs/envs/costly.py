@@ -2,7 +2,9 @@
 
 Whether stepping many envs in parallel pays off depends mostly on how long one step takes and on
 whether that time is spent computing (a physics engine) or waiting (a game server, a robot):
-this env lets you set both, and how often a much slower "straggler" step comes. Everything
+this env lets you set both, and how often a much slower "straggler" step comes. A step can also
+do a matrix product (``matmul_size``), which numpy hands to its BLAS library: the kind of work
+that starts threads of its own in every process (see :mod:`vecenvs.threads`). Everything
 random, the drawn costs included, comes from ``self.np_random``: two envs reset with the same
 seed and given the same actions return identical results and spend the same (nominal) time.
 
@@ -87,6 +89,9 @@ class CostlyEnv(gym.Env):
         reset_seconds: time one reset takes (no spread, no stragglers).
         obs_size: length of the observation vector.
         episode_steps: number of steps after which the episode terminates.
+        matmul_size: each step also multiplies two fixed ``matmul_size`` x ``matmul_size``
+            float64 matrices (and throws the product away: it is there for its cost), a fixed
+            amount of work rather than a time; BLAS may split it over several threads. 0: none.
 
     Raises:
         ValueError: a knob is out of range; the message names the knob and the bad value.
@@ -104,6 +109,7 @@ class CostlyEnv(gym.Env):
         reset_seconds: float = 0.0,
         obs_size: int = 4,
         episode_steps: int = 200,
+        matmul_size: int = 0,
     ):
         self.step_seconds = _check_number("step_seconds", step_seconds, 0.0)
         self.step_spread = _check_number("step_spread", step_spread, 0.0)
@@ -117,6 +123,11 @@ class CostlyEnv(gym.Env):
         self.reset_seconds = _check_number("reset_seconds", reset_seconds, 0.0)
         self.obs_size = check_whole_number("obs_size", obs_size)
         self.episode_steps = check_whole_number("episode_steps", episode_steps)
+        self.matmul_size = check_whole_number("matmul_size", matmul_size, minimum=0)
+        # Fixed numbers from a generator of its own, so that the env's own random stream (and
+        # so its results) is the same with or without the product.
+        self._matrix = np.random.default_rng(0).random((self.matmul_size, self.matmul_size))
+        self._product = np.empty_like(self._matrix)
 
         self.observation_space = spaces.Box(-_BOUND, _BOUND, (self.obs_size,), np.float32)
         self.action_space = spaces.Discrete(2)
@@ -136,6 +147,13 @@ class CostlyEnv(gym.Env):
 
         self._state: np.ndarray | None = None
         self._steps = 0
+
+    def thread_limits(self) -> dict[str, int]:
+        """The threads the BLAS, OpenMP and torch pools of the process stepping this env may use
+        (:func:`vecenvs.threads.thread_limits`): ``envs.call("thread_limits")`` shows them."""
+        from vecenvs.threads import thread_limits
+
+        return thread_limits()
 
     @property
     def mean_step_seconds(self) -> float:
@@ -187,6 +205,8 @@ class CostlyEnv(gym.Env):
             info["step_cost"] = cost
         if cost > 0:
             self._spend(cost)
+        if self.matmul_size:
+            np.matmul(self._matrix, self._matrix, out=self._product)  # for its cost only
 
         reward = -abs(float(self._state[0]))
         terminated = self._steps >= self.episode_steps

@@ -1,20 +1,29 @@
-"""A flame graph as a plain SVG, coloured by what the time was spent on.
+"""A flame graph, coloured by what the time was spent on: as a plain SVG file, and as an
+interactive plotly chart that zooms.
 
 Each rectangle is a function, as wide as the share of its process's samples that had it on
-the stack, under the functions it called; one per caller, whatever the line. Each process has
-a band of the whole width, one above the other: a parent among eight workers is not squeezed
-into a sliver. A rectangle has the colour of the category most of its samples fall in (see
-:mod:`vecenvs.profile.classify`), and its tooltip gives its file and lines, samples, and the
-split between categories. No JavaScript: any browser, or ``IPython.display.SVG``, shows it;
-for zooming and searching, open the speedscope file in https://www.speedscope.app.
+the stack, under the functions it called; one per caller, whatever the line. A rectangle has
+the colour of the category most of its samples fall in (see :mod:`vecenvs.profile.classify`),
+and its tooltip gives its file and lines, samples, and the split between categories.
+
+- :func:`flamegraph_svg`: each process has a band of the whole width, one above the other, so a
+  parent among eight workers is not squeezed into a sliver. No JavaScript: any browser, or
+  ``IPython.display.SVG``, shows it; the profile's file to keep and share.
+- :func:`flamegraph_figure`: the same tree as plotly's icicle chart, upside down so that it
+  grows upwards like a flame graph: click a box to zoom into it (a process, to give it the
+  whole width), click the bottom row to zoom out. What the dashboard and the notebooks show
+  (a page cannot show the SVG inline: Streamlit's ``st.html`` strips SVG elements). For
+  searching, open the speedscope file in https://www.speedscope.app.
 """
 
 from __future__ import annotations
 
+import html
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
+from typing import Any
 from xml.sax.saxutils import escape
 
 from vecenvs.profile.breakdown import process_sort_key
@@ -28,7 +37,7 @@ from vecenvs.profile.classify import (
 )
 from vecenvs.profile.stacks import StackSample
 
-__all__ = ["FlameNode", "flame_tree", "flamegraph_svg", "write_flamegraph"]
+__all__ = ["FlameNode", "flame_tree", "flamegraph_figure", "flamegraph_svg", "write_flamegraph"]
 
 FONT_SIZE = 12
 CHAR_WIDTH = 7.0  # about how wide a character of 12 px Verdana is, to fit names in boxes
@@ -183,3 +192,95 @@ def _tooltip(node: FlameNode, root: FlameNode, process: FlameNode) -> str:
     split = node.categories.most_common()
     lines.append(", ".join(f"{c} {100 * count / node.samples:.0f}%" for c, count in split))
     return "\n".join(lines)
+
+
+def flamegraph_figure(
+    samples: Iterable[StackSample],
+    *,
+    title: str = "Flame graph",
+    min_share: float = 0.002,
+    max_depth: int = 16,
+    height: int = 720,
+    rules: Sequence[Rule] = RULES,
+) -> Any:
+    """The flame graph of ``samples`` as a plotly icicle chart (see the module docstring).
+
+    Boxes with less than ``min_share`` of all samples are left out (too thin to see, and there
+    can be thousands); ``max_depth`` rows are shown at a time (click to go deeper). The title
+    carries the colour key: each category and its share of the samples. plotly is imported
+    here, so that reading profiles does not pay for it.
+    """
+    import plotly.graph_objects as go
+
+    root = flame_tree(samples, rules)
+    smallest = min_share * root.samples
+    ids: list[str] = []
+    labels: list[str] = []
+    parents: list[str] = []
+    values: list[int] = []
+    colors: list[str] = []
+    tooltips: list[str] = []
+
+    def add(node: FlameNode, node_id: str, parent_id: str, process: FlameNode | None) -> None:
+        ids.append(node_id)
+        labels.append(html.escape(node.name, quote=False))  # plotly reads tags in labels
+        parents.append(parent_id)
+        values.append(node.samples)
+        colors.append(CATEGORY_COLORS[node.category])
+        text = _tooltip(node, root, process or node) if node is not root else _root_tooltip(root)
+        tooltips.append(html.escape(text, quote=False).replace("\n", "<br>"))
+        children = sorted(node.children.items())  # alphabetical, as in the SVG
+        if process is None and node is not root:
+            process = node
+        for index, (_, child) in enumerate(children):
+            if child.samples >= smallest:
+                add(child, f"{node_id}/{index}", node_id, process)
+
+    processes = sorted(root.children.values(), key=lambda node: process_sort_key(node.name))
+    ids.append("all")
+    labels.append("all processes (click to zoom out)")
+    parents.append("")
+    values.append(root.samples)
+    colors.append("#eeeeee")
+    tooltips.append(html.escape(_root_tooltip(root), quote=False).replace("\n", "<br>"))
+    for index, process in enumerate(processes):
+        if process.samples >= smallest:
+            add(process, f"all/{index}", "all", None)
+
+    key = " · ".join(
+        f'<span style="color:{CATEGORY_COLORS[category]}">■</span> {html.escape(category)} '
+        f"{100 * root.categories[category] / max(root.samples, 1):.0f}%"
+        for category in CATEGORIES
+        if root.categories[category]
+    )
+    figure = go.Figure(
+        go.Icicle(
+            ids=ids,
+            labels=labels,
+            parents=parents,
+            values=values,
+            branchvalues="total",
+            marker={"colors": colors, "line": {"color": "#ffffff", "width": 1}},
+            customdata=tooltips,
+            hovertemplate="%{customdata}<extra></extra>",
+            textinfo="label",
+            tiling={"orientation": "v", "flip": "y"},  # callers below callees: a flame graph
+            maxdepth=max_depth,
+            sort=False,
+        )
+    )
+    figure.update_layout(
+        title_text=f"{html.escape(title, quote=False)}<br><sup>{key}</sup>",
+        height=height,
+        margin={"t": 80, "l": 10, "r": 10, "b": 10},
+        uniformtext={"minsize": 9, "mode": "hide"},  # no text smaller than boxes allow
+    )
+    return figure
+
+
+def _root_tooltip(root: FlameNode) -> str:
+    split = ", ".join(
+        f"{category} {100 * count / max(root.samples, 1):.0f}%"
+        for category, count in root.categories.most_common()
+    )
+    return f"all processes\n{root.samples} samples\n{split}"

@@ -129,6 +129,10 @@ class ProfileConfig:
     warmup_seconds: float = 0.5
     #: How long building the vector env, resetting it and warming up may take.
     start_timeout: float = 120.0
+    #: Keep the samples of threads that are idle, blocked in the kernel (py-spy's ``--idle``).
+    #: The lab always does: for a vector env, waiting is the story. ``False`` records what a
+    #: default py-spy run shows, to compare with (notebook 5).
+    idle: bool = True
     #: Sample without pausing the processes (py-spy's ``--nonblocking``).
     nonblocking: bool = field(
         default=False,
@@ -300,7 +304,8 @@ def _profile(
         what = f"{config.backend} with {config.num_envs} x {config.env_id}"
         report(f"starting {what} (build, reset, warm-up)", 0.0)
         processes = target.wait_ready()
-        command = [executable, "record", "--pid", str(target.pid), "--subprocesses", "--idle"]
+        command = [executable, "record", "--pid", str(target.pid), "--subprocesses"]
+        command += ["--idle"] if config.idle else []
         command += ["--format", "speedscope", "--rate", str(config.rate)]
         command += ["--duration", str(config.seconds), "--output", str(paths["speedscope_path"])]
         command += ["--nonblocking"] if config.nonblocking else []
@@ -332,7 +337,8 @@ def _profile(
         result.svg_path,
         title=f"{config.backend} stepping {config.num_envs} x {config.env_id}",
         subtitle=(
-            f"py-spy, {config.rate} samples/s for {config.seconds} s, idle included; "
+            f"py-spy, {config.rate} samples/s for {config.seconds} s, "
+            f"idle {'included' if config.idle else 'left out'}; "
             f"main threads of the parent and {workers} worker{'s' * (workers != 1)}; "
             f"{result.counted_samples} samples; colour = what most samples of a box "
             "were doing"

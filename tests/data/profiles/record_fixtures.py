@@ -35,18 +35,21 @@ FIXTURES = {
     "pool-cartpole-n128-w2": ("pool", 128, {"num_workers": 2}),
     "gym-async-cartpole-n8": ("gym-async", 8, {}),
 }
+#: Recorded without py-spy's --idle, as a default py-spy run would: notebook 5 compares.
+WITHOUT_IDLE = {"subproc-cartpole-n8-noidle": ("subproc", 8, {})}
 
 
 def main() -> None:
     """Record every fixture."""
-    record_speedscope()
+    record_speedscope(FIXTURES)
+    record_speedscope(WITHOUT_IDLE, idle=False)
     record_raw()
 
 
-def record_speedscope() -> None:
+def record_speedscope(fixtures: dict, idle: bool = True) -> None:
     """The speedscope files, through :func:`vecenvs.profile.profile` itself."""
     with tempfile.TemporaryDirectory() as scratch:
-        for name, (backend, num_envs, backend_kwargs) in FIXTURES.items():
+        for name, (backend, num_envs, backend_kwargs) in fixtures.items():
             result = profile(
                 ProfileConfig(
                     "CartPole-v1",
@@ -54,6 +57,7 @@ def record_speedscope() -> None:
                     backend,
                     backend_kwargs=backend_kwargs,
                     seconds=2,
+                    idle=idle,
                     output_dir=Path(scratch) / name,
                 )
             )

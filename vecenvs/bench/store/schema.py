@@ -11,10 +11,15 @@ equal arguments are equal text.
   model, a breakdown). ``pid`` and ``host`` (v2; NULL in older runs) tell a run left
   ``'running'`` by a killed process from one still going.
 - ``measurements``: one row per measured (env, N, backend); ``mean``, ``median`` and ``std``
-  in env steps per second over the timed windows, ``ratio`` the mean over the reference
-  backend's in the same run. The key columns are there to filter and sort on; ``data`` holds
-  the whole ``Measurement.to_dict()``, so a field added later needs no new schema.
-- ``jobs`` (v2): the dashboard's queue, documented by :mod:`vecenvs.bench.jobs`, its only user.
+  in env steps per second over the timed windows, ``ratio`` the speed-up: the median over the
+  reference backend's median at the same point of the same run, as
+  :mod:`vecenvs.bench.ratios` defines it (runs saved before that module held the median of the
+  window-by-window ratios here; the dashboard and ``results show`` recompute them from
+  ``data``). The key columns are there to filter and sort on; ``data`` holds the whole
+  ``Measurement.to_dict()`` (its efficiency and checks included), so a field added later needs
+  no new schema.
+- ``jobs`` (v2): the dashboard's queue, documented by :mod:`vecenvs.bench.jobs`, its only user;
+  ``notes`` (v3) what its page says of it later, e.g. that the machine was busy.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             progress         TEXT
         )
         """,
+    ),
+    (  # 2 -> 3: what a job's page must say of it later, e.g. that the machine was busy.
+        "ALTER TABLE jobs ADD COLUMN notes TEXT",
     ),
 )
 

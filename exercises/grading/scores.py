@@ -1,0 +1,94 @@
+"""One student's grade, computed once: every output (the table, the gradebook CSV, the feedback
+file, Gradescope's ``results.json``) reads its numbers from a :class:`Grade`, so they agree.
+
+Points per check come from the policy; a check that passed earns its points, one that failed or
+did not run earns none. Manual parts earn what the instructor gave (nothing while not yet graded).
+The late penalty takes a share of the sum. The total is rounded to hundredths once, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from exercises.grading.materials import Materials
+from exercises.grading.policy import Check, Policy
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one check: passed, or not, with the hint the check gave (or why it did
+    not run)."""
+
+    check: Check
+    passed: bool
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class ManualScore:
+    """Points an instructor gave for a part graded by hand, and their comment."""
+
+    points: float
+    comment: str = ""
+
+
+@dataclass
+class Grade:
+    """One student's grade under ``policy``."""
+
+    folder: str  # the submission folder's name
+    student_id: str  # the gradebook's key: the roster's id for this folder, or the folder's name
+    policy: Policy
+    outcomes: list[Outcome] = field(default_factory=list)
+    status: str = "ok"  # ok, timed out, crashed, tampered, not graded
+    notes: list[str] = field(default_factory=list)  # about the whole submission (files left out...)
+    manual: dict[str, ManualScore] = field(default_factory=dict)  # part id -> score
+    submitted: datetime | None = None
+    materials: Materials | None = None
+
+    def points(self, outcome: Outcome) -> float:
+        return self.policy.points(outcome.check) if outcome.passed else 0.0
+
+    def question_points(self, question: str) -> float:
+        return sum(self.points(o) for o in self.outcomes if o.check.question == question)
+
+    @property
+    def automatic(self) -> float:
+        return sum(self.points(outcome) for outcome in self.outcomes)
+
+    @property
+    def manual_points(self) -> float:
+        return sum(score.points for score in self.manual.values())
+
+    @property
+    def manual_pending(self) -> list[str]:
+        """The manual parts no score was given for yet."""
+        return [part for part in self.policy.manual if part not in self.manual]
+
+    @property
+    def before_penalty(self) -> float:
+        return self.automatic + self.manual_points
+
+    @property
+    def days_late(self) -> int:
+        return self.policy.late.days_late(self.submitted)
+
+    @property
+    def penalty_share(self) -> float:
+        """The share of the points the late penalty takes, 0 to 1."""
+        return self.policy.late.penalty(self.submitted)
+
+    @property
+    def penalty(self) -> float:
+        """The points the late penalty takes (rounded as the total is)."""
+        return round(self.before_penalty - self.total, 2)
+
+    @property
+    def total(self) -> float:
+        """The grade: every point earned, less the late penalty, rounded to hundredths."""
+        return round(self.before_penalty * (1 - self.penalty_share), 2)
+
+    @property
+    def max_points(self) -> float:
+        return self.policy.max_points

@@ -1,0 +1,461 @@
+"""Build the student release: the course without its answers, as a folder to push as a template.
+
+    python -m exercises.release OUT        # or: make release OUT=...
+
+This repository is the instructor's copy. The release holds what students need (the package,
+the notebooks, the dashboard, the question files, the public checks, the test suite) and none
+of what only the instructor may see: the solutions, the hidden checks, the grader and its policy,
+the instructor's guide, and the tests that grade made-up classes. It adds a GitHub Classroom
+autograding workflow that runs each question's public checks, worth the points the policy gives
+them (``.github/workflows/classroom.yml``, and the same tests in
+``.github/classroom/autograding.json``).
+
+The files come from git (tracked, or new and not ignored), so nothing ignored (a virtual
+environment, collected submissions) can slip in. Before it finishes, the release is searched for
+leaks (:func:`find_leaks`): a path that is instructor-only, a line of a solution, the name of a
+hidden check, a Part B answer next to its question. It has no git history: create the template
+repository from this folder (``git init``), never by forking or pushing the instructor's repository,
+whose history holds the solutions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from exercises.grading import policy
+from exercises.grading.policy import Check, Policy
+
+EXERCISES = Path(__file__).resolve().parent
+REPO = EXERCISES.parent
+#: What a release may hold at its top level; everything else in the repository stays out.
+TOP_LEVEL = (
+    "vecenvs",
+    "notebooks",
+    "exercises",
+    "dashboard",
+    "docs",
+    "tests",
+    "Makefile",
+    "README.md",
+    "LICENSE",
+    "pyproject.toml",
+    "constraints.txt",
+    "environment.yml",
+    ".gitignore",
+)
+#: The instructor's only: never in a release (a folder, and everything under it).
+INSTRUCTOR_ONLY = (
+    "exercises/solutions",
+    "exercises/checks/hidden",
+    "exercises/grading",
+    "exercises/grade.py",
+    "exercises/release.py",
+    "exercises/policy.toml",
+    "exercises/INSTRUCTORS.md",
+    "tests/test_exercises.py",
+    "tests/test_course.py",
+    "tests/data/submissions",
+)
+#: The file that marks a folder as a release (so that building again may replace it).
+MARKER = ".vecenvs-release"
+#: The Makefile's instructor-only targets sit between these lines, and its header names them on
+#: lines of their own: the release leaves both out.
+MAKEFILE_BLOCK = re.compile(r"^# >>> instructor-only.*?^# <<< instructor-only[^\n]*\n", re.M | re.S)
+MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release)\b[^\n]*\n", re.M)
+#: A question's command in the workflow: its public checks, without a cache in the student's repo.
+PYTEST = "python -m pytest {path} -p no:cacheprovider"
+#: Minutes each autograding step may take (a check itself stops after 30 s).
+STEP_MINUTES = 10
+SETUP = (
+    "sudo apt-get install -y -qq bubblewrap || true; "
+    "python -m pip install --quiet -e . pytest pytest-timeout"
+)
+
+
+class ReleaseError(RuntimeError):
+    """The release cannot be built (or would leak); the message says why."""
+
+
+def _is_instructor_only(path: PurePosixPath) -> bool:
+    return any(
+        path == PurePosixPath(p) or PurePosixPath(p) in path.parents for p in INSTRUCTOR_ONLY
+    )
+
+
+def source_files(repo: Path = REPO) -> list[PurePosixPath]:
+    """The repository's files that go into a release: tracked or new (not ignored), under
+    :data:`TOP_LEVEL`, not :data:`INSTRUCTOR_ONLY`, present on disk."""
+    try:
+        listing = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=repo,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        raise ReleaseError(
+            f"{repo} must be a git checkout (the release takes the files git tracks): {error}"
+        ) from None
+    files = []
+    for name in sorted(set(listing.decode("utf-8", "surrogateescape").split("\0"))):
+        path = PurePosixPath(name)
+        if not name or path.parts[0] not in TOP_LEVEL or _is_instructor_only(path):
+            continue
+        if (repo / path).is_file() and not (repo / path).is_symlink():
+            files.append(path)
+    return files
+
+
+@dataclass(frozen=True)
+class AutogradingTest:
+    """One question's public checks as a GitHub Classroom test: it passes when they all pass.
+    (Classroom scores a test all or nothing; one per question keeps a student's run to six
+    pytest starts, and the log of each says which of its checks failed and why.)"""
+
+    question: str
+    title: str
+    path: str  # the question's check file, from the release's root
+    checks: tuple[Check, ...]
+    points: float
+
+    @property
+    def id(self) -> str:
+        """The step's id, the question's (the reporter reads ``Q1_RESULTS``)."""
+        return self.question
+
+    @property
+    def name(self) -> str:
+        return f"{self.question}: {self.title} ({len(self.checks)} checks)"
+
+    @property
+    def command(self) -> str:
+        return PYTEST.format(path=self.path)
+
+
+def autograding_tests(
+    rules: Policy, checks_folder: Path = EXERCISES / "checks"
+) -> list[AutogradingTest]:
+    """One test per question, in the policy's order, worth its public checks' points."""
+    files = {}
+    for path in sorted(checks_folder.glob("test_q*_*.py")):
+        question = re.match(r"test_(q\d+)_", path.name)
+        if question:
+            files[question.group(1)] = f"exercises/checks/{path.name}"
+    tests = []
+    for question in rules.questions.values():
+        if question.public:
+            if question.id not in files:
+                raise ReleaseError(f"no public check file for {question.id} in {checks_folder}")
+            checks = tuple(check for check in question.checks() if not check.hidden)
+            tests.append(
+                AutogradingTest(
+                    question.id, question.title, files[question.id], checks, question.public_points
+                )
+            )
+    return tests
+
+
+def _yaml_text(text: str) -> str:
+    """A YAML double-quoted scalar (JSON's string syntax is YAML's)."""
+    return json.dumps(text)
+
+
+def classroom_workflow(tests: list[AutogradingTest], rules: Policy) -> str:
+    """``.github/workflows/classroom.yml``: GitHub Classroom's autograding workflow, one
+    command-grader step per question, then the reporter."""
+    lines = [
+        "# The public checks, by question, with their points: written by `python -m exercises.release`",
+        "# from the instructor's policy. Change the policy and build the release again rather",
+        "# than editing this file. The points here are feedback for students: the grade comes",
+        "# from the instructor's grader, which also runs hidden checks.",
+        "name: Autograding Tests",
+        "on: [push, repository_dispatch]",
+        "permissions:",
+        "  checks: write",
+        "  actions: read",
+        "  contents: read",
+        "jobs:",
+        "  run-autograding-tests:",
+        "    runs-on: ubuntu-latest",
+        "    if: github.actor != 'github-classroom[bot]'",
+        "    steps:",
+        "      - name: Checkout code",
+        "        uses: actions/checkout@v4",
+        "      - name: Set up Python",
+        "        uses: actions/setup-python@v5",
+        "        with:",
+        '          python-version: "3.11"',
+        "      - name: Install the lab",
+        f"        run: {_yaml_text(SETUP)}",
+    ]
+    for test in tests:
+        lines += [
+            f"      - name: {_yaml_text(test.name)}",
+            f"        id: {test.id}",
+            "        uses: classroom-resources/autograding-command-grader@v1",
+            "        with:",
+            f"          test-name: {_yaml_text(test.name)}",
+            '          setup-command: ""',
+            f"          command: {_yaml_text(test.command)}",
+            f"          timeout: {STEP_MINUTES}",
+            f"          max-score: {test.points:g}",
+        ]
+    lines += [
+        "      - name: Autograding Reporter",
+        "        uses: classroom-resources/autograding-grading-reporter@v1",
+        "        env:",
+        *(
+            f'          {test.id.upper()}_RESULTS: "${{{{steps.{test.id}.outputs.result}}}}"'
+            for test in tests
+        ),
+        "        with:",
+        f"          runners: {','.join(test.id for test in tests)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def autograding_json(tests: list[AutogradingTest]) -> str:
+    """``.github/classroom/autograding.json``: the same tests in Classroom's older format."""
+    entries = [
+        {
+            "name": test.name,
+            "setup": SETUP if index == 0 else "",
+            "run": test.command,
+            "input": "",
+            "output": "",
+            "comparison": "included",
+            "timeout": STEP_MINUTES,
+            "points": test.points,
+        }
+        for index, test in enumerate(tests)
+    ]
+    return json.dumps({"tests": entries}, indent=2) + "\n"
+
+
+def _prepare(out: Path) -> None:
+    """Makes ``out`` an empty folder: a new one, an empty one, or an earlier release."""
+    out = out.resolve()
+    if REPO.is_relative_to(out):
+        raise ReleaseError(f"{out}: the release cannot go there (it would overwrite the course)")
+    if out.is_relative_to(REPO):
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(out)], cwd=REPO, check=False)
+        if ignored.returncode != 0:
+            raise ReleaseError(
+                f"{out} is inside the repository and not ignored by git, so the next release "
+                "would copy this one: use a folder outside it, or student-release/ (ignored)"
+            )
+    if out.exists():
+        if not out.is_dir():
+            raise ReleaseError(f"{out} exists and is not a folder")
+        if any(out.iterdir()):
+            if not (out / MARKER).is_file():
+                raise ReleaseError(
+                    f"{out} is not empty and not an earlier release: choose a new or empty folder"
+                )
+            shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def build(out: Path, rules: Policy | None = None, repo: Path = REPO) -> list[PurePosixPath]:
+    """Writes the release into ``out``; returns the files written. Raises ReleaseError when it
+    cannot, or when :func:`find_leaks` finds anything in it (the folder is then removed)."""
+    rules = rules or policy.load()
+    tests = autograding_tests(rules)
+    files = source_files(repo)
+    _prepare(out)
+    try:
+        for path in files:
+            target = out / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path == PurePosixPath("Makefile"):
+                text = MAKEFILE_BLOCK.sub("", (repo / path).read_text())
+                target.write_text(MAKEFILE_HEADER_LINE.sub("", text))
+            else:
+                shutil.copy2(repo / path, target)
+        generated = {
+            PurePosixPath(".github/workflows/classroom.yml"): classroom_workflow(tests, rules),
+            PurePosixPath(".github/classroom/autograding.json"): autograding_json(tests),
+            PurePosixPath(MARKER): "A student release of the vecenvs course, built by "
+            "`python -m exercises.release`.\n",
+        }
+        for path, text in generated.items():
+            (out / path).parent.mkdir(parents=True, exist_ok=True)
+            (out / path).write_text(text)
+        leaks = find_leaks(out)
+        if leaks:
+            raise ReleaseError("the release would leak:\n  " + "\n  ".join(leaks[:20]))
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return [*files, *generated]
+
+
+# ------------------------------------------------------------------------------------------------
+# Leaks
+# ------------------------------------------------------------------------------------------------
+
+#: Solution lines shorter than this are too common to mean anything (``return chunks``).
+SOLUTION_LINE_CHARS = 30
+
+
+def _text_files(folder: Path) -> dict[Path, str]:
+    texts = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix not in (".png", ".jpg", ".svg", ".sqlite"):
+            try:
+                texts[path] = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+    return texts
+
+
+def _solution_lines(exercises: Path) -> set[str]:
+    """The distinctive code lines of the solutions: not comments or imports, and in none of the
+    files every student has anyway (their question files, the scaffolding ``pipe_env.py`` and
+    the sandbox, and the ``vecenvs`` package, whose worker loops are what the course reads)."""
+    shared = [
+        *(exercises / "student").glob("*.py"),
+        exercises / "pipe_env.py",
+        *(exercises / "sandbox").glob("*.py"),
+        *(exercises.parent / "vecenvs").rglob("*.py"),
+    ]
+    common = {line.strip() for path in shared for line in path.read_text().splitlines()}
+    found = set()
+    for path in (exercises / "solutions").glob("*.py"):
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if (
+                len(line) >= SOLUTION_LINE_CHARS
+                and line not in common
+                and not line.startswith(("#", '"""', "import ", "from "))
+            ):
+                found.add(line)
+    return found
+
+
+def _hidden_check_names(exercises: Path) -> set[str]:
+    return {
+        node.name
+        for path in (exercises / "checks" / "hidden").glob("test_*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def answers(exercises: Path = EXERCISES) -> dict[str, object]:
+    """Part B's answers: each name a student file sets to ``None`` for the student to fill in,
+    with the value the solution gives it (text or a number). Question 6's are the student's own
+    measurements, not answers."""
+    found: dict[str, object] = {}
+    for stub in sorted((exercises / "student").glob("q*.py")):
+        solution = exercises / "solutions" / stub.name
+        if stub.name.startswith("q6_") or not solution.is_file():
+            continue
+        holes = {
+            target.id
+            for node in ast.parse(stub.read_text()).body
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is None
+            for target in node.targets
+            if isinstance(target, ast.Name) and target.id.isupper()
+        }
+        namespace: dict[str, object] = {}
+        code = compile(solution.read_text(), str(solution), "exec")
+        exec(code, namespace)  # the instructor's own solution file, trusted
+        for name in holes:
+            value = namespace.get(name)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                found[name] = value
+    return found
+
+
+def find_leaks(folder: Path, exercises: Path = EXERCISES) -> list[str]:
+    """What in ``folder`` (a release) gives away what only the instructor may see: instructor-only
+    paths, lines of the solutions, names of hidden checks, a Part B answer on the line of its
+    name, or compared with in the exercises. Empty when nothing is found."""
+    leaks = []
+    for path in sorted(folder.rglob("*")):
+        relative = PurePosixPath(path.relative_to(folder).as_posix())
+        if _is_instructor_only(relative) or path.name in ("solutions", "hidden"):
+            leaks.append(f"{relative}: instructor-only")
+    lines = _solution_lines(exercises)
+    public = {
+        node.name
+        for path in (exercises / "checks").glob("test_*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef)
+    }
+    hidden = re.compile(r"\b(" + "|".join(sorted(_hidden_check_names(exercises) - public)) + r")\b")
+    said = []
+    for name, value in answers(exercises).items():
+        if isinstance(value, str):
+            # Text answers (a letter, a category) are said by an assignment or a comparison;
+            # the letters themselves are everywhere (the options a, b, c...).
+            forms = "|".join(re.escape(form) for form in {repr(value), json.dumps(value)})
+            pattern = re.compile(rf"(\b{re.escape(name)}\s*=|==)\s*({forms})(?!\w)")
+        else:  # a number is said when it stands on its name's line
+            forms = "|".join(re.escape(form) for form in {f"{value:g}", repr(value)})
+            pattern = re.compile(rf"\b{re.escape(name)}\b.*(?<![\w.])({forms})(?![\w.])")
+        said.append((name, pattern))
+    for path, text in _text_files(folder).items():
+        relative = path.relative_to(folder)
+        in_exercises = relative.parts[0] == "exercises"
+        for number, line in enumerate(text.splitlines(), 1):
+            stripped = line.strip()
+            where = f"{relative}:{number}"
+            if stripped in lines:
+                leaks.append(f"{where}: a line of a solution: {stripped[:80]}")
+            if hidden.pattern != r"\b()\b" and hidden.search(line):
+                leaks.append(f"{where}: names a hidden check")
+            for name, pattern in said:
+                match = pattern.search(line)
+                # (``==`` alone counts in the exercises only: elsewhere it compares other things)
+                if match and (in_exercises or not match.group(1).startswith("==")):
+                    leaks.append(f"{where}: gives away {name}")
+    return sorted(set(leaks))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m exercises.release", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "out",
+        type=Path,
+        help="the folder to write the release into (new, empty, or an earlier release)",
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=policy.DEFAULT,
+        help="the points and policy (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        rules = policy.load(args.policy)
+        files = build(args.out, rules)
+    except (policy.PolicyError, ReleaseError) as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    tests = autograding_tests(rules)
+    print(f"wrote {len(files)} files to {args.out.resolve()}")
+    checks = sum(len(test.checks) for test in tests)
+    print(
+        f"autograding: {len(tests)} questions, {checks} public checks, {sum(t.points for t in tests):g} points"
+    )
+    print("no solution, hidden check or answer found in it. Next: see exercises/INSTRUCTORS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

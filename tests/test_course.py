@@ -1,0 +1,430 @@
+"""The course as an instructor runs it: the student release holds no solution, no hidden check and
+no answer, and its GitHub Classroom workflow, run in a fresh release, gets the points it
+declares; the policy file, the instructor's input files and the grader's outputs refuse or
+neutralise bad input, and agree with each other.
+
+Grading whole classes is in ``tests/test_exercises.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exercises import release
+from exercises.grading import inputs, policy, reports
+from exercises.grading.materials import Materials, written
+from exercises.grading.policy import Check, PolicyError
+from exercises.grading.scores import Grade, ManualScore, Outcome
+
+REPO = Path(__file__).resolve().parent.parent
+EXERCISES = REPO / "exercises"
+POLICY = policy.load()
+
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
+
+
+@pytest.fixture(scope="module")
+def student_release(tmp_path_factory) -> Path:
+    """The release, built once for this file's tests (each copies it before changing it)."""
+    out = tmp_path_factory.mktemp("release") / "vecenvs-course"
+    release.build(out, POLICY)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The student release
+# ------------------------------------------------------------------------------------------------
+
+
+def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(student_release):
+    files = {path.relative_to(student_release).as_posix() for path in student_release.rglob("*")}
+    for needed in [
+        "vecenvs/__init__.py",
+        "notebooks/01-timing-one-env.ipynb",
+        "exercises/README.md",
+        "exercises/pipe_env.py",
+        "exercises/student/q1_chunks.py",
+        "exercises/student/q6_measure.py",
+        "exercises/checks/test_q3_step_wait.py",
+        "exercises/checks/conftest.py",
+        "exercises/sandbox/toolkit.py",
+        "tests/data/profiles/subproc-cartpole-n8.speedscope.json",  # notebook 5 reads it
+        ".github/workflows/classroom.yml",
+        ".github/classroom/autograding.json",
+        "pyproject.toml",
+    ]:
+        assert needed in files, needed
+    for secret in [
+        "exercises/solutions",
+        "exercises/checks/hidden",
+        "exercises/grading",
+        "exercises/grade.py",
+        "exercises/policy.toml",
+        "exercises/INSTRUCTORS.md",
+        "tests/test_exercises.py",
+        "tests/data/submissions",
+        ".git",
+        ".ci",
+    ]:
+        assert not any(f == secret or f.startswith(secret + "/") for f in files), secret
+    makefile = (student_release / "Makefile").read_text()
+    assert "grade:" not in makefile and "release:" not in makefile and "lab:" in makefile
+    assert release.find_leaks(student_release) == []
+    # What the search looks for is really there to find: answers, solution lines, hidden names.
+    answers = release.answers()
+    assert answers["WHY_SUBPROC_WORKERS_WAIT"] == "b" and answers["FEWEST_WORKERS_FOR_IT"] == 3
+    assert len(release._solution_lines(EXERCISES)) > 20
+
+
+@pytest.mark.parametrize(
+    "leak, file, text",
+    [
+        ("instructor-only", "exercises/solutions/q1_chunks.py", "solution"),
+        ("instructor-only", "exercises/checks/hidden/test_q1_hidden.py", "hidden"),
+        ("a line of a solution", "notebooks/extra.py", "SOLUTION_LINE"),
+        ("names a hidden check", "exercises/README.md", "see test_random_costs_get_the_best_split"),
+        (
+            "gives away WHY_SUBPROC_WORKERS_WAIT",
+            "exercises/checks/test_q5_read_profile.py",
+            '    assert answer == "b"',
+        ),
+        (
+            "gives away FEWEST_WORKERS_FOR_IT",
+            "exercises/student/q1_chunks.py",
+            "FEWEST_WORKERS_FOR_IT = 3",
+        ),
+        (
+            "gives away WHAT_THE_MODEL_LEAVES_OUT",
+            "docs/answers.md",
+            'WHAT_THE_MODEL_LEAVES_OUT = "b"',
+        ),
+    ],
+)
+def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
+    if text == "SOLUTION_LINE":
+        text = sorted(release._solution_lines(EXERCISES))[0]
+    path = tmp_path / "release" / file  # the search reads any folder: one file is enough
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n" + text + "\n")
+    assert any(leak in found for found in release.find_leaks(tmp_path / "release"))
+
+
+def test_make_grade_and_make_release_run_the_instructors_commands():
+    """``make grade`` and ``make release`` (dry runs: ``-o`` skips the install step)."""
+
+    def dry_run(*arguments: str) -> str:
+        return subprocess.run(
+            ["make", "-n", "-o", ".venv/.installed", *arguments],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    grade = dry_run("grade", "SUBMISSIONS=/srv/class", "GRADE_ARGS=--manual m.csv")
+    assert "-m exercises.grade /srv/class --csv /srv/class/scores.csv --manual m.csv" in grade
+    assert "-m exercises.release /srv/out" in dry_run("release", "OUT=/srv/out")
+
+
+def test_release_refuses_a_folder_it_could_damage(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    for out, why in [
+        (tmp_path, "not empty"),
+        (REPO, "overwrite"),
+        (REPO / "docs" / "x", "inside the repository"),
+    ]:
+        with pytest.raises(release.ReleaseError, match=why):
+            release.build(out, POLICY)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    done = subprocess.run(
+        [sys.executable, "-m", "exercises.release", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1 and "ERROR:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_classroom_workflow_run_in_a_fresh_release_gets_the_points_it_declares(
+    student_release, tmp_path
+):
+    """Each test of ``.github/classroom/autograding.json`` is run as GitHub Classroom would, in
+    a copy of the release whose student files are the reference solutions: every one passes, so
+    the points earned are the points declared, which are the policy's for the public checks. The
+    workflow (``classroom.yml``) declares the same commands and points; in the untouched release
+    the first test fails."""
+    workdir = tmp_path / "student-repo"
+    shutil.copytree(student_release, workdir)
+    tests = json.loads((workdir / ".github/classroom/autograding.json").read_text())["tests"]
+    workflow = yaml.safe_load((workdir / ".github/workflows/classroom.yml").read_text())
+    assert workflow["name"] == "Autograding Tests"
+    steps = workflow["jobs"]["run-autograding-tests"]["steps"]
+    graders = [s for s in steps if "autograding-command-grader" in s.get("uses", "")]
+    assert [(s["with"]["command"], s["with"]["max-score"]) for s in graders] == [
+        (test["run"], test["points"]) for test in tests
+    ]
+    reporter = steps[-1]
+    assert reporter["with"]["runners"].split(",") == [s["id"] for s in graders]
+    assert set(reporter["env"]) == {f"{s['id'].upper()}_RESULTS" for s in graders}
+    declared = sum(test["points"] for test in tests)
+    assert declared == sum(q.public_points for q in POLICY.questions.values())
+
+    # `python` is this venv's, as setup-python's is in the workflow; `pip install -e .` of the
+    # release is PYTHONPATH here: the release's own package and exercises are the ones used.
+    environment = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(workdir),
+    }
+
+    failures = []
+
+    def run(test: dict) -> bool:
+        done = subprocess.run(
+            test["run"],
+            shell=True,  # the workflow's own command line, as Classroom runs it
+            cwd=workdir,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=test["timeout"] * 60,
+            check=False,
+        )
+        if done.returncode:
+            failures.append(f"{test['name']}:\n{done.stdout[-1500:]}")
+        return done.returncode == 0
+
+    assert not run(tests[0]), "an untouched release should fail its first check"
+    failures.clear()
+    for source in (EXERCISES / "solutions").iterdir():
+        if source.suffix in (".py", ".json"):
+            shutil.copy(source, workdir / "exercises" / "student" / source.name)
+    earned = sum(test["points"] for test in tests if run(test))
+    assert earned == declared, "\n\n".join(failures)
+
+
+# ------------------------------------------------------------------------------------------------
+# The policy and the instructor's files
+# ------------------------------------------------------------------------------------------------
+
+
+def write_policy(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("[questions.q1.public]\ntest_a = -1\n", "test_a = -1"),
+        ("[questions.q1.public]\ntest_a = 'two'\n", "test_a = 'two'"),
+        ("[questions.x1.public]\ntest_a = 1\n", "[questions.x1]"),
+        ("[questions.q1.public]\nnot_a_test = 1\n", "'not_a_test'"),
+        (
+            "[late]\npenalty_per_day = 1.5\n[questions.q1.public]\ntest_a = 1\n",
+            "penalty_per_day = 1.5",
+        ),
+        ("[course]\ndue = 2026-01-01T10:00:00\n[questions.q1.public]\ntest_a = 1\n", "time zone"),
+        ("[feedback]\nhidden_visibility = 'later'\n[questions.q1.public]\ntest_a = 1\n", "'later'"),
+        ("[questions.q1.public]\ntest_a = 1\n[manual.x]\npoints = -2\n", "points = -2"),
+        ("[course]\ntitel = 'typo'\n", "'titel'"),
+        ("[questions.q1\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_policy_is_refused_naming_the_bad_value(tmp_path, text, named):
+    with pytest.raises(PolicyError) as refused:
+        policy.load(write_policy(tmp_path, text))
+    assert named in str(refused.value)
+
+
+def test_the_policy_must_give_points_to_exactly_the_checks_there_are(tmp_path):
+    rules = policy.load(
+        write_policy(tmp_path, "[questions.q1.public]\ntest_a = 1\ntest_gone = 2\n")
+    )
+    with pytest.raises(PolicyError) as refused:
+        rules.check_against([Check("q1", "test_a"), Check("q1", "test_new", hidden=True)])
+    assert "q1/hidden/test_new has no points" in str(refused.value)
+    assert "q1/public/test_gone, which is not a check" in str(refused.value)
+    from exercises.grade import collect_checks
+
+    POLICY.check_against(collect_checks())  # the course's own policy fits its checks
+
+
+def test_late_penalty_counts_started_days_after_the_grace_period():
+    due = datetime(2026, 5, 1, 12, tzinfo=timezone.utc)
+    late = policy.LatePolicy(due, timedelta(minutes=15), per_day=0.1, last_day=3)
+    for after, days, penalty in [
+        (timedelta(minutes=-5), 0, 0.0),
+        (timedelta(minutes=15), 0, 0.0),
+        (timedelta(minutes=16), 1, 0.1),
+        (timedelta(days=1, minutes=15), 1, 0.1),
+        (timedelta(days=1, minutes=16), 2, 0.2),
+        (timedelta(days=3, minutes=15), 3, 0.3),
+        (timedelta(days=3, minutes=16), 4, 1.0),  # past the last day: nothing
+    ]:
+        assert late.days_late(due + after) == days and late.penalty(due + after) == penalty, after
+    assert late.penalty(None) == 0.0 and policy.LatePolicy().penalty(due) == 0.0
+
+
+def test_the_instructors_files_are_checked_before_grading(tmp_path):
+    known = {"alice": "alice", "bob": "bob", "s-2": "bob"}
+    files = {
+        "times.csv": "student,submitted_at\nalice,2026-05-01T10:00:00\n",
+        "times2.csv": "student,submitted_at\nzoe,2026-05-01T10:00:00Z\n",
+        "manual.csv": "student,part,points,comment\nalice,q6_explanation,9,too many\n",
+        "manual2.csv": "student,part,points\nalice,essay,1\n",
+        "manual3.csv": "student,part,points\nalice,q6_explanation,1\nalice,q6_explanation,2\n",
+        "roster.csv": "identifier,name\nx,y\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    for read, name, named in [
+        (
+            lambda p: inputs.read_submitted(p, known),
+            "times.csv",
+            "line 2: submitted_at = '2026-05-01T10:00:00'",
+        ),
+        (lambda p: inputs.read_submitted(p, known), "times2.csv", "no student 'zoe'"),
+        (lambda p: inputs.read_manual(p, known, POLICY), "manual.csv", "points = '9'"),
+        (lambda p: inputs.read_manual(p, known, POLICY), "manual2.csv", "part 'essay'"),
+        (lambda p: inputs.read_manual(p, known, POLICY), "manual3.csv", "a second score"),
+        (lambda p: inputs.read_roster(p, ["alice"]), "roster.csv", "no column 'github_username'"),
+        (lambda p: inputs.read_roster(p, ["alice"]), "missing.csv", "cannot read"),
+    ]:
+        with pytest.raises(inputs.InputError) as refused:
+            read(tmp_path / name)
+        assert named in str(refused.value), str(refused.value)
+    (tmp_path / "ok.csv").write_text(
+        "student,part,points,comment\ns-2,predictions,3.5,ok\nalice,predictions,,\n"
+    )
+    assert inputs.read_manual(tmp_path / "ok.csv", known, POLICY) == {
+        "bob": {"predictions": ManualScore(3.5, "ok")}
+    }
+    (tmp_path / "r.csv").write_text("identifier,github_username\ns-9,Alice\n")
+    assert inputs.read_roster(tmp_path / "r.csv", ["hw1-alice", "bob"]) == {"hw1-alice": "s-9"}
+
+
+def test_grade_refuses_bad_arguments_before_grading(tmp_path, capsys, monkeypatch):
+    """Each refused before the checks are even listed (which would take seconds), in the words
+    of argparse's usage errors, never a traceback."""
+    from exercises import grade
+
+    monkeypatch.setattr(grade, "collect_checks", lambda: pytest.fail("listed the checks"))
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    (tmp_path / "bad.toml").write_text("[questions.q1.public]\ntest_a = -1\n")
+    for options, named in [
+        (["--policy", str(tmp_path / "bad.toml")], "test_a = -1"),
+        (["--feedback", str(tmp_path / "class" / "feedback")], "--feedback"),
+        (["--test-timeout", "0"], "--test-timeout 0.0"),
+        (["--manual", str(tmp_path / "missing.csv")], "cannot read"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            grade.main([str(tmp_path / "class"), *options])
+        error = capsys.readouterr().err
+        assert exited.value.code == 2 and named in error, (options, error)
+        assert "grading alice" not in error
+
+
+# ------------------------------------------------------------------------------------------------
+# What the grader writes
+# ------------------------------------------------------------------------------------------------
+
+
+def made_up_grade(folder: str = "ann", **changes) -> Grade:
+    outcomes = []
+    for index, check in enumerate(POLICY.checks()):
+        passed = index % 3 != 0
+        outcomes.append(Outcome(check, passed, "" if passed else f"hint for {check.name}"))
+    grade = Grade(folder, f"id-{folder}", POLICY, outcomes)
+    for name, value in changes.items():
+        setattr(grade, name, value)
+    return grade
+
+
+def test_feedback_results_and_gradebook_agree(tmp_path):
+    due = POLICY.late.due
+    grade = made_up_grade(
+        manual={"q6_explanation": ManualScore(6.5, "good")},
+        submitted=due + POLICY.late.grace + timedelta(hours=1),
+        materials=Materials(
+            "I measured...", guesses={"01.ipynb": {"MY_GUESS_A": "1", "MY_GUESS_B": "None"}}
+        ),
+    )
+    folder = reports.write_student_files(grade, tmp_path)
+    assert folder == tmp_path / "ann"
+    feedback = (folder / "feedback.txt").read_text()
+    results = json.loads((folder / "results.json").read_text())
+    reports.write_gradebook(tmp_path / "grades.csv", [grade], POLICY)
+    row = next(csv.DictReader((tmp_path / "grades.csv").open()))
+    total = grade.total
+    assert float(row["total"]) == results["score"] == total
+    assert f"Total: {total:g} of {POLICY.max_points:g} points" in feedback
+    assert sum(test["score"] for test in results["tests"]) == pytest.approx(total)
+    assert grade.penalty_share == POLICY.late.per_day and grade.penalty > 0
+    assert row["student_id"] == "id-ann" and float(row["manual"]) == 6.5
+    assert "1 of the 2 predictions" in feedback
+    failed_public = next(o for o in grade.outcomes if not o.passed and not o.check.hidden)
+    failed_hidden = next(o for o in grade.outcomes if not o.passed and o.check.hidden)
+    assert failed_public.hint in feedback and failed_hidden.hint not in feedback
+    by_name = {test["name"]: test for test in results["tests"]}
+    assert (
+        by_name[f"{failed_hidden.check.question}: {failed_hidden.check.title} (hidden)"]["output"]
+        == ""
+    )
+
+
+def test_student_text_is_written_as_plain_text_and_safe_csv(tmp_path):
+    hostile = '=HYPERLINK("http://x")\x1b[2J\u202efake\n<b>bold</b>'
+    grade = made_up_grade(
+        folder="-evil",
+        student_id="=cmd|' /C calc'!A0",
+        notes=[hostile],
+        manual={"q6_explanation": ManualScore(1, "+SUM(A1)")},
+        materials=Materials(hostile, {"CPUS": hostile}),
+    )
+    assert reports.plain(hostile) == '=HYPERLINK("http://x")\\u001b[2J\\u202efake\n<b>bold</b>'
+    reports.write_gradebook(tmp_path / "grades.csv", [grade], POLICY)
+    reports.write_manual_sheet(tmp_path / "manual.csv", [grade], POLICY)
+    for name in ("grades.csv", "manual.csv"):
+        for row in csv.reader((tmp_path / name).open()):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "-", "@")), (name, cell)
+                assert "\x1b" not in cell and "\u202e" not in cell
+    text = reports.manual_parts_text([grade]) + reports.feedback_text(grade)
+    assert "\x1b" not in text and "\u202e" not in text and "<b>bold</b>" in text  # text, as is
+    # The apostrophes that guarded the id and the comment are taken off when it is read back.
+    known = {"-evil": "-evil", "=cmd|' /C calc'!A0": "-evil"}
+    assert inputs.read_manual(tmp_path / "manual.csv", known, POLICY) == {
+        "-evil": {"q6_explanation": ManualScore(1, "+SUM(A1)")}
+    }
+
+
+def test_a_prediction_left_at_none_is_not_written():
+    for text, expected in [
+        ("None", False),
+        ('{"computing: threads": None, "waiting: threads": None}', False),
+        ("{4: None, 128: None}", False),
+        ("0.5", True),
+        ('{4: "multi", 128: None}', True),
+        ("False", True),
+    ]:
+        assert written(text) is expected, text
+
+
+def test_grades_total_is_rounded_once_and_used_everywhere():
+    grade = made_up_grade(manual={"predictions": ManualScore(1 / 3)})
+    assert grade.total == round(grade.before_penalty, 2)
+    assert grade.penalty == 0 and reports.points(grade.total) == grade.total
+    assert reports.results_json(grade)["score"] == grade.total
