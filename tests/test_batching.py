@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gymnasium.spaces import Box, Discrete
 from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import concatenate, create_empty_array
 
 from vecenvs.core import split_evenly
-from vecenvs.multi_env import expand_seeds, merge_infos, split_reset_mask
+from vecenvs.multi_env import batch_observations, expand_seeds, merge_infos, split_reset_mask
 
 
 class _Batcher(VectorEnv):
@@ -82,3 +84,41 @@ def test_split_reset_mask_leaves_the_callers_options_alone():
     assert "reset_mask" in options
     with pytest.raises(ValueError, match="at least one True value"):
         split_reset_mask({"reset_mask": np.zeros(2, dtype=bool)}, 2)
+
+
+_BOX = Box(-10, 10, (4,), np.float32)
+_OBSERVATIONS = {
+    "float32": [np.arange(4, dtype=np.float32) + i for i in range(3)],
+    "one float64": [np.ones(4, np.float32), np.full(4, 0.1), np.ones(4, np.float32)],
+    "ints": [np.arange(4) * 2**25 + 1 for _ in range(3)],  # above float32's exact integers
+    "ints and floats": [np.arange(4) * 2**25 + 1, np.ones(4, np.float32), np.ones(4)],
+    "lists": [[0.5, 1.5, 2.5, 3.5]] * 3,
+    "one too short": [np.ones(4, np.float32), np.ones(1, np.float32), np.ones(4, np.float32)],
+    "all too long": [np.ones(5, np.float32)] * 3,
+    "would broadcast": [np.ones(1, np.float32)] * 3,
+    "text": [np.array(["a", "b", "c", "d"])] * 3,
+}
+
+
+@pytest.mark.parametrize("case", list(_OBSERVATIONS))
+def test_batch_observations_gives_what_gymnasiums_concatenate_gives(case):
+    items = _OBSERVATIONS[case]
+    ours, theirs = (create_empty_array(_BOX, n=3, fn=np.zeros) for _ in range(2))
+    try:
+        expected = concatenate(_BOX, items, theirs)
+    except (ValueError, TypeError) as error:
+        with pytest.raises(type(error)):
+            batch_observations(_BOX, items, ours)
+        return
+    got = batch_observations(_BOX, items, ours)
+    assert got is ours and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_batch_observations_of_a_discrete_space():
+    space = Discrete(5)
+    items = [np.int64(i) for i in (4, 0, 2)]
+    ours, theirs = (create_empty_array(space, n=3, fn=np.zeros) for _ in range(2))
+    np.testing.assert_array_equal(
+        batch_observations(space, items, ours), concatenate(space, items, theirs)
+    )

@@ -661,7 +661,7 @@ def _slow_env_fns(step_seconds: list[float], reset_seconds: float = 0.0) -> list
         # The caller's own envs (0-1) are quick, its worker's (2-3) slow: caught while waiting.
         (Backend("pool-caller", "fork"), "_gather", [0.0, 0.0, SLEEP, SLEEP]),
         # Caught while the caller steps its own envs: half-stepped, it needs reset().
-        (Backend("pool-caller", "fork"), "step_each", [SLEEP] * 4),
+        (Backend("pool-caller", "fork"), "step_envs", [SLEEP] * 4),
     ],
     ids=[
         "subproc",

@@ -16,10 +16,10 @@ under EnvPool's names and conventions::
 One round: ``send`` checks everything first, writes the actions into the envs' rows of shared
 memory, counts one more step asked of each env (``env_requested``) and bumps the generation word
 of each worker concerned (actions that shared memory cannot carry as given travel pickled, in a
-STEP_ENVS command). The worker steps those envs one after the other and flags *each* as soon as
-it is done (its row of results, then three words: commands finished, when, and whether a message
-with its infos follows). ``recv`` watches those words and returns the first ``batch_size`` envs
-ready, the first finished first.
+STEP_ENVS command). The worker, in a loop of its own (:func:`serve_envs`), steps those envs one
+after the other and flags *each* as soon as it is done (its row of results, then three words:
+commands finished, when, and whether a message with its infos follows). ``recv`` watches those
+words and returns the first ``batch_size`` envs ready, the first finished first.
 
 So a straggler delays only itself and the envs queued behind it in its worker: throughput is
 bound by each worker's *average* step cost, not by the slowest env of every batch. The price: a
@@ -33,25 +33,50 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
+from vecenvs.doorbell import fence
 from vecenvs.errors import (
     AlreadyPendingCallError,
+    EnvCrashedError,
     NoAsyncCallError,
     VecEnvError,
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import ActionChecker, expand_seeds, split_reset_mask, tree_map
 from vecenvs.pool import PoolVecEnv
-from vecenvs.workers import MESSAGE, PARENT_SLEEPING, Command, SharedArea, fence
+from vecenvs.shm import SharedArea
+from vecenvs.workers import (
+    DONE,
+    GENERATION,
+    MESSAGE,
+    MESSAGES,
+    NOTHING,
+    PARENT_SLEEPING,
+    REPLY,
+    STEPS,
+    Chunk,
+    Command,
+    CommandWait,
+    loads,
+    send,
+    wake_parent,
+)
 
-__all__ = ["AsyncPoolVecEnv"]
+__all__ = ["AsyncPoolVecEnv", "EnvCommand", "serve_envs"]
+
+
+class EnvCommand(Enum):
+    """The async pool's commands over the pipe: answered env by env, as each env is done."""
+
+    RESET_ENVS = "reset some envs"
+    STEP_ENVS = "step some envs"
 
 
 class AsyncPoolVecEnv(PoolVecEnv):
@@ -110,15 +135,17 @@ class AsyncPoolVecEnv(PoolVecEnv):
             env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs
         )
         area = self.area
-        self._done = np.frombuffer(area.env_done, dtype=np.int64)  # commands each env has finished
+        self._done = area.env_done  # commands each env has finished
         self._finished_at = area.env_finished_at
-        self._has_message = np.frombuffer(area.env_reply, dtype=np.int64)
+        self._has_message = area.env_reply
         self._worker_of = np.repeat(
             np.arange(self.num_workers), [len(chunk) for chunk in self.chunks]
         )
         self._checkers = {self.num_envs: self.check_actions}
-        self._infos = _InfoBatch(self.batch_size)
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
+
+    def _worker_loop(self) -> Callable[..., None]:
+        return serve_envs  # the async pool's own protocol, in each worker process
 
     # ----------------------------------------------------------------- the async API
 
@@ -140,7 +167,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         for worker, chunk in zip(self.workers, self.chunks):
             self._give(
                 worker,
-                Command.RESET_ENVS,
+                EnvCommand.RESET_ENVS,
                 (list(chunk), seeds[chunk.start : chunk.stop], options),
                 np.arange(chunk.start, chunk.stop),
             )
@@ -161,15 +188,15 @@ class AsyncPoolVecEnv(PoolVecEnv):
         checker = self._checker(len(env_ids))
         checker(actions)
         workers = np.unique(self._worker_of[env_ids])
-        if self._in_action_dtypes(self.area, actions):
+        if self.shared_memory and self.area.holds_as_given(actions):
             # The fast path: actions and the request itself in shared memory, one word per worker.
             self.area.write_actions(actions, env_ids)
             self.area.env_requested[env_ids] += 1
             self._pending[env_ids] = True
             self._requested[env_ids] += 1
             for worker_index in workers:
-                self.workers[worker_index].post_requests()
-            fence()  # (see workers.fence: a worker's "I am asleep" must not be missed)
+                self.workers[worker_index].announce(ring=False)
+            fence()  # (see doorbell.fence: a worker's "I am asleep" must not be missed)
             if any(self.workers[w].asleep() for w in workers):
                 self.area.worker_bell.ring()
             return
@@ -180,7 +207,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
             values = [env_actions[p] for p in positions]
             self._give(
                 self.workers[worker_index],
-                Command.STEP_ENVS,
+                EnvCommand.STEP_ENVS,
                 (env_ids[positions].tolist(), values, None),
                 env_ids[positions],
             )
@@ -316,7 +343,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     # ----------------------------------------------------------------- talking to workers
 
-    def _give(self, worker: Any, command: Command, payload: Any, env_ids: np.ndarray) -> None:
+    def _give(self, worker: Any, command: EnvCommand, payload: Any, env_ids: np.ndarray) -> None:
         """Gives a per-env command; each of ``env_ids`` is pending until recv() returns it."""
         worker.post(command, payload, answered=False)
         self._pending[env_ids] = True
@@ -365,7 +392,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         for worker in self.workers:
             if not worker.process.is_alive():
                 self._close_after_failure()
-                raise worker._died(doing)
+                raise worker.died(doing)
 
     def _message_of(self, env: int, timeout: float) -> tuple[bool, Any]:
         """The message that came with env ``env``'s latest result (read from its worker's pipe)."""
@@ -374,7 +401,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
             deadline = time.perf_counter() + timeout
             while env not in self._messages:
                 try:
-                    index, ok, payload = worker._message(deadline, "recv")
+                    index, ok, payload = worker.read_message(deadline, "recv")
                 except VecEnvError:
                     self._close_after_failure()
                     raise
@@ -383,7 +410,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     def _batch_of(self, env_ids: np.ndarray) -> tuple[Any, ...]:
         """The 5-tuple for these envs, rows in the order given, with ``infos["env_id"]``."""
-        infos: dict[str, Any] = {}
+        infos: dict[str, Any] = {}  # batched over every env first, then cut down to env_ids
         rewards = np.zeros(len(env_ids), dtype=np.float64)
         terminations = np.zeros(len(env_ids), dtype=np.bool_)
         truncations = np.zeros(len(env_ids), dtype=np.bool_)
@@ -400,7 +427,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                     env_infos, self._env_obs[env], *results = payload
                     rewards[position], terminations[position], truncations[position] = results
             for info in env_infos:
-                infos = self._infos._add_info(infos, info, position)
+                infos = self._add_info(infos, info, env)
         if self.shared_memory:
             area = self.area
             rewards = area.rewards[env_ids]
@@ -414,14 +441,135 @@ class AsyncPoolVecEnv(PoolVecEnv):
             space = self.single_observation_space
             empty: Any = create_empty_array(space, n=len(env_ids), fn=np.zeros)
             observations = concatenate(space, [self._env_obs[env] for env in env_ids], empty)
+        infos = _rows_of(infos, env_ids)
         infos["env_id"] = env_ids.astype(np.int32)
         infos["_env_id"] = np.ones(len(env_ids), dtype=np.bool_)
         return observations, rewards, terminations, truncations, infos
 
 
-class _InfoBatch(VectorEnv):
-    """Just enough of a VectorEnv for gymnasium's own ``_add_info`` to batch ``num_envs`` infos
-    (a recv() batch has ``batch_size`` envs): its infos are then exactly in gymnasium's format."""
+def _rows_of(infos: dict[str, Any], env_ids: np.ndarray) -> dict[str, Any]:
+    """Infos batched over every env, cut down to the rows of ``env_ids`` in that order: what
+    gymnasium's ``_add_info`` gives for a batch of those envs."""
+    return {
+        key: _rows_of(value, env_ids) if isinstance(value, dict) else value[env_ids]
+        for key, value in infos.items()
+    }
 
-    def __init__(self, num_envs: int):
-        self.num_envs = num_envs
+
+# ----------------------------------------------------------------- the worker process
+
+#: How often the workers flag the envs they have stepped: an env slower than this is flagged
+#: alone, the moment it is done (that is what hides stragglers); quicker ones in groups
+#: (flagging costs about as much as stepping CartPole).
+FLAG_SECONDS = 100e-6
+
+
+def serve_envs(
+    chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, spin_seconds: float
+) -> None:
+    """The async pool's worker loop: the pool's lock-step commands, and steps asked env by env.
+
+    What can come in one round, in this order: commands over the pipe (``MESSAGES`` says how
+    many: lock-step ones, answered once, or :class:`EnvCommand`, answered per env), a lock-step
+    STEP whose actions are in shared memory (``STEPS``), and steps asked env by env in shared
+    memory (``env_requested``). Unlike the lock-step pool's parent, ours gives more as soon as
+    an env is flagged, so a round may end with more given than when it began.
+    """
+    seen = messages = steps = 0
+    served = np.zeros(len(chunk.rows), dtype=np.int64)  # our envs' steps asked and carried out
+    waiting = CommandWait(line, area.worker_bell, spin_seconds)
+    while True:
+        seen = waiting.after(seen)
+        reply = command = None
+        while messages < line[MESSAGES]:
+            messages += 1
+            command, payload = loads(pipe.recv_bytes())
+            if isinstance(command, EnvCommand):
+                _serve_each(chunk, area, command, payload, pipe)
+            else:
+                reply = chunk.answer(command, payload)
+        if steps < line[STEPS]:
+            steps += 1
+            reply = chunk.answer(Command.STEP, None)
+        asked = area.env_requested[chunk.rows.start : chunk.rows.stop]
+        if (asked > served).any():
+            ready = np.flatnonzero(asked > served)
+            served[ready] = asked[ready]
+            requests = ((ready + chunk.rows.start).tolist(), None, None)
+            _serve_each(chunk, area, EnvCommand.STEP_ENVS, requests, pipe)
+        if reply is not None:
+            ok, result = reply
+            line[REPLY] = NOTHING if ok and result is None else MESSAGE
+        # The parent counts a command and moves GENERATION before sending it, so this round may
+        # have served one given after it began. If nothing given is left, say the newest
+        # generation is done: a CLOSE served so must, or the parent takes this process's exit
+        # for a death.
+        latest = line[GENERATION]
+        if latest != seen:
+            fence()
+            if messages == line[MESSAGES] and steps == line[STEPS] and not (asked > served).any():
+                seen = latest
+        line[DONE] = seen
+        wake_parent(area)
+        if reply is not None and line[REPLY] == MESSAGE:
+            send(pipe, (None, *reply))
+        if command is Command.CLOSE:
+            return
+
+
+def _serve_each(
+    chunk: Chunk, area: SharedArea, command: EnvCommand, payload: Any, pipe: Any
+) -> None:
+    """Resets or steps some envs, flagging each as done as soon as it is, in groups of what
+    was done within :data:`FLAG_SECONDS`.
+
+    ``payload``: the envs' indices, one seed (RESET_ENVS) or action (STEP_ENVS) each, and the
+    reset's options. Values None: the actions are in shared memory, read all at once.
+    """
+    indices, values, options = payload
+    if values is None:
+        values = list(iterate(chunk.envs.action_space, area.read_actions(np.asarray(indices))))
+    done: list[tuple[int, bool, Any]] = []  # (env, ok, its message or None), not yet flagged
+    flagged_at = time.perf_counter()
+    try:
+        for index, value in zip(indices, values):
+            local = index - chunk.rows.start
+            if command is EnvCommand.RESET_ENVS:
+                infos = chunk.envs.reset_env(local, value, options)
+            else:
+                infos = chunk.envs.step_env(local, value)
+            done.append((index, True, _one_result(chunk, area, local, infos)))
+            if time.perf_counter() - flagged_at >= FLAG_SECONDS:
+                _flag(area, done, pipe)
+                done, flagged_at = [], time.perf_counter()
+    except EnvCrashedError as crash:
+        done.append((crash.env_index, False, crash.report()))
+    _flag(area, done, pipe)
+
+
+def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, ...]) -> Any:
+    """Env ``local`` of the chunk's results: into its row of shared memory (the message is then
+    its infos, or None), else all in the message."""
+    envs, index = chunk.envs, chunk.rows.start + local
+    rewards, terminations, truncations = envs.latest_results()
+    results = rewards[local], terminations[local], truncations[local]
+    if not area.has_data:
+        return infos, envs.env_observations[local], *results
+    area.write_observations(range(index, index + 1), envs.env_observations[local : local + 1])
+    area.rewards[index], area.terminations[index], area.truncations[index] = results
+    return infos or None
+
+
+def _flag(area: SharedArea, done: list[tuple[int, bool, Any]], pipe: Any) -> None:
+    """Flags envs as done: their rows of results are written already; messages follow."""
+    if not done:
+        return
+    now = time.perf_counter()
+    for index, ok, message in done:
+        area.env_reply[index] = NOTHING if ok and message is None else MESSAGE
+        area.env_finished_at[index] = now
+        area.env_done[index] += 1
+    wake_parent(area)
+    for index, ok, message in done:
+        if not ok or message is not None:
+            send(pipe, (index, ok, message))

@@ -14,7 +14,7 @@ actors). Read one step top to bottom:
    its envs' actions, exactly as given, pickled over its pipe.
 2. Each worker steps its chunk (:class:`~vecenvs.workers.Chunk`, a
    :class:`~vecenvs.multi_env.MultiEnv`), writes observations, rewards and flags into its rows
-   of shared memory, and flags its *done* word; its infos, if any, follow over its pipe.
+   of shared memory, and flags its *done* word; its infos, if any, travel over its pipe.
 3. :meth:`~ChunkedVecEnv.step_wait` asks every worker for its answer, in chunk order. The
    caller's own chunk comes first: *that* is when the caller steps it, while the others step
    theirs. Then it waits for each process worker: a short spin on its done word, then a
@@ -43,17 +43,17 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from copy import deepcopy
 from typing import Any, NoReturn
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.error import CustomSpaceError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.async_vector_env import AsyncState
 from gymnasium.vector.utils import concatenate, iterate
 
+from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
+from vecenvs.doorbell import fence
 from vecenvs.errors import (
     AlreadyPendingCallError,
     ConcurrentCallError,
@@ -68,13 +68,14 @@ from vecenvs.multi_env import (
     ResetResult,
     StepResult,
     check_indices,
+    copy_batch,
     expand_seeds,
     merge_infos,
     per_env_values,
     split_reset_mask,
-    tree_map,
 )
-from vecenvs.workers import Command, SharedArea, fence
+from vecenvs.shm import Layout, SharedArea
+from vecenvs.workers import Command
 
 __all__ = ["ChunkedVecEnv", "split_evenly"]
 
@@ -104,7 +105,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
     """Base class: N envs in K chunks, each stepped by a worker (see the module docstring).
 
     Subclasses start the workers in :meth:`_start_workers` and say whether they share a
-    :class:`~vecenvs.workers.SharedArea` (:attr:`uses_shared_area`).
+    :class:`~vecenvs.shm.SharedArea` (:attr:`uses_shared_area`).
 
     Args:
         num_workers: K, how many chunks (each at least one env).
@@ -169,12 +170,13 @@ class ChunkedVecEnv(EnvsVectorEnv):
         )
         if self.uses_shared_area:
             # Raises gymnasium's own TypeError for a space shared memory cannot hold (Graph, Sequence).
-            layout = (
+            layout = Layout(
                 self.num_workers,
                 self.num_envs,
                 self.single_observation_space,
                 self.single_action_space,
-                shared_memory,
+                data=shared_memory,
+                futex=doorbell.FUTEX,
             )
             try:
                 self.area = SharedArea(layout)
@@ -186,8 +188,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         for worker in self.workers:
             worker.setup(self.area)
         for worker in self.workers:
-            while worker.due:  # (a Ray actor has nothing to set up)
-                worker.receive(deadline, "setup")
+            worker.finish_setup(deadline)
         if self.area is not None:
             self.area.release_file()  # every worker has its own copy of it now
         self.shared_memory = self.area is not None and self.area.has_data
@@ -259,7 +260,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
         self.check_actions(actions)
         area = self.area
-        if area is not None and self._in_action_dtypes(area, actions):
+        if self.shared_memory and area is not None and area.holds_as_given(actions):
             # The fast path: the actions go into shared memory, each worker is told by two words.
             area.write_actions(actions)
             for worker in self.workers:
@@ -284,25 +285,6 @@ class ChunkedVecEnv(EnvsVectorEnv):
         answers = self._gather("step", timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
         return self._results(answers)
-
-    def _in_action_dtypes(self, area: SharedArea, actions: Any) -> bool:
-        """Whether the actions can go through shared memory unchanged: arrays of its dtypes."""
-        if not self.shared_memory or area.actions is None:
-            return False
-
-        def fits(target: np.ndarray, given: Any) -> None:
-            if not (
-                isinstance(given, np.ndarray)
-                and given.dtype == target.dtype
-                and given.shape[1:] == target.shape[1:]
-            ):
-                raise TypeError("this action does not fit its array")
-
-        try:
-            tree_map(fits, area.actions, actions)
-        except (KeyError, TypeError, IndexError, ValueError):
-            return False
-        return True
 
     # ----------------------------------------------------------------- call and attributes
 
@@ -488,7 +470,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             )
         infos = merge_infos(chunk_infos, self.num_envs)
         if self.copy:
-            observations = deepcopy(observations)
+            observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
 
     # ----------------------------------------------------------------- states

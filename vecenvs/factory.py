@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +23,15 @@ from functools import partial
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from vecenvs.async_pool import AsyncPoolVecEnv
 from vecenvs.checks import check_whole_number
+from vecenvs.multi_env import MultiEnv
+from vecenvs.peers import EnvPoolVecEnv, envpool_id_for, make_sb3_dummy, make_sb3_subproc
+from vecenvs.pool import PoolVecEnv
+from vecenvs.ray_env import RayVecEnv
+from vecenvs.subproc import SubprocVecEnv
 
 __all__ = [
     "BACKENDS",
@@ -58,19 +63,21 @@ def env_fns_for(env_id: str, num_envs: int, **env_kwargs: Any) -> list[Callable[
     return [partial(gym.make, env_id, **env_kwargs) for _ in range(num_envs)]
 
 
-# The builders import the classes they build only when called: the peers' libraries are
-# optional and slow to import.
+# Ray, SB3 and envpool are optional and slow to import: the modules above import them only when
+# one of their backends is built (ray_env.py, peers.py).
 
 
-def _vector_class(path: str, env_id, num_envs, env_kwargs, autoreset_mode, **kwargs) -> VectorEnv:
-    """Builds ``path`` (``"module:Class"``), a vector env class taking gymnasium's envs."""
-    module, name = path.split(":")
-    vector_class = getattr(importlib.import_module(module), name)
+def _vector_class(
+    vector_class: Callable[..., VectorEnv],
+    env_id: str,
+    num_envs: int,
+    env_kwargs: dict[str, Any],
+    autoreset_mode: AutoresetMode,
+    **kwargs: Any,
+) -> VectorEnv:
+    """Builds ``vector_class``, a vector env class taking gymnasium's env factories."""
     env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
     return vector_class(env_fns, autoreset_mode=autoreset_mode, **kwargs)
-
-
-_GYM_ASYNC = "gymnasium.vector:AsyncVectorEnv"
 
 
 def _pool_async(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=None, **kwargs):
@@ -79,7 +86,7 @@ def _pool_async(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=None, *
     if batch_size is None:
         batch_size = max(1, num_envs // 2)
     return _vector_class(
-        "vecenvs.async_pool:AsyncPoolVecEnv",
+        AsyncPoolVecEnv,
         env_id,
         num_envs,
         env_kwargs,
@@ -90,16 +97,12 @@ def _pool_async(env_id, num_envs, env_kwargs, autoreset_mode, batch_size=None, *
 
 
 def _sb3(env_id, num_envs, env_kwargs, autoreset_mode, subprocesses, **kwargs):
-    from vecenvs.peers import make_sb3_dummy, make_sb3_subproc
-
     env_fns = env_fns_for(env_id, num_envs, **env_kwargs)
     # autoreset_mode is always SAME_STEP here, SB3's only mode: make_vec checked it.
     return make_sb3_subproc(env_fns, **kwargs) if subprocesses else make_sb3_dummy(env_fns)
 
 
 def _envpool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
-    from vecenvs.peers import EnvPoolVecEnv
-
     _check_envpool_runs(env_id, env_kwargs)
     # autoreset_mode is always NEXT_STEP here, envpool's only mode: make_vec checked it.
     return EnvPoolVecEnv(env_id, num_envs, **kwargs)
@@ -107,8 +110,6 @@ def _envpool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
 
 def _check_envpool_runs(env_id, env_kwargs):
     """envpool runs its own C++ version of the env: there must be one, and no env_kwargs."""
-    from vecenvs.peers import envpool_id_for
-
     gym.spec(env_id)  # an unknown id fails with gymnasium's "did you mean", as for the others
     if env_kwargs:
         raise ValueError(
@@ -158,14 +159,14 @@ _TABLE = (
     BackendInfo(
         "multi",
         "ours",
-        partial(_vector_class, "vecenvs.multi_env:MultiEnv"),
+        partial(_vector_class, MultiEnv),
         "every env in this process, one after the other",
         color="#1f77b4",
     ),
     BackendInfo(
         "subproc",
         "ours",
-        partial(_vector_class, "vecenvs.subproc:SubprocVecEnv"),
+        partial(_vector_class, SubprocVecEnv),
         "a process per env, pickled messages over pipes",
         processes="per-env",
         start_method_kwarg="start_method",
@@ -174,7 +175,7 @@ _TABLE = (
     BackendInfo(
         "pool",
         "ours",
-        partial(_vector_class, "vecenvs.pool:PoolVecEnv"),
+        partial(_vector_class, PoolVecEnv),
         "K processes x N/K envs each, shared-memory buffers",
         processes="workers",
         start_method_kwarg="start_method",
@@ -193,7 +194,7 @@ _TABLE = (
     BackendInfo(
         "ray",
         "ours",
-        partial(_vector_class, "vecenvs.ray_env:RayVecEnv"),
+        partial(_vector_class, RayVecEnv),
         "K Ray actors x N/K envs each: the pool's design, across machines",
         extra="ray",
         module="ray",
@@ -203,14 +204,14 @@ _TABLE = (
     BackendInfo(
         "gym-sync",
         "gymnasium",
-        partial(_vector_class, "gymnasium.vector:SyncVectorEnv"),
+        partial(_vector_class, SyncVectorEnv),
         "gymnasium's SyncVectorEnv: every env in this process (the reference)",
         color="#4d4d4d",
     ),
     BackendInfo(
         "gym-async",
         "gymnasium",
-        partial(_vector_class, _GYM_ASYNC, shared_memory=False),
+        partial(_vector_class, AsyncVectorEnv, shared_memory=False),
         "gymnasium's AsyncVectorEnv: a process per env, pickled over pipes",
         processes="per-env",
         start_method_kwarg="context",  # gymnasium's name for it
@@ -219,7 +220,7 @@ _TABLE = (
     BackendInfo(
         "gym-async-shm",
         "gymnasium",
-        partial(_vector_class, _GYM_ASYNC, shared_memory=True),
+        partial(_vector_class, AsyncVectorEnv, shared_memory=True),
         "gymnasium's AsyncVectorEnv: a process per env, observations in shared memory",
         processes="per-env",
         start_method_kwarg="context",

@@ -27,7 +27,7 @@ from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.cpus import available_cpus
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
-from vecenvs.workers import InProcessWorker, ProcessWorker, process_context
+from vecenvs.workers import InProcessWorker, ProcessWorker, process_context, serve_with_control
 
 __all__ = [
     "DEFAULT_SPIN_SECONDS",
@@ -61,7 +61,8 @@ class PoolVecEnv(ChunkedVecEnv):
             (default). False pickles them over the pipes, to measure what shared memory buys;
             commands go through shared memory either way.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
-        spin_seconds: spin this long for an answer (or a command) before sleeping. None
+        spin_seconds: spin this long for an answer (or a command) before sleeping; longer
+            (up to 20 times as long) while the envs' steps themselves take longer. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
             else 0 (the CPU is needed by the process we would wait for).
         worker_threads: the BLAS, OpenMP and torch threads each worker process may use
@@ -110,13 +111,18 @@ class PoolVecEnv(ChunkedVecEnv):
         for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
                 fns = cap_env_fns([env_fns[i] for i in rows], self.worker_threads)
-                self.workers.append(
-                    ProcessWorker(index, rows, fns, self.context, *options, self.spin_seconds)
+                worker = ProcessWorker(
+                    index, rows, fns, self.context, *options, self.spin_seconds, self._worker_loop()
                 )
+                self.workers.append(worker)
         if self.step_in_caller:
             # Made after the workers are forked, so that no worker inherits a copy of these envs.
             fns = [env_fns[i] for i in self.chunks[0]]
             self.workers.insert(0, InProcessWorker(0, self.chunks[0], fns, *options))
+
+    def _worker_loop(self) -> Callable[..., None]:
+        """The loop each worker process serves its commands with (see ProcessWorker)."""
+        return serve_with_control
 
 
 def check_num_workers(num_workers: Any, num_envs: int) -> int:

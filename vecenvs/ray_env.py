@@ -209,6 +209,9 @@ class RayWorker:
     def setup(self, area: Any) -> None:
         pass  # Ray moves the data: nothing to share
 
+    def finish_setup(self, deadline: float) -> None:
+        pass
+
     def post(self, command: Command, payload: Any) -> None:
         # Unlike a pipe, every call has its own reference to its own answer, and an actor runs
         # its calls in the order they were sent.

@@ -108,7 +108,9 @@ def _mp(*modules: str) -> tuple[str, ...]:
 
 
 _CONNECTION = _mp("connection")
-_WORKERS = ("vecenvs/workers.py",)
+# The pool's protocol and the layer under it. (The profiles recorded in tests/data/profiles
+# predate the layer's own modules: they name workers.py, and _spin_until and _message.)
+_WORKERS = ("vecenvs/workers.py", "vecenvs/doorbell.py", "vecenvs/shm.py")
 
 #: The rules, in order: for each frame, innermost first, the first rule that matches decides.
 #: The order only matters between rules that can match the same frame.
@@ -125,7 +127,7 @@ RULES: tuple[Rule, ...] = (
         WAITING,
         "vecenvs spins on a word in shared memory until the other side moves it",
         files=_WORKERS,
-        functions=("_spin_until",),
+        functions=("spin_until", "_spin_until"),
     ),
     # (Bare method names: Python 3.10 reports `sleep`, 3.11+ `Doorbell.sleep`; both match.)
     Rule(
@@ -133,7 +135,14 @@ RULES: tuple[Rule, ...] = (
         "vecenvs sleeps on a doorbell (a futex), or in poll(), until the other side "
         "answers, gives a command or dies",
         files=_WORKERS,
-        functions=("sleep", "_sleep_until_given", "_wait_done", "_message"),
+        functions=(
+            "sleep",
+            "_sleep",
+            "_sleep_until_given",
+            "_wait_done",
+            "read_message",
+            "_message",
+        ),
     ),
     Rule(
         WAITING,

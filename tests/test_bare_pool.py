@@ -1,0 +1,40 @@
+"""The bare pool (tests/bare_pool.py), the reference the pool is measured against, does the same
+work: SyncVectorEnv's results step by step (in SAME_STEP mode, its way of resetting), and it
+leaves no process behind."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from bare_pool import BarePool
+from conftest import assert_same
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from vecenvs.factory import env_fns_for
+
+pytestmark = [
+    pytest.mark.usefixtures("no_leftover_processes"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bare pool forks"),
+]
+
+
+def test_the_bare_pool_steps_as_sync_vector_env_does():
+    bare = BarePool("CartPole-v1", 5, num_workers=2)
+    reference = SyncVectorEnv(env_fns_for("CartPole-v1", 5), autoreset_mode=AutoresetMode.SAME_STEP)
+    try:
+        observations, _ = reference.reset(seed=0)  # env i gets seed i, as in the bare pool
+        np.testing.assert_array_equal(bare.observations, observations)
+        reference.action_space.seed(0)
+        ended = 0
+        for step in range(100):
+            actions = reference.action_space.sample()
+            expected = reference.step(actions)
+            got = bare.step(actions)
+            assert_same(got[:4], expected[:4], f"step {step}")
+            ended += int(expected[2].sum() + expected[3].sum())
+        assert ended > 0, "no episode ended: the resets were not compared"
+    finally:
+        bare.close()
+        reference.close()
