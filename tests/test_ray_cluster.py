@@ -99,14 +99,20 @@ def start_two_nodes(attempts: int = 3) -> tuple[Cluster, object]:
 
 @dataclass
 class TwoNodes:
-    """The cluster, its second node, and every process seen in it (checked gone at the end)."""
+    """The cluster, its second node, and every process seen in it (checked gone at the end).
+
+    Processes that were running before the cluster started (the multiprocess resource
+    tracker and forkserver earlier tests left for the whole session) are not the cluster's.
+    """
 
     cluster: Cluster
     second: object  # ray._private.node.Node
+    before: set[int] = field(default_factory=set)
     processes: set[psutil.Process] = field(default_factory=set)
 
     def remember_processes(self) -> None:
-        self.processes.update(psutil.Process().children(recursive=True))
+        children = psutil.Process().children(recursive=True)
+        self.processes.update(child for child in children if child.pid not in self.before)
 
 
 @pytest.fixture
@@ -115,7 +121,7 @@ def two_nodes():
     assert not ray.is_initialized(), "another test left Ray running"
     before = {process.pid for process in live_children()}
     cluster, second = start_two_nodes()
-    nodes = TwoNodes(cluster, second)
+    nodes = TwoNodes(cluster, second, before)
     try:
         nodes.remember_processes()
         yield nodes

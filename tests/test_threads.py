@@ -164,7 +164,8 @@ def test_bench_measures_each_worker_threads_side_by_side():
     backends = ["--backend", "pool", "--backend", "multi", "--backend", "ceiling"]
     threads = ["--workers", "2", "--worker-threads", "1", "--worker-threads", "none"]
     args = parser.parse_args(["bench", *backends, *threads])
-    labels = [backend.label for backend in bench_cli._sweep_config(args).backend_specs()]
+    config, _notes = bench_cli._sweep_config(args)
+    labels = [backend.label for backend in config.backend_specs()]
     assert labels == [
         "pool (num_workers=2, worker_threads=1)",
         "pool (num_workers=2, worker_threads=None)",
