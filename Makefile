@@ -35,6 +35,9 @@ TORCH_INDEX ?=
 comma := ,
 # Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
 PYTEST_ARGS ?=
+# How many pytest-xdist processes run the suite, a test file each at a time: auto = the CPUs
+# this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
+PYTEST_WORKERS ?= auto
 
 .PHONY: dashboard lint test bench lab grade release peers install clean
 
@@ -58,8 +61,11 @@ lint: $(VENV)/.installed-test
 
 # Run the test suite. pytest's exit code 5 means "no tests collected": treat it as a failure
 # with a clear message, because it means the suite (or the PYTEST_ARGS selection) is empty.
+# Its files run side by side (PYTEST_WORKERS): much of the suite waits on processes it
+# started (kernels, Ray, a browser, the grader's sandboxes), so even 2 CPUs run two files.
 test: $(VENV)/.installed-test
-	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(PYTHON) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) \
+		|| status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "ERROR: pytest collected no tests (exit code 5). Did the test suite vanish?" >&2; \
 	fi; \

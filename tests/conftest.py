@@ -24,6 +24,18 @@ import pytest
 from gymnasium.vector import SyncVectorEnv, VectorEnv
 
 from vecenvs import AsyncPoolVecEnv, MultiEnv, PoolVecEnv, SubprocVecEnv
+from vecenvs.cpus import available_cpus
+
+#: The most pytest-xdist processes ``-n auto`` starts (``make test``): each test file may start
+#: as many processes again (workers, kernels, Ray, a browser).
+MOST_TEST_PROCESSES = 4
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """What ``pytest -n auto`` means here: the CPUs this process may use (affinity and cgroup
+    quota, as the lab counts them; xdist's own count sees the host's), at most
+    :data:`MOST_TEST_PROCESSES`."""
+    return min(available_cpus(), MOST_TEST_PROCESSES)
 
 
 @pytest.fixture(autouse=True)

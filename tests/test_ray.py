@@ -124,11 +124,12 @@ def test_without_ray_the_error_says_what_to_install(monkeypatch):
 @pytest.mark.usefixtures("ray_session", "no_leftover_processes")
 def test_the_conformance_checker_passes():
     # API and spaces, step-by-step equality with SyncVectorEnv in both autoreset modes, close,
-    # and env errors in make/reset/step/call. Two of the checker's four envs, as each check
-    # starts new actors (~2 s each here): a discrete one that terminates (CartPole) and a nested
-    # one (Dict observations, Box actions) that is truncated every 25 steps.
+    # and env errors in make/reset/step/call. One of the checker's four envs, as each check
+    # starts new actors (~2 s each here; 80 s for two envs): the nested one (Dict observations,
+    # Box actions, truncated every 25 steps). CartPole, discrete and terminating, is stepped
+    # against SyncVectorEnv on two nodes in tests/test_ray_cluster.py.
     report = check_vector_env(
-        ray_backend, env_ids=("CartPole-v1", "vecenvs/DictObs-v0"), require_context_manager=True
+        ray_backend, env_ids=("vecenvs/DictObs-v0",), require_context_manager=True
     )
     assert report and all(status.startswith("ok") for _, status in report)
 

@@ -72,7 +72,9 @@ def node_arguments(**resources: float) -> dict:
 
 
 def start_two_nodes(attempts: int = 3) -> tuple[Cluster, object]:
-    """A head node (1 CPU) and a second node (1 CPU, and 2 of a custom resource "envs").
+    """A head node (1 CPU, 1 "slot") and a second node (1 CPU, 1 "slot", 2 "envs").
+
+    "slot" and "envs" are custom resources the test's actors ask for to be placed.
 
     Tried again when a raylet aborts at start-up as above (a loaded machine), at most
     ``attempts`` times, each failed try's processes stopped.
@@ -82,8 +84,8 @@ def start_two_nodes(attempts: int = 3) -> tuple[Cluster, object]:
         before = {process.pid for process in live_children()}
         cluster = Cluster()  # its first node is the head
         try:
-            cluster.add_node(**node_arguments())
-            return cluster, cluster.add_node(**node_arguments(envs=2))
+            cluster.add_node(**node_arguments(slot=1))
+            return cluster, cluster.add_node(**node_arguments(slot=1, envs=2))
         except Exception as failure:
             if "timed out during startup" not in str(failure):
                 raise
@@ -102,7 +104,8 @@ class TwoNodes:
     """The cluster, its second node, and every process seen in it (checked gone at the end).
 
     Processes that were running before the cluster started (the multiprocess resource
-    tracker and forkserver earlier tests left for the whole session) are not the cluster's.
+    tracker and forkserver earlier tests left for the whole session: ``live_children`` does
+    not list them, so ``before`` holds every descendant) are not the cluster's.
     """
 
     cluster: Cluster
@@ -120,8 +123,9 @@ def two_nodes():
     """Two Ray nodes (:func:`start_two_nodes`); at the end, every process of theirs gone."""
     assert not ray.is_initialized(), "another test left Ray running"
     before = {process.pid for process in live_children()}
+    descendants = {process.pid for process in psutil.Process().children(recursive=True)}
     cluster, second = start_two_nodes()
-    nodes = TwoNodes(cluster, second, before)
+    nodes = TwoNodes(cluster, second, descendants)
     try:
         nodes.remember_processes()
         yield nodes
@@ -152,9 +156,12 @@ def test_actors_on_two_nodes_step_as_sync_vector_env_and_a_lost_node_is_named(tw
         envs.reset(seed=0)
     assert not ray.is_initialized()  # it joined the cluster itself, so it left it on close
 
-    # The default placement, Ray's SPREAD: one actor on each node.
+    # The default placement, Ray's SPREAD, with one "slot" per node asked of each actor: one
+    # actor on each node. (SPREAD alone is best effort: under a load of 5 on this VM it once
+    # put both on the head.)
     fns = env_fns_for("CartPole-v1", 6)
-    envs = RayVecEnv(fns, 2, address=cluster.address, timeout=60.0)
+    one_per_node = {"resources": {"slot": 1}, "num_cpus": 0}
+    envs = RayVecEnv(fns, 2, address=cluster.address, timeout=60.0, actor_options=one_per_node)
     reference = SyncVectorEnv(fns)
     try:
         head = next(node["NodeID"] for node in ray.nodes() if node["NodeID"] != second.node_id)
