@@ -48,9 +48,21 @@ def ray_backend(env_fns, **kwargs):
 
 @pytest.fixture(scope="module")
 def ray_session():
-    """One local Ray for the module, started the way RayVecEnv would start it."""
+    """One local Ray for the module, started the way RayVecEnv would start it.
+
+    Tried up to three times: on a loaded machine (make test runs other files beside this one) a
+    raylet can take longer than Ray's own start-up limit, and ``ray.init`` then raises "timed
+    out during startup" (tests/test_ray_cluster.py retries its nodes the same way).
+    """
     assert not ray.is_initialized(), "another test left Ray running"
-    ray.init(**RaySession.init_arguments(None, None))
+    for attempt in range(3):
+        try:
+            ray.init(**RaySession.init_arguments(None, None))
+            break
+        except Exception as failure:
+            ray.shutdown()
+            if "timed out during startup" not in str(failure) or attempt == 2:
+                raise
     yield
     ray.shutdown()
 
