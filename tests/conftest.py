@@ -31,6 +31,7 @@ from vecenvs.cpus import available_cpus
 MOST_TEST_PROCESSES = 4
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist, never called
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """What ``pytest -n auto`` means here: the CPUs this process may use (affinity and cgroup
     quota, as the lab counts them; xdist's own count sees the host's), at most
