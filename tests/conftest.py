@@ -146,6 +146,24 @@ def _is_multiprocess_helper(process: psutil.Process, my_pid: int) -> bool:
     return any(name in command for name in _HELPER_NAMES)
 
 
+#: A crash, death or hang must be reported well within this (the vector envs' own timeouts are
+#: 30-60 s, so this also shows the report does not come from a timeout).
+REPORTED_WITHIN = 20.0
+
+
+def second_step_raises(envs: VectorEnv, error: type[BaseException]) -> pytest.ExceptionInfo:
+    """Resets ``envs`` (four envs, discrete actions), steps once, and checks that the second
+    step raises ``error`` within :data:`REPORTED_WITHIN`; returns what was raised (the faulty
+    envs of these tests fail ``at=2``)."""
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, dtype=np.int64))
+    start = time.monotonic()
+    with pytest.raises(error) as info:
+        envs.step(np.zeros(4, dtype=np.int64))
+    assert time.monotonic() - start < REPORTED_WITHIN
+    return info
+
+
 def live_children() -> list[psutil.Process]:
     """This test process's live descendants, excluding multiprocess helpers and zombies."""
     me = psutil.Process()
