@@ -215,7 +215,12 @@ def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
             "every y axis names its unit"
         )
         names = {trace.get("name") for trace in spec["data"]}
-        assert {"multi", "pool"} <= names, names
+        if "Not shown, not results" in layout["title"]["text"]:
+            # a busy machine: the efficiency chart leaves flagged shares out, and says so in its
+            # title (all of a backend's, where the ceiling was disturbed at every N)
+            assert spec is specs[2], "only the efficiency chart leaves points out"
+        else:
+            assert {"multi", "pool"} <= names, names
         assert any(name.startswith("ceiling (measured)") for name in names), names
     assert len(table) == 8  # 2 N x (multi, pool, ceiling, gym-sync)
     assert set(table["backend"]) == {"multi", "pool", "ceiling", "gym-sync"}
