@@ -104,9 +104,9 @@ def _workers(result: dict[str, Any]) -> Any:
     return (result["config"].get("backend_kwargs") or {}).get("num_workers")
 
 
-def render(path: Path, document: dict[str, Any]) -> str:
+def render(path: Path, document: dict[str, Any], base: Path = ROOT) -> str:
     """The README's block (markers included) for the results file ``document`` read from
-    ``path``."""
+    ``path``, linking to it relative to ``base``, the README's folder."""
     points: dict[tuple[str, int], dict[tuple[str, Any], dict[str, Any]]] = {}
     for result in document["results"]:
         config = result["config"]
@@ -147,20 +147,17 @@ def render(path: Path, document: dict[str, Any]) -> str:
             wins += 1
         lines.append("| " + " | ".join(cells) + " |")
     run = document["run"]
-    relative = os.path.relpath(path.resolve(), ROOT).replace(os.sep, "/")
+    relative = os.path.relpath(path.resolve(), base.resolve()).replace(os.sep, "/")
     commit = run.get("commit") or "not recorded"
-    note = (
-        f" ({_text(run['commit_note'])})"
-        if not run.get("commit") and run.get("commit_note")
-        else ""
-    )
+    note = f" ({_text(run['commit_note'])})" if run.get("commit_note") else ""
     caption = (
         f"{_text(run['date'])}, {_text(run['machine'])}, load {_text(run['load_before'])} before: "
         f"{_code(run['command'], 'command')}, commit {_text(commit)}{note}."
     )
     summary = f"`PoolVecEnv` is the fastest vector env in {wins} of the {len(points)} rows"
     if shares:
-        summary += f", at {min(shares)}% to {max(shares)}% of the ceiling"
+        low, high = min(shares), max(shares)
+        summary += f", at {low}%{'' if low == high else f' to {high}%'} of the ceiling"
     return "\n".join(
         [
             START,
@@ -250,7 +247,13 @@ def main(argv: list[str] | None = None) -> int:
             stamp(args.file, args.load, args.machine, args.run, args.date)
             print(f"{args.file}: stamped")
             return 0
-        block = render(args.file, load(args.file))
+        document, base = load(args.file), args.readme.resolve().parent
+        if not args.file.resolve().is_relative_to(base):
+            raise BadResults(
+                f"{args.file}: not under {base}, so the README could not link to it: "
+                "put it in docs/results/data/"
+            )
+        block = render(args.file, document, base)
         readme = args.readme.read_text(encoding="utf-8")
         updated = replace_block(readme, block)
     except (BadResults, OSError, json.JSONDecodeError) as error:

@@ -249,12 +249,15 @@ def test_text_from_the_file_renders_as_text_not_markup(tmp_path):
 
 def test_a_changed_figure_fails_the_check(tmp_path):
     """The check can fail: a README whose table says 1.38x where the file says 1.37x."""
+    path = headline_file(readme())
     copy = tmp_path / "README.md"
     copy.write_text(readme().replace("| 1.37x |", "| 1.38x |", 1), encoding="utf-8")
     assert copy.read_text(encoding="utf-8") != readme()
-    path = headline_file(readme())
-    done = run_generator("render", path, "--check", "--readme", copy)
-    assert done.returncode == 1, done
+    results = tmp_path / path.relative_to(ROOT)  # beside the copy, as the file is beside README
+    results.parent.mkdir(parents=True)
+    results.write_bytes(path.read_bytes())
+    done = run_generator("render", results, "--check", "--readme", copy)
+    assert done.returncode == 1 and "differs" in done.stderr, done
     assert run_generator("render", path, "--check").returncode == 0
 
 
@@ -273,3 +276,10 @@ def test_stamp_adds_what_bench_does_not_know(tmp_path):
         assert run["commit"] == head.stdout.strip()
     block = gen_headline.render(path, gen_headline.load(path))
     assert "a quiet VM, load 0.05 before" in block
+
+
+def test_a_results_file_outside_the_repository_is_refused(tmp_path):
+    """The README could not link to it."""
+    path = bench_file(tmp_path, date="d", machine="m", load_before=0.1, command="c")
+    done = run_generator("render", path, "--check")
+    assert done.returncode == 2 and "put it in docs/results/data/" in done.stderr, done.stderr
