@@ -174,3 +174,56 @@ def test_ci_installs_the_sandbox_the_grader_uses():
     # fails in CI rather than skip.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "bubblewrap" in ci and "apt-get install" in ci and "bwrap --version" in ci
+
+
+# The files a library is expected to carry, each checked for what makes it what it says it is.
+
+
+def test_the_license_is_mit_with_its_holder():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 The vecenvs authors\n")
+    assert "Permission is hereby granted, free of charge" in text
+    assert 'THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND' in text
+
+
+def test_citation_cff_has_the_required_keys():
+    yaml = pytest.importorskip("yaml", reason="pyyaml is in the test extra")
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    # CFF 1.2.0's required keys, and an author given as a name or as family and given names.
+    assert citation["cff-version"] == "1.2.0"
+    assert isinstance(citation["message"], str) and isinstance(citation["title"], str)
+    assert citation["authors"] and all(
+        "name" in author or "family-names" in author for author in citation["authors"]
+    )
+    assert citation["license"] == "MIT"
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.M)
+    assert version and citation["version"] == version.group(1), "CITATION.cff's version"
+
+
+def test_the_changelog_keeps_a_changelog():
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert text.startswith("# Changelog\n") and "## [Unreleased]" in text
+    kinds = re.findall(r"^### (\w+)$", text, re.M)
+    assert kinds and set(kinds) <= {
+        "Added",
+        "Changed",
+        "Deprecated",
+        "Removed",
+        "Fixed",
+        "Security",
+    }
+    # Every entry says the day it landed.
+    entries = re.findall(r"^- (.*)$", text, re.M)
+    assert entries and all(re.match(r"\d{4}-\d{2}-\d{2}", entry) for entry in entries), [
+        entry for entry in entries if not re.match(r"\d{4}-\d{2}-\d{2}", entry)
+    ]
+
+
+def test_contributing_says_how_to_lint_and_test():
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    for words in ("make lint", "make test", ".ci/run", "## Layout", "without outputs"):
+        assert words in text, f"CONTRIBUTING.md should say {words!r}"
+    # Every file the layout names exists.
+    for path in re.findall(r"`((?:vecenvs|dashboard|tests|docs)/[\w./]+\.py)`", text):
+        assert (ROOT / path).exists(), path
