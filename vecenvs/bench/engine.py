@@ -125,8 +125,8 @@ class BenchConfig:
     env_kwargs: dict[str, Any] = field(
         default_factory=dict,
         metadata=cli_option(
-            "argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
-            "else is taken as a string",
+            "argument for the env (gym.make's, or the entry point's); VALUE is a Python "
+            "literal (1e-3, True, 'text'), anything else is taken as a string",
             "KEY=VALUE",
             "env_kwarg",
             flag="--env-kwarg",
