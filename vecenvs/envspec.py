@@ -102,7 +102,7 @@ class EnvName:
     kind: str  # REGISTERED, MODULE_ID, ENTRY_POINT or FACTORY
     module: str | None  # the module imported first (or the factory's), None for a registered id
     name: str  # the id, or the class or function of the module
-    version: str | None = None  # the module's package version, where known (check_env sets it)
+    version: str | None = None  # its package's version, where known (describe_env sets it)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (what a results store records)."""
