@@ -393,3 +393,19 @@ def test_the_example_installs_as_a_package(tmp_path):
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env
     )
     assert ran.returncode == 0 and ran.stdout.strip() == "0.1.0", ran.stderr
+
+
+def test_the_lines_to_paste_name_a_factory_the_way_a_script_can():
+    from vecenvs.bench.snippets import use_code
+
+    def code(env) -> str:
+        named = {"text": env_label(env), "kind": FACTORY}
+        return use_code(named, 4, "pool", {"num_workers": 2}, {})
+
+    # Defined in the script or notebook itself: its name, nothing to import.
+    defined_here = type("MyEnv", (), {"__module__": "__main__", "__qualname__": "MyEnv"})
+    assert code(defined_here).splitlines()[-1] == 'envs = make_vec(MyEnv, 4, "pool", num_workers=2)'
+    # A module's function: imported from its module.
+    assert f"from {make_cart.__module__} import make_cart" in code(make_cart)
+    # A lambda has no name: the lines say where yours goes.
+    assert "from my_code import make_env  # your function" in code(lambda: make_cart())

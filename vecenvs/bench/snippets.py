@@ -151,10 +151,12 @@ def use_code(
         module, _, name = (
             str(env.get("text", "")).removeprefix("<factory ").rstrip(">").rpartition(".")
         )
-        if module and module != "__main__" and name.isidentifier():
+        if name.isidentifier() and module == "__main__":  # defined in your script or notebook
+            what = name
+        elif name.isidentifier() and module:
             imports.insert(0, f"from {module} import {name}")
             what = name
-        else:
+        else:  # a lambda, a method, a partial: it has no name to import
             imports.append("from my_code import make_env  # your function that makes one env")
             what = "make_env"
     else:
