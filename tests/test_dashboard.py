@@ -912,6 +912,13 @@ def test_autotune_on_your_env_says_what_to_paste(queue, user_envs_on_path):
         ),
         ("mycart:MyCart-v0", "physics_steps=0", "physics_steps must be a whole number >= 1"),
         ("mycart:MyCart-v0", "physics_steps=(", "expected key=value pairs"),
+        # Hostile input: shown as text, never run.
+        ("<img src=x>:X-v0", "", "'<img src=x>' is not a module name"),
+        (
+            "mycart:MyCart-v0",
+            "a=__import__('os').getcwd()",
+            "argument a: expected a Python literal",
+        ),
     ],
 )
 def test_a_broken_env_typed_in_is_refused_in_one_line_and_nothing_is_queued(
