@@ -14,6 +14,7 @@ must not make every browser that opens the page fetch it.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import math
 import re
@@ -209,6 +210,84 @@ def teaching_knobs(
             _within(start.get("straggler_factor"), 10.0, 1.0, 400.0),
         )
     return step_micros, knobs
+
+
+#: What the "Your env" field takes, said beside it.
+USER_ENV_HELP = (
+    "Your own env, named as gymnasium names envs: a registered id (Taxi-v3), "
+    "module:EnvId (mycart:MyCart-v0: the module is imported on this machine, so it must be "
+    "installed or on the dashboard's PYTHONPATH), or an entry point package.module:Class. It "
+    "is made, reset and stepped once before the job is queued: a broken env is refused in one "
+    "line. Filled in, it is measured besides (Live comparison) or instead of (Profile, "
+    "Autotune) the env picked above."
+)
+#: The longest env name and argument text the fields take: a name, not a program.
+USER_ENV_MAX_CHARS = 200
+
+
+def user_env_fields(
+    container: Any, start_env: str = "", start_kwargs: Mapping[str, Any] | None = None
+) -> tuple[str, str]:
+    """The "Your env" field and its arguments' field, as typed (``start_*``: a stored job's,
+    shown, never imported: only pressing the form's button makes the page resolve a name)."""
+    env = container.text_input(
+        "Your env (optional)",
+        value=start_env[:USER_ENV_MAX_CHARS],
+        max_chars=USER_ENV_MAX_CHARS,
+        placeholder="mycart:MyCart-v0",
+        help=USER_ENV_HELP,
+    )
+    arguments = container.text_input(
+        "Your env's arguments (optional)",
+        value=", ".join(f"{key}={value!r}" for key, value in (start_kwargs or {}).items()),
+        max_chars=USER_ENV_MAX_CHARS,
+        placeholder="physics_steps=1000, dt=0.01",
+        help="Keyword arguments for your env, as in Python: key=value, comma-separated; a "
+        "value that is not a Python literal is taken as text.",
+    )
+    return env.strip(), arguments
+
+
+def parse_env_arguments(text: str) -> dict[str, Any]:
+    """``"physics_steps=1000, mode=fast"`` -> ``{"physics_steps": 1000, "mode": "fast"}``.
+
+    Read with Python's parser and ``ast.literal_eval``, never evaluated: ValueError naming
+    what is not ``key=value``.
+    """
+    text = text.strip()
+    if not text:
+        return {}
+    if len(text) > USER_ENV_MAX_CHARS:
+        raise ValueError(
+            f"your env's arguments are {len(text)} characters; at most {USER_ENV_MAX_CHARS}"
+        )
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise ValueError(
+            f"your env's arguments {text!r}: expected key=value pairs, comma-separated"
+        ) from None
+    if not isinstance(call, ast.Call) or call.args or any(k.arg is None for k in call.keywords):
+        raise ValueError(
+            f"your env's arguments {text!r}: expected key=value pairs, comma-separated"
+        )
+    arguments: dict[str, Any] = {}
+    for keyword in call.keywords:
+        try:
+            arguments[str(keyword.arg)] = ast.literal_eval(keyword.value)
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            if not isinstance(keyword.value, ast.Name):
+                raise ValueError(
+                    f"your env's argument {keyword.arg}: expected a Python literal (1000, 0.5, "
+                    "True, 'text') or a bare word"
+                ) from None
+            arguments[str(keyword.arg)] = keyword.value.id  # mode=fast: the text "fast"
+    return arguments
+
+
+def is_user_env(env_id: str) -> bool:
+    """Whether a stored job's env goes in the "Your env" field rather than the list."""
+    return env_id not in env_choices()
 
 
 def _within(value: Any, default: float, low: float, high: float) -> float:

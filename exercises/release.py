@@ -42,6 +42,7 @@ TOP_LEVEL = (
     "exercises",
     "dashboard",
     "docs",
+    "examples",  # your own env, measured: docs/your-env.md walks through it, tests use it
     "tests",
     "Makefile",
     "README.md",

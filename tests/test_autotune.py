@@ -97,7 +97,7 @@ def test_an_env_factory_works_too():
     result = autotune(
         lambda: gym.make("CartPole-v1"), 2, budget_seconds=2, candidates_to_try=[Candidate("multi")]
     )
-    assert result.best == Candidate("multi") and "vecenvs-autotune/" in result.env_label
+    assert result.best == Candidate("multi") and result.env_label.startswith("<factory ")
 
 
 def test_runs_are_saved_in_the_results_store(tmp_path):

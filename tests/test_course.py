@@ -59,6 +59,7 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
         "exercises/checks/conftest.py",
         "exercises/sandbox/toolkit.py",
         "tests/data/profiles/subproc-cartpole-n8.speedscope.json",  # notebook 5 reads it
+        "examples/mycart/mycart/env.py",  # docs/your-env.md and tests/test_userenv.py use it
         ".github/workflows/classroom.yml",
         ".github/classroom/autograding.json",
         "pyproject.toml",

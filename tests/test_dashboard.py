@@ -834,3 +834,122 @@ def test_the_forms_defaults_work_on_one_cpu_and_on_128(queue, monkeypatch, cpus)
     profile = queue.jobs()[0]
     assert profile.kind == "profile" and profile.settings["backend_kwargs"] == {}
     queue.cancel(profile.id)
+
+
+# --- Your env: typed in, checked before it is queued, never imported from the address -------
+
+USER_ENVS = [
+    str(Path(__file__).resolve().parents[1] / "examples" / "mycart"),
+    str(Path(__file__).resolve().parent / "data" / "userenvs"),
+]
+
+
+@pytest.fixture
+def user_envs_on_path(monkeypatch):
+    """The example package and the test envs importable here and in the job runner (which
+    inherits PYTHONPATH), as a user's installed package would be."""
+    for folder in USER_ENVS:
+        monkeypatch.syspath_prepend(folder)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([*USER_ENVS, *sys.path]))
+
+
+def type_user_env(at: AppTest, env: str, arguments: str = "") -> None:
+    widget(at.text_input, "Your env (optional)").set_value(env)
+    widget(at.text_input, "Your env's arguments (optional)").set_value(arguments)
+
+
+def test_your_env_typed_in_gets_a_verdict_and_comes_back_with_its_job(queue, user_envs_on_path):
+    at = app()
+    tiny_form(at, num_envs=(2,), backends=("multi", "pool"))
+    widget(at.multiselect, "Environments").set_value([])
+    type_user_env(at, "mycart:MyCart-v0", "physics_steps=20")
+    press(at, "Run")
+    assert rerun_until_finished(at).endswith("done")
+    verdict = at.table[0].value.map(shown)
+    assert set(verdict["env"]) == {"mycart:MyCart-v0"} and list(verdict["N"]) == ["2"]
+    (job,) = queue.jobs()
+    assert job.settings["envs"] == [{"env_id": "mycart:MyCart-v0", "kwargs": {"physics_steps": 20}}]
+    (row,) = [m for m in queue.store.measurements() if m["backend"] == "multi"]
+    assert row["data"]["env"]["module"] == "mycart" and row["data"]["env"]["version"] == "0.1.0"
+
+    # Reopened from its address (a reload, another tab): the same job, its env in the field.
+    again = app(job=str(job.id))
+    assert status_line(again).endswith("done")
+    assert widget(again.text_input, "Your env (optional)").value == "mycart:MyCart-v0"
+    assert widget(again.text_input, "Your env's arguments (optional)").value == "physics_steps=20"
+    assert set(again.table[0].value.map(shown)["env"]) == {"mycart:MyCart-v0"}
+
+
+def test_autotune_on_your_env_says_what_to_paste(queue, user_envs_on_path):
+    at = app("autotune")
+    type_user_env(at, "mycart.env:MyCartEnv", "physics_steps=20")
+    widget(at.select_slider, "Number of envs N").set_value(2)
+    widget(at.slider, "Time budget, seconds").set_value(5)
+    press(at, "Autotune")
+    assert rerun_until_finished(at).endswith("done")
+    code = [block.value for block in at.code]
+    assert any(
+        block.startswith("from vecenvs import make_vec")
+        and 'make_vec("mycart.env:MyCartEnv", 2, ' in block
+        and 'env_kwargs={"physics_steps": 20}' in block
+        for block in code
+    ), code
+    assert any("to_sb3(make_vec(" in block for block in code)
+
+
+@pytest.mark.parametrize(
+    "page, button",
+    [(None, "Run"), ("profile", "Profile"), ("autotune", "Autotune")],
+)
+@pytest.mark.parametrize(
+    "env, arguments, reason",
+    [
+        ("raisingstep:RaisingStep-v0", "", "step() number 3 after reset raised ZeroDivisionError"),
+        (
+            "brokenimport:BrokenImport-v0",
+            "",
+            "No module named 'a_dependency_that_is_not_installed'",
+        ),
+        ("mycart:MyCart-v0", "physics_steps=0", "physics_steps must be a whole number >= 1"),
+        ("mycart:MyCart-v0", "physics_steps=(", "expected key=value pairs"),
+        # Hostile input: shown as text, never run.
+        ("<img src=x>:X-v0", "", "'<img src=x>' is not a module name"),
+        (
+            "mycart:MyCart-v0",
+            "a=__import__('os').getcwd()",
+            "argument a: expected a Python literal",
+        ),
+    ],
+)
+def test_a_broken_env_typed_in_is_refused_in_one_line_and_nothing_is_queued(
+    queue, user_envs_on_path, page, button, env, arguments, reason
+):
+    at = app(page)
+    if page is None:
+        tiny_form(at)
+    type_user_env(at, env, arguments)
+    press(at, button)
+    errors = [shown(box.value) for box in at.error]
+    assert any(reason in error and "\n" not in error for error in errors), errors
+    assert queue.jobs() == []
+
+
+@pytest.mark.parametrize("page", [None, "profile", "autotune", "history"])
+def test_the_address_never_makes_the_dashboard_import_a_module(queue, user_envs_on_path, page):
+    sys.modules.pop("canary", None)
+    # Every way an address could name a module: none of these parameters is read.
+    at = app(
+        page,
+        env="canary:Canary-v0",
+        user_env="canary:Canary-v0",
+        envs="canary:Canary-v0",
+        env_id="canary:Canary-v0",
+    )
+    assert "canary" not in sys.modules and queue.jobs() == []
+    # A stored job naming it (as if queued from Python on this machine) is shown from its
+    # ?job= address, its env in the field as text; the module is imported only on a click.
+    config = SweepConfig(["canary:Canary-v0"], [2], ["multi"], **{"repeats": 1})
+    job = queue.submit("sweep", config.to_dict(), start_runner=False)
+    at = app(job=str(job))
+    assert "canary" not in sys.modules
+    assert widget(at.text_input, "Your env (optional)").value == "canary:Canary-v0"

@@ -79,10 +79,14 @@ def server(tmp_path):
     """``streamlit run app.py`` from the dashboard's folder, given no address and no usage
     statistics setting, with its own store and machine lock. Yields its address."""
     port = free_port()
+    # The example env package importable, as a user's own installed package would be: the
+    # server and its job runner find "mycart:MyCart-v0" when it is typed in.
+    paths = [str(ROOT), str(ROOT / "examples" / "mycart"), os.environ.get("PYTHONPATH", "")]
     env = {
         **os.environ,
         "VECENVS_STORE": str(tmp_path / "results.sqlite"),
         "VECENVS_MACHINE_LOCK": str(tmp_path / "machine.lock"),
+        "PYTHONPATH": os.pathsep.join(path for path in paths if path),
     }
     env.pop("STREAMLIT_SERVER_ADDRESS", None)
     log = open(tmp_path / "server.log", "w+", encoding="utf-8")
@@ -575,3 +579,47 @@ def test_history_overlays_three_runs_and_hostile_labels_fetch_nothing(server, br
     finally:
         pixels.shutdown()
         store.close()
+
+
+def test_your_env_typed_in_gets_a_verdict_and_a_module_in_the_address_is_not_imported(
+    server, browser, tmp_path
+):
+    from vecenvs.bench import ResultsStore
+    from vecenvs.lab import LabQueue
+
+    # An address naming a module: no page reads it, nothing is queued, nothing imported.
+    page = new_page(browser, server)
+    page.goto(f"{server}/?env=mycart:MyCart-v0&user_env=mycart:MyCart-v0")
+    page.get_by_role("button", name="Run").wait_for()
+    assert page.get_by_role("textbox", name="Your env (optional)").input_value() == ""
+    queue = LabQueue(ResultsStore(tmp_path / "results.sqlite"))
+    assert queue.jobs() == []
+
+    # Typed into the form: checked, queued, measured, and answered with a verdict table.
+    page.get_by_role("button", name="Remove CartPole-v1", exact=True).click()
+    page.get_by_role("textbox", name="Your env (optional)").fill("mycart:MyCart-v0")
+    page.get_by_role("textbox", name="Your env's arguments (optional)").fill("physics_steps=20")
+    fill_form(
+        page,
+        remove=["Remove 16", "Remove 64", "Remove subproc"],
+        shortest=True,
+        label="my env",
+    )
+    page.get_by_role("button", name="Run").click()
+    expect_text(page, re.compile(r"Job 1 .*my env.*: done"), 240_000)
+    verdict = page.locator('[data-testid="stTable"]').first
+    text = verdict.inner_text()
+    assert re.search(r"mycart:MyCart-v0\s+4\s", text), text
+    assert "confidence" in text
+    (job,) = queue.jobs()
+    assert job.settings["envs"][0]["env_id"] == "mycart:MyCart-v0"
+    queue.store.close()
+
+    # Reloaded from its address: the same job, its env back in the field.
+    page.goto(f"{server}/?job=1")
+    expect_text(page, re.compile(r"Job 1 .*my env.*: done"))
+    page.get_by_text("Settings of job 1").click()
+    assert (
+        page.get_by_role("textbox", name="Your env (optional)").input_value() == "mycart:MyCart-v0"
+    )
+    only_from(page, server)

@@ -8,6 +8,7 @@ noticed, and a bad configuration is refused before it is queued.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -161,20 +162,23 @@ def test_a_bad_config_is_refused_before_it_is_queued(queue):
 
 
 def test_a_crashing_env_fails_its_job_with_the_env_index_and_the_queue_goes_on(queue):
-    # subproc is its own reference: with gym-sync beside it, whichever reached step 3 first
+    # subproc is its own reference: with gym-sync beside it, whichever reached step 40 first
     # would crash, and on a busy machine that can be gymnasium's loop, with its own error.
+    # Step 40: past the few steps the env is checked with before it is queued, so that it is
+    # the worker that crashes.
     crashing = SweepConfig(
-        [BenchEnv("vecenvs/Faulty-v0", {"fail_on": "step", "at": 3})],
+        [BenchEnv("vecenvs/Faulty-v0", {"fail_on": "step", "at": 40})],
         [2],
         ["subproc"],
         reference="subproc",
-        **TINY,
+        **{**TINY, "measure_seconds": 10.0},  # long enough to reach step 40 on a busy machine
     )
     bad = queue.submit_sweep(crashing)
     good = queue.submit_sweep(tiny_sweep())
     job = queue.wait(bad, 60)
     assert job.status == "failed"
-    assert "EnvCrashedError: env 0 raised RuntimeError during step" in job.run.error
+    # Both envs reach step 40 in the same step(): whichever worker answers first is named.
+    assert re.search(r"EnvCrashedError: env [01] raised RuntimeError during step", job.run.error)
     assert "Traceback from the env" in job.run.error, "the env's own traceback reaches the user"
     assert queue.wait(good, 60).status == "done", "one failed job must not stop the queue"
 

@@ -706,10 +706,9 @@ def test_notebook_5_without_permission_says_what_to_do_and_shows_the_recorded_pr
     assert "env compute" in printed and "→" in printed  # and what it concludes from them
 
 
-def test_a_crash_while_building_is_reported_with_the_envs_error(tmp_path, no_leftover_processes):
-    # The env can be made (so the configuration is valid) but fails on its first reset, which
-    # happens inside the profiled process.
-    config = ProfileConfig(
+def failing_first_reset(tmp_path) -> ProfileConfig:
+    """Two envs that fail on their first reset: while being built."""
+    return ProfileConfig(
         "vecenvs/Faulty-v0",
         num_envs=2,
         backend="subproc",
@@ -717,8 +716,23 @@ def test_a_crash_while_building_is_reported_with_the_envs_error(tmp_path, no_lef
         env_kwargs={"fail_on": "reset", "at": 1},
         output_dir=tmp_path / "out",
     )
+
+
+def test_a_broken_env_is_refused_in_one_line_before_the_profiled_process_starts(tmp_path):
+    with pytest.raises(ValueError, match=r"reset\(seed=0\) raised RuntimeError: .*deliberate"):
+        profile(failing_first_reset(tmp_path))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_crash_while_building_is_reported_with_the_envs_error(
+    tmp_path, monkeypatch, no_leftover_processes
+):
+    # An env that passes the check (made once, reset and stepped, here) but fails on its
+    # first reset inside the profiled process, as one that needs a resource only the check's
+    # process had would: the check is skipped to get there.
+    monkeypatch.setattr("vecenvs.profile.runner.check_env", lambda *args, **kwargs: None)
     with pytest.raises(ProfilerError, match="building subproc .* failed.*deliberate failure"):
-        profile(config)
+        profile(failing_first_reset(tmp_path))
     assert not (tmp_path / "out").exists()
 
 

@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
-
 from vecenvs.bench.engine import BenchConfig, Measurement, compare, measure, validate_config
+from vecenvs.bench.snippets import use_code
 from vecenvs.bench.store import recording
 from vecenvs.bench.sweep import TIMING, Backend, BenchEnv, check_env
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.cpus import available_cpus
+from vecenvs.envspec import EnvSource, describe_env, env_label
+from vecenvs.factory import BACKEND_INFO
 from vecenvs.table import format_table
 
 if TYPE_CHECKING:  # only for type hints: the store is imported when used
@@ -173,6 +175,10 @@ class AutotuneResult:
     # interleaved, see :func:`vecenvs.bench.compare`), each ``ratio`` its speed-up over the
     # loop in those paired windows. Empty when the call was clear, or no time was left.
     head_to_head: list[Measurement] = field(default_factory=list)
+    # What the env is (vecenvs.envspec.EnvName.to_dict()) and its arguments: what the lines
+    # to paste (:meth:`use_code`) name.
+    env: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> Candidate:
@@ -238,6 +244,49 @@ class AutotuneResult:
             lines.append(f"best: {self.best.label}")
         return "\n".join(lines)
 
+    def sb3_choice(self) -> Candidate | None:
+        """The fastest candidate SB3 can train on (every env in lock-step): the best, unless
+        that is the async pool; None when none such was measured."""
+        trainable = [m for m in self.measurements if BACKEND_INFO[m.config.backend].trainable]
+        if not trainable:
+            return None
+        best = self.best
+        if BACKEND_INFO[best.backend].trainable:
+            return best
+        return _candidate(max(trainable, key=lambda m: m.median))
+
+    def use_code(self, *, sb3: bool = False) -> str:
+        """The lines to paste: :func:`vecenvs.make_vec` with the winner, or with ``sb3`` the
+        fastest SB3 can train on wrapped by :func:`vecenvs.sb3.to_sb3` ("" if none)."""
+        choice = self.sb3_choice() if sb3 else self.best
+        if choice is None:
+            return ""
+        env = self.env or {"text": self.env_label, "kind": "registered"}
+        return use_code(env, self.num_envs, choice.backend, choice.kwargs, self.env_kwargs, sb3=sb3)
+
+    def format_recommendation(self) -> str:
+        """What to use on this machine, then the exact lines to paste (plain and for SB3)."""
+        if not self.measurements:
+            return "nothing was measured: raise the budget"
+        best = self.best
+        shape = best.describe(self.num_envs)
+        lines = [
+            f"use on this machine ({self.cpus} CPUs, N={self.num_envs}): {best.label}, "
+            f"K={shape['workers']} x {shape['envs_per_worker']} envs; paste:",
+            "",
+            textwrap.indent(self.use_code(), "    "),
+        ]
+        sb3 = self.sb3_choice()
+        if sb3 is not None:
+            note = "" if sb3 == best else f" ({best.backend} can't train: the fastest that can)"
+            lines += [
+                "",
+                f"for Stable-Baselines3, e.g. PPO('MlpPolicy', vec_env){note}:",
+                "",
+                textwrap.indent(self.use_code(sb3=True), "    "),
+            ]
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain JSON-ready values."""
         best = self.best if self.measurements else None
@@ -250,6 +299,10 @@ class AutotuneResult:
             "best": None
             if best is None
             else {"backend": best.backend, "kwargs": dict(best.kwargs), "label": best.label},
+            "env_source": self.env,
+            "env_kwargs": self.env_kwargs,
+            "use_code": self.use_code() if best else "",
+            "sb3_code": self.use_code(sb3=True) if best else "",
             "table": self.table,
             "skipped": [c.label for c in self.skipped],
             "cancelled": self.cancelled,
@@ -261,7 +314,7 @@ class AutotuneResult:
 
 
 def autotune(
-    env: str | Callable[[], gym.Env],
+    env: EnvSource,
     num_envs: int,
     budget_seconds: float = 20.0,
     *,
@@ -276,9 +329,10 @@ def autotune(
 ) -> AutotuneResult:
     """Measure the candidates for ``num_envs`` copies of ``env`` within ``budget_seconds``.
 
-    ``env`` is a registered env id, or a function that makes one env (registered here under a
-    temporary id: worker processes then need the ``fork`` start method, Linux's default, to know
-    it). The budget is a deadline for the whole search, every process's startup included.
+    ``env`` is any form :mod:`vecenvs.envspec` reads: a registered id, ``"module:EnvId"``, an
+    entry point ``"package.module:Class"`` or a function that makes one env (workers unpickle it
+    with dill, under every start method). It is checked once first (made, reset, stepped,
+    gymnasium's env checker), and a broken env is refused in one line. The budget is a deadline for the whole search, every process's startup included.
     ``candidates_to_try`` defaults to :func:`candidates` for N and this machine. ``on_result``
     gets an :class:`AutotuneProgress` after each candidate; ``cancel`` is checked before each,
     and True stops the search with what it measured (``cancelled=True``). ``store`` saves the
@@ -288,12 +342,13 @@ def autotune(
     Raises ValueError for a bad argument, before anything is measured.
     """
     started = time.perf_counter()
-    env_id = env if isinstance(env, str) else _register_factory(env)
+    env_id = env
     env_kwargs = dict(env_kwargs or {})
     planned, configs = _plan(env_id, num_envs, budget_seconds, env_kwargs, candidates_to_try, seed)
     deadline = started + budget_seconds
-    settings = {
-        "env_id": env_id,
+    settings: dict[str, Any] = {
+        "env_id": env_label(env_id),
+        "env": describe_env(env_id).to_dict(),
         "env_kwargs": env_kwargs,
         "num_envs": num_envs,
         "budget_seconds": budget_seconds,
@@ -301,7 +356,13 @@ def autotune(
     }
     with recording(store, "autotune", settings, label=label, run_id=run_id) as run:
         result = AutotuneResult(
-            configs[0].env_label, num_envs, available_cpus(), budget_seconds, run_id=run.id
+            configs[0].env_label,
+            num_envs,
+            available_cpus(),
+            budget_seconds,
+            run_id=run.id,
+            env=settings["env"],
+            env_kwargs=env_kwargs,
         )
         try:
             for index, (candidate, config) in enumerate(zip(planned, configs)):
@@ -329,7 +390,7 @@ def autotune(
 
 
 def validate_autotune(
-    env_id: str,
+    env_id: EnvSource,
     num_envs: int,
     budget_seconds: float = 20.0,
     *,
@@ -341,7 +402,7 @@ def validate_autotune(
 
 
 def _plan(
-    env_id: str,
+    env_id: EnvSource,
     num_envs: int,
     budget_seconds: float,
     env_kwargs: dict[str, Any],
@@ -428,18 +489,3 @@ def _head_to_head(
 
 def _candidate(measurement: Measurement) -> Candidate:
     return Candidate(measurement.config.backend, dict(measurement.config.backend_kwargs))
-
-
-_factory_ids = itertools.count()
-
-
-def _register_factory(env_fn: Callable[[], gym.Env]) -> str:
-    """Registers ``env_fn`` with gymnasium under a fresh id, so the engine can ``make`` it by name."""
-    if not callable(env_fn):
-        raise ValueError(
-            f"env is {env_fn!r:.80}: expected an env id or a function that makes an env"
-        )
-    name = getattr(env_fn, "__name__", "env").strip("<>")
-    env_id = f"vecenvs-autotune/{name}{next(_factory_ids)}-v0"
-    gym.register(env_id, entry_point=lambda **kwargs: env_fn(**kwargs))
-    return env_id

@@ -27,6 +27,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from vecenvs.async_pool import AsyncPoolVecEnv
 from vecenvs.checks import check_whole_number
+from vecenvs.envspec import MODULE_ID, REGISTERED, EnvSource, env_fns, resolve_env
 from vecenvs.multi_env import MultiEnv
 from vecenvs.peers import EnvPoolVecEnv, envpool_id_for, make_sb3_dummy, make_sb3_subproc
 from vecenvs.pool import PoolVecEnv
@@ -53,14 +54,15 @@ __all__ = [
 Builder = Callable[..., VectorEnv]
 
 
-def env_fns_for(env_id: str, num_envs: int, **env_kwargs: Any) -> list[Callable[[], gym.Env]]:
-    """``num_envs`` factories for ``gym.make(env_id, **env_kwargs)``.
+def env_fns_for(env_id: EnvSource, num_envs: int, **env_kwargs: Any) -> list[Callable[[], gym.Env]]:
+    """``num_envs`` factories for ``env_id`` made with ``env_kwargs``: any form
+    :mod:`vecenvs.envspec` reads (a registered id, ``"module:EnvId"``, an entry point, a
+    factory).
 
-    The env id is checked here, in this process, so a typo fails at once with gymnasium's own
-    "did you mean" message rather than inside N worker processes.
+    The name is checked here, in this process, so a typo fails at once with gymnasium's own
+    "did you mean" message (an ``EnvError``, a ValueError) rather than inside N worker processes.
     """
-    gym.spec(env_id)  # raises gymnasium.error.NameNotFound & co. for an unknown id
-    return [partial(gym.make, env_id, **env_kwargs) for _ in range(num_envs)]
+    return env_fns(env_id, num_envs, **env_kwargs)
 
 
 # Ray, SB3 and envpool are optional and slow to import: the modules above import them only when
@@ -110,7 +112,14 @@ def _envpool(env_id, num_envs, env_kwargs, autoreset_mode, **kwargs):
 
 def _check_envpool_runs(env_id, env_kwargs):
     """envpool runs its own C++ version of the env: there must be one, and no env_kwargs."""
-    gym.spec(env_id)  # an unknown id fails with gymnasium's "did you mean", as for the others
+    name = resolve_env(
+        env_id
+    )  # an unknown id fails with gymnasium's "did you mean", as for the others
+    if name.kind not in (REGISTERED, MODULE_ID):
+        raise ValueError(
+            f"backend 'envpool' cannot run {name.text!r}: it runs only its own C++ versions of "
+            "registered gymnasium ids, not an entry point or a factory"
+        )
     if env_kwargs:
         raise ValueError(
             f"backend 'envpool' takes no env_kwargs (got {env_kwargs!r} for {env_id!r}): it runs "
@@ -136,7 +145,7 @@ class BackendInfo:
     #: The only autoreset mode it can do; None if it does every mode gymnasium defines.
     autoreset_mode: AutoresetMode | None = None
     #: ``check_env(env_id, env_kwargs)`` raises ``ValueError`` for an env it can't run.
-    check_env: Callable[[str, dict[str, Any]], None] | None = None
+    check_env: Callable[[EnvSource, dict[str, Any]], None] | None = None
     #: The processes it starts: "none", "per-env" or "workers" (K = num_workers, each stepping
     #: N/K envs; K > N is refused).
     processes: str = "none"
@@ -321,7 +330,9 @@ def check_backend_available(name: str) -> None:
         )
 
 
-def check_backend_can_run(name: str, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
+def check_backend_can_run(
+    name: str, env_id: EnvSource, env_kwargs: dict[str, Any] | None = None
+) -> None:
     """Raise now, before anything is built, if ``make_vec`` would refuse this backend and env.
 
     For checking a whole grid of runs before measuring any: the backend must be installed, and
@@ -345,7 +356,7 @@ def _installed(info: BackendInfo) -> bool:
 
 
 def make_vec(
-    env_id: str,
+    env_id: EnvSource,
     num_envs: int,
     backend: str = "pool",
     *,
@@ -353,15 +364,21 @@ def make_vec(
     env_kwargs: dict[str, Any] | None = None,
     **backend_kwargs: Any,
 ) -> VectorEnv:
-    """Build ``num_envs`` copies of ``env_id`` (a registered gymnasium id) stepped by ``backend``.
+    """Build ``num_envs`` copies of ``env_id`` stepped by ``backend``.
 
     Args:
+        env_id: the env, in any form :mod:`vecenvs.envspec` reads: a registered id
+            (``"CartPole-v1"``), gymnasium's ``"module:EnvId"`` (``"mycart:MyCart-v0"``: the
+            module is imported first, in every worker too), an entry point
+            (``"mycart.env:MyCartEnv"``, called with ``env_kwargs``) or a function that makes
+            an env (a lambda or closure works under every start method: workers unpickle it
+            with dill).
         backend: one of :data:`BACKENDS` (see :data:`BACKEND_INFO` for what each does).
         autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value). None: the
             backend's own, which is NEXT_STEP except for the peers that can do only one mode
             (SB3: SAME_STEP; envpool: NEXT_STEP). Asking a peer for a mode it can't do is an
             error.
-        env_kwargs: keyword arguments for ``gym.make``, e.g. ``{"step_seconds": 1e-3}``.
+        env_kwargs: keyword arguments for the env (``gym.make``'s), e.g. ``{"step_seconds": 1e-3}``.
         **backend_kwargs: passed to the backend, e.g. ``num_workers=2`` for the pool, ray or
             envpool (its threads), ``start_method="spawn"`` for ``subproc``, ``pool`` and
             ``sb3-subproc``, ``batch_size`` for ``pool-async`` (default N/2), ``address`` for
@@ -371,7 +388,8 @@ def make_vec(
         ValueError: unknown backend, a backend whose library is not installed, an autoreset
             mode it can't do, or ``num_envs`` < 1.
         TypeError: ``num_envs`` is not a whole number (numpy integers are).
-        gymnasium.error.UnregisteredEnv: unknown env id.
+        vecenvs.envspec.EnvError: (a ValueError) an unknown env id, a module that fails to
+            import, a name the module does not have; one line saying which.
     """
     check_backend_available(backend)
     info = BACKEND_INFO[backend]

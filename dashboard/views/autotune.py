@@ -20,6 +20,7 @@ def form() -> None:
     with st.form("autotune"):
         left, middle, right = st.columns(3)
         env_id = left.selectbox("Environment", common.env_choices())
+        user_env, user_args = common.user_env_fields(left)
         num_envs = middle.select_slider("Number of envs N", common.N_CHOICES, value=16)
         budget = right.slider(
             "Time budget, seconds",
@@ -32,6 +33,14 @@ def form() -> None:
         label, submitted = common.label_and_button("Autotune")
 
     def submit() -> int:
+        if user_env:  # resolved (its module imported) only now, when the search is queued
+            return common.queue().submit_autotune(
+                user_env,
+                num_envs,
+                float(budget),
+                env_kwargs=common.parse_env_arguments(user_args),
+                label=label,
+            )
         env_kwargs = {}
         if env_id == common.TEACHING_ENV:  # "abc" used to become 1000 us without a word
             step_seconds = common.parse_step_times(step_micros)
@@ -58,6 +67,12 @@ def results(job: Job) -> None:
         f"({common.number(table[0]['steps_per_second'])} env steps/s); "
         + common.plain(in_words(best["backend"]))
     )
+    if summary.get("use_code"):  # the lines to paste (runs from before had none)
+        st.markdown("**Use it**: paste these lines into your script.")
+        st.code(summary["use_code"], language="python")
+        if summary.get("sb3_code"):
+            st.caption("For Stable-Baselines3 (e.g. PPO('MlpPolicy', vec_env)):")
+            st.code(summary["sb3_code"], language="python")
     common.chart(figures.autotune_figure(table), f"autotune-{job.id}", autotune_code(job.settings))
     loop = next((r for r in table if r["label"] == DEFAULT_REFERENCE), None)
     if loop is not None:  # every speed-up over the loop, the throughputs' own ratio

@@ -69,7 +69,9 @@ VERDICT_HELP = (
 
 def build_config(values: dict) -> SweepConfig:
     """The sweep the form describes. Raises ValueError naming a bad field."""
-    for field, what in (("envs", "env"), ("backends", "backend"), ("num_envs", "N")):
+    if not values["envs"] and not values["user_env"]:
+        raise ValueError("pick at least one env, or type yours")
+    for field, what in (("backends", "backend"), ("num_envs", "N")):
         if not values[field]:
             raise ValueError(f"pick at least one {what}")
     envs: list[str | BenchEnv] = []
@@ -80,6 +82,8 @@ def build_config(values: dict) -> SweepConfig:
             envs += env_grid(env_id, step_seconds=step_seconds, **knobs)
         else:
             envs.append(env_id)
+    if values["user_env"]:  # resolved (its module imported) only when the sweep is queued
+        envs.append(BenchEnv(values["user_env"], common.parse_env_arguments(values["user_args"])))
     backends: list[str | Backend] = []
     for name in values["backends"]:
         if name == "pool":
@@ -114,12 +118,17 @@ def form_values(job: Job | None) -> dict[str, Any]:
         "warmup_seconds": 0.2,
         "step_micros": STEP_MICROS,
         "knobs": {},
+        "user_env": "",
+        "user_kwargs": {},
     }
     if job is None:
         return values
     config = SweepConfig.from_dict(job.settings)
     envs = config.env_specs()
     backends = [b for b in config.backend_specs() if b.name != config.reference or b.kwargs]
+    # A stored job's own env goes back in the "Your env" field, as text: shown, not imported.
+    user = [env for env in envs if common.is_user_env(str(env.env_id))]
+    envs = [env for env in envs if env not in user]
     teaching = [env for env in envs if env.env_id == common.TEACHING_ENV]
     steps = [env.kwargs["step_seconds"] for env in teaching if "step_seconds" in env.kwargs]
     values.update(
@@ -132,6 +141,8 @@ def form_values(job: Job | None) -> dict[str, Any]:
         warmup_seconds=config.warmup_seconds,
         step_micros=", ".join(dict.fromkeys(map(common.micros, steps))) or STEP_MICROS,
         knobs={k: v for k, v in (teaching[0].kwargs if teaching else {}).items()},
+        user_env=str(user[0].env_id) if user else "",
+        user_kwargs=dict(user[0].kwargs) if user else {},
     )
     return values
 
@@ -181,6 +192,9 @@ def form(job: Job | None) -> int | None:
             envs + [env for env in start["envs"] if env not in envs],
             default=start["envs"],
             help="Cheapest first. The teaching env's cost is set below.",
+        )
+        values["user_env"], values["user_args"] = common.user_env_fields(
+            left, start["user_env"], start["user_kwargs"]
         )
         values["num_envs"] = left.multiselect(
             "Numbers of envs N",

@@ -31,6 +31,7 @@ def form() -> None:
     with st.form("profile"):
         left, middle, right = st.columns(3)
         env_id = left.selectbox("Environment", common.env_choices())
+        user_env, user_args = common.user_env_fields(left)
         num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
         backend = middle.selectbox(
             "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
@@ -45,9 +46,11 @@ def form() -> None:
         seconds = right.slider("Seconds of sampling", 1, 30, 3)
         rate = right.select_slider("Samples per second", [20, 50, 100, 200, 500], value=100)
         label, submitted = common.label_and_button("Profile")
-    if submitted:
+
+    def submit() -> int:
         config = ProfileConfig(
-            env_id=env_id,
+            env_id=user_env or env_id,
+            env_kwargs=common.parse_env_arguments(user_args) if user_env else {},
             num_envs=num_envs,
             backend=backend,
             backend_kwargs=(
@@ -56,7 +59,10 @@ def form() -> None:
             seconds=seconds,
             rate=rate,
         )
-        common.queue_job(lambda: common.queue().submit_profile(config, label=label))
+        return common.queue().submit_profile(config, label=label)
+
+    if submitted:
+        common.queue_job(submit)
 
 
 def results(job: Job) -> None:

@@ -39,6 +39,7 @@ import numpy as np
 
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.cpus import available_cpus
+from vecenvs.envspec import EnvSource
 from vecenvs.factory import env_fns_for
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 
@@ -91,7 +92,7 @@ class Ceiling:
 
     def __init__(
         self,
-        env_id: str,
+        env_id: EnvSource,
         num_envs: int,
         *,
         env_kwargs: Mapping[str, Any] | None = None,

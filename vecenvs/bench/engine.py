@@ -47,6 +47,7 @@ from vecenvs.bench.machine import cpu_seconds
 from vecenvs.bench.ratios import DEFAULT_REFERENCE
 from vecenvs.bench.store import RunCancelled
 from vecenvs.checks import check_seconds, check_whole_number
+from vecenvs.envspec import EnvSource, describe_env, env_label, resolve_env
 from vecenvs.factory import (
     BACKEND_INFO,
     BACKENDS,
@@ -104,8 +105,17 @@ class BenchConfig:
     builds the option, default included, from the field, so the two can't drift apart.
     """
 
-    env_id: str = field(
-        default="CartPole-v1", metadata=cli_option("gymnasium env id", "ID", flag="--env")
+    # Any form vecenvs.envspec reads: "CartPole-v1", "mycart:MyCart-v0", "mycart.env:MyCartEnv",
+    # or (from Python) a function that makes an env.
+    env_id: EnvSource = field(
+        default="CartPole-v1",
+        metadata=cli_option(
+            "the env: a registered id (CartPole-v1), gymnasium's module:EnvId form "
+            "(mycart:MyCart-v0, the module imported first) or an entry point "
+            "package.module:ClassOrFunction",
+            "ENV",
+            flag="--env",
+        ),
     )
     num_envs: int = field(
         default=8, metadata=cli_option("number of envs stepped together", "N", "positive_int")
@@ -115,8 +125,8 @@ class BenchConfig:
     env_kwargs: dict[str, Any] = field(
         default_factory=dict,
         metadata=cli_option(
-            "argument for gym.make; VALUE is a Python literal (1e-3, True, 'text'), anything "
-            "else is taken as a string",
+            "argument for the env (gym.make's, or the entry point's); VALUE is a Python "
+            "literal (1e-3, True, 'text'), anything else is taken as a string",
             "KEY=VALUE",
             "env_kwarg",
             flag="--env-kwarg",
@@ -149,7 +159,7 @@ class BenchConfig:
     @property
     def env_label(self) -> str:
         """The env id and its arguments, e.g. ``"vecenvs/Costly-v0 (step_seconds=0.001)"``."""
-        return self.env_id + describe_kwargs(self.env_kwargs)
+        return env_label(self.env_id) + describe_kwargs(self.env_kwargs)
 
 
 @dataclass
@@ -178,6 +188,9 @@ class Measurement:
     # pool (the calling process counts when it steps envs too).
     workers: int = 1
     peak_rss_bytes: int = 0  # the largest rss_bytes: after startup and after each window
+    # What the env was (vecenvs.envspec.EnvName.to_dict()): registered id, module:id, entry
+    # point or factory, its module and that module's package version, where known.
+    env: dict[str, Any] | None = None
     # The numbers below are set by compare() (and vecenvs.bench.ratios.relate for stored runs),
     # each defined once in vecenvs.bench.ratios.
     # Window by window, throughput / the reference's in the same round of compare() (empty
@@ -250,6 +263,7 @@ class Measurement:
     def to_dict(self) -> dict[str, Any]:
         """Everything, derived numbers included, as plain JSON-ready values."""
         data = dataclasses.asdict(self)
+        data["config"]["env_id"] = env_label(self.config.env_id)  # a factory: its name only
         derived = (
             "throughput",
             "mean",
@@ -269,13 +283,9 @@ def validate_config(config: BenchConfig) -> None:
     names = [*BACKENDS, CEILING]  # installed or not: a missing one is told what to install below
     if config.backend not in names:
         raise ValueError(f"unknown backend {config.backend!r}; expected one of: {', '.join(names)}")
-    if not isinstance(config.env_id, str):
-        raise ValueError(f"env_id must be a string such as 'CartPole-v1', got {config.env_id!r}")
-    try:
-        gym.spec(config.env_id)
-    except gym.error.Error as error:
-        # gymnasium's message carries the useful "did you mean" hint: keep it.
-        raise ValueError(f"unknown env id {config.env_id!r}: {error}") from None
+    # A registered id, 'module:EnvId' (the module imported here), an entry point or a factory;
+    # an unknown id keeps gymnasium's "did you mean" (vecenvs.envspec says the rest).
+    resolve_env(config.env_id)
     check_whole_number("num_envs", config.num_envs)
     check_whole_number("repeats", config.repeats)
     check_whole_number("seed", config.seed, minimum=None)
@@ -311,7 +321,7 @@ def measure(config: BenchConfig) -> Measurement:
 
 
 def compare(
-    env_id: str,
+    env_id: EnvSource,
     num_envs: int,
     backends: Sequence[str | tuple[str, Mapping[str, Any]]],
     *,
@@ -369,7 +379,7 @@ def compare(
 # compare()'s first six parameters again, kept on purpose: a sweep checks every point of its
 # grid with this before it measures any, and compare() must not build envs to be checked.
 def compare_configs(
-    env_id: str,
+    env_id: EnvSource,
     num_envs: int,
     backends: Sequence[str | tuple[str, Mapping[str, Any]]],
     *,
@@ -470,6 +480,7 @@ class _Run:
         self.children: list[psutil.Process] = []
         self.async_batch_size: int | None = None
         self.result = Measurement(config, [], [], [], math.nan, 0.0, 0.0, 0, 0, None)
+        self.result.env = describe_env(config.env_id).to_dict()
 
     def __enter__(self) -> _Run:
         config, result = self.config, self.result
@@ -607,7 +618,7 @@ def short_env_labels(configs: Iterable[BenchConfig]) -> dict[str, str]:
     """
     by_id: dict[str, dict[str, Mapping[str, Any]]] = {}
     for config in configs:
-        by_id.setdefault(config.env_id, {})[config.env_label] = config.env_kwargs
+        by_id.setdefault(env_label(config.env_id), {})[config.env_label] = config.env_kwargs
     names = {}
     for env_id, variants in by_id.items():
         keys = dict.fromkeys(key for kwargs in variants.values() for key in kwargs)  # in order

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from textwrap import dedent
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "profile_code",
     "sweep_code",
     "training_code",
+    "use_code",
 ]
 
 #: The figure name -> the call drawing it from ``result`` and ``model``.
@@ -49,7 +51,7 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
     config = SweepConfig.from_dict(settings)
     imports = {"SweepConfig", "run_sweep"} | ({"figures"} if FIGURES[figure] else set())
 
-    def spec(kind: str, name: str, kwargs: Mapping[str, Any]) -> str:
+    def spec(kind: str, name: Any, kwargs: Mapping[str, Any]) -> str:
         """``'pool'``, or ``Backend('pool', {'num_workers': 2})`` when it has arguments."""
         if not kwargs:
             return repr(name)
@@ -122,6 +124,55 @@ def autotune_code(settings: Mapping[str, Any]) -> str:
         print(result.format_table())
         print('best:', result.best.backend, result.best.kwargs)
         figures.autotune_figure(result.table).show()""")
+
+
+def use_code(
+    env: Mapping[str, Any],
+    num_envs: int,
+    backend: str,
+    backend_kwargs: Mapping[str, Any],
+    env_kwargs: Mapping[str, Any],
+    *,
+    sb3: bool = False,
+) -> str:
+    """The lines to paste to step ``num_envs`` copies of ``env`` (an
+    :meth:`vecenvs.envspec.EnvName.to_dict`) as autotune recommends; with ``sb3``, wrapped for
+    Stable-Baselines3 (built in SB3's own autoreset mode, so the adapter adds no round trip).
+
+    Example:
+        >>> env = {"text": "mycart:MyCart-v0", "kind": "module:id", "module": "mycart"}
+        >>> print(use_code(env, 16, "pool", {"num_workers": 2}, {"physics_steps": 1000}))
+        from vecenvs import make_vec
+        <BLANKLINE>
+        envs = make_vec("mycart:MyCart-v0", 16, "pool", num_workers=2, env_kwargs={"physics_steps": 1000})
+    """
+    imports = ["from vecenvs import make_vec"]
+    if env.get("kind") == "factory":  # a function: import it by name where it has one
+        module, _, name = (
+            str(env.get("text", "")).removeprefix("<factory ").rstrip(">").rpartition(".")
+        )
+        if name.isidentifier() and module == "__main__":  # defined in your script or notebook
+            what = name
+        elif name.isidentifier() and module:
+            imports.insert(0, f"from {module} import {name}")
+            what = name
+        else:  # a lambda, a method, a partial: it has no name to import
+            imports.append("from my_code import make_env  # your function that makes one env")
+            what = "make_env"
+    else:
+        what = json.dumps(str(env["text"]))
+    arguments = [what, str(num_envs), json.dumps(backend)]
+    if sb3:
+        arguments.append('autoreset_mode="SameStep"')
+    arguments += [f"{key}={value!r}" for key, value in backend_kwargs.items()]
+    if env_kwargs:
+        pairs = ", ".join(f"{json.dumps(key)}: {value!r}" for key, value in env_kwargs.items())
+        arguments.append(f"env_kwargs={{{pairs}}}")
+    call = f"make_vec({', '.join(arguments)})"
+    if sb3:
+        imports.append("from vecenvs.sb3 import to_sb3")
+        return "\n".join([*imports, "", f"vec_env = to_sb3({call})"])
+    return "\n".join([*imports, "", f"envs = {call}"])
 
 
 def training_code(settings: Mapping[str, Any]) -> str:

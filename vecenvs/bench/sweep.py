@@ -27,8 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
-
 from vecenvs.bench.engine import (
     CEILING,
     DEFAULT_REFERENCE,
@@ -41,6 +39,8 @@ from vecenvs.bench.engine import (
 )
 from vecenvs.bench.store import recording
 from vecenvs.cpus import available_cpus
+from vecenvs.envspec import EnvName, EnvSource, env_label
+from vecenvs.envspec import check_env as check_env_once
 from vecenvs.factory import BACKEND_INFO
 from vecenvs.table import describe_kwargs
 
@@ -72,13 +72,13 @@ class BenchEnv:
     ``BenchEnv("vecenvs/Costly-v0", {"step_seconds": 1e-3})`` (not ``EnvSpec``: that is
     gymnasium's registry entry for an id)."""
 
-    env_id: str
+    env_id: EnvSource  # any form vecenvs.envspec reads, e.g. "mycart:MyCart-v0"
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         """``"vecenvs/Costly-v0 (step_seconds=0.001)"``: how tables and charts name it."""
-        return self.env_id + describe_kwargs(self.kwargs)
+        return env_label(self.env_id) + describe_kwargs(self.kwargs)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class SweepConfig:
     """The grid to measure and how long to measure each point (the timing fields are
     :class:`BenchConfig`'s)."""
 
-    envs: Sequence[str | BenchEnv]  # :func:`env_grid` expands argument grids into BenchEnvs
+    envs: Sequence[EnvSource | BenchEnv]  # :func:`env_grid` expands argument grids into BenchEnvs
     num_envs: Sequence[int]  # the values of N, e.g. [1, 2, 8, 32, 128]
     backends: Sequence[str | Backend]  # the reference is added when missing
     reference: str = DEFAULT_REFERENCE  # the sequential loop every speed-up is relative to
@@ -123,7 +123,7 @@ class SweepConfig:
     only: Sequence[tuple[str, int]] | None = None
 
     def env_specs(self) -> list[BenchEnv]:
-        return [BenchEnv(env) if isinstance(env, str) else env for env in self.envs]
+        return [env if isinstance(env, BenchEnv) else BenchEnv(env) for env in self.envs]
 
     def backend_specs(self) -> list[Backend]:
         """The backends as :class:`Backend` s, the reference last if it was not listed."""
@@ -163,7 +163,9 @@ class SweepConfig:
         """The settings as plain JSON-ready values (what a results store records)."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data.update(
-            envs=[{"env_id": e.env_id, "kwargs": dict(e.kwargs)} for e in self.env_specs()],
+            envs=[
+                {"env_id": env_label(e.env_id), "kwargs": dict(e.kwargs)} for e in self.env_specs()
+            ],
             num_envs=sorted(set(self.num_envs)),
             backends=[{"name": b.name, "kwargs": dict(b.kwargs)} for b in self.backend_specs()],
         )
@@ -246,13 +248,12 @@ def validate_sweep(config: SweepConfig) -> None:
         check_env(env)
 
 
-def check_env(env: BenchEnv) -> None:
-    """Build ``env`` once and close it, so that a misspelt env argument fails now, with the
-    env's own message in a ValueError, not inside N worker processes half an hour from now."""
-    try:
-        gym.make(env.env_id, **env.kwargs).close()
-    except Exception as error:  # the env's own complaint, e.g. an unknown argument
-        raise ValueError(f"cannot make {env.label}: {type(error).__name__}: {error}") from None
+def check_env(env: BenchEnv) -> EnvName:
+    """Make ``env`` once, reset it, step it and run gymnasium's env checker on it
+    (:func:`vecenvs.envspec.check_env`), so that a misspelt env argument or a step that raises
+    fails now, in one line (an ``EnvError``, a ValueError), not inside N worker processes half
+    an hour from now. Returns what the env is, for the results store."""
+    return check_env_once(env.env_id, env.kwargs)
 
 
 def run_sweep(

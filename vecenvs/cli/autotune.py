@@ -3,10 +3,14 @@
 It runs :func:`vecenvs.autotune.autotune` (the loop, the pool at several worker counts, with and
 without shared memory, the async pool, and one process per env while N is small), within a time
 budget that is a real deadline, prints the table with the winner first, and saves the run in
-the results store. Examples::
+the results store, and ends with what to use: the backend and K, and the lines to paste
+(``make_vec(...)``, and for Stable-Baselines3 the ``to_sb3`` wrapper). ``--env`` takes your own
+env as gymnasium names it: ``mymodule:MyEnv-v0`` (the module imported first) or an entry point
+``mypkg.envs:MyEnv`` with ``--env-kwarg`` s. Examples::
 
     python -m vecenvs autotune --env CartPole-v1 --num-envs 128 --budget 20
     python -m vecenvs autotune --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3 --num-envs 16
+    python -m vecenvs autotune --env mycart:MyCart-v0 --env-kwarg physics_steps=1000
     python -m vecenvs autotune --num-envs 4 --budget 5 --no-store --json autotune.json
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
@@ -99,6 +103,8 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         )
 
     print(result.format_table())
+    print()
+    print(result.format_recommendation())
     if args.json:
         write_json(args.json, result.to_dict())
         print(f"\nwrote the result to {args.json}")

@@ -10,6 +10,7 @@ and the fitted overhead model, and saves everything in the results store. Exampl
         --env-kwarg step_seconds=1e-3                    # a repeated key is a grid
     python -m vecenvs bench --preset seeds --html seeds.html   # the seeds' figure, ~10 min
     python -m vecenvs bench --json results.json          # also save every number as JSON
+    python -m vecenvs bench --env mycart:MyCart-v0 --env-kwarg physics_steps=1000  # your env
 
 ``gym-sync`` is always measured too, in the same run, and every speed is also given as a ratio
 to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only on this one. So

@@ -8,6 +8,7 @@ Examples::
     python -m vecenvs profile --backend pool --workers 2 --num-envs 128
     python -m vecenvs profile --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3
     python -m vecenvs profile --backend gym-async --out profiles/async
+    python -m vecenvs profile --env mycart.env:MyCartEnv --env-kwarg physics_steps=1000
 
 py-spy must be allowed to read other processes (ptrace): as root, or with
 ``/proc/sys/kernel/yama/ptrace_scope`` at 0 on Linux, ``--cap-add SYS_PTRACE`` in Docker,

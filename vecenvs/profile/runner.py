@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import psutil
 
 import vecenvs
@@ -42,6 +41,7 @@ from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
 from vecenvs.bench.engine import cli_option
 from vecenvs.checks import check_seconds, check_whole_number
+from vecenvs.envspec import check_env
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
 from vecenvs.profile.flamegraph import write_flamegraph
@@ -53,7 +53,6 @@ from vecenvs.profile.pyspy import (
     permission_message,
 )
 from vecenvs.profile.stacks import StackSample, read_speedscope, write_collapsed
-from vecenvs.table import describe_kwargs
 
 __all__ = [
     "Profile",
@@ -100,7 +99,8 @@ class ProfileConfig:
     profiled process's command line.
     """
 
-    #: The gymnasium env id, e.g. ``"CartPole-v1"`` or ``"vecenvs/Costly-v0"``.
+    #: The env as :mod:`vecenvs.envspec` reads it: ``"CartPole-v1"``, ``"mycart:MyCart-v0"``,
+    #: ``"mycart.env:MyCartEnv"`` (not a function: the profiled process makes it by name).
     env_id: str = field(default="CartPole-v1", metadata=_BENCH_OPTIONS["env_id"])
     num_envs: int = field(default=8, metadata=_BENCH_OPTIONS["num_envs"])
     #: A name from :data:`vecenvs.factory.BACKENDS`, e.g. ``"pool"`` or ``"gym-async"``.
@@ -199,6 +199,11 @@ def validate_profile(config: ProfileConfig) -> None:
     env argument fails with the env's own one-line complaint, not a crash report from inside
     the profiled process.
     """
+    if not isinstance(config.env_id, str):
+        raise ValueError(
+            f"env_id {config.env_id!r:.60} is not a name: the profiled process is started with "
+            "its name on its command line; give an id, 'module:EnvId' or 'package.module:Class'"
+        )
     # The env, backend, N and seed are checked exactly as the benchmark checks them.
     shared = ("env_id", "num_envs", "backend", "backend_kwargs", "env_kwargs", "seed")
     validate_bench_config(BenchConfig(**{name: getattr(config, name) for name in shared}))
@@ -218,13 +223,8 @@ def validate_profile(config: ProfileConfig) -> None:
                     "expected a Python literal (a number, string, bool, None, or a list, tuple "
                     "or dict of them)"
                 )
-    try:
-        gym.make(config.env_id, **config.env_kwargs).close()
-    except Exception as error:  # the env's own complaint, e.g. an unknown argument
-        arguments = describe_kwargs(config.env_kwargs)
-        raise ValueError(
-            f"cannot make {config.env_id}{arguments}: {type(error).__name__}: {error}"
-        ) from None
+    # Made, reset, stepped and checked once here: an env that fails says why in one line.
+    check_env(config.env_id, config.env_kwargs)
     if config.output_dir is not None:
         if not isinstance(config.output_dir, (str, os.PathLike)):
             raise ValueError(f"output_dir must be a path, got {config.output_dir!r}")
