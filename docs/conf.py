@@ -70,8 +70,18 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 nb_execution_mode = "cache" if os.environ.get("VECENVS_DOCS_EXECUTE") == "1" else "off"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
+nb_execution_show_tb = True  # a failing cell's traceback in the build's output
+# Notebook 10 starts Ray, which took 20-70 s on 2 cores and failed to start (its raylet gave up
+# waiting for its own agents) while other programs kept the CPUs busy (tests/test_notebooks.py
+# hides Ray in its quick pass for the same reason). The site shows it unexecuted, unless
+# VECENVS_DOCS_EXECUTE_RAY=1 (on a machine that starts Ray reliably).
+if os.environ.get("VECENVS_DOCS_EXECUTE_RAY") != "1":
+    nb_execution_excludepatterns = ["course/notebooks/10-ray.ipynb"]
 nb_execution_cache_path = str(DOCS / "_build" / ".jupyter_cache")
 os.environ.setdefault("VECENVS_QUICK", "1")  # the kernels inherit it
+nb_execution_in_temp = True  # whatever a notebook writes lands in a temp folder, not in docs/
+if nb_execution_mode != "off":  # their quick runs are not results: keep them out of your store
+    os.environ["VECENVS_STORE"] = str(DOCS / "_build" / "notebook-results.sqlite")
 # tqdm's widgets and plotly's figures have no static form: show the text/HTML beside them.
 nb_mime_priority_overrides = [
     ("html", "application/vnd.jupyter.widget-view+json", None),

@@ -293,3 +293,19 @@ def test_the_docstrings_examples_run():
     assert count and int(count.group(1)) >= 30, done.stdout[-2000:]
     if ignored:
         print(f"left out for want of their extras: {ignored}")
+
+
+def test_make_docs_builds_this_site_the_same_way():
+    """``make docs`` (dry run): the same strict build as above, into docs/_build/html, with the
+    notebooks executed (the fixture renders them without running them)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    dry = subprocess.run(
+        ["make", "-n", "docs"], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert dry.returncode == 0, dry.stderr
+    build = [line for line in dry.stdout.splitlines() if "-m sphinx" in line]
+    assert len(build) == 1, dry.stdout
+    assert "VECENVS_DOCS_EXECUTE=1" in build[0]
+    for flag in ("-b html", "-n", "-W", "--keep-going", "docs docs/_build/html"):
+        assert f" {flag}" in build[0], (flag, build[0])

@@ -4,7 +4,7 @@
   the lazily imported :class:`~vecenvs.ray_env.RayVecEnv`), each an autodoc directive, so the
   text is the docstring itself;
 - ``api/modules/<module>.md``: every module of the package, for readers of the code;
-- ``cli.md``: the ``vecenvs`` command line, every command's ``--help`` and its options in a table,
+- ``cli.md``: the ``vecenvs`` command line, every command's ``--help``,
   read from the parser :func:`vecenvs.cli.build_parser` builds;
 - ``course/*.ipynb``: the notebooks, copied from ``notebooks/`` for myst-nb to render;
 - ``results/*.md``: the results pages, from the results files (``docs/gen_results.py``).
@@ -144,27 +144,6 @@ def write_module_pages(folder: Path) -> list[str]:
     return modules
 
 
-def _actions_table(parser: argparse.ArgumentParser) -> list[str]:
-    formatter = parser._get_formatter()
-    rows = ["| option | default | what it does |", "| --- | --- | --- |"]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
-            continue
-        flags = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{action.dest}`"
-        if action.option_strings and action.nargs != 0:
-            flags += f" `{formatter._metavar_formatter(action, action.dest.upper())(1)[0]}`"
-        default = action.default
-        shown = (
-            ""
-            if default in (None, argparse.SUPPRESS, False) or action.nargs == 0
-            else f"`{default}`"
-        )
-        text = formatter._expand_help(action) if action.help else ""
-        text = " ".join(text.split()).replace("|", "\\|")
-        rows.append(f"| {flags} | {shown} | {text} |")
-    return rows
-
-
 def _commands(parser: argparse.ArgumentParser, path: list[str]) -> list[tuple[list[str], Any]]:
     found = [(path, parser)]
     for action in parser._actions:
@@ -192,9 +171,6 @@ def cli_page() -> str:
         depth = min(len(path) + 1, 4)
         lines += [f"{'#' * depth} `{' '.join(path)}`", ""]
         lines += ["```text", parser.format_help().rstrip(), "```", ""]
-        table = _actions_table(parser)
-        if len(table) > 2:
-            lines += [*table, ""]
     return "\n".join(lines)
 
 
