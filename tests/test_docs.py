@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "docs"))
 sys.path.insert(0, str(REPO / "docs" / "_ext"))
 
 import gen_results
-from generate import EXTRA_PUBLIC, documented_modules
+from generate import documented_modules
 
 pytest.importorskip("sphinx", reason="the docs extra (`make docs` installs it)")
 pytest.importorskip("myst_nb", reason="the docs extra (`make docs` installs it)")
@@ -121,7 +121,7 @@ def test_the_build_gives_no_warning(site):
 
 
 def public_names() -> list[str]:
-    return sorted({*vecenvs.__all__, *EXTRA_PUBLIC})
+    return sorted(vecenvs.__all__)
 
 
 @pytest.mark.parametrize("name", public_names())

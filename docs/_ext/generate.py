@@ -1,8 +1,7 @@
 """The pages ``make docs`` writes before Sphinx reads anything (into gitignored folders):
 
-- ``api/generated/<name>.md``: one page per public name of :mod:`vecenvs` (its ``__all__``, and
-  the lazily imported :class:`~vecenvs.ray_env.RayVecEnv`), each an autodoc directive, so the
-  text is the docstring itself;
+- ``api/generated/<name>.md``: one page per public name of :mod:`vecenvs` (its ``__all__``),
+  each an autodoc directive, so the text is the docstring itself;
 - ``api/modules/<module>.md``: every module of the package, for readers of the code;
 - ``cli.md``: the ``vecenvs`` command line, every command's ``--help``,
   read from the parser :func:`vecenvs.cli.build_parser` builds;
@@ -22,17 +21,12 @@ from typing import Any
 DOCS = Path(__file__).resolve().parent.parent
 REPO = DOCS.parent
 
-#: Public names that are not in ``vecenvs.__all__``, because importing them needs an optional
-#: extra (Ray): documented from their own module.
-EXTRA_PUBLIC = {"RayVecEnv": "vecenvs.ray_env"}
-
 
 def public_names() -> dict[str, str]:
     """Every public name, mapped to the module path its page documents it under."""
     import vecenvs
 
     names = {name: "vecenvs" for name in vecenvs.__all__}
-    names.update(EXTRA_PUBLIC)
     return dict(sorted(names.items(), key=lambda item: item[0].lower()))
 
 
