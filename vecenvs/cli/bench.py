@@ -257,7 +257,8 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             + "\n"
         )
 
-    provenance = _provenance(args.argv)  # before measuring: the load the run started under
+    # Before measuring: the load the run started under. (main() sets args.argv.)
+    provenance = _provenance(getattr(args, "argv", sys.argv[1:]))
     with measuring(parser, store, kept=True):
         result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
     provenance["finished"] = utc_now()
