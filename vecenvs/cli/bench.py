@@ -435,6 +435,9 @@ def _commit() -> str | None:
         ).stdout.strip()
 
     try:
+        # Only the package's own checkout: an installed copy may sit inside another repository.
+        if os.path.realpath(git("rev-parse", "--show-toplevel")) != os.path.realpath(folder):
+            return None
         commit = git("rev-parse", "HEAD")
         changed = git("status", "--porcelain", "--untracked-files=no", "--", "vecenvs")
     except (OSError, subprocess.SubprocessError):
