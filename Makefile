@@ -7,6 +7,7 @@
 #   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
 #   make release    build the student release (no solutions): make release OUT=path/to/folder
 #   make peers      add the peers measured beside ours: Stable-Baselines3 (with torch), Ray, EnvPool
+#   make docs       build the documentation site into docs/_build/html (notebooks run in quick mode)
 #   make lint       the gate: ruff (lint, import order, format check) and mypy over the package
 #   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
 #   make clean      remove .venv and caches
@@ -26,7 +27,8 @@ EXTRAS_bench     := mujoco
 EXTRAS_dashboard := dashboard,mujoco
 EXTRAS_lab       := notebooks
 EXTRAS_peers     := peers
-EXTRAS_test      := test,dashboard,notebooks,mujoco,peers
+EXTRAS_docs      := docs,notebooks
+EXTRAS_test      := test,dashboard,notebooks,mujoco,peers,docs
 # torch (for Stable-Baselines3) comes from wherever pip finds torch==2.13.0 (constraints.txt).
 # PyPI's Linux x86_64 wheel is the CUDA build (several GB with its nvidia-* packages); set
 # TORCH_INDEX to an index of CPU builds to take torch from there first, e.g.
@@ -39,7 +41,7 @@ PYTEST_ARGS ?=
 # this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: dashboard lint test bench lab grade release peers install clean
+.PHONY: dashboard lint test bench lab grade release peers install clean docs
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -70,6 +72,17 @@ test: $(VENV)/.installed-test
 		echo "ERROR: pytest collected no tests (exit code 5). Did the test suite vanish?" >&2; \
 	fi; \
 	exit $$status
+
+# The documentation site (docs/README.md): the API reference from the docstrings, the CLI
+# reference from its parser, the guides, the notebooks executed in quick mode (cached in
+# docs/_build/.jupyter_cache: a second build runs only the notebooks that changed), the
+# exercises and the results pages (docs/gen_results.py, from docs/results/data/). Warnings are
+# errors (-W), every cross-reference must resolve (-n); tests/test_docs.py checks the links.
+# DOCS_EXECUTE=0 renders the notebooks without running them.
+DOCS_EXECUTE ?= 1
+docs: $(VENV)/.installed-docs
+	VECENVS_DOCS_EXECUTE=$(DOCS_EXECUTE) $(PYTHON) -m sphinx -b html -n -W --keep-going docs docs/_build/html
+	@echo "The site: docs/_build/html/index.html"
 
 # The course: JupyterLab with this project's Python as the kernel, opened at notebook 1 with
 # the repository as its root, so that exercises/ is a click away (given a folder, Jupyter
@@ -123,5 +136,5 @@ $(VENV)/.installed-%: pyproject.toml constraints.txt | $(PYTHON)
 
 # Remove the virtual environment, build artifacts and caches.
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache docs/_build
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -254,6 +254,12 @@ def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
     assert " 1.00 " in rows["gym-sync"]  # the reference's own ratio
     document = json.loads(out.read_text())
     assert document["cpu_count"] >= 1
+    # How the file was made, which a results page shows beside its numbers (docs/gen_results.py).
+    run = document["run"]
+    assert run["command"].startswith("vecenvs bench --quick --env CartPole-v1"), run
+    assert run["started"] < run["finished"] and run["elapsed_seconds"] > 0, run
+    assert re.fullmatch(r"[0-9a-f]{40}\+?", run["commit"]), run  # this checkout's commit
+    assert run["load_before"] is None or run["load_before"] >= 0, run
     backends = [result["config"]["backend"] for result in document["results"]]
     assert backends == ["gym-async", "gym-async-shm", "gym-sync"]
     assert document["results"][-1]["ratio"] == 1.0

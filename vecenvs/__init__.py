@@ -16,6 +16,7 @@ from vecenvs.errors import (
 from vecenvs.factory import BACKENDS, make_vec
 from vecenvs.multi_env import MultiEnv
 from vecenvs.pool import PoolVecEnv
+from vecenvs.ray_env import RayVecEnv  # Ray itself is imported only when one is built
 from vecenvs.subproc import SubprocVecEnv
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "MultiEnv",
     "NoAsyncCallError",
     "PoolVecEnv",
+    "RayVecEnv",
     "SubprocVecEnv",
     "VecEnvError",
     "WorkerDiedError",

@@ -10,11 +10,17 @@ first, so a bad one raises ``ValueError`` in the page and is never queued; the r
 (``python -m vecenvs.lab --store PATH``) runs each job with the same code as the CLI.
 
 Example:
+    >>> import tempfile
     >>> from vecenvs.bench import QUICK, ResultsStore, SweepConfig
     >>> from vecenvs.lab import LabQueue
-    >>> queue = LabQueue(ResultsStore("/tmp/example.sqlite"))  # doctest: +SKIP
-    >>> job_id = queue.submit_sweep(SweepConfig(["CartPole-v1"], [4], ["pool"], **QUICK))
-    >>> queue.wait(job_id, timeout=60).status  # doctest: +SKIP
+    >>> folder = tempfile.mkdtemp()
+    >>> queue = LabQueue(ResultsStore(f"{folder}/example.sqlite"))
+    >>> config = SweepConfig(["CartPole-v1"], [4], ["pool"], **QUICK)
+    >>> job_id = queue.submit_sweep(config, start_runner=False)  # the dashboard starts one
+    >>> queue.get(job_id).status
+    'queued'
+    >>> queue.serve()  # what the runner process does: run the queued jobs, then return
+    >>> queue.get(job_id).status
     'done'
 """
 

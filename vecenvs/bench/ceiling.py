@@ -48,7 +48,7 @@ __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 #: The benchmark's name for this row (``--backend ceiling``, ``Backend("ceiling")``).
 NAME = "ceiling"
 
-#: How tables and the dashboard name this row (:func:`vecenvs.bench.describe`).
+#: How tables and the dashboard name this row (:func:`vecenvs.bench.engine.describe`).
 DESCRIPTION = "ceiling (min(K, N) processes, no coordination: the machine's limit)"
 
 #: How many actions are sampled up front and then cycled through while stepping, here and in

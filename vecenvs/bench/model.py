@@ -60,7 +60,7 @@ shortens a round that would make it worse. t_os is kept >= 0, flagged ``clamped`
 bound holds it.
 
 **Fit quality**: R^2 of log S, predicted against measured, and the median relative error
-|S_predicted - S| / S; on a log scale because speed-ups span 0.05x to 2x and their noise grows
+``|S_predicted - S| / S``; on a log scale because speed-ups span 0.05x to 2x and their noise grows
 with them. R^2 is negative when the model does worse than a flat line at the average; a loop,
 whose speed-up hardly varies, leaves it little spread to explain: read its median error.
 

@@ -43,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, or a bad argument already reported by argparse
         return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what results files record
     try:
         return args.run(args, args.parser)
     except Stop as stop:

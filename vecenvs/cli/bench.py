@@ -27,6 +27,8 @@ import importlib.util
 import multiprocessing
 import os
 import platform
+import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +36,7 @@ from typing import Any
 import vecenvs
 from vecenvs import bench
 from vecenvs.bench import ratios
+from vecenvs.bench.store import utc_now
 from vecenvs.bench.sweep import (
     Backend,
     BenchEnv,
@@ -255,8 +258,13 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             + "\n"
         )
 
+    # Before measuring: the load the run started under. (main() sets args.argv.)
+    provenance = _provenance(getattr(args, "argv", sys.argv[1:]))
     with measuring(parser, store, kept=True):
         result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
+    provenance["finished"] = utc_now()
+    provenance["load_after"] = _load_average()
+    provenance["elapsed_seconds"] = result.elapsed_seconds
 
     model = _fit(result)
     report = [_LEGEND, format_speedups(result.measurements, reference=config.reference)]
@@ -264,7 +272,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     report += [format_verdicts(result.measurements, model, reference=config.reference)]
     print("\n\n".join(report))
     if args.json:
-        _write_json(args.json, result.measurements)
+        _write_json(args.json, result.measurements, provenance)
         print(f"\nwrote {len(result.measurements)} measurements to {args.json}")
     if args.html:
         _write_html(args.html, result, model)
@@ -405,10 +413,56 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
+def _load_average() -> float | None:
+    """The 1-minute load average, None where the OS has none (Windows)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def _commit() -> str | None:
+    """The git commit the package was loaded from ("+" appended when its files were changed
+    since), or None outside a git checkout (an installed wheel)."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(vecenvs.__file__)))
+
+    def git(*arguments: str) -> str:
+        return subprocess.run(
+            ["git", "-C", folder, *arguments],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+
+    try:
+        # Only the package's own checkout: an installed copy may sit inside another repository.
+        if os.path.realpath(git("rev-parse", "--show-toplevel")) != os.path.realpath(folder):
+            return None
+        commit = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", "vecenvs")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+" if changed else "")
+
+
+def _provenance(argv: Sequence[str]) -> dict[str, Any]:
+    """What a results file says about how it was made: when, the command, the load, the commit."""
+    return {
+        "started": utc_now(),
+        "command": shlex.join(["vecenvs", *argv]),
+        "commit": _commit(),
+        "load_before": _load_average(),
+    }
+
+
+def _write_json(
+    path: str, results: Sequence[bench.Measurement], provenance: dict[str, Any] | None = None
+) -> None:
     from vecenvs.bench.machine import machine_info
 
     document = {
+        "run": provenance or {},
         "vecenvs_version": vecenvs.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
