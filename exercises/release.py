@@ -62,6 +62,7 @@ INSTRUCTOR_ONLY = (
     "exercises/INSTRUCTORS.md",
     "tests/test_exercises.py",
     "tests/test_course.py",
+    "tests/test_course_text.py",
     "tests/data/submissions",
 )
 #: The file that marks a folder as a release (so that building again may replace it).
