@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import ast
 import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from exercises import release
+import pytest
+
+from exercises import grade, release
+from exercises.grading import policy
+from exercises.grading.policy import LatePolicy
 
 REPO = Path(__file__).resolve().parent.parent
 STUDENT = REPO / "exercises" / "student"
@@ -113,3 +118,82 @@ def test_no_multiple_choice_answer_can_be_told_by_its_length():
         assert not length_problems(options, right), (
             f"{file}: {name}: {length_problems(options, right)}"
         )
+
+
+# ------------------------------------------------------------------------------------------------
+# The release speaks to students
+# ------------------------------------------------------------------------------------------------
+
+#: What only the instructor's copy has or does: a student README must not send anyone there.
+INSTRUCTOR_WORDS = ("make grade", "make release", "INSTRUCTORS", "solutions", "instructor's copy")
+#: ``--json PATH`` in a command.
+JSON_ARGUMENT = re.compile(r"--json\s+([\w./-]+)")
+
+
+@pytest.fixture(scope="module")
+def student_release(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("release") / "course"
+    release.build(out)
+    return out
+
+
+def test_the_release_readme_is_for_students(student_release):
+    readme = (student_release / "README.md").read_text()
+    assert readme != (REPO / "README.md").read_text()
+    for words in INSTRUCTOR_WORDS:
+        assert words.lower() not in readme.lower(), f"the release's README says {words!r}"
+    assert "$" not in readme, "a $name of the template was left unfilled"
+    rules = policy.load()
+    assert readme.startswith(f"# {rules.title}\n")
+    for question in rules.questions.values():
+        stub = next((REPO / "exercises" / "student").glob(f"{question.id}_*.py")).name
+        row = f"| {question.id}: {question.title} | `exercises/student/{stub}` | {question.max_points:g}:"
+        assert row in readme, row
+    assert f"In all, {rules.max_points:g} points." in readme
+    assert "python -m pytest exercises/checks" in readme  # how to check
+    assert rules.late.due is not None and rules.late.due.strftime("%Y-%m-%d %H:%M") in readme
+    assert f"loses {rules.late.per_day:.0%} of its points" in readme
+    # Every file the README names is in the release.
+    for name in re.findall(r"`((?:exercises|notebooks)/[\w./-]+\.\w+)`", readme):
+        if name != release.Q6_JSON:  # the student writes it
+            assert (student_release / name).is_file(), name
+
+
+def test_the_release_has_the_mit_license(student_release):
+    text = (student_release / "LICENSE").read_text()
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 The vecenvs authors\n"), text[:80]
+    assert 'THE SOFTWARE IS PROVIDED "AS IS"' in text
+    assert not (student_release / "exercises" / "student_readme.md").exists()
+
+
+def test_question_6s_sweep_goes_where_the_grader_collects_it(student_release):
+    """The stub, the release's README and the exercises' README all write the sweep into the
+    folder the grader copies from a clone (``exercises/student``), under the name the checks
+    read."""
+    checks = (REPO / "exercises" / "checks" / "test_q6_measure.py").read_text()
+    name = re.search(r'^JSON_FILE = "([^"]+)"$', checks, re.M).group(1)
+    collected = (grade.RELEASE_WORK / name).as_posix()
+    assert collected == release.Q6_JSON
+    for file in ("exercises/student/q6_measure.py", "exercises/README.md", "README.md"):
+        text = (student_release / file).read_text()
+        paths = JSON_ARGUMENT.findall(text)
+        assert paths and set(paths) == {collected}, f"{file}: --json {paths}, expected {collected}"
+
+
+def test_the_due_sentence_follows_the_policy():
+    due = datetime(2026, 5, 15, 21, 0, tzinfo=timezone.utc)
+    late = LatePolicy(due=due, grace=timedelta(minutes=30), per_day=0.25, last_day=2)
+    assert release._due_sentence(late) == (
+        "Due **2026-05-15 21:00 UTC**. Work handed in after that (with 30 minutes' grace) loses "
+        "25% of its points for each day late, a day begun counting as a whole one, and scores "
+        "nothing more than 2 days late."
+    )
+    assert release._due_sentence(LatePolicy()) == "Your instructor tells you when the work is due."
+    assert release._due_sentence(LatePolicy(due=due)) == "Due **2026-05-15 21:00 UTC**."
+
+
+def test_a_template_with_a_name_the_release_does_not_fill_is_refused(tmp_path):
+    template = tmp_path / "readme.md"
+    template.write_text("# $title\n\n$homework\n")
+    with pytest.raises(release.ReleaseError, match=r"\$name the release does not fill in"):
+        release.student_readme(policy.load(), template)
