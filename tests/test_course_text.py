@@ -12,6 +12,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from exercises import grade, release
@@ -197,3 +198,75 @@ def test_a_template_with_a_name_the_release_does_not_fill_is_refused(tmp_path):
     template.write_text("# $title\n\n$homework\n")
     with pytest.raises(release.ReleaseError, match=r"\$name the release does not fill in"):
         release.student_readme(policy.load(), template)
+
+
+# ------------------------------------------------------------------------------------------------
+# Each notebook says what it teaches and which exercise practises it
+# ------------------------------------------------------------------------------------------------
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+GOALS = "**After this notebook you can:**"
+NO_EXERCISE = "No graded question practises this notebook"
+#: A question a notebook's last cell names, and the command that checks it.
+NAMED = re.compile(r"\*\*Question (\d+)\*\*, `exercises/student/(q(\d+)_\w+\.py)`")
+COMMAND = re.compile(r"`\.venv/bin/python -m pytest exercises/checks/(test_(q\d+_\w+)\.py)`")
+#: A row of the exercises' README: the question's file, and the notebooks it builds on.
+BACKGROUND = re.compile(r"^\| `(q\d+)_\w+\.py` \|.*\| notebooks? ([\d, and]+) \|$", re.M)
+
+
+def practised(path: Path) -> list[str]:
+    """The questions (``q1``...) a notebook's closing cell says practise it, after checking that
+    the cell names each with its file and the command that checks it."""
+    notebook = nbformat.read(path, as_version=4)
+    opening, closing = notebook.cells[1], notebook.cells[-1]
+    assert opening.cell_type == "markdown" and opening.source.startswith(GOALS), (
+        f"{path.name}: the cell after the title should start with {GOALS!r}"
+    )
+    bullets = [line for line in opening.source.splitlines() if line.startswith("- ")]
+    assert 2 <= len(bullets) <= 4, f"{path.name}: {len(bullets)} goals, expected 2 to 4"
+    assert closing.cell_type == "markdown" and closing.source.startswith("## Practise it\n"), (
+        f"{path.name}: the last cell should be '## Practise it'"
+    )
+    named = NAMED.findall(closing.source)
+    commands = COMMAND.findall(closing.source)
+    assert [stub.removesuffix(".py") for _, stub, _ in named] == [
+        module for _, module in commands
+    ], f"{path.name}: each question needs its check command: {named} / {commands}"
+    for number, stub, question_number in named:
+        assert number == question_number, f"{path.name}: Question {number} is {stub}"
+        assert (STUDENT / stub).is_file(), f"{path.name} names {stub}, which is not there"
+    for check, _ in commands:
+        assert (REPO / "exercises" / "checks" / check).is_file(), f"{path.name} names {check}"
+    if not named:
+        assert NO_EXERCISE in closing.source, (
+            f"{path.name}: name its exercise, or say there is none"
+        )
+    return [f"q{number}" for number, _, _ in named]
+
+
+def test_every_notebook_says_what_it_teaches_and_which_exercise_practises_it():
+    assert len(NOTEBOOKS) >= 11
+    by_question: dict[str, set[int]] = {}
+    for path in NOTEBOOKS:
+        for question in practised(path):
+            by_question.setdefault(question, set()).add(int(path.name[:2]))
+    readme = (REPO / "exercises" / "README.md").read_text()
+    background = {
+        question: {int(number) for number in re.findall(r"\d+", notebooks)}
+        for question, notebooks in BACKGROUND.findall(readme)
+    }
+    assert len(background) == 6, background
+    assert by_question == background, (
+        "the notebooks that name each question (left) and exercises/README.md's background "
+        f"column (right) disagree: {by_question} / {background}"
+    )
+
+
+def test_the_notebook_reader_refuses_a_question_without_its_command(tmp_path):
+    good = nbformat.read(NOTEBOOKS[0], as_version=4)
+    assert practised(NOTEBOOKS[0]) == ["q6"]
+    good.cells[-1].source = good.cells[-1].source.replace("`.venv/bin/python -m pytest", "`pytest")
+    path = tmp_path / NOTEBOOKS[0].name
+    nbformat.write(good, path)
+    with pytest.raises(AssertionError, match="needs its check command"):
+        practised(path)

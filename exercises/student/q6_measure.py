@@ -15,8 +15,8 @@ teaching env with a step cost (``--env vecenvs/Costly-v0 --env-kwarg step_second
 it will. Measure on a quiet machine: close what you can, and look at the load that
 ``vecenvs bench`` prints.
 
-Hand in this file, filled in, and ``exercises/student/q6_sweep.json``, the file ``--json`` wrote
-(unchanged), beside it: the grader reads both from ``exercises/student``.
+Hand in this file, filled in, and the file ``--json`` wrote (``q6_sweep.json``, unchanged) beside
+it in ``exercises/student``: the grader reads both from there.
 The checks you run say whether your numbers agree with each other and with the JSON; whether
 they are plausible is checked later, and your explanation is read by your instructor.
 """
