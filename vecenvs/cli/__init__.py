@@ -39,10 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, or a bad argument already reported by argparse
         return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
+    args.argv = argv  # as given: a results file records the command that wrote it
     try:
         return args.run(args, args.parser)
     except Stop as stop:

@@ -26,8 +26,12 @@ import importlib.util
 import multiprocessing
 import os
 import platform
+import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import vecenvs
@@ -254,8 +258,17 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             + "\n"
         )
 
+    started, load_before = datetime.now(timezone.utc), _load_average()
     with measuring(parser, store, kept=True):
         result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
+    run = {
+        "command": shlex.join(["python", "-m", "vecenvs", *getattr(args, "argv", sys.argv[1:])]),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_average_before": load_before,
+        "load_average_after": _load_average(),
+        "vecenvs_commit": _source_commit(),
+    }
 
     model = _fit(result)
     report = [_LEGEND, format_speedups(result.measurements, reference=config.reference)]
@@ -263,7 +276,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     report += [format_verdicts(result.measurements, model, reference=config.reference)]
     print("\n\n".join(report))
     if args.json:
-        _write_json(args.json, result.measurements)
+        _write_json(args.json, result.measurements, run)
         print(f"\nwrote {len(result.measurements)} measurements to {args.json}")
     if args.html:
         _write_html(args.html, result, model)
@@ -404,7 +417,35 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none, as on Windows)."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def _source_commit() -> str | None:
+    """The git commit of the checkout vecenvs runs from (None when it is not one): with the
+    date, the load and the command, what a results file needs to be reproduced."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(vecenvs.__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and len(commit) == 40 else None
+
+
+def _write_json(path: str, results: Sequence[bench.Measurement], run: dict[str, Any]) -> None:
+    """The measurements, the machine they ran on and the run (``run``: the command, when it
+    started and finished, the load average before and after, the commit)."""
     from vecenvs.bench.machine import machine_info
 
     document = {
@@ -413,6 +454,7 @@ def _write_json(path: str, results: Sequence[bench.Measurement]) -> None:
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "machine": machine_info(),
+        "run": run,
         "results": [result.to_dict() for result in results],
     }
     write_json(path, document)
