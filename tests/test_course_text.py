@@ -8,7 +8,11 @@ Instructor-only (it reads the solutions), like ``tests/test_course.py``.
 from __future__ import annotations
 
 import ast
+import importlib.util
+import json
 import re
+import shutil
+import types
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -270,3 +274,76 @@ def test_the_notebook_reader_refuses_a_question_without_its_command(tmp_path):
     nbformat.write(good, path)
     with pytest.raises(AssertionError, match="needs its check command"):
         practised(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# Question 6's worked example is computed from its results file
+# ------------------------------------------------------------------------------------------------
+
+SOLUTIONS = REPO / "exercises" / "solutions"
+
+
+def worked_example(tmp_path: Path, report: dict) -> types.ModuleType:
+    """The q6 solution, run beside ``report`` as its q6_sweep.json (and question 2's solution)."""
+    folder = tmp_path / f"worked-{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    for name in ("q2_overhead.py", "q6_measure.py"):
+        shutil.copy(SOLUTIONS / name, folder / name)
+    (folder / "q6_sweep.json").write_text(json.dumps(report))
+    spec = importlib.util.spec_from_file_location("worked_q6", folder / "q6_measure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_worked_example_says_what_its_file_measured(tmp_path):
+    report = json.loads((SOLUTIONS / "q6_sweep.json").read_text())
+    run = report["run"]
+    assert run["command"].startswith("python -m vecenvs bench ")
+    example = worked_example(tmp_path, report)
+    assert run["command"] == example.COMMAND
+    medians = {
+        (result["config"]["backend"], result["config"]["num_envs"]): result["median"]
+        for result in report["results"]
+    }
+    assert [
+        (n, medians["gym-sync", n], medians["pool", n]) for n, _, _ in example.SWEEP
+    ] == example.SWEEP
+    assert len(example.SWEEP) >= 6
+    text = example.EXPLANATION
+    assert 100 <= len(text.split()) <= 400
+    assert f"at {len(example.SWEEP)} values of N" in text and run["started"][:10] in text
+    assert f"{run['load_average_before'][0]:.2f} when the sweep started" in text
+    busy = run["load_average_before"][0] >= example.BUSY_LOAD_PER_CPU * example.CPUS
+    assert ("kept the machine busy" in text) == busy and ("the machine was quiet" in text) != busy
+    said = "first kept up with the loop at N=" in text
+    assert said == (example.BREAK_EVEN_N is not None), text
+    assert ("never kept up" in text) == (example.BREAK_EVEN_N is None), text
+
+
+def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
+    """The same file made quiet, its pool slower than the loop below N=6 and faster from there:
+    the words change with the numbers."""
+    report = json.loads((SOLUTIONS / "q6_sweep.json").read_text())
+    report["run"]["load_average_before"] = [0.02, 0.05, 0.1]
+    report["run"]["load_average_after"] = [0.9, 0.3, 0.15]
+    loop = {
+        r["config"]["num_envs"]: r["median"]
+        for r in report["results"]
+        if r["config"]["backend"] == "gym-sync"
+    }
+    sizes = sorted(loop)
+    pivot = sizes[len(sizes) // 2]
+    for result in report["results"]:
+        num_envs = result["config"]["num_envs"]
+        if result["config"]["backend"] == "pool":
+            result["median"] = loop[num_envs] * (1.3 if num_envs >= pivot else 0.6)
+    example = worked_example(tmp_path, report)
+    text = example.EXPLANATION
+    assert pivot == example.BREAK_EVEN_N
+    assert f"first kept up with the loop at N={pivot}:" in text
+    below = sizes[sizes.index(pivot) - 1]
+    assert f"At N={below} it ran at 0.60x the loop: sharing" in text
+    assert "the machine was quiet" in text and "busy" not in text
+    assert "never kept up" not in text
+    assert 100 <= len(text.split()) <= 400
