@@ -202,8 +202,9 @@ def replace_block(readme: str, block: str) -> str:
 
 
 def stamp(path: Path, load_before: float, machine: str, command: str, date: str | None) -> None:
-    """Add the ``run`` object to a file ``bench --json`` wrote: the date (today, UTC, unless
-    given), the machine, the load before the run, the command and this checkout's commit."""
+    """Complete the ``run`` object of a file ``bench --json`` wrote: the date (the run's own, else
+    today, UTC, unless given) and the machine; the load before the run, the command and the commit
+    where bench did not record them itself."""
     document = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(document, dict) or not isinstance(document.get("results"), list):
         raise BadResults(f"{path}: expected a JSON object with a 'results' list, as bench writes")
@@ -215,7 +216,7 @@ def stamp(path: Path, load_before: float, machine: str, command: str, date: str 
         capture_output=True,
         text=True,
     )
-    document["run"] = {
+    stamped = {
         "date": date or datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         "machine": machine,
         "load_before": load_before,
@@ -223,6 +224,16 @@ def stamp(path: Path, load_before: float, machine: str, command: str, date: str 
         "commit": commit.stdout.strip() if commit.returncode == 0 else None,
         "commit_note": "the checkout had uncommitted changes" if dirty.stdout.strip() else None,
     }
+    # What bench --json recorded itself (its command, start, load and commit, taken as it ran)
+    # is kept: a stamp only adds what it lacks, the date and the machine above all.
+    recorded = document.get("run") if isinstance(document.get("run"), dict) else {}
+    if recorded.get("started"):
+        stamped["date"] = date or str(recorded["started"])[:10]
+    recorded_keys = ("load_before", "command", "commit")
+    stamped.update({key: recorded[key] for key in recorded_keys if recorded.get(key) is not None})
+    if recorded.get("commit"):
+        stamped["commit_note"] = None
+    document["run"] = {**recorded, **stamped}
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 

@@ -3,7 +3,9 @@
     python -m exercises.release OUT        # or: make release OUT=...
 
 This repository is the instructor's copy. The release holds what students need (the package,
-the notebooks, the dashboard, the question files, the public checks, the test suite) and none
+the notebooks, the dashboard, the question files, the public checks, the test suite, the
+LICENSE, and a README of its own for students, ``exercises/student_readme.md`` filled in from the
+policy: what to do, how to check it, when and where to hand it in) and none
 of what only the instructor may see: the solutions, the hidden checks, the grader and its policy,
 the instructor's guide, and the tests that grade made-up classes. It adds a GitHub Classroom
 autograding workflow that runs each question's public checks, worth the points the policy gives
@@ -25,9 +27,11 @@ import ast
 import json
 import re
 import shutil
+import string
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 from exercises.grading import policy
@@ -66,8 +70,15 @@ INSTRUCTOR_ONLY = (
     "exercises/INSTRUCTORS.md",
     "tests/test_exercises.py",
     "tests/test_course.py",
+    "tests/test_course_text.py",
+    "exercises/student_readme.md",
     "tests/data/submissions",
 )
+#: The release's README, for students (the repository's own README speaks to whoever works on
+#: the course): a template whose ``$names`` :func:`student_readme` fills in from the policy.
+STUDENT_README = EXERCISES / "student_readme.md"
+#: Where question 6's sweep goes: the student's folder, the one the grader collects.
+Q6_JSON = "exercises/student/q6_sweep.json"
 #: The file that marks a folder as a release (so that building again may replace it).
 MARKER = ".vecenvs-release"
 #: The Makefile's instructor-only targets sit between these lines, and its header names them on
@@ -245,6 +256,59 @@ def autograding_json(tests: list[AutogradingTest]) -> str:
     return json.dumps({"tests": entries}, indent=2) + "\n"
 
 
+def _points(points: float) -> str:
+    return f"{points:g} point" + ("" if points == 1 else "s")
+
+
+def _due_sentence(late: policy.LatePolicy) -> str:
+    """When the work is due and what lateness costs, from the policy's ``[course]`` and
+    ``[late]``."""
+    if late.due is None:
+        return "Your instructor tells you when the work is due."
+    due = late.due.strftime("%Y-%m-%d %H:%M") + (
+        " UTC" if late.due.utcoffset() == timedelta(0) else late.due.strftime(" UTC%z")
+    )
+    sentence = f"Due **{due}**."
+    grace = late.grace.total_seconds() / 60
+    after = f"after that (with {grace:g} minutes' grace)" if grace else "after that"
+    if late.per_day > 0:
+        sentence += (
+            f" Work handed in {after} loses {late.per_day:.0%} of its points for each day late,"
+            " a day begun counting as a whole one"
+        )
+        sentence += (
+            f", and scores nothing more than {late.last_day} days late." if late.last_day else "."
+        )
+    elif late.last_day:
+        sentence += f" Work handed in more than {late.last_day} days late scores nothing."
+    return sentence
+
+
+def student_readme(rules: Policy, template: Path = STUDENT_README) -> str:
+    """The release's ``README.md``: what to do, how to check it, where to hand it in, with the
+    course's title, questions, points and due date from the policy."""
+    rows = []
+    for question in rules.questions.values():
+        stubs = sorted((EXERCISES / "student").glob(f"{question.id}_*.py"))
+        file = f"`exercises/student/{stubs[0].name}`" if stubs else "-"
+        hidden = question.max_points - question.public_points
+        points = f"{question.max_points:g}: {question.public_points:g} from the checks you run"
+        points += f", {hidden:g} from hidden checks" if hidden else ""
+        rows.append(f"| {question.id}: {question.title} | {file} | {points} |")
+    for part in rules.manual.values():
+        rows.append(f"| {part.title} | read by your instructor | {part.points:g} |")
+    try:
+        return string.Template(template.read_text()).substitute(
+            title=rules.title,
+            questions="\n".join(rows),
+            total=f"In all, {_points(rules.max_points)}.",
+            due=_due_sentence(rules.late),
+            q6_json=Q6_JSON,
+        )
+    except (KeyError, ValueError) as error:
+        raise ReleaseError(f"{template}: a $name the release does not fill in: {error}") from None
+
+
 def _prepare(out: Path) -> None:
     """Makes ``out`` an empty folder: a new one, an empty one, or an earlier release."""
     out = out.resolve()
@@ -278,6 +342,8 @@ def build(out: Path, rules: Policy | None = None, repo: Path = REPO) -> list[Pur
     _prepare(out)
     try:
         for path in files:
+            if path == PurePosixPath("README.md"):
+                continue  # the release has its own, for students (below)
             target = out / path
             target.parent.mkdir(parents=True, exist_ok=True)
             if path == PurePosixPath("Makefile"):
@@ -286,6 +352,7 @@ def build(out: Path, rules: Policy | None = None, repo: Path = REPO) -> list[Pur
             else:
                 shutil.copy2(repo / path, target)
         generated = {
+            PurePosixPath("README.md"): student_readme(rules),
             PurePosixPath(".github/workflows/classroom.yml"): classroom_workflow(tests, rules),
             PurePosixPath(".github/classroom/autograding.json"): autograding_json(tests),
             PurePosixPath(MARKER): "A student release of the vecenvs course, built by "
@@ -300,7 +367,7 @@ def build(out: Path, rules: Policy | None = None, repo: Path = REPO) -> list[Pur
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)
         raise
-    return [*files, *generated]
+    return sorted({*files, *generated})
 
 
 # ------------------------------------------------------------------------------------------------

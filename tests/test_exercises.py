@@ -331,7 +331,7 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
 
     # The parts graded by hand, collected: q6's explanation and the notebooks' predictions.
     manual = (class_dir / "_feedback" / "_manual-parts.txt").read_text()
-    assert "I measured the teaching env" in manual
+    assert "stepped by the loop (gym-sync) and by a pool of" in manual  # q6's worked example
     assert "notebooks/01-timing-one-env.ipynb: MY_GUESS_SAMPLE_US = 0.8" in manual
     sheet = list(csv.DictReader((class_dir / "_feedback" / "_manual-scores.csv").open()))
     assert {(row["student"], row["part"], row["points"]) for row in sheet if row["points"]} == {

@@ -68,8 +68,11 @@ def test_committed_without_outputs_and_with_the_project_kernel(path):
                 f"{path.name}, cell {index}: has outputs; clear them before committing "
                 "(JupyterLab: Edit > Clear Outputs of All Cells)"
             )
-    assert "What to notice" in notebook.cells[-1].source, (
-        f"{path.name}: should end with 'What to notice'"
+    assert "What to notice" in notebook.cells[-2].source, (
+        f"{path.name}: should end with 'What to notice', then the exercise that practises it"
+    )
+    assert notebook.cells[-1].source.startswith("## Practise it\n"), (
+        f"{path.name}: its last cell should say which exercise practises it ('## Practise it')"
     )
     markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert "Predict" in markdown, f"{path.name}: has no 'Predict, then run' cell"

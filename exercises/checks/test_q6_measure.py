@@ -88,7 +88,8 @@ def test_sweep_is_what_bench_wrote(student, q6, sweep):
     report = read_json(student)
     if report is None:
         fail(
-            f"{JSON_FILE} is missing: hand in the file `vecenvs bench ... --json {JSON_FILE}` wrote"
+            f"{JSON_FILE} is missing: hand it in beside q6_measure.py, as "
+            f"`vecenvs bench ... --json exercises/student/{JSON_FILE}` wrote it"
         )
     if not isinstance(report, dict) or not isinstance(report.get("results"), list):
         fail(f"{JSON_FILE} is not what `vecenvs bench --json` writes (no 'results' list)")

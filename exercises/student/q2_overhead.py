@@ -47,8 +47,10 @@ def break_even_num_envs(t_env: float, t_os: float, workers: int, cpus: int) -> i
 
 #: Notebook 4 measured a pool of 8 workers on 2 CPUs stepping slower than a pool of 2, while the
 #: model predicts the same speed-up for both. Which part of a real pool does the model leave out?
-#:   "a": t_env grows with the number of workers, because the envs share a cache
-#:   "b": the cost per step() grows with the number of workers: each must be woken, answered
-#:        and waited for, and 8 processes take turns on 2 CPUs; the model's t_os is one constant
-#:   "c": nothing: with c = min(K, N, cpus) the model already predicts it
+#:   "a": t_env is one constant, but each env step slows with more workers: 8 processes share
+#:        the CPUs' caches and memory
+#:   "b": t_os is one constant, but each step() costs more with more workers: each is woken and
+#:        waited for, 8 taking turns on 2 CPUs
+#:   "c": nothing: c = min(K, N, cpus) is 2 for both pools, so the model is right that they tie;
+#:        the gap is noise in the measurement
 WHAT_THE_MODEL_LEAVES_OUT = None

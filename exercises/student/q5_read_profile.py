@@ -63,8 +63,10 @@ SUBPROC_WORKERS_ENV_SHARE = None
 POOL_WORKERS_MOSTLY = None
 
 #: Why are SubprocVecEnv's workers idle most of the time on CartPole? One letter:
-#:   "a": CartPole is slow to step, so the workers wait for their own env
-#:   "b": one CartPole step takes microseconds; each worker then waits for the parent to
-#:        collect every answer and send the next action, and that round trip costs far more
-#:   "c": the GIL lets only one worker run at a time
+#:   "a": a CartPole step is slow (milliseconds of physics), so each worker is mostly waiting
+#:        for its own env to finish
+#:   "b": one CartPole step takes microseconds; then each worker waits for the parent to gather
+#:        all 8 answers and reply
+#:   "c": the GIL lets one worker run Python at a time, so the other 7 wait for the lock while
+#:        the one holding it steps
 WHY_SUBPROC_WORKERS_WAIT = None

@@ -2,10 +2,12 @@
 
 Questions 1 to 5 use numbers measured elsewhere. This one uses yours. Measure the loop
 (gymnasium's ``SyncVectorEnv``, which ``vecenvs bench`` always measures as ``gym-sync``) and the
-pool at a fixed number of workers, for a range of N, and find where the pool starts to win:
+pool at a fixed number of workers, for a range of N, and find where the pool starts to win. From
+the repository's root:
 
     python -m vecenvs bench --env CartPole-v1 --backend pool --workers 2 \\
-        --num-envs 2 --num-envs 4 --num-envs 8 ... --num-envs 512 --json q6_sweep.json
+        --num-envs 2 --num-envs 4 --num-envs 8 ... --num-envs 512 \\
+        --json exercises/student/q6_sweep.json
 
 Choose the env, the workers and the Ns yourself (at least 6 values of N, from the number of
 workers up). If the pool never wins on CartPole on your machine, say so, and add a sweep of the
@@ -13,7 +15,8 @@ teaching env with a step cost (``--env vecenvs/Costly-v0 --env-kwarg step_second
 it will. Measure on a quiet machine: close what you can, and look at the load that
 ``vecenvs bench`` prints.
 
-Hand in this file, filled in, and ``q6_sweep.json``, the file ``--json`` wrote (unchanged).
+Hand in this file, filled in, and the file ``--json`` wrote (``q6_sweep.json``, unchanged) beside
+it in ``exercises/student``: the grader reads both from there.
 The checks you run say whether your numbers agree with each other and with the JSON; whether
 they are plausible is checked later, and your explanation is read by your instructor.
 """
