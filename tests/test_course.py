@@ -133,6 +133,9 @@ def test_make_grade_and_make_release_run_the_instructors_commands():
 
     grade = dry_run("grade", "SUBMISSIONS=/srv/class", "GRADE_ARGS=--manual m.csv")
     assert "-m exercises.grade /srv/class --csv /srv/class/scores.csv --manual m.csv" in grade
+    # The guide names the gradebook the grader writes, and no other.
+    guide = (EXERCISES / "INSTRUCTORS.md").read_text()
+    assert "SUBMISSIONS/scores.csv" in guide and "grades.csv" not in guide
     assert "-m exercises.release /srv/out" in dry_run("release", "OUT=/srv/out")
 
 
