@@ -8,9 +8,11 @@ Grading whole classes is in ``tests/test_exercises.py``.
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,12 +88,33 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
     assert len(release._solution_lines(EXERCISES)) > 20
 
 
+def renamed(function: str) -> str:
+    """A solution's function as a student could copy it: every name renamed, no comments or
+    docstring, other numbers."""
+    for path in (EXERCISES / "solutions").glob("q*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == function:
+                if ast.get_docstring(node) is not None:
+                    node.body = node.body[1:]
+                source = ast.unparse(node)  # no comments
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                names |= {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)} | {function}
+                for name in sorted(names, key=len, reverse=True):
+                    source = re.sub(rf"\b{name}\b", f"my_{name}_", source)
+                return re.sub(r"\b\d+\.\d+\b", "0.5", source)
+    raise AssertionError(f"no function {function} in the solutions")
+
+
 @pytest.mark.parametrize(
     "leak, file, text",
     [
         ("instructor-only", "exercises/solutions/q1_chunks.py", "solution"),
         ("instructor-only", "exercises/checks/hidden/test_q1_hidden.py", "hidden"),
         ("a line of a solution", "notebooks/extra.py", "SOLUTION_LINE"),
+        # A solution's function with other names, comments and constants, wherever it is.
+        ("does what q4_worker_errors.py: careful_worker does", "exercises/sandbox/x.py", "RENAMED"),
+        ("does what q1_chunks.py: split_by_cost does", "vecenvs/helpers.py", "RENAMED"),
+        ("does what q3_step_wait.py: step_wait does", "notebooks/99-extra.ipynb", "RENAMED"),
         ("names a hidden check", "exercises/README.md", "see test_random_costs_get_the_best_split"),
         (
             "gives away WHY_SUBPROC_WORKERS_WAIT",
@@ -113,6 +136,12 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
 def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
     if text == "SOLUTION_LINE":
         text = sorted(release._solution_lines(EXERCISES))[0]
+    if text == "RENAMED":
+        text = renamed(leak.split(": ")[1].split()[0])
+        assert text not in release._solution_lines(EXERCISES)
+        if file.endswith(".ipynb"):
+            cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": text}
+            text = json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     path = tmp_path / "release" / file  # the search reads any folder: one file is enough
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n" + text + "\n")

@@ -873,3 +873,67 @@ def test_a_sandbox_that_cannot_start_is_not_blamed_on_the_student(tmp_path, monk
             student.module("q1_chunks.py").get("split_by_cost")
     finally:
         student.stop()
+
+
+def shipped_worker_loops() -> list[tuple[str, str]]:
+    """(module, function) of every worker loop the student release ships: each top-level
+    function with a ``pipe`` parameter that receives in a loop, or runs a worker given to it."""
+    import ast
+
+    from exercises import release
+
+    found = []
+    for path in release.source_files():
+        if path.suffix != ".py" or path.parts[0] not in ("vecenvs", "exercises"):
+            continue
+        for node in ast.parse((REPO / path).read_text()).body:
+            if not isinstance(node, ast.FunctionDef) or "pipe" not in [
+                a.arg for a in node.args.args
+            ]:
+                continue
+            receives = any(
+                isinstance(loop, (ast.While, ast.For))
+                and any(
+                    isinstance(part, ast.Attribute) and part.attr.startswith("recv")
+                    for part in ast.walk(loop)
+                )
+                for loop in ast.walk(node)
+            )
+            runs_one = any(
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id in ("worker", "loop")
+                for call in ast.walk(node)
+            )
+            if receives or runs_one:
+                found.append((".".join(path.with_suffix("").parts), node.name))
+    return found
+
+
+@pytest.mark.timeout(600)
+def test_a_worker_loop_the_release_ships_scores_nothing_as_question_4(tmp_path):
+    """The stub plus one line importing any worker loop of the release as ``careful_worker``
+    (the scaffolding's, the checks' sandbox's, the package's) scores 0 on question 4."""
+    loops = shipped_worker_loops()
+    names = {name for _, name in loops}
+    assert {"basic_worker", "scripted_worker", "run_worker", "serve_with_control"} <= names, loops
+    stub = (EXERCISES / "student" / "q4_worker_errors.py").read_text()
+    students = {
+        f"{module.replace('.', '-')}-{name}": {
+            "q4_worker_errors.py": stub + f"\nfrom {module} import {name} as careful_worker\n"
+        }
+        for module, name in loops
+    }
+    class_dir = make_submissions(tmp_path / "class", students)
+    for student, files in students.items():  # (make_submissions dedents: these have no indent)
+        (class_dir / student / "q4_worker_errors.py").write_text(files["q4_worker_errors.py"])
+    done = grade(class_dir, "--csv", str(tmp_path / "scores.csv"), timeout=550)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = gradebook(tmp_path / "scores.csv")
+    assert {student: float(rows[student]["q4"]) for student in students} == dict.fromkeys(
+        students, 0.0
+    ), done.stdout
+    feedback = class_dir / "_feedback" / "exercises-pipe_env-basic_worker" / "feedback.txt"
+    assert "careful_worker comes from exercises.pipe_env, not from q4_worker_errors.py" in (
+        feedback.read_text()
+    )

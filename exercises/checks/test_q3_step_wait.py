@@ -166,10 +166,12 @@ def test_steps_the_envs_in_parallel(make_envs, by_hand):
     )
 
 
-def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
-    """Faulty envs whose env ``faulty["bad_index"]`` fails at step 2: checks step 1, then sends
-    the actions of step 2 (the check then waits for it)."""
-    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), **kwargs)
+def step_until_env_fails(make_envs, by_hand, faulty, what):
+    """Envs whose env ``faulty["bad_index"]`` fails at step ``faulty["at"]`` (2): checks step 1,
+    then sends the actions of step 2 (the check then waits for it). The workers are
+    ``toolkit.scripted_worker``, whose reply for the failing step is ``(False, text)``."""
+    failing = toolkit.scripted_failure_fns(NUM_ENVS, faulty["bad_index"], faulty["at"])
+    envs = make_envs(failing, worker=toolkit.scripted_worker)
     reference = by_hand(faulty_env_fns(NUM_ENVS, **faulty))
     envs.reset(seed=0)
     actions = [0] * NUM_ENVS
@@ -181,9 +183,7 @@ def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
 
 def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
     faulty = {"bad_index": 1, "fail_on": "step", "at": 2}
-    envs = step_until_env_fails(
-        make_envs, by_hand, faulty, "fails", worker=toolkit.answering_worker
-    )
+    envs = step_until_env_fails(make_envs, by_hand, faulty, "fails")
     error = expect_error(
         "WorkerError",
         "env 1 replied (False, traceback): step_wait should check ok in each (ok, payload) reply "

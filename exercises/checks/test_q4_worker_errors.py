@@ -11,11 +11,12 @@ import secrets
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import StudentCodeFailed, call, fail, toolkit
+from conftest import RemoteFunction, StudentCodeFailed, call, fail, toolkit
 
 from exercises.pipe_env import Command
 
 ANSWER_SECONDS = 5.0
+FILE = "q4_worker_errors.py"
 
 
 class Worker:
@@ -79,6 +80,11 @@ class Worker:
 @pytest.fixture
 def start_worker(student):
     worker_function = student.module("q4_worker_errors.py").get("careful_worker")
+    if isinstance(worker_function, RemoteFunction) and worker_function.defined_in != FILE:
+        fail(
+            f"careful_worker comes from {worker_function.defined_in}, not from {FILE}: the "
+            "exercise is to write the worker loop there yourself (start from basic_worker)"
+        )
     started = []
 
     def start(env_fn):

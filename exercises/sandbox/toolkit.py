@@ -1,6 +1,7 @@
-"""What the checks build inside the student's process: env factories, a worker that answers
-properly, a harness that drives a student's worker over a real pipe, and a reader of the
-predictions in a student's notebooks (for the grader).
+"""What the checks build inside the student's process: env factories, a worker whose failures
+are scripted (no worker here catches an env's exceptions: that is question 4's answer), a
+harness that drives a student's worker over a real pipe, and a reader of the predictions in a
+student's notebooks (for the grader).
 
 A check names these as ``toolkit.NAME(...)`` (a :class:`~exercises.sandbox.wire.Expr`); the
 runner builds them next to the student's code, because env factories and pipes cannot cross a
@@ -10,12 +11,10 @@ process boundary as data. Nothing here decides a score: the checks judge what co
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
 import json
 import os
 import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,17 +85,50 @@ def failing_env_fn(fail_on: str, at: int, token: str, **options: Any) -> Callabl
     return functools.partial(FailingEnv, fail_on, at, token, **options)
 
 
-def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
-    """A worker that sends env errors back as ``(False, traceback)``, for question 3's checks
-    (so that question 3 does not depend on question 4, whose solution the sandbox never shows)."""
-    with contextlib.closing(env_fn()) as env, contextlib.suppress(EOFError):
-        while (request := pipe.recv())[0] is not Command.CLOSE:
-            try:
-                reply = (True, answer(env, *request))
-            except Exception:
-                reply = (False, traceback.format_exc())
-            pipe.send(reply)
-        pipe.send((True, None))
+class ScriptedFailure(gym.Wrapper):
+    """An env whose ``at``-th step is reported as failed by :func:`scripted_worker`, which
+    then does not step it: question 3's checks need a worker reply ``(False, text)``, and this
+    gives them one without a worker that catches an env's exceptions (that worker is question
+    4's answer, which nothing the student has may hold)."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], at: int):
+        super().__init__(env_fn())
+        self.at, self.steps = at, 0
+
+    def failure(self, command: Command) -> str | None:
+        """The text to send instead of an answer, when this command is the scripted failure."""
+        if command is not Command.STEP:
+            return None
+        self.steps += 1
+        if self.steps != self.at:
+            return None
+        return (
+            "Traceback (most recent call last):\n  (a failure scripted by the checks)\n"
+            f"RuntimeError: deliberate failure in step #{self.at}\n"
+        )
+
+
+def scripted_failure_fns(num_envs: int, bad_index: int, at: int) -> list[Callable[[], gym.Env]]:
+    """``num_envs`` CartPoles as ``faulty_env_fns`` makes them, of which env ``bad_index``
+    fails at its ``at``-th step when served by :func:`scripted_worker`."""
+    good = functools.partial(FaultyEnv, fail_on=None)
+    bad = functools.partial(ScriptedFailure, good, at)
+    return [bad if index == bad_index else good for index in range(num_envs)]
+
+
+def scripted_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
+    """``pipe_env.basic_worker``, which also replies ``(False, text)`` when its env's script
+    (:class:`ScriptedFailure`) says so. Like basic_worker it catches nothing: an env that
+    raises ends it, and it closes its env only after CLOSE."""
+    env = env_fn()
+    while True:
+        command, data = pipe.recv()
+        if command is Command.CLOSE:
+            pipe.send((True, None))
+            break
+        failure = env.failure(command) if isinstance(env, ScriptedFailure) else None
+        pipe.send((False, failure) if failure else (True, answer(env, command, data)))
+    env.close()
 
 
 class _CloseRecorder(gym.Wrapper):

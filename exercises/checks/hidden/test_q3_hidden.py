@@ -80,7 +80,9 @@ def test_an_error_in_a_random_env(make_envs, by_hand):  # noqa: F811  (the fixtu
     num_envs = rng.randint(3, 6)
     bad_index = rng.choice([index for index in range(num_envs) if index != 1])  # not the public one
     faulty = {"bad_index": bad_index, "fail_on": "step", "at": 2}
-    envs = make_envs(toolkit.faulty_env_fns(num_envs, **faulty), worker=toolkit.answering_worker)
+    envs = make_envs(
+        toolkit.scripted_failure_fns(num_envs, bad_index, at=2), worker=toolkit.scripted_worker
+    )
     reference = by_hand(faulty_env_fns(num_envs, **faulty))
     envs.reset(seed=0)
     actions = [0] * num_envs
