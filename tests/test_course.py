@@ -272,6 +272,7 @@ def write_policy(tmp_path: Path, text: str) -> Path:
         ("[feedback]\nhidden_visibility = 'later'\n[questions.q1.public]\ntest_a = 1\n", "'later'"),
         ("[questions.q1.public]\ntest_a = 1\n[manual.x]\npoints = -2\n", "points = -2"),
         ("[course]\ntitel = 'typo'\n", "'titel'"),
+        ("[course]\nseed = [1]\n[questions.q1.public]\ntest_a = 1\n", "seed = [1]"),
         ("[questions.q1\n", "not valid TOML"),
     ],
 )
@@ -460,3 +461,28 @@ def test_grades_total_is_rounded_once_and_used_everywhere():
     assert grade.total == round(grade.before_penalty, 2)
     assert grade.penalty == 0 and reports.points(grade.total) == grade.total
     assert reports.results_json(grade)["score"] == grade.total
+
+
+def test_a_students_seed_comes_from_the_course_and_the_student():
+    """The same course seed and student draw the same cases; another student, another course
+    seed (a new term, or ``--seed`` for one run) draw others; a bad seed is refused."""
+    seed = POLICY.student_seed("s-001")
+    assert seed == POLICY.student_seed("s-001") and 0 <= seed < 2**32
+    assert POLICY.student_seed("s-002") != seed
+    assert POLICY.student_seed("s-001", "another term") != seed
+    assert POLICY.student_seed("s-001", POLICY.seed) == seed
+
+
+def test_a_check_draws_its_cases_from_its_own_seed():
+    """A check's seed depends on the run's seed and its name only, not on which checks ran before."""
+    import importlib.util
+
+    # (tests/conftest.py is already "conftest": load the checks' under a name of its own)
+    spec = importlib.util.spec_from_file_location(
+        "checks_conftest", EXERCISES / "checks/conftest.py"
+    )
+    checks_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks_conftest)
+    check_seed = checks_conftest.check_seed
+    assert check_seed(7, "test_a") == check_seed(7, "test_a") != check_seed(8, "test_a")
+    assert check_seed(7, "test_a") != check_seed(7, "test_b")

@@ -13,6 +13,7 @@ no longer exists) stops the grader before any student is graded.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -133,6 +134,16 @@ class Policy:
     hidden_hints: bool = False
     hidden_visibility: str = "after_published"
     path: Path | None = None
+    #: What the hidden checks' random cases are drawn from, with each student's id: the same
+    #: course seed and student give the same cases at every regrade (``[course] seed``, by
+    #: default the title; a new one for a new term draws new cases).
+    seed: str = ""
+
+    def student_seed(self, student_id: str, course_seed: str | None = None) -> int:
+        """The seed of a student's random cases: a hash of the course's seed (or
+        ``course_seed``, given for one run) and the student's id, a whole number below 2**32."""
+        text = f"{self.seed if course_seed is None else course_seed}\n{student_id}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
     @property
     def max_points(self) -> float:
@@ -187,7 +198,7 @@ def load(path: Path = DEFAULT) -> Policy:
 def _parse(data: dict[str, Any], path: Path) -> Policy:
     _only(data, "the file", {"course", "late", "feedback", "questions", "manual"})
     course = _table(data, "course")
-    _only(course, "[course]", {"title", "due"})
+    _only(course, "[course]", {"title", "due", "seed"})
     late = _table(data, "late")
     _only(late, "[late]", {"grace_minutes", "penalty_per_day", "last_day"})
     feedback = _table(data, "feedback")
@@ -254,8 +265,13 @@ def _parse(data: dict[str, Any], path: Path) -> Policy:
     hidden_hints = feedback.get("hidden_hints", False)
     if not isinstance(hidden_hints, bool):
         raise PolicyError(f"[feedback] hidden_hints = {hidden_hints!r}: expected true or false")
+    title = _text(course, "title", "[course]", "the exercises")
+    seed = course.get("seed", title)
+    if isinstance(seed, bool) or not isinstance(seed, (str, int)) or not str(seed).strip():
+        raise PolicyError(f"[course] seed = {seed!r}: expected some text or a whole number")
     return Policy(
-        title=_text(course, "title", "[course]", "the exercises"),
+        title=title,
+        seed=str(seed),
         questions=dict(sorted(questions.items(), key=lambda item: int(item[0][1:]))),
         manual=manual,
         late=late_policy,

@@ -31,6 +31,10 @@ FEEDBACK_FILE, RESULTS_FILE = "feedback.txt", "results.json"
 MANUAL_SHEET, MANUAL_PARTS = "_manual-scores.csv", "_manual-parts.txt"
 
 
+#: What a student's seed means, said beside it.
+SEED_NOTE = "from the course and your student id: a regrade draws the same cases"
+
+
 def plain(text: str) -> str:
     """``text`` safe to print and to show as text: control and format characters (terminal
     escapes, right-to-left overrides...) become visible escapes; newlines and tabs stay."""
@@ -99,6 +103,8 @@ def feedback_text(grade: Grade) -> str:
         )
     if grade.status != "ok":
         lines.append(f"  grading: {grade.status}")
+    if grade.seed is not None:
+        lines.append(f"  random cases: seed {grade.seed} ({SEED_NOTE})")
     for question in policy.questions.values():
         outcomes = [o for o in grade.outcomes if o.check.question == question.id]
         lines += [
@@ -190,11 +196,14 @@ def results_json(grade: Grade) -> dict[str, Any]:
     summary = f"{number(grade.total)} of {number(grade.max_points)} points ({policy.title})"
     if grade.status != "ok":
         summary += f"; grading: {grade.status}"
+    if grade.seed is not None:
+        summary += f"\nrandom cases: seed {grade.seed} ({SEED_NOTE})"
     return {
         "score": grade.total,
         "output": plain(summary + "".join(f"\n{note}" for note in grade.notes)),
         "visibility": "visible",
         "stdout_visibility": "hidden",
+        "extra_data": {"seed": grade.seed},
         "tests": tests,
     }
 
