@@ -24,7 +24,7 @@ import yaml
 
 from exercises import release
 from exercises.grading import inputs, policy, reports
-from exercises.grading.materials import Materials, written
+from exercises.grading.materials import Materials, Prediction, written
 from exercises.grading.policy import Check, PolicyError
 from exercises.grading.scores import Grade, ManualScore, Outcome
 
@@ -392,8 +392,17 @@ def test_feedback_results_and_gradebook_agree(tmp_path):
         manual={"q6_explanation": ManualScore(6.5, "good")},
         submitted=due + POLICY.late.grace + timedelta(hours=1),
         materials=Materials(
-            "I measured...", guesses={"01.ipynb": {"MY_GUESS_A": "1", "MY_GUESS_B": "None"}}
+            "I measured...",
+            guesses={
+                "01.ipynb": {
+                    "MY_GUESS_A": Prediction(
+                        "1", "MY_GUESS_A = 1  # a sample is a few calls", "before"
+                    ),
+                    "MY_GUESS_B": Prediction("None", "MY_GUESS_B = None", "not run"),
+                }
+            },
         ),
+        seed=1234,
     )
     folder = reports.write_student_files(grade, tmp_path)
     assert folder == tmp_path / "ann"
@@ -408,6 +417,35 @@ def test_feedback_results_and_gradebook_agree(tmp_path):
     assert grade.penalty_share == POLICY.late.per_day and grade.penalty > 0
     assert row["student_id"] == "id-ann" and float(row["manual"]) == 6.5
     assert "1 of the 2 predictions" in feedback
+    assert "1 with a comment of yours beside them, 1 run before the cell after them" in feedback
+    assert "random cases: seed 1234" in feedback and results["extra_data"]["seed"] == 1234
+    # The rubric of each part graded by hand, in the feedback; the part not graded yet pending,
+    # not a failed test: it is in no test of results.json, its points in extra_data's pending.
+    for part in POLICY.manual.values():
+        for criterion in part.rubric:
+            assert f"[{criterion.points:g}] {criterion.text}" in feedback
+    assert (
+        "the notebooks' predictions (MY_GUESS cells), written before running: pending" in feedback
+    )
+    names = [test["name"] for test in results["tests"]]
+    assert not any("predictions" in name for name in names)
+    assert [part["part"] for part in results["extra_data"]["pending"]] == ["predictions"]
+    assert "pending: the notebooks' predictions" in results["output"]
+    maxima = sum(test["max_score"] for test in results["tests"])
+    assert maxima + POLICY.manual["predictions"].points == POLICY.max_points
+    # Gradescope's documented fields: per-test visibility, the whole result as hidden as its
+    # hidden checks (its score counts them), the grader's log never shown.
+    assert {test["visibility"] for test in results["tests"] if "(hidden)" in test["name"]} == {
+        POLICY.hidden_visibility
+    }
+    assert {test["visibility"] for test in results["tests"] if "(hidden)" not in test["name"]} == {
+        "visible"
+    }
+    assert results["visibility"] == POLICY.hidden_visibility
+    assert results["stdout_visibility"] == "hidden"
+    assert all(
+        test["status"] in ("passed", "failed") for test in results["tests"] if "status" in test
+    )
     failed_public = next(o for o in grade.outcomes if not o.passed and not o.check.hidden)
     failed_hidden = next(o for o in grade.outcomes if not o.passed and o.check.hidden)
     assert failed_public.hint in feedback and failed_hidden.hint not in feedback
@@ -435,7 +473,7 @@ def test_student_text_is_written_as_plain_text_and_safe_csv(tmp_path):
             for cell in row:
                 assert not cell.startswith(("=", "+", "-", "@")), (name, cell)
                 assert "\x1b" not in cell and "\u202e" not in cell
-    text = reports.manual_parts_text([grade]) + reports.feedback_text(grade)
+    text = reports.manual_parts_text([grade], POLICY) + reports.feedback_text(grade)
     assert "\x1b" not in text and "\u202e" not in text and "<b>bold</b>" in text  # text, as is
     # The apostrophes that guarded the id and the comment are taken off when it is read back.
     known = {"-evil": "-evil", "=cmd|' /C calc'!A0": "-evil"}
@@ -486,3 +524,49 @@ def test_a_check_draws_its_cases_from_its_own_seed():
     check_seed = checks_conftest.check_seed
     assert check_seed(7, "test_a") == check_seed(7, "test_a") != check_seed(8, "test_a")
     assert check_seed(7, "test_a") != check_seed(7, "test_b")
+
+
+def test_a_policy_part_graded_by_hand_needs_a_rubric_that_adds_up(tmp_path):
+    base = "[questions.q1.public]\ntest_a = 1\n[manual.x]\npoints = 4\n"
+    for rubric, named in [
+        ("", "rubric = None"),
+        ("rubric = []\n", "rubric = []"),
+        ('rubric = [{ points = 3, criterion = "a" }]\n', "add up to 3 points, the part has 4"),
+        ('rubric = [{ points = 4, criterion = "" }]\n', "criterion = ''"),
+        ('rubric = [{ points = 4, criteria = "a" }]\n', "'criteria'"),
+    ]:
+        with pytest.raises(PolicyError) as refused:
+            policy.load(write_policy(tmp_path, base + rubric))
+        assert named in str(refused.value), (rubric, str(refused.value))
+    good = 'rubric = [{ points = 3, criterion = "a" }, { points = 1, criterion = "b" }]\n'
+    part = policy.load(write_policy(tmp_path, base + good)).manual["x"]
+    assert [(c.points, c.text) for c in part.rubric] == [(3, "a"), (1, "b")]
+
+
+def test_predictions_are_read_with_the_reasoning_around_them_and_when_they_ran(tmp_path):
+    """The comments above, beside and below a MY_GUESS assignment come with its value, and the
+    execution counts say whether the guess ran before the measurement after it."""
+    from exercises.sandbox import toolkit
+
+    cells = [
+        {
+            "cell_type": "code",
+            "execution_count": 3,
+            "source": "# I think threads lose: the GIL\nMY_GUESS = {'a': 2}  # x2\n# and so on\n\nz = 1",
+        },
+        {"cell_type": "code", "execution_count": 5, "source": "measure()"},
+        {"cell_type": "code", "execution_count": 9, "source": "MY_GUESS_LATE = 3"},
+        {"cell_type": "code", "execution_count": 7, "source": "measure()"},
+        {"cell_type": "code", "execution_count": None, "source": "%time\nMY_GUESS_NONE = None"},
+    ]
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
+    found = toolkit.notebook_guesses(str(tmp_path))["notebooks"]["nb.ipynb"]
+    assert found["MY_GUESS"] == {
+        "value": "{'a': 2}",
+        "reasoning": "# I think threads lose: the GIL\nMY_GUESS = {'a': 2}  # x2\n# and so on",
+        "ran": "before",
+    }
+    assert found["MY_GUESS_LATE"]["ran"] == "after"
+    assert found["MY_GUESS_NONE"]["ran"] == "not run"
+    guess = Prediction(**{k: v for k, v in found["MY_GUESS"].items()})
+    assert guess.own_comments == ["# I think threads lose: the GIL", "# x2", "# and so on"]

@@ -86,12 +86,22 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Criterion:
+    """One line of a manual part's rubric: what earns how many points."""
+
+    points: float
+    text: str
+
+
+@dataclass(frozen=True)
 class ManualPart:
-    """A part graded by hand: its id (``q6_explanation``), title and points."""
+    """A part graded by hand: its id (``q6_explanation``), title, points and rubric (whose
+    criteria's points add up to the part's)."""
 
     id: str
     title: str
     points: float
+    rubric: tuple[Criterion, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,10 +262,10 @@ def _parse(data: dict[str, Any], path: Path) -> Policy:
         where = f"[manual.{part_id}]"
         if not isinstance(table, dict):
             raise PolicyError(f"{where}: expected a table")
-        _only(table, where, {"title", "points"})
-        manual[part_id] = ManualPart(
-            part_id, _text(table, "title", where, part_id), _number(table, "points", where, 0.0)
-        )
+        _only(table, where, {"title", "points", "rubric"})
+        points = _number(table, "points", where, 0.0)
+        rubric = _rubric(table.get("rubric"), where, points)
+        manual[part_id] = ManualPart(part_id, _text(table, "title", where, part_id), points, rubric)
 
     visibility = feedback.get("hidden_visibility", "after_published")
     if visibility not in VISIBILITIES:
@@ -279,6 +289,31 @@ def _parse(data: dict[str, Any], path: Path) -> Policy:
         hidden_visibility=visibility,
         path=path,
     )
+
+
+def _rubric(rubric: Any, where: str, points: float) -> tuple[Criterion, ...]:
+    """A manual part's rubric: a list of ``{points = 2, criterion = "..."}`` whose points add up
+    to the part's."""
+    if not isinstance(rubric, list) or not rubric:
+        raise PolicyError(
+            f"{where} rubric = {rubric!r}: expected a list of criteria, "
+            '[{ points = 2, criterion = "what earns them" }, ...]'
+        )
+    criteria = []
+    for number, item in enumerate(rubric, 1):
+        place = f"{where} rubric, criterion {number}"
+        if not isinstance(item, dict):
+            raise PolicyError(f"{place} = {item!r}: expected {{ points = ..., criterion = ... }}")
+        _only(item, place, {"points", "criterion"})
+        criteria.append(
+            Criterion(_number(item, "points", place, 0.0), _text(item, "criterion", place, ""))
+        )
+    total = sum(criterion.points for criterion in criteria)
+    if not math.isclose(total, points):
+        raise PolicyError(
+            f"{where}: the rubric's criteria add up to {total:g} points, the part has {points:g}"
+        )
+    return tuple(criteria)
 
 
 def _table(data: dict[str, Any], name: str, where: str = "the file") -> dict[str, Any]:
