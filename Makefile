@@ -6,6 +6,7 @@
 #   make lab        open the notebook course in JupyterLab
 #   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
 #   make release    build the student release (no solutions): make release OUT=path/to/folder
+#   make gradescope build Gradescope's autograder zip: make gradescope ZIP=autograder.zip
 #   make peers      add the peers measured beside ours: Stable-Baselines3 (with torch), Ray, EnvPool
 #   make lint       the gate: ruff (lint, import order, format check) and mypy over the package
 #   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
@@ -39,7 +40,7 @@ PYTEST_ARGS ?=
 # this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: dashboard lint test bench lab grade release peers install clean
+.PHONY: dashboard lint test bench lab grade release gradescope peers install clean
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -95,6 +96,12 @@ grade: $(VENV)/.installed-lab
 OUT ?= student-release
 release: $(VENV)/.installed-lab
 	$(PYTHON) -m exercises.release $(OUT)
+
+# Build Gradescope's autograder zip (setup.sh, run_autograder, the grader and the checks, no
+# solutions) into ZIP, to upload as a programming assignment's autograder.
+ZIP ?= gradescope-autograder.zip
+gradescope: $(VENV)/.installed-lab
+	$(PYTHON) -m exercises.gradescope build $(ZIP)
 # <<< instructor-only
 
 # The peers, measured beside our backends once installed (the dashboard and the notebooks say

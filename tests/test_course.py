@@ -71,6 +71,7 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
         "exercises/checks/hidden",
         "exercises/grading",
         "exercises/grade.py",
+        "exercises/gradescope.py",
         "exercises/policy.toml",
         "exercises/INSTRUCTORS.md",
         "tests/test_exercises.py",
@@ -81,6 +82,7 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
         assert not any(f == secret or f.startswith(secret + "/") for f in files), secret
     makefile = (student_release / "Makefile").read_text()
     assert "grade:" not in makefile and "release:" not in makefile and "lab:" in makefile
+    assert "gradescope:" not in makefile and "make gradescope" not in makefile
     assert release.find_leaks(student_release) == []
     # What the search looks for is really there to find: answers, solution lines, hidden names.
     answers = release.answers()
