@@ -7,6 +7,7 @@
 #   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
 #   make release    build the student release (no solutions): make release OUT=path/to/folder
 #   make gradescope build Gradescope's autograder zip: make gradescope ZIP=autograder.zip
+#   make collect    the students' clones at the deadline: make collect CLONES=repos SUBMISSIONS=dir
 #   make peers      add the peers measured beside ours: Stable-Baselines3 (with torch), Ray, EnvPool
 #   make lint       the gate: ruff (lint, import order, format check) and mypy over the package
 #   make test       run the test suite (extra pytest args: make test PYTEST_ARGS="-k pool")
@@ -40,7 +41,7 @@ PYTEST_ARGS ?=
 # this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: dashboard lint test bench lab grade release gradescope peers install clean
+.PHONY: dashboard lint test bench lab grade release gradescope collect peers install clean
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -96,6 +97,13 @@ grade: $(VENV)/.installed-lab
 OUT ?= student-release
 release: $(VENV)/.installed-lab
 	$(PYTHON) -m exercises.release $(OUT)
+
+# Collect a class by the deadline: each GitHub Classroom clone under CLONES (gh classroom clone)
+# at its last commit that counts under the policy's due date, into SUBMISSIONS, with
+# SUBMISSIONS/submitted.csv for the late penalty: then make grade GRADE_ARGS="--submitted ...".
+CLONES ?= student-repos
+collect: $(VENV)/.installed-lab
+	$(PYTHON) -m exercises.collect $(CLONES) $(SUBMISSIONS)
 
 # Build Gradescope's autograder zip (setup.sh, run_autograder, the grader and the checks, no
 # solutions) into ZIP, to upload as a programming assignment's autograder.

@@ -59,12 +59,14 @@ INSTRUCTOR_ONLY = (
     "exercises/grading",
     "exercises/grade.py",
     "exercises/gradescope.py",
+    "exercises/collect.py",
     "exercises/release.py",
     "exercises/policy.toml",
     "exercises/INSTRUCTORS.md",
     "tests/test_exercises.py",
     "tests/test_course.py",
     "tests/test_gradescope.py",
+    "tests/test_collect.py",
     "tests/data/submissions",
 )
 #: The file that marks a folder as a release (so that building again may replace it).
@@ -72,7 +74,7 @@ MARKER = ".vecenvs-release"
 #: The Makefile's instructor-only targets sit between these lines, and its header names them on
 #: lines of their own: the release leaves both out.
 MAKEFILE_BLOCK = re.compile(r"^# >>> instructor-only.*?^# <<< instructor-only[^\n]*\n", re.M | re.S)
-MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release|gradescope)\b[^\n]*\n", re.M)
+MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release|gradescope|collect)\b[^\n]*\n", re.M)
 #: A question's command in the workflow: its public checks, without a cache in the student's repo.
 PYTEST = "python -m pytest {path} -p no:cacheprovider"
 #: Minutes each autograding step may take (a check itself stops after 30 s).
