@@ -62,7 +62,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for each submission (written by `python -m exercises.gradescope build`):
 # grade /autograder/submission, write /autograder/results/results.json.
 cd /autograder/source || exit 1
-PYTHONPATH=/autograder/source exec .venv/bin/python -m exercises.gradescope run
+PYTHONPATH=/autograder/source exec .venv/bin/python -m exercises.gradescope run --sandbox {sandbox}
 """
 #: A folder name made of a student's id: these characters only.
 UNSAFE = re.compile(r"[^A-Za-z0-9@.+-]")
@@ -96,8 +96,13 @@ def source_files(repo: Path = REPO) -> list[PurePosixPath]:
     return files
 
 
-def build(out: Path, repo: Path = REPO) -> list[str]:
-    """Writes the autograder zip to ``out``; returns the names in it."""
+def build(out: Path, repo: Path = REPO, sandbox: str = "auto") -> list[str]:
+    """Writes the autograder zip to ``out``, whose ``run_autograder`` grades with ``--sandbox
+    sandbox``; returns the names in it."""
+    from exercises.sandbox import isolation
+
+    if sandbox not in ("auto", *isolation.KINDS):
+        raise GradescopeError(f"--sandbox {sandbox!r}: expected auto or one of {isolation.KINDS}")
     if out.suffix != ".zip":
         raise GradescopeError(f"{out}: expected a file name ending in .zip")
     if out.exists() and not out.is_file():
@@ -109,7 +114,11 @@ def build(out: Path, repo: Path = REPO) -> list[str]:
     partial = out.with_name(f".{out.name}.partial")
     names = []
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        scripts = (
+            ("setup.sh", SETUP_SH),
+            ("run_autograder", RUN_AUTOGRADER.format(sandbox=sandbox)),
+        )
+        for name, text in scripts:
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16  # executable: Gradescope runs them as they are
             archive.writestr(info, text)
@@ -204,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     making = commands.add_parser("build", help="write the autograder zip to upload")
     making.add_argument("out", type=Path, help="the zip to write, e.g. autograder.zip")
+    where = "where student code runs there (default: %(default)s, the best the container allows)"
+    making.add_argument("--sandbox", default="auto", help=where)
     running = commands.add_parser("run", help="(in Gradescope's container) grade /autograder")
     running.add_argument("--root", type=Path, default=AUTOGRADER, help="default: %(default)s")
+    running.add_argument("--sandbox", default="auto", help="default: %(default)s")
     args = parser.parse_args(argv)
     if args.command == "run":
-        return run(args.root)
+        return run(args.root, args.sandbox)
     try:
-        names = build(args.out)
+        names = build(args.out, sandbox=args.sandbox)
     except GradescopeError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1

@@ -76,11 +76,9 @@ def in_gradescope_layout(autograder: Path, marker: str) -> subprocess.CompletedP
     return subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
 
 
-@pytest.fixture(scope="module")
-def autograder_zip(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("gradescope") / "autograder.zip"
+def build(out: Path, *options: str) -> Path:
     done = subprocess.run(
-        [sys.executable, "-m", "exercises.gradescope", "build", str(out)],
+        [sys.executable, "-m", "exercises.gradescope", "build", str(out), *options],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -88,6 +86,11 @@ def autograder_zip(tmp_path_factory) -> Path:
     )
     assert done.returncode == 0, done.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def autograder_zip(tmp_path_factory) -> Path:
+    return build(tmp_path_factory.mktemp("gradescope") / "autograder.zip")
 
 
 def test_the_zip_has_gradescopes_two_scripts_at_its_root_and_no_solution(autograder_zip):
@@ -157,28 +160,41 @@ def test_run_autograder_in_gradescopes_layout_grades_a_perfect_a_blank_and_a_hos
     }
     expected_automatic = sum(question.max_points for question in POLICY.questions.values())
     expected = {"perfect": expected_automatic, "blank": 0.0, "hostile": expected_automatic}
-    marker = uuid.uuid4().hex
     for name, files in submissions.items():
-        autograder = tmp_path / name
-        with zipfile.ZipFile(autograder_zip) as archive:
-            archive.extractall(autograder / "source")
-        for script in ("setup.sh", "run_autograder"):  # (zipfile does not keep modes)
-            (autograder / "source" / script).chmod(0o755)
-        # What Gradescope's image build does: setup.sh's venv (here, this checkout's), and the
-        # run_autograder it copies to /autograder.
-        (autograder / "source" / ".venv").symlink_to(Path(sys.prefix))
-        shutil.copy2(autograder / "source" / "run_autograder", autograder / "run_autograder")
-        (autograder / "submission").mkdir()
-        for filename, text in files.items():
-            (autograder / "submission" / filename).write_text(text)
-        metadata = {"users": [{"email": f"{name}@uni.example", "sid": f"s-{name}"}]}
-        (autograder / "submission_metadata.json").write_text(json.dumps(metadata))
-        done = in_gradescope_layout(autograder, marker)
-        log = f"{name}:\n{done.stdout}\n{done.stderr}"
-        print(next((line for line in log.splitlines() if "student code runs in" in line), log))
-        assert done.returncode == 0, log
-        results = valid_results(autograder / "results" / "results.json")
+        results, log = grade_in_layout(autograder_zip, tmp_path / name, name, files)
         assert results["score"] == expected[name], log
-        assert results["extra_data"]["seed"] == POLICY.student_seed(f"s-{name}")
-        assert [part["part"] for part in results["extra_data"]["pending"]] == list(POLICY.manual)
-        assert "Traceback" not in results["output"]
+        assert "student code runs in: bwrap" in log
+    # Without a sandbox (as where bubblewrap cannot run), the hostile code's forged results.json
+    # does not survive either: the grader writes the real one after its processes are gone.
+    unsandboxed = build(tmp_path / "none.zip", "--sandbox", "none")
+    results, log = grade_in_layout(
+        unsandboxed, tmp_path / "none", "hostile", submissions["hostile"]
+    )
+    assert "student code runs in: none" in log
+    assert results["score"] == expected_automatic, log
+
+
+def grade_in_layout(zip_file: Path, autograder: Path, name: str, files: dict) -> tuple[dict, str]:
+    """Unpacks the zip as Gradescope's image build does, puts ``files`` in the submission, runs
+    ``run_autograder`` in the layout; returns the checked results.json and the log."""
+    with zipfile.ZipFile(zip_file) as archive:
+        archive.extractall(autograder / "source")
+    for script in ("setup.sh", "run_autograder"):  # (zipfile does not keep modes)
+        (autograder / "source" / script).chmod(0o755)
+    # What Gradescope's image build does: setup.sh's venv (here, this checkout's), and the
+    # run_autograder it copies to /autograder.
+    (autograder / "source" / ".venv").symlink_to(Path(sys.prefix))
+    shutil.copy2(autograder / "source" / "run_autograder", autograder / "run_autograder")
+    (autograder / "submission").mkdir()
+    for filename, text in files.items():
+        (autograder / "submission" / filename).write_text(text)
+    metadata = {"users": [{"email": f"{name}@uni.example", "sid": f"s-{name}"}]}
+    (autograder / "submission_metadata.json").write_text(json.dumps(metadata))
+    done = in_gradescope_layout(autograder, uuid.uuid4().hex)
+    log = f"{name}:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, log
+    results = valid_results(autograder / "results" / "results.json")
+    assert results["extra_data"]["seed"] == POLICY.student_seed(f"s-{name}")
+    assert [part["part"] for part in results["extra_data"]["pending"]] == list(POLICY.manual)
+    assert "Traceback" not in results["output"]
+    return results, log
