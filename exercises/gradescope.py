@@ -27,12 +27,13 @@ import csv
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from exercises import release
 
 EXERCISES = Path(__file__).resolve().parent
 REPO = EXERCISES.parent
@@ -73,27 +74,19 @@ class GradescopeError(RuntimeError):
 
 
 def source_files(repo: Path = REPO) -> list[PurePosixPath]:
-    """The repository's files (tracked, or new and not ignored) that grading needs."""
+    """The repository's files (as git has them) that grading needs: :data:`SOURCE`, not
+    :data:`LEFT_OUT`."""
     try:
-        listing = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=repo,
-            capture_output=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as error:
-        raise GradescopeError(f"{repo} must be a git checkout: {error}") from None
-    files = []
-    for name in sorted(set(listing.decode("utf-8", "surrogateescape").split("\0"))):
-        path = PurePosixPath(name)
-        if not name or path.parts[0] not in SOURCE or "__pycache__" in path.parts:
-            continue
-        if any(path == PurePosixPath(p) or PurePosixPath(p) in path.parents for p in LEFT_OUT):
-            continue
-        if (repo / path).is_file() and not (repo / path).is_symlink():
-            files.append(path)
-    return files
+        files = release.git_files(repo)
+    except release.ReleaseError as error:
+        raise GradescopeError(str(error)) from None
+    return [
+        path
+        for path in files
+        if path.parts[0] in SOURCE
+        and "__pycache__" not in path.parts
+        and not any(path == PurePosixPath(p) or PurePosixPath(p) in path.parents for p in LEFT_OUT)
+    ]
 
 
 def build(out: Path, repo: Path = REPO, sandbox: str = "auto") -> list[str]:

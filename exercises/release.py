@@ -95,9 +95,9 @@ def _is_instructor_only(path: PurePosixPath) -> bool:
     )
 
 
-def source_files(repo: Path = REPO) -> list[PurePosixPath]:
-    """The repository's files that go into a release: tracked or new (not ignored), under
-    :data:`TOP_LEVEL`, not :data:`INSTRUCTOR_ONLY`, present on disk."""
+def git_files(repo: Path = REPO) -> list[PurePosixPath]:
+    """The repository's regular files as git sees them: tracked, or new and not ignored (never
+    a virtual environment or collected submissions), present on disk."""
     try:
         listing = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -108,16 +108,24 @@ def source_files(repo: Path = REPO) -> list[PurePosixPath]:
         ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         raise ReleaseError(
-            f"{repo} must be a git checkout (the release takes the files git tracks): {error}"
+            f"{repo} must be a git checkout (the files taken are those git tracks): {error}"
         ) from None
-    files = []
-    for name in sorted(set(listing.decode("utf-8", "surrogateescape").split("\0"))):
-        path = PurePosixPath(name)
-        if not name or path.parts[0] not in TOP_LEVEL or _is_instructor_only(path):
-            continue
-        if (repo / path).is_file() and not (repo / path).is_symlink():
-            files.append(path)
-    return files
+    names = sorted(set(listing.decode("utf-8", "surrogateescape").split("\0")) - {""})
+    return [
+        PurePosixPath(name)
+        for name in names
+        if (repo / name).is_file() and not (repo / name).is_symlink()
+    ]
+
+
+def source_files(repo: Path = REPO) -> list[PurePosixPath]:
+    """The repository's files that go into a release: :func:`git_files` under
+    :data:`TOP_LEVEL`, not :data:`INSTRUCTOR_ONLY`."""
+    return [
+        path
+        for path in git_files(repo)
+        if path.parts[0] in TOP_LEVEL and not _is_instructor_only(path)
+    ]
 
 
 @dataclass(frozen=True)
