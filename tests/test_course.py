@@ -418,6 +418,7 @@ def test_feedback_results_and_gradebook_agree(tmp_path):
     assert sum(test["score"] for test in results["tests"]) == pytest.approx(total)
     assert grade.penalty_share == POLICY.late.per_day and grade.penalty > 0
     assert row["student_id"] == "id-ann" and float(row["manual"]) == 6.5
+    assert row["seed"] == "1234"
     assert "1 of the 2 predictions" in feedback
     assert "1 with a comment of yours beside them, 1 run before the cell after them" in feedback
     assert "random cases: seed 1234" in feedback and results["extra_data"]["seed"] == 1234

@@ -268,6 +268,7 @@ def gradebook_header(policy: Policy) -> list[str]:
         "max_points",
         "status",
         "manual_not_graded",
+        "seed",
     ]
 
 
@@ -283,6 +284,7 @@ def gradebook_row(grade: Grade) -> list[Any]:
         points(grade.max_points),
         cell(grade.status),
         cell(" ".join(grade.manual_pending)),
+        "" if grade.seed is None else grade.seed,
     ]
 
 
