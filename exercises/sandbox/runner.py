@@ -18,6 +18,7 @@ this process says is trusted: the student's code runs in it and could change any
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import itertools
 import os
@@ -109,6 +110,8 @@ class Runner:
         """Where a function's code was written: the name of a file of the student's folder, or
         else the module it came from (``exercises.pipe_env``...), or ``"?"``."""
         try:
+            while isinstance(function, functools.partial):  # where the function it wraps is
+                function = function.func
             filename = getattr(getattr(function, "__code__", None), "co_filename", None)
             if (
                 isinstance(filename, str)
