@@ -927,6 +927,11 @@ def test_a_worker_loop_the_release_ships_scores_nothing_as_question_4(tmp_path):
         }
         for module, name in loops
     }
+    # Wrapped in a partial, a shipped loop is still not the student's.
+    students["partial-basic_worker"] = {
+        "q4_worker_errors.py": stub + "\nimport functools\nfrom exercises.pipe_env import "
+        "basic_worker\ncareful_worker = functools.partial(basic_worker)\n"
+    }
     class_dir = make_submissions(tmp_path / "class", students)
     for student, files in students.items():  # (make_submissions dedents: these have no indent)
         (class_dir / student / "q4_worker_errors.py").write_text(files["q4_worker_errors.py"])
