@@ -183,7 +183,7 @@ def grade_in_layout(zip_file: Path, autograder: Path, name: str, files: dict) ->
         (autograder / "source" / script).chmod(0o755)
     # What Gradescope's image build does: setup.sh's venv (here, this checkout's), and the
     # run_autograder it copies to /autograder.
-    (autograder / "source" / ".venv").symlink_to(Path(sys.prefix))
+    (autograder / "source" / ".venv").symlink_to(Path(sys.prefix).resolve())  # (not via /tmp)
     shutil.copy2(autograder / "source" / "run_autograder", autograder / "run_autograder")
     (autograder / "submission").mkdir()
     for filename, text in files.items():
