@@ -6,6 +6,8 @@
 #   make lab        open the notebook course in JupyterLab
 #   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
 #   make release    build the student release (no solutions): make release OUT=path/to/folder
+#   make gradescope build Gradescope's autograder zip: make gradescope ZIP=autograder.zip
+#   make collect    the students' clones at the deadline: make collect CLONES=repos SUBMISSIONS=dir
 #   make peers      add the peers measured beside ours: Stable-Baselines3 (with torch), Ray, EnvPool
 #   make docs       build the documentation site into docs/_build/html (notebooks run in quick mode)
 #   make lint       the gate: ruff (lint, import order, format check) and mypy over the package
@@ -41,7 +43,7 @@ PYTEST_ARGS ?=
 # this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: dashboard lint test bench lab grade release peers install clean docs
+.PHONY: dashboard lint test bench lab grade release gradescope collect peers install clean docs
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
 # and the benchmark it is running. PORT=8502 make dashboard to use another port.
@@ -108,6 +110,19 @@ grade: $(VENV)/.installed-lab
 OUT ?= student-release
 release: $(VENV)/.installed-lab
 	$(PYTHON) -m exercises.release $(OUT)
+
+# Collect a class by the deadline: each GitHub Classroom clone under CLONES (gh classroom clone)
+# at its last commit that counts under the policy's due date, into SUBMISSIONS, with
+# SUBMISSIONS/submitted.csv for the late penalty: then make grade GRADE_ARGS="--submitted ...".
+CLONES ?= student-repos
+collect: $(VENV)/.installed-lab
+	$(PYTHON) -m exercises.collect $(CLONES) $(SUBMISSIONS)
+
+# Build Gradescope's autograder zip (setup.sh, run_autograder, the grader and the checks, no
+# solutions) into ZIP, to upload as a programming assignment's autograder.
+ZIP ?= gradescope-autograder.zip
+gradescope: $(VENV)/.installed-lab
+	$(PYTHON) -m exercises.gradescope build $(ZIP)
 # <<< instructor-only
 
 # The peers, measured beside our backends once installed (the dashboard and the notebooks say

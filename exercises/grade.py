@@ -118,14 +118,16 @@ def grade_student(
     test_timeout: float,
     student_timeout: float,
     copy: Path,
+    seed: int,
 ) -> StudentResult:
-    """Runs every check on ``copy`` (the staged copy of ``folder``), within the deadlines."""
+    """Runs every check on ``copy`` (the staged copy of ``folder``), within the deadlines; the
+    random cases come from ``seed``."""
     result = StudentResult(folder.name)
     # Private to the grader: the student's processes never see this folder (with bwrap), and
     # the judge only reads the copy.
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         report, output = Path(scratch, "report.xml"), Path(scratch, "log")
-        command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}"]
+        command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}", f"--seed={seed}"]
         command += [f"--timeout={test_timeout:g}", f"--junitxml={report}"]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
             # A session of its own: the process group that the deadline kills.
@@ -260,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     where = "where student code runs: the best this machine has (default), or one kind, refusing"
     where += " to grade without it"
     add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=where)
+    add(
+        "--seed",
+        help="draw the hidden checks' random cases from this and each student's id (default: "
+        "the policy's [course] seed; the same seed and student draw the same cases)",
+    )
     add("--no-hints", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
 
@@ -327,11 +334,12 @@ def main(argv: list[str] | None = None) -> int:
             grades.append(to_grade(skipped, checks, rules, student_id))
             continue
         print(f"grading {reports.plain(folder.name)} ...", file=sys.stderr, flush=True)
+        seed = rules.student_seed(student_id, args.seed)
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
             copy = Path(scratch, "submission")
             notes = [f"files: {note}" for note in stage_submission(folder.resolve(), copy)]
             result = grade_student(
-                folder, checks, sandbox, args.test_timeout, args.student_timeout, copy
+                folder, checks, sandbox, args.test_timeout, args.student_timeout, copy, seed
             )
             result.notes[:0] = notes
             grade = to_grade(result, checks, rules, student_id)
@@ -348,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                 "grading stopped. Restore them (git checkout exercises vecenvs) and grade in a sandbox."
             )
             grade = to_grade(tampered, checks, rules, student_id)
+        grade.seed = seed
         grades.append(grade)
 
     print(reports.format_class_table(grades, rules))

@@ -14,8 +14,9 @@ them (``.github/workflows/classroom.yml``, and the same tests in
 
 The files come from git (tracked, or new and not ignored), so nothing ignored (a virtual
 environment, collected submissions) can slip in. Before it finishes, the release is searched for
-leaks (:func:`find_leaks`): a path that is instructor-only, a line of a solution, the name of a
-hidden check, a Part B answer next to its question. It has no git history: create the template
+leaks (:func:`find_leaks`): a path that is instructor-only, a line of a solution, code that does
+what a solution's function does whatever its names (:func:`shapes`), the name of a hidden check,
+a Part B answer next to its question. It has no git history: create the template
 repository from this folder (``git init``), never by forking or pushing the instructor's repository,
 whose history holds the solutions.
 """
@@ -65,6 +66,8 @@ INSTRUCTOR_ONLY = (
     "exercises/checks/hidden",
     "exercises/grading",
     "exercises/grade.py",
+    "exercises/gradescope.py",
+    "exercises/collect.py",
     "exercises/release.py",
     "exercises/policy.toml",
     "exercises/INSTRUCTORS.md",
@@ -72,6 +75,8 @@ INSTRUCTOR_ONLY = (
     "tests/test_course.py",
     "tests/test_course_text.py",
     "exercises/student_readme.md",
+    "tests/test_gradescope.py",
+    "tests/test_collect.py",
     "tests/data/submissions",
 )
 #: The release's README, for students (the repository's own README speaks to whoever works on
@@ -84,7 +89,7 @@ MARKER = ".vecenvs-release"
 #: The Makefile's instructor-only targets sit between these lines, and its header names them on
 #: lines of their own: the release leaves both out.
 MAKEFILE_BLOCK = re.compile(r"^# >>> instructor-only.*?^# <<< instructor-only[^\n]*\n", re.M | re.S)
-MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release)\b[^\n]*\n", re.M)
+MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release|gradescope|collect)\b[^\n]*\n", re.M)
 #: A question's command in the workflow: its public checks, without a cache in the student's repo.
 PYTEST = "python -m pytest {path} -p no:cacheprovider"
 #: Minutes each autograding step may take (a check itself stops after 30 s).
@@ -105,9 +110,9 @@ def _is_instructor_only(path: PurePosixPath) -> bool:
     )
 
 
-def source_files(repo: Path = REPO) -> list[PurePosixPath]:
-    """The repository's files that go into a release: tracked or new (not ignored), under
-    :data:`TOP_LEVEL`, not :data:`INSTRUCTOR_ONLY`, present on disk."""
+def git_files(repo: Path = REPO) -> list[PurePosixPath]:
+    """The repository's regular files as git sees them: tracked, or new and not ignored (never
+    a virtual environment or collected submissions), present on disk."""
     try:
         listing = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -118,16 +123,24 @@ def source_files(repo: Path = REPO) -> list[PurePosixPath]:
         ).stdout
     except (OSError, subprocess.SubprocessError) as error:
         raise ReleaseError(
-            f"{repo} must be a git checkout (the release takes the files git tracks): {error}"
+            f"{repo} must be a git checkout (the files taken are those git tracks): {error}"
         ) from None
-    files = []
-    for name in sorted(set(listing.decode("utf-8", "surrogateescape").split("\0"))):
-        path = PurePosixPath(name)
-        if not name or path.parts[0] not in TOP_LEVEL or _is_instructor_only(path):
-            continue
-        if (repo / path).is_file() and not (repo / path).is_symlink():
-            files.append(path)
-    return files
+    names = sorted(set(listing.decode("utf-8", "surrogateescape").split("\0")) - {""})
+    return [
+        PurePosixPath(name)
+        for name in names
+        if (repo / name).is_file() and not (repo / name).is_symlink()
+    ]
+
+
+def source_files(repo: Path = REPO) -> list[PurePosixPath]:
+    """The repository's files that go into a release: :func:`git_files` under
+    :data:`TOP_LEVEL`, not :data:`INSTRUCTOR_ONLY`."""
+    return [
+        path
+        for path in git_files(repo)
+        if path.parts[0] in TOP_LEVEL and not _is_instructor_only(path)
+    ]
 
 
 @dataclass(frozen=True)
@@ -389,16 +402,19 @@ def _text_files(folder: Path) -> dict[Path, str]:
     return texts
 
 
+def _scaffolding(exercises: Path) -> list[Path]:
+    """What the course gives every student on purpose to start from: the question files and
+    ``pipe_env.py``. (The sandbox and the package are searched like the rest of the release.)"""
+    return [*(exercises / "student").glob("*.py"), exercises / "pipe_env.py"]
+
+
 def _solution_lines(exercises: Path) -> set[str]:
     """The distinctive code lines of the solutions: not comments or imports, and in none of the
-    files every student has anyway (their question files, the scaffolding ``pipe_env.py`` and
-    the sandbox, and the ``vecenvs`` package, whose worker loops are what the course reads)."""
-    shared = [
-        *(exercises / "student").glob("*.py"),
-        exercises / "pipe_env.py",
-        *(exercises / "sandbox").glob("*.py"),
-        *(exercises.parent / "vecenvs").rglob("*.py"),
-    ]
+    files every student starts from (:func:`_scaffolding`) nor in the ``vecenvs`` package, the
+    course's reading, whose idioms the answers use (``deadline = time.perf_counter() +
+    seconds``). Whole functions and blocks are compared everywhere, the package included, by
+    what they do (:func:`shapes`)."""
+    shared = [*_scaffolding(exercises), *(exercises.parent / "vecenvs").rglob("*.py")]
     common = {line.strip() for path in shared for line in path.read_text().splitlines()}
     found = set()
     for path in (exercises / "solutions").glob("*.py"):
@@ -411,6 +427,108 @@ def _solution_lines(exercises: Path) -> set[str]:
             ):
                 found.add(line)
     return found
+
+
+#: The fewest AST nodes a function (or a loop, ``try``, ``with`` or ``if`` inside one) of a
+#: solution must have for its shape to count: smaller ones (``return sorted(x)``) are everywhere.
+SHAPE_NODES = 25
+
+
+class _Normalise(ast.NodeTransformer):
+    """Code as what it does: docstrings and annotations dropped, every name (variables,
+    arguments, functions) renamed ``v0, v1...`` in order of first use, every constant replaced
+    by its type. Attribute and keyword names stay (``pipe.send``, ``timeout=``): they are what a
+    piece of code calls, not what it was named."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def _name(self, name: str) -> str:
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            body = body[1:] or [ast.Pass()]  # the docstring
+        return body
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.name, node.returns, node.decorator_list = self._name(node.name), None, []
+        node.body = self._body(node.body)
+        return self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg, node.annotation = self._name(node.arg), None
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Name(self._name(node.id), ast.Load())
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant(type(node.value).__name__)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        assign = ast.Assign([node.target], node.value or ast.Constant(None))
+        return self.generic_visit(assign)
+
+
+def _shape(node: ast.AST) -> str:
+    """``node`` normalised (:class:`_Normalise`), as text; the original is left as it was."""
+    copy = ast.parse(ast.unparse(node)).body[0] if isinstance(node, ast.stmt) else node
+    return ast.dump(_Normalise().visit(copy), annotate_fields=False)
+
+
+def shapes(source: str, where: str) -> dict[str, str]:
+    """The shape of every function in ``source`` and of every loop, ``try``, ``with`` and
+    ``if`` inside one, of at least :data:`SHAPE_NODES` nodes: shape -> where it is
+    (``"file.py: careful_worker"``). Code that does not parse has none."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    found: dict[str, str] = {}
+    blocks = (ast.For, ast.While, ast.Try, ast.With, ast.If)
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if (node is function or isinstance(node, blocks)) and sum(
+                1 for _ in ast.walk(node)
+            ) >= SHAPE_NODES:
+                try:
+                    found.setdefault(_shape(node), f"{where}: {function.name}")
+                except (SyntaxError, ValueError, RecursionError):
+                    continue
+    return found
+
+
+def _solution_shapes(exercises: Path) -> dict[str, str]:
+    """The shapes (:func:`shapes`) of the solutions' functions, but those the scaffolding has."""
+    given = {
+        shape for path in _scaffolding(exercises) for shape in shapes(path.read_text(), path.name)
+    }
+    found: dict[str, str] = {}
+    for path in sorted((exercises / "solutions").glob("*.py")):
+        for shape, where in shapes(path.read_text(), path.name).items():
+            if shape not in given:
+                found.setdefault(shape, where)
+    return found
+
+
+def _code_of(path: Path, text: str) -> list[str]:
+    """The Python in a release's file: a ``.py`` file, or a notebook's code cells."""
+    if path.suffix == ".py":
+        return [text]
+    if path.suffix == ".ipynb":
+        try:
+            cells = json.loads(text).get("cells", [])
+        except (ValueError, AttributeError):
+            return []
+        sources = [cell.get("source", "") for cell in cells if isinstance(cell, dict)]
+        return ["".join(s) if isinstance(s, list) else str(s) for s in sources]
+    return []
 
 
 def _hidden_check_names(exercises: Path) -> set[str]:
@@ -452,8 +570,10 @@ def answers(exercises: Path = EXERCISES) -> dict[str, object]:
 
 def find_leaks(folder: Path, exercises: Path = EXERCISES) -> list[str]:
     """What in ``folder`` (a release) gives away what only the instructor may see: instructor-only
-    paths, lines of the solutions, names of hidden checks, a Part B answer on the line of its
-    name, or compared with in the exercises. Empty when nothing is found."""
+    paths, lines of the solutions, code that does what a solution's function (or a loop or
+    ``try`` in one) does, whatever its names, comments and constants (:func:`shapes`), names of
+    hidden checks, a Part B answer on the line of its name, or compared with in the exercises.
+    Empty when nothing is found."""
     leaks = []
     for path in sorted(folder.rglob("*")):
         relative = PurePosixPath(path.relative_to(folder).as_posix())
@@ -478,9 +598,14 @@ def find_leaks(folder: Path, exercises: Path = EXERCISES) -> list[str]:
             forms = "|".join(re.escape(form) for form in {f"{value:g}", repr(value)})
             pattern = re.compile(rf"\b{re.escape(name)}\b.*(?<![\w.])({forms})(?![\w.])")
         said.append((name, pattern))
+    solution_shapes = _solution_shapes(exercises)
     for path, text in _text_files(folder).items():
         relative = path.relative_to(folder)
         in_exercises = relative.parts[0] == "exercises"
+        for code in _code_of(path, text):
+            for shape, where in shapes(code, str(relative)).items():
+                if shape in solution_shapes:
+                    leaks.append(f"{where}: does what {solution_shapes[shape]} does")
         for number, line in enumerate(text.splitlines(), 1):
             stripped = line.strip()
             where = f"{relative}:{number}"

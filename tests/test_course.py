@@ -8,9 +8,11 @@ Grading whole classes is in ``tests/test_exercises.py``.
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import yaml
 
 from exercises import release
 from exercises.grading import inputs, policy, reports
-from exercises.grading.materials import Materials, written
+from exercises.grading.materials import Materials, Prediction, written
 from exercises.grading.policy import Check, PolicyError
 from exercises.grading.scores import Grade, ManualScore, Outcome
 
@@ -70,6 +72,7 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
         "exercises/checks/hidden",
         "exercises/grading",
         "exercises/grade.py",
+        "exercises/gradescope.py",
         "exercises/policy.toml",
         "exercises/INSTRUCTORS.md",
         "tests/test_exercises.py",
@@ -80,11 +83,29 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
         assert not any(f == secret or f.startswith(secret + "/") for f in files), secret
     makefile = (student_release / "Makefile").read_text()
     assert "grade:" not in makefile and "release:" not in makefile and "lab:" in makefile
+    assert "gradescope:" not in makefile and "make gradescope" not in makefile
     assert release.find_leaks(student_release) == []
     # What the search looks for is really there to find: answers, solution lines, hidden names.
     answers = release.answers()
     assert answers["WHY_SUBPROC_WORKERS_WAIT"] == "b" and answers["FEWEST_WORKERS_FOR_IT"] == 3
     assert len(release._solution_lines(EXERCISES)) > 20
+
+
+def renamed(function: str) -> str:
+    """A solution's function as a student could copy it: every name renamed, no comments or
+    docstring, other numbers."""
+    for path in (EXERCISES / "solutions").glob("q*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == function:
+                if ast.get_docstring(node) is not None:
+                    node.body = node.body[1:]
+                source = ast.unparse(node)  # no comments
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                names |= {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)} | {function}
+                for name in sorted(names, key=len, reverse=True):
+                    source = re.sub(rf"\b{name}\b", f"my_{name}_", source)
+                return re.sub(r"\b\d+\.\d+\b", "0.5", source)
+    raise AssertionError(f"no function {function} in the solutions")
 
 
 @pytest.mark.parametrize(
@@ -93,6 +114,10 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
         ("instructor-only", "exercises/solutions/q1_chunks.py", "solution"),
         ("instructor-only", "exercises/checks/hidden/test_q1_hidden.py", "hidden"),
         ("a line of a solution", "notebooks/extra.py", "SOLUTION_LINE"),
+        # A solution's function with other names, comments and constants, wherever it is.
+        ("does what q4_worker_errors.py: careful_worker does", "exercises/sandbox/x.py", "RENAMED"),
+        ("does what q1_chunks.py: split_by_cost does", "vecenvs/helpers.py", "RENAMED"),
+        ("does what q3_step_wait.py: step_wait does", "notebooks/99-extra.ipynb", "RENAMED"),
         ("names a hidden check", "exercises/README.md", "see test_random_costs_get_the_best_split"),
         (
             "gives away WHY_SUBPROC_WORKERS_WAIT",
@@ -114,6 +139,12 @@ def test_release_holds_the_course_and_nothing_only_the_instructor_may_see(studen
 def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
     if text == "SOLUTION_LINE":
         text = sorted(release._solution_lines(EXERCISES))[0]
+    if text == "RENAMED":
+        text = renamed(leak.split(": ")[1].split()[0])
+        assert text not in release._solution_lines(EXERCISES)
+        if file.endswith(".ipynb"):
+            cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": text}
+            text = json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     path = tmp_path / "release" / file  # the search reads any folder: one file is enough
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n" + text + "\n")
@@ -134,6 +165,9 @@ def test_make_grade_and_make_release_run_the_instructors_commands():
 
     grade = dry_run("grade", "SUBMISSIONS=/srv/class", "GRADE_ARGS=--manual m.csv")
     assert "-m exercises.grade /srv/class --csv /srv/class/scores.csv --manual m.csv" in grade
+    # The guide names the gradebook the grader writes, and no other.
+    guide = (EXERCISES / "INSTRUCTORS.md").read_text()
+    assert "SUBMISSIONS/scores.csv" in guide and "grades.csv" not in guide
     assert "-m exercises.release /srv/out" in dry_run("release", "OUT=/srv/out")
 
 
@@ -241,6 +275,7 @@ def write_policy(tmp_path: Path, text: str) -> Path:
         ("[feedback]\nhidden_visibility = 'later'\n[questions.q1.public]\ntest_a = 1\n", "'later'"),
         ("[questions.q1.public]\ntest_a = 1\n[manual.x]\npoints = -2\n", "points = -2"),
         ("[course]\ntitel = 'typo'\n", "'titel'"),
+        ("[course]\nseed = [1]\n[questions.q1.public]\ntest_a = 1\n", "seed = [1]"),
         ("[questions.q1\n", "not valid TOML"),
     ],
 )
@@ -360,8 +395,17 @@ def test_feedback_results_and_gradebook_agree(tmp_path):
         manual={"q6_explanation": ManualScore(6.5, "good")},
         submitted=due + POLICY.late.grace + timedelta(hours=1),
         materials=Materials(
-            "I measured...", guesses={"01.ipynb": {"MY_GUESS_A": "1", "MY_GUESS_B": "None"}}
+            "I measured...",
+            guesses={
+                "01.ipynb": {
+                    "MY_GUESS_A": Prediction(
+                        "1", "MY_GUESS_A = 1  # a sample is a few calls", "before"
+                    ),
+                    "MY_GUESS_B": Prediction("None", "MY_GUESS_B = None", "not run"),
+                }
+            },
         ),
+        seed=1234,
     )
     folder = reports.write_student_files(grade, tmp_path)
     assert folder == tmp_path / "ann"
@@ -375,7 +419,37 @@ def test_feedback_results_and_gradebook_agree(tmp_path):
     assert sum(test["score"] for test in results["tests"]) == pytest.approx(total)
     assert grade.penalty_share == POLICY.late.per_day and grade.penalty > 0
     assert row["student_id"] == "id-ann" and float(row["manual"]) == 6.5
+    assert row["seed"] == "1234"
     assert "1 of the 2 predictions" in feedback
+    assert "1 with a comment of yours beside them, 1 run before the cell after them" in feedback
+    assert "random cases: seed 1234" in feedback and results["extra_data"]["seed"] == 1234
+    # The rubric of each part graded by hand, in the feedback; the part not graded yet pending,
+    # not a failed test: it is in no test of results.json, its points in extra_data's pending.
+    for part in POLICY.manual.values():
+        for criterion in part.rubric:
+            assert f"[{criterion.points:g}] {criterion.text}" in feedback
+    assert (
+        "the notebooks' predictions (MY_GUESS cells), written before running: pending" in feedback
+    )
+    names = [test["name"] for test in results["tests"]]
+    assert not any("predictions" in name for name in names)
+    assert [part["part"] for part in results["extra_data"]["pending"]] == ["predictions"]
+    assert "pending: the notebooks' predictions" in results["output"]
+    maxima = sum(test["max_score"] for test in results["tests"])
+    assert maxima + POLICY.manual["predictions"].points == POLICY.max_points
+    # Gradescope's documented fields: per-test visibility, the whole result as hidden as its
+    # hidden checks (its score counts them), the grader's log never shown.
+    assert {test["visibility"] for test in results["tests"] if "(hidden)" in test["name"]} == {
+        POLICY.hidden_visibility
+    }
+    assert {test["visibility"] for test in results["tests"] if "(hidden)" not in test["name"]} == {
+        "visible"
+    }
+    assert results["visibility"] == POLICY.hidden_visibility
+    assert results["stdout_visibility"] == "hidden"
+    assert all(
+        test["status"] in ("passed", "failed") for test in results["tests"] if "status" in test
+    )
     failed_public = next(o for o in grade.outcomes if not o.passed and not o.check.hidden)
     failed_hidden = next(o for o in grade.outcomes if not o.passed and o.check.hidden)
     assert failed_public.hint in feedback and failed_hidden.hint not in feedback
@@ -403,7 +477,7 @@ def test_student_text_is_written_as_plain_text_and_safe_csv(tmp_path):
             for cell in row:
                 assert not cell.startswith(("=", "+", "-", "@")), (name, cell)
                 assert "\x1b" not in cell and "\u202e" not in cell
-    text = reports.manual_parts_text([grade]) + reports.feedback_text(grade)
+    text = reports.manual_parts_text([grade], POLICY) + reports.feedback_text(grade)
     assert "\x1b" not in text and "\u202e" not in text and "<b>bold</b>" in text  # text, as is
     # The apostrophes that guarded the id and the comment are taken off when it is read back.
     known = {"-evil": "-evil", "=cmd|' /C calc'!A0": "-evil"}
@@ -429,3 +503,74 @@ def test_grades_total_is_rounded_once_and_used_everywhere():
     assert grade.total == round(grade.before_penalty, 2)
     assert grade.penalty == 0 and reports.points(grade.total) == grade.total
     assert reports.results_json(grade)["score"] == grade.total
+
+
+def test_a_students_seed_comes_from_the_course_and_the_student():
+    """The same course seed and student draw the same cases; another student, another course
+    seed (a new term, or ``--seed`` for one run) draw others; a bad seed is refused."""
+    seed = POLICY.student_seed("s-001")
+    assert seed == POLICY.student_seed("s-001") and 0 <= seed < 2**32
+    assert POLICY.student_seed("s-002") != seed
+    assert POLICY.student_seed("s-001", "another term") != seed
+    assert POLICY.student_seed("s-001", POLICY.seed) == seed
+
+
+def test_a_check_draws_its_cases_from_its_own_seed():
+    """A check's seed depends on the run's seed and its name only, not on which checks ran before."""
+    import importlib.util
+
+    # (tests/conftest.py is already "conftest": load the checks' under a name of its own)
+    spec = importlib.util.spec_from_file_location(
+        "checks_conftest", EXERCISES / "checks/conftest.py"
+    )
+    checks_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks_conftest)
+    check_seed = checks_conftest.check_seed
+    assert check_seed(7, "test_a") == check_seed(7, "test_a") != check_seed(8, "test_a")
+    assert check_seed(7, "test_a") != check_seed(7, "test_b")
+
+
+def test_a_policy_part_graded_by_hand_needs_a_rubric_that_adds_up(tmp_path):
+    base = "[questions.q1.public]\ntest_a = 1\n[manual.x]\npoints = 4\n"
+    for rubric, named in [
+        ("", "rubric = None"),
+        ("rubric = []\n", "rubric = []"),
+        ('rubric = [{ points = 3, criterion = "a" }]\n', "add up to 3 points, the part has 4"),
+        ('rubric = [{ points = 4, criterion = "" }]\n', "criterion = ''"),
+        ('rubric = [{ points = 4, criteria = "a" }]\n', "'criteria'"),
+    ]:
+        with pytest.raises(PolicyError) as refused:
+            policy.load(write_policy(tmp_path, base + rubric))
+        assert named in str(refused.value), (rubric, str(refused.value))
+    good = 'rubric = [{ points = 3, criterion = "a" }, { points = 1, criterion = "b" }]\n'
+    part = policy.load(write_policy(tmp_path, base + good)).manual["x"]
+    assert [(c.points, c.text) for c in part.rubric] == [(3, "a"), (1, "b")]
+
+
+def test_predictions_are_read_with_the_reasoning_around_them_and_when_they_ran(tmp_path):
+    """The comments above, beside and below a MY_GUESS assignment come with its value, and the
+    execution counts say whether the guess ran before the measurement after it."""
+    from exercises.sandbox import toolkit
+
+    cells = [
+        {
+            "cell_type": "code",
+            "execution_count": 3,
+            "source": "# I think threads lose: the GIL\nMY_GUESS = {'a': 2}  # x2\n# and so on\n\nz = 1",
+        },
+        {"cell_type": "code", "execution_count": 5, "source": "measure()"},
+        {"cell_type": "code", "execution_count": 9, "source": "MY_GUESS_LATE = 3"},
+        {"cell_type": "code", "execution_count": 7, "source": "measure()"},
+        {"cell_type": "code", "execution_count": None, "source": "%time\nMY_GUESS_NONE = None"},
+    ]
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
+    found = toolkit.notebook_guesses(str(tmp_path))["notebooks"]["nb.ipynb"]
+    assert found["MY_GUESS"] == {
+        "value": "{'a': 2}",
+        "reasoning": "# I think threads lose: the GIL\nMY_GUESS = {'a': 2}  # x2\n# and so on",
+        "ran": "before",
+    }
+    assert found["MY_GUESS_LATE"]["ran"] == "after"
+    assert found["MY_GUESS_NONE"]["ran"] == "not run"
+    guess = Prediction(**{k: v for k, v in found["MY_GUESS"].items()})
+    assert guess.own_comments == ["# I think threads lose: the GIL", "# x2", "# and so on"]

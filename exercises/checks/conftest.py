@@ -14,7 +14,10 @@ question by question, public ones first, each question's in the same student pro
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
+import secrets
 import sys
 import warnings
 from pathlib import Path
@@ -45,23 +48,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--submission", default=str(EXERCISES / "student"), help=text)
     text = "where the student's code runs (default: the best this machine has)"
     add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=text)
+    text = "the seed of every random case, a whole number (default: a new one each run)"
+    add("--seed", type=int, default=None, help=text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Orphans of the student's processes come to this process, so that they can be killed.
     processes.become_subreaper()
+    if config.getoption("--seed", None) is None:
+        config.option.seed = secrets.randbits(32)
+
+
+def check_seed(run_seed: int, check: str) -> int:
+    """A check's own seed, from the run's and its name: each check draws the same cases under
+    the same run seed, whichever other checks ran before it."""
+    return int.from_bytes(hashlib.sha256(f"{run_seed}:{check}".encode()).digest()[:4], "big")
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """This check's seed for its random cases (``random.Random(seed)``), from ``--seed``: the
+    grader derives that from the course and the student, so a regrade draws the same cases."""
+    return check_seed(request.config.getoption("--seed"), request.node.name)
+
+
+@pytest.fixture
+def rng(seed: int) -> random.Random:
+    """A random number generator seeded with this check's :func:`seed`."""
+    return random.Random(seed)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     processes.kill_descendants()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    seed = f"random cases: --seed {config.getoption('--seed')}"
     try:
         sandbox = isolation.choose(config.getoption("--sandbox"))
     except RuntimeError as error:
-        return f"student code sandbox: {error}"
-    return f"student code sandbox: {sandbox.kind}"
+        return [f"student code sandbox: {error}", seed]
+    return [f"student code sandbox: {sandbox.kind}", seed]
 
 
 @pytest.fixture(scope="session")

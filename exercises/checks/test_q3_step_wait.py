@@ -142,13 +142,16 @@ def test_same_results_as_stepping_the_envs_by_hand(make_envs, by_hand):
 
 
 def test_steps_the_envs_in_parallel(make_envs, by_hand):
-    """Sleeping envs: stepping them in parallel pays off on any number of cores."""
-    num_envs, steps, seconds = 4, 4, 0.05
-    there, here = costly(num_envs, step_seconds=seconds, cost_kind="sleep")
+    """Sleeping envs: one after the other, 4 envs x 3 steps x 0.2 s take at least 2.4 s however
+    busy the machine is (a sleep never ends early); in parallel about 0.6 s. The bound, 3/4 of
+    the 2.4 s, leaves a correct step_wait 1.2 s of slack for a loaded machine's delays, and
+    still fails one that waits for the envs one at a time."""
+    num_envs, steps, seconds = 4, 3, 0.2
+    there, _ = costly(num_envs, step_seconds=seconds, cost_kind="sleep")
+    _, here = costly(num_envs, step_seconds=0)  # the same results (fixed costs draw nothing)
     reference = by_hand(here)
-    start = time.perf_counter()
     expected = [reference.step([0] * num_envs) for _ in range(steps)]
-    sequential = time.perf_counter() - start
+    one_by_one = num_envs * steps * seconds  # the least stepping them in turn can take
 
     envs = make_envs(there)
     envs.reset(seed=0)
@@ -157,19 +160,21 @@ def test_steps_the_envs_in_parallel(make_envs, by_hand):
     parallel = time.perf_counter() - start
     for step_number, (result, want) in enumerate(zip(results, expected)):
         same_as_by_hand(result, want, f"step {step_number + 1}")  # fast and right, not just fast
-    assert parallel < 0.6 * sequential, (
-        f"{num_envs} envs that each sleep {seconds} s per step took {parallel:.2f} s for {steps} steps, "
-        f"stepping them one after the other here took {sequential:.2f} s: in parallel it should take "
-        "about 1/4 of that. step_async has already sent every action, so the workers are all "
-        "stepping while step_wait waits: does step_wait sleep between looks at the pipes, or "
-        "send something and wait for its answer before sending the next?"
+    assert parallel < 0.75 * one_by_one, (
+        f"{num_envs} envs that each sleep {seconds} s per step took {parallel:.2f} s for {steps} "
+        f"steps; one after the other they take at least {one_by_one:.1f} s, in parallel about "
+        f"{steps * seconds:.1f} s. step_async has already sent every action, so the workers are "
+        "all stepping while step_wait waits: does step_wait sleep between looks at the pipes, "
+        "or wait for each worker to finish before the next starts?"
     )
 
 
-def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
-    """Faulty envs whose env ``faulty["bad_index"]`` fails at step 2: checks step 1, then sends
-    the actions of step 2 (the check then waits for it)."""
-    envs = make_envs(toolkit.faulty_env_fns(NUM_ENVS, **faulty), **kwargs)
+def step_until_env_fails(make_envs, by_hand, faulty, what):
+    """Envs whose env ``faulty["bad_index"]`` fails at step ``faulty["at"]`` (2): checks step 1,
+    then sends the actions of step 2 (the check then waits for it). The workers are
+    ``toolkit.scripted_worker``, whose reply for the failing step is ``(False, text)``."""
+    failing = toolkit.scripted_failure_fns(NUM_ENVS, faulty["bad_index"], faulty["at"])
+    envs = make_envs(failing, worker=toolkit.scripted_worker)
     reference = by_hand(faulty_env_fns(NUM_ENVS, **faulty))
     envs.reset(seed=0)
     actions = [0] * NUM_ENVS
@@ -181,9 +186,7 @@ def step_until_env_fails(make_envs, by_hand, faulty, what, **kwargs):
 
 def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand):
     faulty = {"bad_index": 1, "fail_on": "step", "at": 2}
-    envs = step_until_env_fails(
-        make_envs, by_hand, faulty, "fails", worker=toolkit.answering_worker
-    )
+    envs = step_until_env_fails(make_envs, by_hand, faulty, "fails")
     error = expect_error(
         "WorkerError",
         "env 1 replied (False, traceback): step_wait should check ok in each (ok, payload) reply "
@@ -204,8 +207,10 @@ def test_env_error_arrives_as_worker_error_with_its_traceback(make_envs, by_hand
 
 def test_hung_workers_end_in_one_worker_timeout(make_envs, by_hand):
     """Two of four workers hang, the first and the third: the deadline is for all of them
-    together, so waiting for each silent pipe in turn takes twice too long."""
-    num_envs, hung, timeout = 4, [0, 2], 0.6
+    together, so waiting for each silent pipe in turn takes twice too long. The bound counts
+    deadlines: fewer than two passed. A correct step_wait has a whole ``timeout`` (1.5 s) of
+    slack for a loaded machine's delays; one that waits per pipe needs two and fails."""
+    num_envs, hung, timeout = 4, [0, 2], 1.5
     envs = make_envs(toolkit.faulty_env_fns_at(num_envs, hung, fail_on="step", at=2, how="hang"))
     reference = by_hand(faulty_env_fns_at_here(num_envs, hung, fail_on="step", at=2, how="hang"))
     envs.reset(seed=0)

@@ -6,16 +6,16 @@ and compare its answers with the same env stepped here.
 """
 
 import contextlib
-import secrets
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import StudentCodeFailed, call, fail, toolkit
+from conftest import RemoteFunction, StudentCodeFailed, call, fail, toolkit
 
 from exercises.pipe_env import Command
 
 ANSWER_SECONDS = 5.0
+FILE = "q4_worker_errors.py"
 
 
 class Worker:
@@ -79,6 +79,11 @@ class Worker:
 @pytest.fixture
 def start_worker(student):
     worker_function = student.module("q4_worker_errors.py").get("careful_worker")
+    if isinstance(worker_function, RemoteFunction) and worker_function.defined_in != FILE:
+        fail(
+            f"careful_worker comes from {worker_function.defined_in}, not from {FILE}: the "
+            "exercise is to write the worker loop there yourself (start from basic_worker)"
+        )
     started = []
 
     def start(env_fn):
@@ -92,10 +97,10 @@ def start_worker(student):
             worker.remote.close()
 
 
-def failing(fail_on, at):
+def failing(rng, fail_on, at):
     """A CartPole (built over there) that raises at the ``at``-th ``fail_on``, and its message,
-    ending in a fresh token: only a real traceback carries it, no canned text can."""
-    token = secrets.token_hex(4)
+    ending in a token drawn from ``rng``: only a real traceback carries it, no canned text can."""
+    token = f"{rng.getrandbits(32):08x}"
     message = f"deliberate failure in {fail_on} #{at} ({token})"
     return toolkit.failing_env_fn(fail_on, at, token), message
 
@@ -134,8 +139,8 @@ def test_serves_reset_step_and_close(start_worker):
     assert alive is False, "after answering CLOSE the worker must return (end its loop)"
 
 
-def test_env_error_in_step_comes_back_as_traceback(start_worker):
-    env_fn, message = failing("step", 2)
+def test_env_error_in_step_comes_back_as_traceback(start_worker, rng):
+    env_fn, message = failing(rng, "step", 2)
     worker = start_worker(env_fn)
     by_hand = gym.make("CartPole-v1")  # here, to compare the worker's answers with
     same_observation(worker.works(Command.RESET, 0), by_hand.reset(seed=0)[0], "RESET")
@@ -144,14 +149,14 @@ def test_env_error_in_step_comes_back_as_traceback(start_worker):
     worker.fails(Command.STEP, 0, message)
 
 
-def test_env_error_in_reset_comes_back_as_traceback(start_worker):
-    env_fn, message = failing("reset", 1)
+def test_env_error_in_reset_comes_back_as_traceback(start_worker, rng):
+    env_fn, message = failing(rng, "reset", 1)
     worker = start_worker(env_fn)
     worker.fails(Command.RESET, 0, message)
 
 
-def test_keeps_serving_after_an_error(start_worker):
-    env_fn, message = failing("step", 1)
+def test_keeps_serving_after_an_error(start_worker, rng):
+    env_fn, message = failing(rng, "step", 1)
     worker = start_worker(env_fn)
     worker.works(Command.RESET, 0, "RESET failed, before any error")
     worker.fails(Command.STEP, 0, message)

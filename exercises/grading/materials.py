@@ -20,6 +20,8 @@ from exercises.sandbox.client import SandboxFailed, StudentCodeFailed, StudentPr
 Q6_FILE = "q6_measure.py"
 #: The question files as handed out (a q6 file still the same has nothing to read).
 STUDENT_FILES = Path(__file__).resolve().parent.parent / "student"
+#: The course's notebooks, as handed out (their comments at each prediction are the course's).
+COURSE_NOTEBOOKS = Path(__file__).resolve().parent.parent.parent / "notebooks"
 Q6_NUMBERS = (
     "CPUS",
     "ENV_ID",
@@ -32,8 +34,57 @@ Q6_NUMBERS = (
     "T_OS_US",
     "PREDICTED_BREAK_EVEN_N",
 )
-#: The most characters of one value, or of the explanation, kept.
-MAX_VALUE_CHARS, MAX_EXPLANATION_CHARS = 2_000, 20_000
+#: The most characters of one value, or of the explanation, or of a prediction's reasoning, kept.
+MAX_VALUE_CHARS, MAX_EXPLANATION_CHARS, MAX_REASONING_CHARS = 2_000, 20_000, 3_000
+#: What a prediction's ``ran`` may say.
+RAN = ("before", "after", "not run")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One ``MY_GUESS`` assignment of a notebook: its value's text, the lines around it with the
+    student's comments (their reasoning), and whether its cell ran before the measurement
+    (``"before"``, ``"after"``, ``"not run"``)."""
+
+    value: str
+    reasoning: str = ""
+    ran: str = "not run"
+    key: str = ""  # "<notebook file>/<variable>": where the course's notebook has it
+
+    @property
+    def own_comments(self) -> list[str]:
+        """The comment lines that the course's notebook does not have at this assignment."""
+        _course_comments()
+        given = _COURSE_COMMENTS.get(self.key, set())
+        return [line for line in _comments(self.reasoning) if line not in given]
+
+
+def _comments(text: str) -> list[str]:
+    """The comments of some code lines, each stripped (``x = 1  # why`` gives ``# why``)."""
+    found = []
+    for line in text.splitlines():
+        at = line.find("#")
+        if at >= 0 and line[at:].strip("# ").strip():
+            found.append(line[at:].strip())
+    return found
+
+
+#: The course's own comments at each prediction (notebook/variable -> comment lines), read from
+#: the instructor's notebooks when first needed: a student's reasoning is what is not in them.
+_COURSE_COMMENTS: dict[str, set[str]] = {}
+
+
+def _course_comments() -> None:
+    if _COURSE_COMMENTS:
+        return
+    from exercises.sandbox import toolkit  # (the instructor's notebooks: parsed, never run)
+
+    found = toolkit.notebook_guesses(str(COURSE_NOTEBOOKS))["notebooks"]
+    for notebook, variables in found.items():
+        for variable, guess in variables.items():
+            key = f"{Path(notebook).name}/{variable}"
+            _COURSE_COMMENTS[key] = set(_comments(guess["reasoning"]))
+    _COURSE_COMMENTS.setdefault("", set())  # (read once, even with no notebook there)
 
 
 @dataclass
@@ -43,14 +94,33 @@ class Materials:
 
     explanation: str | None = None
     numbers: dict[str, str] = field(default_factory=dict)  # q6 name -> the value, as text
-    guesses: dict[str, dict[str, str]] = field(default_factory=dict)  # notebook -> name -> text
+    #: notebook -> variable -> the prediction
+    guesses: dict[str, dict[str, Prediction]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
     def filled_guesses(self) -> int:
         """How many predictions were written (not left at ``None``)."""
         return sum(
-            text.strip() != "None" for names in self.guesses.values() for text in names.values()
+            written(guess.value) for names in self.guesses.values() for guess in names.values()
+        )
+
+    @property
+    def reasoned_guesses(self) -> int:
+        """How many written predictions have a comment of the student's own beside them."""
+        return sum(
+            written(guess.value) and bool(guess.own_comments)
+            for names in self.guesses.values()
+            for guess in names.values()
+        )
+
+    @property
+    def guesses_run_first(self) -> int:
+        """How many written predictions ran before the cell after them (the measurement)."""
+        return sum(
+            written(guess.value) and guess.ran == "before"
+            for names in self.guesses.values()
+            for guess in names.values()
         )
 
     @property
@@ -120,12 +190,18 @@ def _read_guesses(found: Any, materials: Materials) -> None:
     if not isinstance(found, dict) or not isinstance(found.get("notebooks"), dict):
         materials.problems.append("the notebooks' predictions came back unreadable")
         return
+    _course_comments()
     for notebook, names in found["notebooks"].items():
         if isinstance(notebook, str) and isinstance(names, dict):
             materials.guesses[notebook[:200]] = {
-                str(name)[:100]: str(text)[:MAX_VALUE_CHARS]
-                for name, text in names.items()
-                if isinstance(name, str) and isinstance(text, str)
+                name[:100]: Prediction(
+                    str(guess.get("value", "?"))[:MAX_VALUE_CHARS],
+                    str(guess.get("reasoning", ""))[:MAX_REASONING_CHARS],
+                    guess.get("ran") if guess.get("ran") in RAN else "not run",
+                    f"{Path(notebook).name[:200]}/{name[:100]}",
+                )
+                for name, guess in names.items()
+                if isinstance(name, str) and isinstance(guess, dict)
             }
     problems = found.get("problems")
     if isinstance(problems, list):

@@ -13,6 +13,7 @@ no longer exists) stops the grader before any student is graded.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -85,12 +86,22 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Criterion:
+    """One line of a manual part's rubric: what earns how many points."""
+
+    points: float
+    text: str
+
+
+@dataclass(frozen=True)
 class ManualPart:
-    """A part graded by hand: its id (``q6_explanation``), title and points."""
+    """A part graded by hand: its id (``q6_explanation``), title, points and rubric (whose
+    criteria's points add up to the part's)."""
 
     id: str
     title: str
     points: float
+    rubric: tuple[Criterion, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,16 @@ class Policy:
     hidden_hints: bool = False
     hidden_visibility: str = "after_published"
     path: Path | None = None
+    #: What the hidden checks' random cases are drawn from, with each student's id: the same
+    #: course seed and student give the same cases at every regrade (``[course] seed``, by
+    #: default the title; a new one for a new term draws new cases).
+    seed: str = ""
+
+    def student_seed(self, student_id: str, course_seed: str | None = None) -> int:
+        """The seed of a student's random cases: a hash of the course's seed (or
+        ``course_seed``, given for one run) and the student's id, a whole number below 2**32."""
+        text = f"{self.seed if course_seed is None else course_seed}\n{student_id}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
     @property
     def max_points(self) -> float:
@@ -187,7 +208,7 @@ def load(path: Path = DEFAULT) -> Policy:
 def _parse(data: dict[str, Any], path: Path) -> Policy:
     _only(data, "the file", {"course", "late", "feedback", "questions", "manual"})
     course = _table(data, "course")
-    _only(course, "[course]", {"title", "due"})
+    _only(course, "[course]", {"title", "due", "seed"})
     late = _table(data, "late")
     _only(late, "[late]", {"grace_minutes", "penalty_per_day", "last_day"})
     feedback = _table(data, "feedback")
@@ -241,10 +262,10 @@ def _parse(data: dict[str, Any], path: Path) -> Policy:
         where = f"[manual.{part_id}]"
         if not isinstance(table, dict):
             raise PolicyError(f"{where}: expected a table")
-        _only(table, where, {"title", "points"})
-        manual[part_id] = ManualPart(
-            part_id, _text(table, "title", where, part_id), _number(table, "points", where, 0.0)
-        )
+        _only(table, where, {"title", "points", "rubric"})
+        points = _number(table, "points", where, 0.0)
+        rubric = _rubric(table.get("rubric"), where, points)
+        manual[part_id] = ManualPart(part_id, _text(table, "title", where, part_id), points, rubric)
 
     visibility = feedback.get("hidden_visibility", "after_published")
     if visibility not in VISIBILITIES:
@@ -254,8 +275,13 @@ def _parse(data: dict[str, Any], path: Path) -> Policy:
     hidden_hints = feedback.get("hidden_hints", False)
     if not isinstance(hidden_hints, bool):
         raise PolicyError(f"[feedback] hidden_hints = {hidden_hints!r}: expected true or false")
+    title = _text(course, "title", "[course]", "the exercises")
+    seed = course.get("seed", title)
+    if isinstance(seed, bool) or not isinstance(seed, (str, int)) or not str(seed).strip():
+        raise PolicyError(f"[course] seed = {seed!r}: expected some text or a whole number")
     return Policy(
-        title=_text(course, "title", "[course]", "the exercises"),
+        title=title,
+        seed=str(seed),
         questions=dict(sorted(questions.items(), key=lambda item: int(item[0][1:]))),
         manual=manual,
         late=late_policy,
@@ -263,6 +289,31 @@ def _parse(data: dict[str, Any], path: Path) -> Policy:
         hidden_visibility=visibility,
         path=path,
     )
+
+
+def _rubric(rubric: Any, where: str, points: float) -> tuple[Criterion, ...]:
+    """A manual part's rubric: a list of ``{points = 2, criterion = "..."}`` whose points add up
+    to the part's."""
+    if not isinstance(rubric, list) or not rubric:
+        raise PolicyError(
+            f"{where} rubric = {rubric!r}: expected a list of criteria, "
+            '[{ points = 2, criterion = "what earns them" }, ...]'
+        )
+    criteria = []
+    for number, item in enumerate(rubric, 1):
+        place = f"{where} rubric, criterion {number}"
+        if not isinstance(item, dict):
+            raise PolicyError(f"{place} = {item!r}: expected {{ points = ..., criterion = ... }}")
+        _only(item, place, {"points", "criterion"})
+        criteria.append(
+            Criterion(_number(item, "points", place, 0.0), _text(item, "criterion", place, ""))
+        )
+    total = sum(criterion.points for criterion in criteria)
+    if not math.isclose(total, points):
+        raise PolicyError(
+            f"{where}: the rubric's criteria add up to {total:g} points, the part has {points:g}"
+        )
+    return tuple(criteria)
 
 
 def _table(data: dict[str, Any], name: str, where: str = "the file") -> dict[str, Any]:

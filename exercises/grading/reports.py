@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from exercises.grading.policy import Policy
+from exercises.grading.policy import ManualPart, Policy
 from exercises.grading.scores import Grade, Outcome
 from vecenvs.table import format_table
 
@@ -29,6 +29,10 @@ FEEDBACK_FILE, RESULTS_FILE = "feedback.txt", "results.json"
 #: The class's files, in ``FEEDBACK_DIR``: their names start with ``_``, as no student's folder
 #: does (the grader skips those), so that no student's feedback folder can take their place.
 MANUAL_SHEET, MANUAL_PARTS = "_manual-scores.csv", "_manual-parts.txt"
+
+
+#: What a student's seed means, said beside it.
+SEED_NOTE = "from the course and your student id: a regrade draws the same cases"
 
 
 def plain(text: str) -> str:
@@ -99,6 +103,8 @@ def feedback_text(grade: Grade) -> str:
         )
     if grade.status != "ok":
         lines.append(f"  grading: {grade.status}")
+    if grade.seed is not None:
+        lines.append(f"  random cases: seed {grade.seed} ({SEED_NOTE})")
     for question in policy.questions.values():
         outcomes = [o for o in grade.outcomes if o.check.question == question.id]
         lines += [
@@ -109,17 +115,18 @@ def feedback_text(grade: Grade) -> str:
         for outcome in outcomes:
             lines += _outcome_lines(grade, outcome)
     if policy.manual:
-        lines += ["", "Graded by hand"]
+        lines += ["", "Graded by hand (the points each criterion of the rubric earns)"]
         for part in policy.manual.values():
             score = grade.manual.get(part.id)
             got = (
-                "not graded yet"
+                f"pending: not graded yet (of {number(part.points)})"
                 if score is None
                 else f"{number(score.points)} of {number(part.points)}"
             )
             lines.append(f"  {part.title}: {got}")
+            lines += rubric_lines(part, "      ")
             if score is not None and score.comment:
-                lines.append(f"      {score.comment}")
+                lines.append(f"      comment: {score.comment}")
     materials = grade.materials
     if materials is not None:
         words = len(materials.explanation.split()) if materials.explanation else 0
@@ -127,11 +134,18 @@ def feedback_text(grade: Grade) -> str:
             "",
             f"Collected for grading by hand: question 6's explanation ({words} words); "
             f"{materials.filled_guesses} of the {materials.all_guesses} predictions in your "
-            f"notebooks' MY_GUESS cells written ({len(materials.guesses)} notebook(s) found).",
+            f"notebooks' MY_GUESS cells written ({len(materials.guesses)} notebook(s) found), "
+            f"{materials.reasoned_guesses} with a comment of yours beside them, "
+            f"{materials.guesses_run_first} run before the cell after them.",
         ]
     if grade.notes:
         lines += ["", "Notes", *(f"  {note}" for note in grade.notes)]
     return plain("\n".join(lines)) + "\n"
+
+
+def rubric_lines(part: ManualPart, indent: str) -> list[str]:
+    """A manual part's rubric, a criterion a line: ``[2] says what was measured ...``."""
+    return [f"{indent}[{number(item.points)}] {item.text}" for item in part.rubric]
 
 
 def _outcome_lines(grade: Grade, outcome: Outcome) -> list[str]:
@@ -146,8 +160,17 @@ def _outcome_lines(grade: Grade, outcome: Outcome) -> list[str]:
 
 
 def results_json(grade: Grade) -> dict[str, Any]:
-    """Gradescope's autograder results (``tests[]`` with ``score``, ``max_score``, ``output``,
-    ``visibility``); ``score`` is the total, as in the CSV."""
+    """Gradescope's autograder results, as its specification describes them
+    (https://gradescope-autograders.readthedocs.io/en/latest/specs/): ``tests[]`` with ``score``,
+    ``max_score``, ``status``, ``output`` and ``visibility``; the top-level ``score`` (the total,
+    as in the CSV), ``output``, ``visibility``, ``stdout_visibility`` and ``extra_data``.
+
+    Hidden checks get the policy's ``hidden_visibility``, and so does the whole result (the
+    top-level ``visibility``, which is also the default of a test without one), because its
+    ``score`` and ``output`` count the hidden checks: public checks keep ``"visible"``. A part
+    graded by hand that has no score yet is no test (it would show as failed, 0 of its
+    points): the ``output`` says it is pending, ``extra_data["pending"]`` lists it. The grader's
+    log (``stdout``) names hidden cases: never shown."""
     policy = grade.policy
     tests = []
     numbers = {question: 0 for question in policy.questions}
@@ -167,14 +190,19 @@ def results_json(grade: Grade) -> dict[str, Any]:
                 "visibility": policy.hidden_visibility if hidden else "visible",
             }
         )
+    pending = []
     for part in policy.manual.values():
         score = grade.manual.get(part.id)
+        rubric = "\n".join(rubric_lines(part, ""))
+        if score is None:
+            pending.append({"part": part.id, "title": part.title, "max_score": part.points})
+            continue
         tests.append(
             {
                 "name": f"{part.title} (graded by hand)",
-                "score": 0.0 if score is None else score.points,
+                "score": score.points,
                 "max_score": part.points,
-                "output": "not graded yet" if score is None else plain(score.comment),
+                "output": plain(f"{score.comment}\n\nRubric:\n{rubric}".strip()),
                 "visibility": "visible",
             }
         )
@@ -190,11 +218,20 @@ def results_json(grade: Grade) -> dict[str, Any]:
     summary = f"{number(grade.total)} of {number(grade.max_points)} points ({policy.title})"
     if grade.status != "ok":
         summary += f"; grading: {grade.status}"
+    if grade.seed is not None:
+        summary += f"\nrandom cases: seed {grade.seed} ({SEED_NOTE})"
+    for part in pending:
+        summary += (
+            f"\npending: {part['title']} ({number(part['max_score'])} points), graded by hand, "
+            "not graded yet"
+        )
+    any_hidden = any(outcome.check.hidden for outcome in grade.outcomes)
     return {
         "score": grade.total,
         "output": plain(summary + "".join(f"\n{note}" for note in grade.notes)),
-        "visibility": "visible",
+        "visibility": policy.hidden_visibility if any_hidden else "visible",
         "stdout_visibility": "hidden",
+        "extra_data": {"seed": grade.seed, "pending": pending},
         "tests": tests,
     }
 
@@ -231,6 +268,7 @@ def gradebook_header(policy: Policy) -> list[str]:
         "max_points",
         "status",
         "manual_not_graded",
+        "seed",
     ]
 
 
@@ -246,6 +284,7 @@ def gradebook_row(grade: Grade) -> list[Any]:
         points(grade.max_points),
         cell(grade.status),
         cell(" ".join(grade.manual_pending)),
+        "" if grade.seed is None else grade.seed,
     ]
 
 
@@ -315,9 +354,18 @@ def write_manual_sheet(path: Path, grades: Sequence[Grade], policy: Policy) -> N
     os.replace(partial, path)
 
 
-def manual_parts_text(grades: Iterable[Grade]) -> str:
-    """Every student's question 6 explanation and numbers, and their notebooks' predictions, to
-    read while filling in the manual sheet."""
+def manual_parts_text(grades: Iterable[Grade], policy: Policy) -> str:
+    """Every student's question 6 explanation and numbers, and their notebooks' predictions
+    with the comments around them, each beside its part's rubric, to read while filling in the
+    manual sheet."""
+    parts = policy.manual
+
+    def rubric(part_id: str) -> list[str]:
+        part = parts.get(part_id)
+        if part is None:
+            return []
+        return [f"  rubric ({number(part.points)} points):", *rubric_lines(part, "    ")]
+
     lines = ["The parts graded by hand, as the students wrote them (plain text).", ""]
     for grade in grades:
         lines += ["=" * 78, f"{grade.folder}  (student id {grade.student_id})", "=" * 78]
@@ -325,16 +373,21 @@ def manual_parts_text(grades: Iterable[Grade]) -> str:
         if materials is None:
             lines += ["(not collected: " + grade.status + ")", ""]
             continue
-        lines += ["Question 6, explanation:", materials.explanation or "(none)", ""]
+        lines += ["Question 6, explanation [q6_explanation]:", *rubric("q6_explanation"), ""]
+        lines += [materials.explanation or "(none)", ""]
         lines += ["Question 6, numbers:"]
         lines += [f"  {name} = {text}" for name, text in materials.numbers.items()] or ["  (none)"]
         lines += [
             "",
-            f"Predictions ({materials.filled_guesses} of {materials.all_guesses} written):",
+            f"Predictions [predictions] ({materials.filled_guesses} of {materials.all_guesses} "
+            f"written, {materials.reasoned_guesses} with a comment of the student's, "
+            f"{materials.guesses_run_first} run before the cell after them):",
+            *rubric("predictions"),
         ]
         for notebook, names in sorted(materials.guesses.items()):
-            for name, text in names.items():
-                lines.append(f"  {notebook}: {name} = {text}")
+            for name, guess in names.items():
+                lines.append(f"  {notebook}: {name} = {guess.value}  (ran {guess.ran})")
+                lines += [f"      | {line}" for line in guess.reasoning.splitlines()]
         if not materials.guesses:
             lines.append("  (no notebook with MY_GUESS cells found)")
         lines += [f"  note: {problem}" for problem in materials.problems]
@@ -347,4 +400,4 @@ def write_class_files(feedback_dir: Path, grades: Sequence[Grade], policy: Polic
     feedback_dir.mkdir(parents=True, exist_ok=True)
     if policy.manual:
         write_manual_sheet(feedback_dir / MANUAL_SHEET, grades, policy)
-    _write(feedback_dir / MANUAL_PARTS, manual_parts_text(grades))
+    _write(feedback_dir / MANUAL_PARTS, manual_parts_text(grades, policy))

@@ -46,6 +46,7 @@ class Grade:
     manual: dict[str, ManualScore] = field(default_factory=dict)  # part id -> score
     submitted: datetime | None = None
     materials: Materials | None = None
+    seed: int | None = None  # the seed the hidden checks drew this student's cases from
 
     def points(self, outcome: Outcome) -> float:
         return self.policy.points(outcome.check) if outcome.passed else 0.0

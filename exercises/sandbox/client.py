@@ -176,7 +176,11 @@ class StudentProcess:
         if isinstance(reply.get("callable"), dict):
             info = reply["callable"]
             return RemoteFunction(
-                self, target, str(info.get("name", "?")), info.get("is_class") is True
+                self,
+                target,
+                str(info.get("name", "?")),
+                info.get("is_class") is True,
+                str(info.get("defined_in", "?"))[:200],
             )
         if type(reply.get("handle")) is int:
             handle = Expr({"handle": reply["handle"], "generation": self.generation})
@@ -318,11 +322,16 @@ class RemoteFunction:
     """A function or class in the student's process. Calling it calls it over there; the result
     comes back as data (an instance of a class stays there, as a :class:`RemoteObject`)."""
 
-    def __init__(self, student: StudentProcess, expr: Expr, name: str, is_class: bool):
+    def __init__(
+        self, student: StudentProcess, expr: Expr, name: str, is_class: bool, defined_in: str = "?"
+    ):
         self.student = student
         self.expr = expr
         self.__name__ = name.rsplit(".", 1)[-1]
         self.is_class = is_class
+        #: Where its code was written, as the student's process says: one of the student's
+        #: files (``"q4_worker_errors.py"``) or a module's name (``"exercises.pipe_env"``).
+        self.defined_in = defined_in
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call_within(DEFAULT_SECONDS, *args, **kwargs)

@@ -18,6 +18,7 @@ this process says is trusted: the student's code runs in it and could change any
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import itertools
 import os
@@ -64,7 +65,13 @@ class Runner:
             value = wire.decode(request.get("target"), evaluate=self.evaluate)
             if op == "get" and callable(value):
                 name = getattr(value, "__qualname__", type(value).__name__)[:200]
-                return {"callable": {"name": name, "is_class": isinstance(value, type)}}
+                return {
+                    "callable": {
+                        "name": name,
+                        "is_class": isinstance(value, type),
+                        "defined_in": self.defined_in(value),
+                    }
+                }
             if op == "call" and request.get("keep"):
                 number = next(self.numbers)
                 self.kept[number] = value
@@ -98,6 +105,23 @@ class Runner:
                     raise Refusal({"error": "missing", "name": step[1]}) from None
                 raise Refusal({"error": "raised", "exception": describe(error)}) from None
         return value
+
+    def defined_in(self, function: Any) -> str:
+        """Where a function's code was written: the name of a file of the student's folder, or
+        else the module it came from (``exercises.pipe_env``...), or ``"?"``."""
+        try:
+            while isinstance(function, functools.partial):  # where the function it wraps is
+                function = function.func
+            filename = getattr(getattr(function, "__code__", None), "co_filename", None)
+            if (
+                isinstance(filename, str)
+                and Path(filename).resolve().parent == self.submission.resolve()
+            ):
+                return Path(filename).name
+            module = getattr(function, "__module__", None) or type(function).__module__
+            return str(module)[:200]
+        except Exception:  # an object of the student's may raise on any attribute read
+            return "?"
 
     def load(self, filename: str) -> ModuleType:
         """Imports a student's file once; a failure is remembered and reported every time."""

@@ -1,6 +1,7 @@
-"""What the checks build inside the student's process: env factories, a worker that answers
-properly, a harness that drives a student's worker over a real pipe, and a reader of the
-predictions in a student's notebooks (for the grader).
+"""What the checks build inside the student's process: env factories, a worker whose failures
+are scripted (no worker here catches an env's exceptions: that is question 4's answer), a
+harness that drives a student's worker over a real pipe, and a reader of the predictions in a
+student's notebooks (for the grader).
 
 A check names these as ``toolkit.NAME(...)`` (a :class:`~exercises.sandbox.wire.Expr`); the
 runner builds them next to the student's code, because env factories and pipes cannot cross a
@@ -10,12 +11,10 @@ process boundary as data. Nothing here decides a score: the checks judge what co
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
 import json
 import os
 import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,17 +85,50 @@ def failing_env_fn(fail_on: str, at: int, token: str, **options: Any) -> Callabl
     return functools.partial(FailingEnv, fail_on, at, token, **options)
 
 
-def answering_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
-    """A worker that sends env errors back as ``(False, traceback)``, for question 3's checks
-    (so that question 3 does not depend on question 4, whose solution the sandbox never shows)."""
-    with contextlib.closing(env_fn()) as env, contextlib.suppress(EOFError):
-        while (request := pipe.recv())[0] is not Command.CLOSE:
-            try:
-                reply = (True, answer(env, *request))
-            except Exception:
-                reply = (False, traceback.format_exc())
-            pipe.send(reply)
-        pipe.send((True, None))
+class ScriptedFailure(gym.Wrapper):
+    """An env whose ``at``-th step is reported as failed by :func:`scripted_worker`, which
+    then does not step it: question 3's checks need a worker reply ``(False, text)``, and this
+    gives them one without a worker that catches an env's exceptions (that worker is question
+    4's answer, which nothing the student has may hold)."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], at: int):
+        super().__init__(env_fn())
+        self.at, self.steps = at, 0
+
+    def failure(self, command: Command) -> str | None:
+        """The text to send instead of an answer, when this command is the scripted failure."""
+        if command is not Command.STEP:
+            return None
+        self.steps += 1
+        if self.steps != self.at:
+            return None
+        return (
+            "Traceback (most recent call last):\n  (a failure scripted by the checks)\n"
+            f"RuntimeError: deliberate failure in step #{self.at}\n"
+        )
+
+
+def scripted_failure_fns(num_envs: int, bad_index: int, at: int) -> list[Callable[[], gym.Env]]:
+    """``num_envs`` CartPoles as ``faulty_env_fns`` makes them, of which env ``bad_index``
+    fails at its ``at``-th step when served by :func:`scripted_worker`."""
+    good = functools.partial(FaultyEnv, fail_on=None)
+    bad = functools.partial(ScriptedFailure, good, at)
+    return [bad if index == bad_index else good for index in range(num_envs)]
+
+
+def scripted_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
+    """``pipe_env.basic_worker``, which also replies ``(False, text)`` when its env's script
+    (:class:`ScriptedFailure`) says so. Like basic_worker it catches nothing: an env that
+    raises ends it, and it closes its env only after CLOSE."""
+    env = env_fn()
+    while True:
+        command, data = pipe.recv()
+        if command is Command.CLOSE:
+            pipe.send((True, None))
+            break
+        failure = env.failure(command) if isinstance(env, ScriptedFailure) else None
+        pipe.send((False, failure) if failure else (True, answer(env, command, data)))
+    env.close()
 
 
 class _CloseRecorder(gym.Wrapper):
@@ -179,18 +211,27 @@ def read_json(filename: str) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-#: What :func:`notebook_guesses` reads at most: notebooks, bytes per notebook, characters per answer.
-MAX_NOTEBOOKS, MAX_NOTEBOOK_BYTES, MAX_GUESS_CHARS = 40, 20 * 1024 * 1024, 300
+#: What :func:`notebook_guesses` reads at most: notebooks, bytes per notebook, characters per
+#: value and per reasoning.
+MAX_NOTEBOOKS, MAX_NOTEBOOK_BYTES, MAX_GUESS_CHARS, MAX_REASONING_CHARS = (
+    40,
+    20 * 1024**2,
+    300,
+    1500,
+)
 #: The names of the notebooks' prediction cells' variables start with one of these.
 GUESS_PREFIXES = ("MY_GUESS", "MY_PREDICTION")
 
 
 def notebook_guesses(folder: str = ".") -> dict[str, Any]:
     """The predictions written in the notebooks under ``folder`` (the student's files): for each
-    notebook, ``{variable: the text of its value}`` for every ``MY_GUESS...`` (or
-    ``MY_PREDICTION...``) assignment in its code cells, and a list of what could not be read.
-    Nothing in them runs: the cells are parsed, never executed."""
-    found: dict[str, dict[str, str]] = {}
+    notebook, ``{variable: {"value": the text of its value, "reasoning": the assignment with the
+    comments around it, "ran": "before" / "after" / "not run"}}`` for every ``MY_GUESS...``
+    (or ``MY_PREDICTION...``) assignment in its code cells, and a list of what could not be
+    read. ``ran`` compares the cell's execution count with the next code cell's (the
+    measurement it predicts): "before" when the guess ran first. Nothing in them runs: the
+    cells are parsed, never executed."""
+    found: dict[str, dict[str, dict[str, str]]] = {}
     problems: list[str] = []
     paths = sorted(Path(folder).rglob("*.ipynb"))
     for path in paths[:MAX_NOTEBOOKS]:
@@ -201,13 +242,16 @@ def notebook_guesses(folder: str = ".") -> dict[str, Any]:
             if path.stat().st_size > MAX_NOTEBOOK_BYTES:
                 raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB")
             cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+            code = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
             guesses = {}
-            for cell in cells:
-                if isinstance(cell, dict) and cell.get("cell_type") == "code":
-                    source = cell.get("source", "")
-                    source = "".join(source) if isinstance(source, list) else str(source)
-                    if any(prefix in source for prefix in GUESS_PREFIXES):
-                        guesses.update(_guesses_in(source))
+            for index, cell in enumerate(code):
+                source = cell.get("source", "")
+                source = "".join(source) if isinstance(source, list) else str(source)
+                if any(prefix in source for prefix in GUESS_PREFIXES):
+                    following = code[index + 1] if index + 1 < len(code) else {}
+                    ran = _ran(cell.get("execution_count"), following.get("execution_count"))
+                    for variable, guess in _guesses_in(source).items():
+                        guesses[variable] = {**guess, "ran": ran}
             found[name] = guesses
         except (OSError, ValueError, AttributeError, RecursionError, MemoryError) as error:
             problems.append(f"{name}: could not be read ({type(error).__name__}: {error})"[:200])
@@ -216,12 +260,22 @@ def notebook_guesses(folder: str = ".") -> dict[str, Any]:
     return {"notebooks": found, "problems": problems}
 
 
-def _guesses_in(source: str) -> dict[str, str]:
-    """``{name: value text}`` of the top-level ``MY_GUESS... = value`` statements of a cell."""
+def _ran(guess: Any, measurement: Any) -> str:
+    """Whether a guess cell ran before the cell after it, by their execution counts."""
+    if type(guess) is not int:
+        return "not run"
+    if type(measurement) is not int:
+        return "before"  # the measurement never ran (or ran in another session, then cleared)
+    return "before" if guess < measurement else "after"
+
+
+def _guesses_in(source: str) -> dict[str, dict[str, str]]:
+    """``{name: {"value": its text, "reasoning": the statement's lines with the comment lines
+    just above and below it}}`` of the top-level ``MY_GUESS... = value`` statements of a cell."""
+    lines = source.splitlines()
     try:
         tree = ast.parse(source)
     except SyntaxError:  # IPython's %magics and !commands: leave those lines out and try again
-        lines = source.splitlines()
         kept = [line if not line.lstrip().startswith(("%", "!")) else "" for line in lines]
         source = "\n".join(kept)
         try:
@@ -235,5 +289,14 @@ def _guesses_in(source: str) -> dict[str, str]:
             for target in targets:
                 if isinstance(target, ast.Name) and target.id.startswith(GUESS_PREFIXES):
                     text = ast.get_source_segment(source, node.value) or "?"
-                    guesses[target.id] = text[:MAX_GUESS_CHARS]
+                    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+                    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+                        first -= 1
+                    while last + 1 < len(lines) and lines[last + 1].lstrip().startswith("#"):
+                        last += 1
+                    reasoning = "\n".join(lines[first : last + 1])
+                    guesses[target.id] = {
+                        "value": text[:MAX_GUESS_CHARS],
+                        "reasoning": reasoning[:MAX_REASONING_CHARS],
+                    }
     return guesses

@@ -13,8 +13,8 @@ from exercises.pipe_env import Command, answer
 
 def careful_worker(pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
     """Serves commands for one env until CLOSE; errors go back to the parent as tracebacks."""
-    # pipe_env.basic_worker's loop with the exercise's three additions (the sandbox's toolkit
-    # has its own, answering_worker: the student's process never sees this file).
+    # pipe_env.basic_worker's loop with the exercise's three additions (nothing the release
+    # ships has this loop: release.find_leaks compares every function with it).
     env = None
     try:
         env = env_fn()

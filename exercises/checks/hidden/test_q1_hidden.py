@@ -1,14 +1,13 @@
 """Exercise 1, hidden checks (the grader's only; not in the student release).
 
-New costs and worker counts each run, drawn from a seed the failure message names, and the
-least possible cost worked out here by trying splits: a function that only knows the public
-examples fails them. Part B's answers are checked here too.
+Costs and worker counts drawn from the check's seed (``conftest.seed``: the grader's, from the
+course and the student, so a regrade draws the same; the failure message names it), and the least
+possible cost worked out here by trying splits: a function that only knows the public examples
+fails them. Part B's answers are checked here too.
 """
 
 import functools
 import math
-import random
-import secrets
 
 from conftest import expect_error
 from test_q1_chunks import chunks_of
@@ -45,10 +44,8 @@ def random_case(rng):
     return costs, rng.randint(1, num_envs)
 
 
-def test_random_costs_get_the_best_split(student):
+def test_random_costs_get_the_best_split(student, seed, rng):
     split_by_cost = student.module("q1_chunks.py").get("split_by_cost")
-    seed = secrets.randbits(32)
-    rng = random.Random(seed)
     for _ in range(25):
         costs, num_workers = random_case(rng)
         chunks = chunks_of(split_by_cost, costs, num_workers)
@@ -60,9 +57,8 @@ def test_random_costs_get_the_best_split(student):
         )
 
 
-def test_one_worker_and_one_env_per_worker(student):
+def test_one_worker_and_one_env_per_worker(student, rng):
     split_by_cost = student.module("q1_chunks.py").get("split_by_cost")
-    rng = random.Random(secrets.randbits(32))
     costs = [rng.randint(0, 99) for _ in range(rng.randint(2, 12))]
     assert chunks_of(split_by_cost, costs, 1) == [list(range(len(costs)))]
     assert chunks_of(split_by_cost, costs, len(costs)) == [[index] for index in range(len(costs))]

@@ -1,13 +1,12 @@
 """Exercise 2, hidden checks (the grader's only; not in the student release).
 
-New measurements made up each run from random t_env, t_os, workers and CPUs (from a seed the
-failure message names), and break-even N worked out exactly here, in fractions: a function that
-only fits the public examples fails them. Part B's answer is checked here too.
+Measurements made up from random t_env, t_os, workers and CPUs (drawn from the check's seed, which
+the grader derives from the course and the student; the failure message names it), and break-even N
+worked out exactly here, in fractions: a function that only fits the public examples fails them.
+Part B's answer is checked here too.
 """
 
 import math
-import random
-import secrets
 from fractions import Fraction
 
 from conftest import call, fail
@@ -31,10 +30,8 @@ def made_up_measurements(rng):
     return measurements, workers, cpus, t_env, t_os
 
 
-def test_fit_model_on_new_measurements(student):
+def test_fit_model_on_new_measurements(student, seed, rng):
     fit_model = student.module("q2_overhead.py").get("fit_model")
-    seed = secrets.randbits(32)
-    rng = random.Random(seed)
     for _ in range(3):
         measurements, workers, cpus, t_env, t_os = made_up_measurements(rng)
         got = call(fit_model, measurements, workers, cpus)
@@ -65,10 +62,8 @@ def exact_break_even(t_env, t_os, workers, cpus):
     return answer, accepted
 
 
-def test_break_even_on_new_numbers(student):
+def test_break_even_on_new_numbers(student, seed, rng):
     break_even = student.module("q2_overhead.py").get("break_even_num_envs")
-    seed = secrets.randbits(32)
-    rng = random.Random(seed)
     cases = []
     for _ in range(12):
         t_env = math.exp(rng.uniform(math.log(1e-7), math.log(1e-2)))

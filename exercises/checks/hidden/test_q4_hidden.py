@@ -1,12 +1,10 @@
 """Exercise 4, hidden checks (the grader's only; not in the student release).
 
-Each run draws (from a seed the failure message names) which step fails, with which kind of
-exception, and makes errors come twice in a row: a worker that handles only what the public
-examples raise, or only once, fails them.
+Each check draws (from its seed, which the grader derives from the course and the student; the
+failure message names it) which step fails, with which kind of exception, and makes errors come
+twice in a row: a worker that handles only what the public examples raise, or only once, fails
+them.
 """
-
-import random
-import secrets
 
 import gymnasium as gym
 from conftest import toolkit
@@ -15,18 +13,16 @@ from test_q4_worker_errors import same_observation, start_worker  # noqa: F401  
 from exercises.pipe_env import Command
 
 
-def failing_with(fail_on, at, **options):
+def failing_with(rng, fail_on, at, **options):
     """A CartPole (built over there) that raises as ``toolkit.FailingEnv`` says, and the start of
-    its message, ending in a fresh token."""
-    token = secrets.token_hex(4)
+    its message, ending in a token drawn from ``rng``."""
+    token = f"{rng.getrandbits(32):08x}"
     return toolkit.failing_env_fn(fail_on, at, token, **options), token
 
 
-def test_error_at_a_random_step_of_another_kind(start_worker):  # noqa: F811  (the fixture)
-    seed = secrets.randbits(32)
-    rng = random.Random(seed)
+def test_error_at_a_random_step_of_another_kind(start_worker, seed, rng):  # noqa: F811  (the fixture)
     at, kind = rng.randint(1, 6), rng.choice(("ValueError", "KeyError"))  # the public: RuntimeError
-    env_fn, token = failing_with("step", at, error=kind)
+    env_fn, token = failing_with(rng, "step", at, error=kind)
     worker = start_worker(env_fn)
     by_hand = gym.make("CartPole-v1")
     same_observation(worker.works(Command.RESET, 5), by_hand.reset(seed=5)[0], "RESET")
@@ -38,8 +34,8 @@ def test_error_at_a_random_step_of_another_kind(start_worker):  # noqa: F811  (t
     worker.works(Command.STEP, 0, hint)
 
 
-def test_errors_twice_in_a_row_then_serving_again(start_worker):  # noqa: F811  (the fixture)
-    env_fn, token = failing_with("step", 2, error="ValueError", also=(3,))
+def test_errors_twice_in_a_row_then_serving_again(start_worker, rng):  # noqa: F811  (the fixture)
+    env_fn, token = failing_with(rng, "step", 2, error="ValueError", also=(3,))
     worker = start_worker(env_fn)
     worker.works(Command.RESET, 0, "RESET failed, before any error")
     worker.works(Command.STEP, 1, "step #1 should work: steps #2 and #3 raise")
@@ -54,8 +50,8 @@ def test_errors_twice_in_a_row_then_serving_again(start_worker):  # noqa: F811  
     assert worker.remote.env_was_closed() is True, "after CLOSE the env was not closed"
 
 
-def test_error_in_a_later_reset(start_worker):  # noqa: F811  (the fixture)
-    env_fn, token = failing_with("reset", 2, error="KeyError")
+def test_error_in_a_later_reset(start_worker, rng):  # noqa: F811  (the fixture)
+    env_fn, token = failing_with(rng, "reset", 2, error="KeyError")
     worker = start_worker(env_fn)
     worker.works(Command.RESET, 0, "the first RESET should work: only the second raises")
     worker.fails(Command.RESET, 1, token)

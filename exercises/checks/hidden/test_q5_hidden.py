@@ -1,12 +1,11 @@
 """Exercise 5, hidden checks (the grader's only; not in the student release).
 
-Profiles made up each run (from a seed the failure message names), with process names the public
-examples never use, every process of the recorded profiles, and Part B's answers.
+Profiles made up from the check's seed (which the grader derives from the course and the student;
+the failure message names it), with process names the public examples never use, every process of
+the recorded profiles, and Part B's answers.
 """
 
 import math
-import random
-import secrets
 from collections import Counter
 
 from conftest import call
@@ -61,11 +60,9 @@ def same_shares(got, expected, where):
         )
 
 
-def test_made_up_profiles(student):
+def test_made_up_profiles(student, seed, rng):
     q5 = student.module("q5_read_profile.py")
     shares, busiest_of = q5.get("shares"), q5.get("busiest")
-    seed = secrets.randbits(32)
-    rng = random.Random(seed)
     for _ in range(3):
         rows, names = made_up_profile(rng)
         for process in [*rng.sample(names, min(2, len(names))), "workers"]:
