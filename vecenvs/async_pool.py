@@ -40,8 +40,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
-from vecenvs.doorbell import fence
+from vecenvs.doorbell import AdaptiveSpin, observe, publish, wait
 from vecenvs.errors import (
     AlreadyPendingCallError,
     EnvCrashedError,
@@ -64,6 +65,7 @@ from vecenvs.workers import (
     Chunk,
     Command,
     CommandWait,
+    SharedMemoryWorker,
     loads,
     send,
     wake_parent,
@@ -77,6 +79,24 @@ class EnvCommand(Enum):
 
     RESET_ENVS = "reset some envs"
     STEP_ENVS = "step some envs"
+
+
+class Waiting(Enum):
+    """What the async pool waits for its envs in (the words of its error messages)."""
+
+    RECV = "recv"
+    PENDING = "finishing the pending sends"
+
+
+class _ReadyCount:
+    """A word for :func:`~vecenvs.doorbell.wait` to watch: how many envs with a pending send
+    are done, counted afresh each time it is read."""
+
+    def __init__(self, pending: np.ndarray, done: np.ndarray, requested: np.ndarray):
+        self.pending, self.done, self.requested = pending, done, requested
+
+    def __getitem__(self, index: int) -> int:
+        return int(np.count_nonzero(self.pending & (self.done >= self.requested)))
 
 
 class AsyncPoolVecEnv(PoolVecEnv):
@@ -107,6 +127,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
     """
 
     area: SharedArea  # always one: every env is in a worker, told what to do through it
+    workers: list[SharedMemoryWorker]  # type: ignore[assignment]  # (the pool's, always)
 
     def __init__(
         self,
@@ -134,6 +155,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
         super().__init__(
             env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs
         )
+        if not self.uses_shared_area:
+            self.close()
+            raise RuntimeError(f"AsyncPoolVecEnv cannot run here: {doorbell.refuse_spinning_why()}")
         area = self.area
         self._done = area.env_done  # commands each env has finished
         self._finished_at = area.env_finished_at
@@ -142,6 +166,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
             np.arange(self.num_workers), [len(chunk) for chunk in self.chunks]
         )
         self._checkers = {self.num_envs: self.check_actions}
+        self._ready = _ReadyCount(self._pending, self._done, self._requested)
+        self._spin = AdaptiveSpin(self.spin_seconds)
+        self._parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
 
     def _worker_loop(self) -> Callable[..., None]:
@@ -196,7 +223,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
             self._requested[env_ids] += 1
             for worker_index in workers:
                 self.workers[worker_index].announce(ring=False)
-            fence()  # (see doorbell.fence: a worker's "I am asleep" must not be missed)
+            doorbell.fence()  # our words are seen before we look who sleeps (they look after)
             if any(self.workers[w].asleep() for w in workers):
                 self.area.worker_bell.ring()
             return
@@ -243,7 +270,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 f"to at least {self.batch_size - pending} more env(s) first",
                 "recv",
             )
-        ready = self._wait_for(self.batch_size, timeout, "recv")
+        ready = self._wait_for(self.batch_size, timeout, Waiting.RECV)
         env_ids = ready[np.argsort(self._finished_at[ready], kind="stable")][: self.batch_size]
         results = self._batch_of(env_ids)
         self._pending[env_ids] = False  # only now: an interrupted recv() leaves them pending
@@ -254,16 +281,16 @@ class AsyncPoolVecEnv(PoolVecEnv):
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         """Like the pool's; results of envs still pending from ``send`` are waited for and dropped first."""
         self._check_open()
-        self._drop_pending(self.timeout, "reset (finishing the pending sends)")
+        self._drop_pending(self.timeout)
         super().reset_async(seed=seed, options=options)
 
-    def _drop_pending(self, timeout: float, doing: str) -> None:
+    def _drop_pending(self, timeout: float) -> None:
         """Waits for the envs still stepping from ``send`` and drops their results, reading
         the messages that came with them: a message left in a pipe would be taken for the
         answer to the next command."""
         if not self._pending.any():
             return
-        self._wait_for(int(self._pending.sum()), timeout, doing)
+        self._wait_for(int(self._pending.sum()), timeout, Waiting.PENDING)
         for env in np.flatnonzero(self._pending & (self._has_message == MESSAGE)):
             self._message_of(int(env), timeout)
         self._pending[:] = False
@@ -283,7 +310,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         """Lets the envs still stepping finish (within the deadline), then closes like the pool."""
         if not terminate and getattr(self, "area", None) is not None:
             try:
-                self._drop_pending(min(self.timeout, 10.0), "close (finishing the pending sends)")
+                self._drop_pending(min(self.timeout, 10.0))
             except (VecEnvError, OSError):
                 terminate = True  # a hung or dead worker: no point asking it politely
             self._pending[:] = False
@@ -349,50 +376,26 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._pending[env_ids] = True
         self._requested[env_ids] += 1
 
-    def _wait_for(self, count: int, timeout: float, doing: str) -> np.ndarray:
+    def _wait_for(self, count: int, timeout: float, doing: Waiting) -> np.ndarray:
         """Waits until ``count`` pending envs are done; returns the done ones. Spin, then sleep."""
         deadline = time.perf_counter() + timeout
-        spin = self.workers[0].spin
-        seconds = spin.budget()
-        end = time.perf_counter() + seconds
-        header, bell = self.area.header, self.area.parent_bell
-        sleeping = False
-        try:
-            while True:
-                ready = np.flatnonzero(self._pending & (self._done >= self._requested))
-                if len(ready) >= count:
-                    if seconds:
-                        spin.record(True)
-                    return ready
-                now = time.perf_counter()
-                if now < end:
-                    continue
-                if seconds:
-                    spin.record(False)
-                    seconds = 0
-                if not sleeping:  # announce it, then look once more before sleeping
-                    header[PARENT_SLEEPING], sleeping = 1, True
-                    fence()
-                    continue
-                if now >= deadline:
-                    late = self._pending & (self._done < self._requested)
-                    busy = np.unique(self._worker_of[late]).tolist()
-                    self._close_after_failure()
-                    raise WorkerTimeoutError(
-                        busy, [e for w in busy for e in self.chunks[w]], timeout, doing
-                    )
-                seen = bell.value()
-                if len(np.flatnonzero(self._pending & (self._done >= self._requested))) < count:
-                    bell.sleep(seen, min(deadline - now, 0.05))
-                self._check_alive(doing)
-        finally:
-            header[PARENT_SLEEPING] = 0
+        if not wait(
+            self._ready, 0, count, self._spin, deadline, self.area.parent_bell,
+            self._parent_sleeping, self._all_alive,
+        ):  # fmt: skip
+            dead = [worker for worker in self.workers if not worker.process.is_alive()]
+            late = self._pending & (self._done < self._requested)
+            busy = np.unique(self._worker_of[late]).tolist()
+            self._close_after_failure()
+            if dead:
+                raise dead[0].died(doing)
+            raise WorkerTimeoutError(
+                busy, [e for w in busy for e in self.chunks[w]], timeout, doing.value
+            )
+        return np.flatnonzero(self._pending & (self._done >= self._requested))
 
-    def _check_alive(self, doing: str) -> None:
-        for worker in self.workers:
-            if not worker.process.is_alive():
-                self._close_after_failure()
-                raise worker.died(doing)
+    def _all_alive(self) -> bool:
+        return all(worker.process.is_alive() for worker in self.workers)
 
     def _message_of(self, env: int, timeout: float) -> tuple[bool, Any]:
         """The message that came with env ``env``'s latest result (read from its worker's pipe)."""
@@ -401,7 +404,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
             deadline = time.perf_counter() + timeout
             while env not in self._messages:
                 try:
-                    index, ok, payload = worker.read_message(deadline, "recv")
+                    index, ok, payload = worker.read_message(deadline, Waiting.RECV)
                 except VecEnvError:
                     self._close_after_failure()
                     raise
@@ -506,9 +509,10 @@ def serve_envs(
         # for a death.
         latest = line[GENERATION]
         if latest != seen:
-            fence()
+            observe()  # the counts given with that generation word are read after it
             if messages == line[MESSAGES] and steps == line[STEPS] and not (asked > served).any():
                 seen = latest
+        publish()  # the results and REPLY before the word that says they are there
         line[DONE] = seen
         wake_parent(area)
         if reply is not None and line[REPLY] == MESSAGE:
@@ -568,6 +572,8 @@ def _flag(area: SharedArea, done: list[tuple[int, bool, Any]], pipe: Any) -> Non
     for index, ok, message in done:
         area.env_reply[index] = NOTHING if ok and message is None else MESSAGE
         area.env_finished_at[index] = now
+    publish()  # their rows and words before the counts that say they are done
+    for index, _, _ in done:
         area.env_done[index] += 1
     wake_parent(area)
     for index, ok, message in done:

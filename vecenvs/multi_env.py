@@ -47,6 +47,7 @@ __all__ = [
     "check_indices",
     "copy_batch",
     "expand_seeds",
+    "fits_exactly",
     "merge_infos",
     "per_env_values",
     "split_reset_mask",
@@ -220,15 +221,6 @@ class MultiEnv(EnvsVectorEnv):
     def env_observations(self) -> list[Any]:
         """Each env's latest observation, as the env returned it (not batched)."""
         return self._env_obs
-
-    def keep_results_in(
-        self, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray
-    ) -> None:
-        """Keeps each env's latest reward and flags in these arrays from now on (its rows of
-        shared memory, say), so that no step has to copy them there."""
-        for mine, theirs in zip(self.latest_results(), (rewards, terminations, truncations)):
-            theirs[:] = mine
-        self._rewards, self._terminations, self._truncations = rewards, terminations, truncations
 
     def latest_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each env's latest reward, termination and truncation (0 and False after a reset).
@@ -803,6 +795,32 @@ def _merge_into(merged: dict[str, Any], infos: dict[str, Any], start: int, num_e
             mask = infos.get(f"_{key}")
             for row in np.flatnonzero(mask) if mask is not None else range(len(value)):
                 target[start + row] = value[row]
+
+
+def fits_exactly(target: Any, given: Any) -> bool:
+    """Whether a batch ``given`` can be copied into arrays ``target`` unchanged: the structure of
+    ``target`` (None: no arrays) with arrays of its dtypes and shapes (rows apart: a batch may be
+    of some envs only). Anything else (a list, a float64 action for a float32 Box) travels
+    pickled instead, so that every env receives its action exactly as given."""
+    if target is None:
+        return False
+    if isinstance(target, dict):
+        return (
+            isinstance(given, dict)
+            and given.keys() == target.keys()
+            and all(fits_exactly(target[key], given[key]) for key in target)
+        )
+    if isinstance(target, tuple):
+        return (
+            isinstance(given, tuple)
+            and len(given) == len(target)
+            and all(fits_exactly(part, given_part) for part, given_part in zip(target, given))
+        )
+    return (
+        isinstance(given, np.ndarray)
+        and given.dtype == target.dtype
+        and given.shape[1:] == target.shape[1:]
+    )
 
 
 def tree_map(function: Callable[..., Any], *trees: Any) -> Any:

@@ -17,17 +17,26 @@ a chunk itself.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
+from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.cpus import available_cpus
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
-from vecenvs.workers import InProcessWorker, ProcessWorker, process_context, serve_with_control
+from vecenvs.workers import (
+    Chunk,
+    ChunkSpec,
+    ProcessWorker,
+    SharedMemoryWorker,
+    process_context,
+    serve_with_control,
+)
 
 __all__ = [
     "DEFAULT_SPIN_SECONDS",
@@ -38,6 +47,8 @@ __all__ = [
     "split_evenly",
     "workers_for",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: How long to spin before sleeping, when spinning is allowed. Waking a process that sleeps
 #: cost 50 µs to over 500 µs on our 2-core VM; a spin of this length covers the time between
@@ -102,27 +113,40 @@ class PoolVecEnv(ChunkedVecEnv):
             spin_seconds = DEFAULT_SPIN_SECONDS if processes + 1 <= available_cpus() else 0.0
         self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
         self.step_in_caller = bool(step_in_caller)
+        refused = doorbell.refuse_spinning_why()
+        if refused is not None:  # said once per process: every pool here would say the same
+            if not _REFUSALS:
+                logger.warning("PoolVecEnv: %s", refused)
+            _REFUSALS.add(refused)
+            self.uses_shared_area = False
         self.context = process_context(start_method, env_fns)
         self.start_method = self.context.get_start_method()
         super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
-        options = (self.autoreset_mode, self.observation_mode)
+        def spec(rows: range, fns: list[Callable[[], gym.Env]]) -> ChunkSpec:
+            return ChunkSpec(fns, rows, self.autoreset_mode, self.observation_mode)
+
         for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
                 fns = cap_env_fns([env_fns[i] for i in rows], self.worker_threads)
-                worker = ProcessWorker(
-                    index, rows, fns, self.context, *options, self.spin_seconds, self._worker_loop()
-                )
+                if self.uses_shared_area:
+                    worker: ProcessWorker = SharedMemoryWorker(
+                        index, spec(rows, fns), self.context, self.spin_seconds, self._worker_loop()
+                    )
+                else:  # no barrier for words in shared memory here: pipes, which the kernel orders
+                    worker = ProcessWorker(index, spec(rows, fns), self.context)
                 self.workers.append(worker)
         if self.step_in_caller:
             # Made after the workers are forked, so that no worker inherits a copy of these envs.
-            fns = [env_fns[i] for i in self.chunks[0]]
-            self.workers.insert(0, InProcessWorker(0, self.chunks[0], fns, *options))
+            self.own = Chunk(spec(self.chunks[0], [env_fns[i] for i in self.chunks[0]]))
 
     def _worker_loop(self) -> Callable[..., None]:
         """The loop each worker process serves its commands with (see ProcessWorker)."""
         return serve_with_control
+
+
+_REFUSALS: set[str] = set()  # what was logged about missing barriers (once per process)
 
 
 def check_num_workers(num_workers: Any, num_envs: int) -> int:

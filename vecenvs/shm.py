@@ -30,7 +30,7 @@ from gymnasium.vector.utils import (
 )
 
 from vecenvs.doorbell import Doorbell
-from vecenvs.multi_env import tree_map
+from vecenvs.multi_env import fits_exactly, tree_map
 
 __all__ = ["LINE", "Layout", "SharedArea", "is_array_space"]
 
@@ -136,7 +136,7 @@ class SharedArea:
         Anything else (a list, a float64 action for a float32 Box) travels pickled instead, so
         that every env receives its action exactly as given.
         """
-        return self.actions is not None and _fits(self.actions, actions)
+        return fits_exactly(self.actions, actions)
 
     def write_actions(self, actions: Any, rows: Any = slice(None)) -> None:
         """Copies a batch of actions (arrays of the action space's dtypes) into envs ``rows``."""
@@ -171,28 +171,6 @@ class SharedArea:
                 write_to_shared_memory(
                     self.observation_space, index, observation, self.observations_memory
                 )
-
-
-def _fits(target: Any, given: Any) -> bool:
-    """Whether ``given`` has the structure of ``target`` with arrays of its dtypes and shapes
-    (rows apart: a batch may be of some envs only)."""
-    if isinstance(target, dict):
-        return (
-            isinstance(given, dict)
-            and given.keys() == target.keys()
-            and all(_fits(target[key], given[key]) for key in target)
-        )
-    if isinstance(target, tuple):
-        return (
-            isinstance(given, tuple)
-            and len(given) == len(target)
-            and all(_fits(part, given_part) for part, given_part in zip(target, given))
-        )
-    return (
-        isinstance(given, np.ndarray)
-        and given.dtype == target.dtype
-        and given.shape[1:] == target.shape[1:]
-    )
 
 
 class _Allocator:
