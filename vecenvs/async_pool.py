@@ -213,9 +213,11 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._check_free("send()", allow_pending=True)
         env_ids = self._check_env_ids(env_ids)
         checker = self._checker(len(env_ids))
-        checker(actions)
+        exact = checker(
+            actions
+        )  # (arrays of the space's dtypes: shared memory takes them as given)
         workers = np.unique(self._worker_of[env_ids])
-        if self.shared_memory and self.area.holds_as_given(actions):
+        if self.shared_memory and exact:
             # The fast path: actions and the request itself in shared memory, one word per worker.
             self.area.write_actions(actions, env_ids)
             self.area.env_requested[env_ids] += 1

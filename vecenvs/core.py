@@ -71,7 +71,6 @@ from vecenvs.multi_env import (
     check_indices,
     copy_batch,
     expand_seeds,
-    fits_exactly,
     merge_infos,
     per_env_values,
     split_reset_mask,
@@ -284,9 +283,9 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self._check_idle("step_async")
         if self._needs_reset:
             raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
-        self.check_actions(actions)
+        exact = self.check_actions(actions)  # (arrays of the space's dtypes: taken as given)
         area = self.area
-        if self.shared_memory and area is not None and fits_exactly(area.actions, actions):
+        if exact and self.shared_memory and area is not None:
             # The fast path: the actions go into shared memory, each worker is told by two words.
             tree_map(np.copyto, area.actions, actions)
             if self.own is not None:
@@ -305,10 +304,8 @@ class ChunkedVecEnv(EnvsVectorEnv):
     @_one_caller
     def step_wait(self, timeout: float | None = None) -> StepResult:
         """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
-
         With a chunk of its own, this is where the calling process steps it. ``timeout``: by
-        default the constructor's.
-        """
+        default the constructor's."""
         timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
         answers = self._gather(Command.STEP, timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
@@ -415,14 +412,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
     def _gather(
         self, command: Command, timeout: float, close_on_crash: bool = False, name: str = ""
     ) -> dict[int, Any]:
-        """Every answer still due, ``{chunk index: payload}``: the caller's own chunk is carried
-        out now, while the workers carry out theirs; then each worker's answer, in chunk order.
-
-        Raises:
-            EnvCrashedError: an env raised (the one with the lowest index, if several did); with
-                ``close_on_crash`` (reset, step: the envs are now out of step) the env closes first.
-            WorkerDiedError, WorkerTimeoutError: the vector env is closed first.
-        """
+        """Every answer due, ``{chunk index: payload}``: the caller's own chunk is served now,
+        while the workers serve theirs; then each worker's answer, in chunk order. Raises
+        EnvCrashedError (the lowest env's; with ``close_on_crash``, reset and step, closed first:
+        the envs are out of step), WorkerDiedError, WorkerTimeoutError (closed first)."""
         deadline = time.perf_counter() + timeout
         answers: dict[int, Any] = {}
         crashes: list[EnvCrashedError] = []
@@ -479,40 +472,43 @@ class ChunkedVecEnv(EnvsVectorEnv):
         raise first
 
     def _results(self, answers: dict[int, Any]) -> tuple[Any, ...]:
-        """The batched 5-tuple from the workers' answers to RESET or STEP."""
-        chunk_infos = []
-        if self.shared_memory:  # the data is in shared memory already: only infos came
+        """The batched 5-tuple from the answers to RESET or STEP: read from shared memory, where
+        the chunks wrote them, only their infos answered (else see :meth:`_unpack`)."""
+        if not self.shared_memory:
+            observations, rewards, terminations, truncations, chunk_infos = self._unpack(answers)
+        else:
             area = self.area
             assert area is not None
-            for worker_index, infos in answers.items():
-                if infos:
-                    chunk_infos.append((self.chunks[worker_index].start, infos))
             observations = self._shared_observations
             if observations is None:  # not plain arrays: decoded from shared memory each time
                 observations = area.read_observations()
             rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
-        else:
-            for worker_index, answer in answers.items():
-                env_obs, rewards, terminations, truncations, infos = answer
-                chunk = self.chunks[worker_index]
-                self._env_obs[chunk.start : chunk.stop] = env_obs
-                self._rewards[chunk.start : chunk.stop] = rewards
-                self._terminations[chunk.start : chunk.stop] = terminations
-                self._truncations[chunk.start : chunk.stop] = truncations
+            chunk_infos = []
+            for chunk_index, infos in answers.items():
                 if infos:
-                    chunk_infos.append((chunk.start, infos))
-            self._observations = observations = concatenate(
-                self.single_observation_space, self._env_obs, self._observations
-            )
-            rewards, terminations, truncations = (
-                self._rewards,
-                self._terminations,
-                self._truncations,
-            )
+                    chunk_infos.append((self.chunks[chunk_index].start, infos))
         infos = merge_infos(chunk_infos, self.num_envs) if chunk_infos else {}
         if self.copy:
             observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
+
+    def _unpack(self, answers: dict[int, Any]) -> tuple[Any, ...]:
+        """Without shared memory: the chunks' results, which came in their answers, batched."""
+        chunk_infos = []
+        for chunk_index, answer in answers.items():
+            env_obs, rewards, terminations, truncations, infos = answer
+            chunk = self.chunks[chunk_index]
+            self._env_obs[chunk.start : chunk.stop] = env_obs
+            self._rewards[chunk.start : chunk.stop] = rewards
+            self._terminations[chunk.start : chunk.stop] = terminations
+            self._truncations[chunk.start : chunk.stop] = truncations
+            if infos:
+                chunk_infos.append((chunk.start, infos))
+        self._observations = concatenate(
+            self.single_observation_space, self._env_obs, self._observations
+        )
+        batch = self._observations, self._rewards, self._terminations, self._truncations
+        return (*batch, chunk_infos)
 
     # ----------------------------------------------------------------- states
 
@@ -524,25 +520,25 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 f"call {self._state.value}_wait() first",
                 str(self._state.value),
             )
-        if any(worker.due for worker in self.workers):  # answers to a call interrupted by Ctrl-C
-            try:
-                self._drain(time.perf_counter() + self.timeout)
-            except VecEnvError:
-                self._close_after_failure()
-                raise
+        if any(worker.due for worker in self.workers):
+            self._drain_interrupted()
+
+    def _drain_interrupted(self) -> None:
+        """Drops the answers to a call interrupted by Ctrl-C, before the next call."""
+        try:
+            self._drain(time.perf_counter() + self.timeout)
+        except VecEnvError:
+            self._close_after_failure()
+            raise
 
     def _check_waiting(
         self, state: AsyncState, doing: str, needed: str, timeout: float | None
     ) -> float:
         self._check_open()
-        timeout = (
-            self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
-        )
         if self._state is not state:
-            raise NoAsyncCallError(
-                f"Calling `{doing}` without any prior call to `{needed}`.", state.value
-            )
-        return timeout
+            message = f"Calling `{doing}` without any prior call to `{needed}`."
+            raise NoAsyncCallError(message, state.value)
+        return self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
 
     # ----------------------------------------------------------------- closing
 

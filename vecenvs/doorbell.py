@@ -70,17 +70,9 @@ FUTEX = FUTEX_FOUND
 
 def _futex(address: int, operation: int, value: int, timeout: Any) -> int:
     """Linux's ``futex(address, operation, value, timeout)`` system call (see :class:`Doorbell`)."""
-    assert _SYSCALL is not None, "futex is used only where it was found"
-    syscall, number = _SYSCALL
-    return syscall(
-        ctypes.c_long(number),
-        ctypes.c_void_p(address),
-        operation,
-        ctypes.c_int(value),
-        timeout,
-        None,
-        0,
-    )
+    syscall, number = _SYSCALL  # type: ignore[misc]  # (used only where it was found)
+    address_, value_ = ctypes.c_void_p(address), ctypes.c_int(value)
+    return syscall(ctypes.c_long(number), address_, operation, value_, timeout, None, 0)
 
 
 class _Timespec(ctypes.Structure):
@@ -201,13 +193,9 @@ def observe() -> None:
 
 
 def fence() -> None:
-    """A full barrier: the stores before it are seen by other CPUs before the loads after it.
-
-    Needed where one side writes "I am going to sleep" and then reads "is there work?" while
-    the other writes "here is work" and then reads "is anyone asleep?": without it both reads
-    may miss the other's write, and a ring is lost (every sleep has a timeout, so even then it
-    costs at most that long).
-    """
+    """A full barrier: our stores before it are seen before our loads after it. Where one side
+    writes "I am going to sleep", then reads "is there work?", and the other writes "here is
+    work", then reads "is anyone asleep?": without it both may miss the other's write."""
     _FULL()
 
 
@@ -284,42 +272,27 @@ def wait(
     alive: Callable[[], bool] | None = None,
     at_least: float = 0.0,
 ) -> bool:
-    """Waits until ``words[index] >= target``: spin, then sleep. True when it got there; False
-    at the ``deadline``, or once ``alive()`` says the process it waits for is gone.
-
-    ``spin``: how long to spin (:meth:`AdaptiveSpin.budget`, stretched to ``at_least``); None
-    sleeps at once. Asleep, it sets ``sleeping[0]`` (the word the other side reads before it
-    rings ``bell``) and looks again at every ring, or after :data:`NAP_SECONDS`. After True,
-    what the word announces may be read: :func:`observe` is done.
-    """
-    if words[index] >= target:
-        observe()
-        return True
-    budget = spin.budget(at_least) if spin is not None else 0.0
-    if budget:
+    """Waits until ``words[index] >= target``: spin (``spin``'s budget, stretched to
+    ``at_least``; None: no spin), then sleep on ``bell``, saying so in ``sleeping[0]``. True
+    once there (then :func:`observe` is done: what the word announces may be read); False at
+    the ``deadline``, or when ``alive()`` says the process we wait for is gone."""
+    if words[index] < target and spin is not None and (budget := spin.budget(at_least)):
         end = time.perf_counter() + budget
-        while words[index] < target:
-            if time.perf_counter() > end:
-                break
-        assert spin is not None
+        while words[index] < target and time.perf_counter() < end:
+            pass
         spin.record(words[index] >= target)
-        if words[index] >= target:
-            observe()
-            return True
-    sleeping[0] = 1
-    try:
-        fence()  # our "asleep" is seen before we look once more (the other side rings after)
-        while words[index] < target:
-            seen = bell.value()
-            if words[index] >= target:
-                break
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                return False
-            bell.sleep(seen, min(remaining, NAP_SECONDS))
-            if alive is not None and words[index] < target and not alive():
-                return False
-    finally:
-        sleeping[0] = 0
+    if words[index] < target:
+        sleeping[0] = 1
+        try:
+            fence()  # our "asleep" is seen before we look again (the other side rings after)
+            while words[index] < target:
+                seen, remaining = bell.value(), deadline - time.perf_counter()
+                if words[index] >= target:
+                    break
+                if remaining <= 0 or (alive is not None and not alive()):
+                    return False
+                bell.sleep(seen, min(remaining, NAP_SECONDS))
+        finally:
+            sleeping[0] = 0
     observe()
     return True

@@ -30,7 +30,7 @@ from gymnasium.vector.utils import (
 )
 
 from vecenvs.doorbell import Doorbell
-from vecenvs.multi_env import fits_exactly, tree_map
+from vecenvs.multi_env import tree_map
 
 __all__ = ["LINE", "Layout", "SharedArea", "is_array_space"]
 
@@ -129,14 +129,6 @@ class SharedArea:
         """The control line of a worker."""
         start = LINE * (1 + worker_index)
         return self.control[start : start + LINE]
-
-    def holds_as_given(self, actions: Any) -> bool:
-        """Whether these (checked) actions fit the action arrays unchanged: arrays of their dtypes.
-
-        Anything else (a list, a float64 action for a float32 Box) travels pickled instead, so
-        that every env receives its action exactly as given.
-        """
-        return fits_exactly(self.actions, actions)
 
     def write_actions(self, actions: Any, rows: Any = slice(None)) -> None:
         """Copies a batch of actions (arrays of the action space's dtypes) into envs ``rows``."""

@@ -192,26 +192,22 @@ class Chunk:
     def serve(self, command: Command, payload: Any) -> Any:
         """Carries out one command; returns the answer's payload (raises EnvCrashedError).
 
-        A STEP's payload is its envs' actions, or None when they are in shared memory.
+        A STEP's payload is its envs' actions, or None when they are in shared memory; the
+        other commands are in :data:`_SERVE`.
         """
-        envs = self.envs
         if command is Command.STEP:
             if payload is None:  # a copy: an env may keep its action
-                payload = iterate(envs.action_space, tree_map(np.copy, self.actions_in))
-            return self._results(envs.step_envs(payload))
-        if command is Command.RESET:
-            seeds, options = payload
-            return self._results(envs.reset(seed=seeds, options=options)[1])
-        if command is Command.CALL:
-            indices, name, args, kwargs = payload
-            return envs.call_at(indices, name, *args, **kwargs)
-        if command is Command.GET_ATTR:
-            return envs.get_attr_at(*payload)
-        if command is Command.SET_ATTR:
-            return envs.set_attr_at(*payload)
-        if command is Command.CLOSE:
-            return envs.close()
-        raise ValueError(f"unknown command {command!r}")
+                payload = iterate(self.envs.action_space, tree_map(np.copy, self.actions_in))
+            return self._results(self.envs.step_envs(payload))
+        return _SERVE[command](self, payload)
+
+    def _reset(self, payload: Any) -> Any:
+        seeds, options = payload
+        return self._results(self.envs.reset(seed=seeds, options=options)[1])
+
+    def _call(self, payload: Any) -> Any:
+        indices, name, args, kwargs = payload
+        return self.envs.call_at(indices, name, *args, **kwargs)
 
     def _results(self, infos: dict[str, Any]) -> Any:
         """The answer to RESET or STEP: with shared memory, the results copied into the chunk's
@@ -230,6 +226,16 @@ class Chunk:
         self.terminations_out[:] = terminations
         self.truncations_out[:] = truncations
         return infos or None
+
+
+#: How a chunk serves each command but STEP: ``function(chunk, payload)``.
+_SERVE: dict[Command, Callable[[Chunk, Any], Any]] = {
+    Command.RESET: Chunk._reset,
+    Command.CALL: Chunk._call,
+    Command.GET_ATTR: lambda chunk, payload: chunk.envs.get_attr_at(*payload),
+    Command.SET_ATTR: lambda chunk, payload: chunk.envs.set_attr_at(*payload),
+    Command.CLOSE: lambda chunk, payload: chunk.envs.close(),
+}
 
 
 # ----------------------------------------------------------------- workers, as the parent sees them
@@ -427,7 +433,9 @@ class SharedMemoryWorker(ProcessWorker):
         """Gives a STEP whose actions are in shared memory: two words, no system call. The
         caller rings the workers' doorbell once for all (see :meth:`asleep`)."""
         self.line[STEPS] += 1
-        self.announce(ring=False)
+        self.generation += 1
+        publish()  # the actions and STEPS before the word that announces them
+        self.line[GENERATION] = self.generation
         self.awaiting.append(self.generation)
         self.posted_at = time.perf_counter()
 
@@ -447,12 +455,9 @@ class SharedMemoryWorker(ProcessWorker):
         return bool(self.line[SLEEPING])
 
     def receive(self, deadline: float, command: Command) -> Any:
-        """Waits for the worker's *done* word to reach the oldest command due; returns its answer.
-
-        A step may spin for as long as it has run already: the caller, back from stepping its
-        own chunk, expects the worker to be about as far; waiting longer than that is more
-        than the jitter of a step.
-        """
+        """Waits for the *done* word to reach the oldest command due; returns its answer. A step
+        may spin for as long as it has run already: the caller, back from its own chunk, expects
+        the worker to be about as far; waiting longer than that is more than a step's jitter."""
         running = time.perf_counter() - self.posted_at
         done = wait(
             self.line, DONE, self.awaiting[0], self.spin, deadline, self.bell,
@@ -557,10 +562,8 @@ def serve_with_control(
     chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, spin_seconds: float
 ) -> None:
     """The pool's loop: wait for the generation word to move; serve the command; write DONE.
-
-    A command is given only once the previous one is answered, so each round serves one: a
-    message over the pipe (``MESSAGES`` moved) or a STEP whose actions are in shared memory.
-    """
+    Each round serves one command (a command is given only once the previous one is answered):
+    a message over the pipe (``MESSAGES`` moved) or a STEP whose actions are in shared memory."""
     seen = messages = 0
     waiting = CommandWait(line, area.worker_bell, spin_seconds)
     while True:
