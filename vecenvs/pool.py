@@ -75,7 +75,9 @@ class PoolVecEnv(ChunkedVecEnv):
         spin_seconds: spin this long for an answer (or a command) before sleeping; longer
             (up to 20 times as long) while the envs' steps themselves take longer. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
-            else 0 (the CPU is needed by the process we would wait for).
+            else 0 (the CPU is needed by the process we would wait for); 0 as well without
+            ``shared_memory``, where every answer is a message read with a system call anyway,
+            so a spin saves little and takes a core.
         worker_threads: the BLAS, OpenMP and torch threads each worker process may use
             (default 1); None leaves them alone. The caller's own chunk is not limited: it
             runs in your process (see :mod:`vecenvs.threads`).
@@ -110,7 +112,8 @@ class PoolVecEnv(ChunkedVecEnv):
         num_workers = check_num_workers(num_workers, len(env_fns))
         processes = num_workers if not step_in_caller else num_workers - 1
         if spin_seconds is None:
-            spin_seconds = DEFAULT_SPIN_SECONDS if processes + 1 <= available_cpus() else 0.0
+            fits = processes + 1 <= available_cpus()
+            spin_seconds = DEFAULT_SPIN_SECONDS if fits and shared_memory else 0.0
         self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
         self.step_in_caller = bool(step_in_caller)
         refused = doorbell.refuse_spinning_why()
