@@ -262,7 +262,11 @@ def test_a_killed_worker_is_reported():
         envs.recv()
         envs.processes[1].kill()
         envs.processes[1].join(5)
-        envs.send([0, 0], [0, 1])
+        # Every env sent an action (through shared memory: no pipe to break on the way), so the
+        # second recv() at the latest waits for the dead worker's envs. (Sending only to the
+        # live worker's envs left it to chance: a loaded machine answered the first recv() from
+        # them without ever sleeping, and the second had nothing to wait for.)
+        envs.send(np.zeros(4, dtype=np.int64), [0, 1, 2, 3])
         with pytest.raises(WorkerDiedError) as caught:
             envs.recv()
             envs.recv()
