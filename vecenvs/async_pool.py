@@ -14,7 +14,7 @@ under EnvPool's names and conventions::
         envs.send(policy(observations), env_ids)   # only these envs step again
 
 One round: ``send`` checks everything first, writes the actions into the envs' rows of shared
-memory, counts one more step asked of each env (``env_requested``) and bumps the generation word
+memory, counts one more step asked of each env (:class:`EnvWords`) and bumps the generation word
 of each worker concerned (actions that shared memory cannot carry as given travel pickled, in a
 STEP_ENVS command). The worker, in a loop of its own (:func:`serve_envs`), steps those envs one
 after the other and flags *each* as soon as it is done (its row of results, then three words:
@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -42,6 +42,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
+from vecenvs.core import LOST, one_caller
 from vecenvs.doorbell import AdaptiveSpin, observe, publish, wait
 from vecenvs.errors import (
     AlreadyPendingCallError,
@@ -71,7 +72,7 @@ from vecenvs.workers import (
     wake_parent,
 )
 
-__all__ = ["AsyncPoolVecEnv", "EnvCommand", "serve_envs"]
+__all__ = ["AsyncPoolVecEnv", "EnvCommand", "EnvWords", "serve_envs"]
 
 
 class EnvCommand(Enum):
@@ -79,6 +80,20 @@ class EnvCommand(Enum):
 
     RESET_ENVS = "reset some envs"
     STEP_ENVS = "step some envs"
+
+
+class EnvWords(NamedTuple):
+    """The async pool's words per env, in the shared area (its ``env_words``)."""
+
+    done: np.ndarray  # commands the env has carried out (written by its worker)
+    reply: np.ndarray  # whether a message follows its latest result: MESSAGE or NOTHING (worker)
+    requested: np.ndarray  # steps asked of it through shared memory (written by the parent)
+    finished_at: np.ndarray  # when it was last done, in perf_counter seconds (worker)
+
+    @classmethod
+    def of(cls, area: SharedArea) -> EnvWords:
+        done, reply, requested, finished_at = area.env_words
+        return cls(done, reply, requested, finished_at.view(np.float64))
 
 
 class Waiting(Enum):
@@ -127,6 +142,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
     """
 
     area: SharedArea  # always one: every env is in a worker, told what to do through it
+    env_words = len(EnvWords._fields)
     workers: list[SharedMemoryWorker]  # type: ignore[assignment]  # (the pool's, always)
 
     def __init__(
@@ -159,9 +175,10 @@ class AsyncPoolVecEnv(PoolVecEnv):
             self.close()
             raise RuntimeError(f"AsyncPoolVecEnv cannot run here: {doorbell.refuse_spinning_why()}")
         area = self.area
-        self._done = area.env_done  # commands each env has finished
-        self._finished_at = area.env_finished_at
-        self._has_message = area.env_reply
+        self._words = EnvWords.of(area)
+        self._done = self._words.done  # commands each env has finished
+        self._finished_at = self._words.finished_at
+        self._has_message = self._words.reply
         self._worker_of = np.repeat(
             np.arange(self.num_workers), [len(chunk) for chunk in self.chunks]
         )
@@ -176,6 +193,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     # ----------------------------------------------------------------- the async API
 
+    @one_caller()
     def async_reset(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
@@ -199,6 +217,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 np.arange(chunk.start, chunk.stop),
             )
 
+    @one_caller()
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Sends actions to some envs and returns at once; collect the results with :meth:`recv`.
 
@@ -220,7 +239,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         if self.shared_memory and exact:
             # The fast path: actions and the request itself in shared memory, one word per worker.
             self.area.write_actions(actions, env_ids)
-            self.area.env_requested[env_ids] += 1
+            self._words.requested[env_ids] += 1
             self._pending[env_ids] = True
             self._requested[env_ids] += 1
             for worker_index in workers:
@@ -241,6 +260,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 env_ids[positions],
             )
 
+    @one_caller(close_on=(EnvCrashedError, *LOST))  # an env's crash leaves the others out of step
     def recv(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -280,6 +300,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     # ----------------------------------------------------------------- the sync API, guarded
 
+    @one_caller()
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         """Like the pool's; results of envs still pending from ``send`` are waited for and dropped first."""
         self._check_open()
@@ -374,7 +395,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     def _give(self, worker: Any, command: EnvCommand, payload: Any, env_ids: np.ndarray) -> None:
         """Gives a per-env command; each of ``env_ids`` is pending until recv() returns it."""
-        worker.post(command, payload, answered=False)
+        worker.tell(command, payload)
         self._pending[env_ids] = True
         self._requested[env_ids] += 1
 
@@ -388,7 +409,6 @@ class AsyncPoolVecEnv(PoolVecEnv):
             dead = [worker for worker in self.workers if not worker.process.is_alive()]
             late = self._pending & (self._done < self._requested)
             busy = np.unique(self._worker_of[late]).tolist()
-            self._close_after_failure()
             if dead:
                 raise dead[0].died(doing)
             raise WorkerTimeoutError(
@@ -405,11 +425,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
             worker = self.workers[self._worker_of[env]]
             deadline = time.perf_counter() + timeout
             while env not in self._messages:
-                try:
-                    index, ok, payload = worker.read_message(deadline, Waiting.RECV)
-                except VecEnvError:
-                    self._close_after_failure()
-                    raise
+                index, ok, payload = worker.read_message(deadline, Waiting.RECV)
                 self._messages[index] = (ok, payload)
         return self._messages.pop(env)
 
@@ -424,7 +440,6 @@ class AsyncPoolVecEnv(PoolVecEnv):
             if self._has_message[env] == MESSAGE:
                 ok, payload = self._message_of(env, self.timeout)
                 if not ok:
-                    self._close_after_failure()
                     raise payload.to_error()
                 if self.shared_memory:
                     env_infos = payload
@@ -477,10 +492,11 @@ def serve_envs(
     What can come in one round, in this order: commands over the pipe (``MESSAGES`` says how
     many: lock-step ones, answered once, or :class:`EnvCommand`, answered per env), a lock-step
     STEP whose actions are in shared memory (``STEPS``), and steps asked env by env in shared
-    memory (``env_requested``). Unlike the lock-step pool's parent, ours gives more as soon as
+    memory (``EnvWords.requested``). Unlike the lock-step pool's parent, ours gives more as soon as
     an env is flagged, so a round may end with more given than when it began.
     """
     seen = messages = steps = 0
+    words = EnvWords.of(area)
     served = np.zeros(len(chunk.rows), dtype=np.int64)  # our envs' steps asked and carried out
     waiting = CommandWait(line, area.worker_bell, spin_seconds)
     while True:
@@ -490,18 +506,18 @@ def serve_envs(
             messages += 1
             command, payload = loads(pipe.recv_bytes())
             if isinstance(command, EnvCommand):
-                _serve_each(chunk, area, command, payload, pipe)
+                _serve_each(chunk, area, words, command, payload, pipe)
             else:
                 reply = chunk.answer(command, payload)
         if steps < line[STEPS]:
             steps += 1
             reply = chunk.answer(Command.STEP, None)
-        asked = area.env_requested[chunk.rows.start : chunk.rows.stop]
+        asked = words.requested[chunk.rows.start : chunk.rows.stop]
         if (asked > served).any():
             ready = np.flatnonzero(asked > served)
             served[ready] = asked[ready]
             requests = ((ready + chunk.rows.start).tolist(), None, None)
-            _serve_each(chunk, area, EnvCommand.STEP_ENVS, requests, pipe)
+            _serve_each(chunk, area, words, EnvCommand.STEP_ENVS, requests, pipe)
         if reply is not None:
             ok, result = reply
             line[REPLY] = NOTHING if ok and result is None else MESSAGE
@@ -524,7 +540,7 @@ def serve_envs(
 
 
 def _serve_each(
-    chunk: Chunk, area: SharedArea, command: EnvCommand, payload: Any, pipe: Any
+    chunk: Chunk, area: SharedArea, words: EnvWords, command: EnvCommand, payload: Any, pipe: Any
 ) -> None:
     """Resets or steps some envs, flagging each as done as soon as it is, in groups of what
     was done within :data:`FLAG_SECONDS`.
@@ -546,11 +562,11 @@ def _serve_each(
                 infos = chunk.envs.step_env(local, value)
             done.append((index, True, _one_result(chunk, area, local, infos)))
             if time.perf_counter() - flagged_at >= FLAG_SECONDS:
-                _flag(area, done, pipe)
+                _flag(area, words, done, pipe)
                 done, flagged_at = [], time.perf_counter()
     except EnvCrashedError as crash:
         done.append((crash.env_index, False, crash.report()))
-    _flag(area, done, pipe)
+    _flag(area, words, done, pipe)
 
 
 def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, ...]) -> Any:
@@ -566,17 +582,17 @@ def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, .
     return infos or None
 
 
-def _flag(area: SharedArea, done: list[tuple[int, bool, Any]], pipe: Any) -> None:
+def _flag(area: SharedArea, words: EnvWords, done: list[tuple[int, bool, Any]], pipe: Any) -> None:
     """Flags envs as done: their rows of results are written already; messages follow."""
     if not done:
         return
     now = time.perf_counter()
     for index, ok, message in done:
-        area.env_reply[index] = NOTHING if ok and message is None else MESSAGE
-        area.env_finished_at[index] = now
+        words.reply[index] = NOTHING if ok and message is None else MESSAGE
+        words.finished_at[index] = now
     publish()  # their rows and words before the counts that say they are done
     for index, _, _ in done:
-        area.env_done[index] += 1
+        words.done[index] += 1
     wake_parent(area)
     for index, ok, message in done:
         if not ok or message is not None:

@@ -79,28 +79,40 @@ from vecenvs.multi_env import (
 from vecenvs.shm import Layout, SharedArea
 from vecenvs.workers import Chunk, Command, SharedMemoryWorker, Worker
 
-__all__ = ["ChunkedVecEnv", "split_evenly"]
+__all__ = ["LOST", "ChunkedVecEnv", "one_caller", "split_evenly"]
 
 
-def _one_caller(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Refuses a second thread while another is inside a method of this vector env."""
+#: Failures after which a vector env closes itself: its envs are lost, or their answers would
+#: come late and be taken for the next command's.
+LOST = (WorkerDiedError, WorkerTimeoutError)
 
-    @functools.wraps(method)
-    def guarded(self: ChunkedVecEnv, *args: Any, **kwargs: Any) -> Any:
-        if not self._lock.acquire(blocking=False):
-            raise ConcurrentCallError(
-                f"{type(self).__name__}.{method.__name__}() was called while another thread is using this vector env: "
-                "its workers answer one caller at a time. Use one vector env per thread, or a lock around each call."
-            )
-        try:
-            return method(self, *args, **kwargs)
-        except (WorkerDiedError, WorkerTimeoutError):
-            self._close_after_failure()  # its envs are lost, or their answers would come late
-            raise
-        finally:
-            self._lock.release()
 
-    return guarded
+def one_caller(
+    close_on: tuple[type[BaseException], ...] = LOST,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The failure policy of every public method of a vector env, written once: one thread at a
+    time (another gets :class:`~vecenvs.errors.ConcurrentCallError`), and the vector env closed
+    (``self._close_after_failure()``) when the method raises one of ``close_on``."""
+
+    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._lock.acquire(blocking=False):
+                raise ConcurrentCallError(
+                    f"{type(self).__name__}.{method.__name__}() was called while another thread is using this vector env: "
+                    "its workers answer one caller at a time. Use one vector env per thread, or a lock around each call."
+                )
+            try:
+                return method(self, *args, **kwargs)
+            except close_on:
+                self._close_after_failure()
+                raise
+            finally:
+                self._lock.release()
+
+        return guarded
+
+    return decorate
 
 
 class ChunkedVecEnv(EnvsVectorEnv):
@@ -121,6 +133,8 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     #: Whether the workers share control words (and, with ``shared_memory``, data) with us.
     uses_shared_area = False
+    #: Words per env in the shared area, for a protocol that answers env by env.
+    env_words = 0
 
     def __init__(
         self,
@@ -184,6 +198,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 self.single_action_space,
                 data=shared_memory,
                 futex=doorbell.FUTEX,
+                env_words=self.env_words,
             )
             try:
                 self.area = SharedArea(layout)
@@ -242,7 +257,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
-    @_one_caller
+    @one_caller()
     def reset_async(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
@@ -259,7 +274,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self._post(index, Command.RESET, (seeds[chunk.start : chunk.stop], chunk_options))
         self._state = AsyncState.WAITING_RESET
 
-    @_one_caller
+    @one_caller()
     def reset_wait(self, timeout: float | None = None) -> ResetResult:
         """Waits for the reset sent by :meth:`reset_async`; returns observations and infos."""
         timeout = self._check_waiting(
@@ -277,7 +292,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
-    @_one_caller
+    @one_caller()
     def step_async(self, actions: Any) -> None:
         """Sends the actions to the workers and returns at once; collect with :meth:`step_wait`."""
         self._check_idle("step_async")
@@ -301,7 +316,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 self._post(index, Command.STEP, env_actions[chunk.start : chunk.stop])
         self._state = AsyncState.WAITING_STEP
 
-    @_one_caller
+    @one_caller()
     def step_wait(self, timeout: float | None = None) -> StepResult:
         """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
         With a chunk of its own, this is where the calling process steps it. ``timeout``: by
@@ -318,7 +333,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.call_async(name, *args, **kwargs)
         return self.call_wait()
 
-    @_one_caller
+    @one_caller()
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Starts :meth:`call` in every worker and returns at once; collect with :meth:`call_wait`."""
         self._check_idle("call_async")
@@ -328,7 +343,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self._call_name = name
         self._state = AsyncState.WAITING_CALL
 
-    @_one_caller
+    @one_caller()
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Waits for the call sent by :meth:`call_async`; returns each env's result."""
         timeout = self._check_waiting(AsyncState.WAITING_CALL, "call_wait", "call_async", timeout)
@@ -337,7 +352,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         finally:
             self._state = AsyncState.DEFAULT
 
-    @_one_caller
+    @one_caller()
     def call_at(
         self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any
     ) -> tuple[Any, ...]:
@@ -346,12 +361,12 @@ class ChunkedVecEnv(EnvsVectorEnv):
             Command.CALL, indices, lambda local, _: (local, name, args, kwargs), name
         )
 
-    @_one_caller
+    @one_caller()
     def get_attr_at(self, indices: Sequence[int], name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of the envs ``indices``."""
         return self._per_env(Command.GET_ATTR, indices, lambda local, _: (local, name), name)
 
-    @_one_caller
+    @one_caller()
     def set_attr_at(self, indices: Sequence[int], name: str, values: Any) -> None:
         """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
         indices = check_indices(indices, self.num_envs)
@@ -549,7 +564,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self._state = AsyncState.DEFAULT
             self.close(terminate=True)
 
-    @_one_caller
+    @one_caller()
     def close(self, **kwargs: Any) -> None:
         """Closes the envs and stops the workers (see the module docstring); idempotent."""
         if getattr(self, "_owner", None) == os.getpid():

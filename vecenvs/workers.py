@@ -419,15 +419,18 @@ class SharedMemoryWorker(ProcessWorker):
     def due(self) -> int:
         return self.messages_due + len(self.awaiting)
 
-    def post(self, command: Enum, payload: Any, answered: bool = True) -> None:
-        """Gives a command whose payload travels over the pipe (``answered=False``: the async
-        pool's per-env commands, answered per env, not per command)."""
+    def post(self, command: Command, payload: Any) -> None:
+        """Gives a command whose payload travels over the pipe; its answer is due."""
+        self.tell(command, payload)
+        self.awaiting.append(self.generation)
+        self.posted_at = time.perf_counter()
+
+    def tell(self, command: Enum, payload: Any) -> None:
+        """Sends a command over the pipe, announced by the words; who answers it, and how, is
+        the caller's business (:meth:`post`, or the async pool's answers env by env)."""
         self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
         self.announce()
         self._send((command, payload), command)
-        if answered:
-            self.awaiting.append(self.generation)
-        self.posted_at = time.perf_counter()
 
     def post_step(self) -> None:
         """Gives a STEP whose actions are in shared memory: two words, no system call. The
