@@ -42,7 +42,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
-from vecenvs.core import LOST, one_caller
+from vecenvs.core import LOST, ChunkedVecEnv, one_caller
 from vecenvs.doorbell import AdaptiveSpin, observe, publish, wait
 from vecenvs.errors import (
     AlreadyPendingCallError,
@@ -52,8 +52,9 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import ActionChecker, expand_seeds, split_reset_mask, tree_map
-from vecenvs.pool import PoolVecEnv
+from vecenvs.pool import WorkerStarter, check_num_workers
 from vecenvs.shm import SharedArea
+from vecenvs.threads import DEFAULT_WORKER_THREADS
 from vecenvs.workers import (
     DONE,
     GENERATION,
@@ -114,13 +115,17 @@ class _ReadyCount:
         return int(np.count_nonzero(self.pending & (self.done >= self.requested)))
 
 
-class AsyncPoolVecEnv(PoolVecEnv):
+class AsyncPoolVecEnv(ChunkedVecEnv):
     """The pool with EnvPool's asynchronous API: ``async_reset``, ``send`` and ``recv``.
 
     Every env runs in a worker process (the caller steps none: it must stay free to hand out
     batches while the workers step). ``recv()`` returns ``batch_size`` envs, the first ready;
     ``infos["env_id"]`` (int32, EnvPool's convention; ``infos["_env_id"]`` is its all-True mask,
     as gymnasium's infos have for every key) says which env each row belongs to.
+
+    Not a :class:`~vecenvs.pool.PoolVecEnv`: the same core (:class:`~vecenvs.core.ChunkedVecEnv`,
+    whose synchronous API it keeps) and the pool's way of starting processes (a
+    :class:`~vecenvs.pool.WorkerStarter`), with workers that serve :func:`serve_envs`.
 
     Args:
         num_workers: K worker processes, from 1 to the number of envs; default one per CPU.
@@ -152,10 +157,14 @@ class AsyncPoolVecEnv(PoolVecEnv):
         *,
         batch_size: int | None = None,
         shared_memory: bool = True,
+        start_method: str | None = None,
+        spin_seconds: float | None = None,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
+        num_workers = check_num_workers(num_workers, num_envs)
         self.batch_size = num_envs
         if batch_size is not None:
             self.batch_size = check_whole_number("batch_size", batch_size, 1, num_envs)
@@ -168,12 +177,19 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._pending = np.zeros(num_envs, dtype=np.bool_)  # sent, not yet returned by recv()
         self._requested = np.zeros(num_envs, dtype=np.int64)  # commands given to each env so far
         self._messages: dict[int, tuple[bool, Any]] = {}  # env -> its latest message, read ahead
-        super().__init__(
-            env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs
+        refused = doorbell.refuse_spinning_why()
+        if refused is not None:  # every env is told what to do through words: no way round them
+            raise RuntimeError(f"AsyncPoolVecEnv cannot run here: {refused}")
+        self.starter = WorkerStarter(
+            env_fns,
+            processes=num_workers,
+            shared_memory=shared_memory,
+            start_method=start_method,
+            spin_seconds=spin_seconds,
+            worker_threads=worker_threads,
+            loop=serve_envs,  # the async pool's own protocol, in each worker process
         )
-        if not self.uses_shared_area:
-            self.close()
-            raise RuntimeError(f"AsyncPoolVecEnv cannot run here: {doorbell.refuse_spinning_why()}")
+        super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
         area = self.area
         self._words = EnvWords.of(area)
         self._done = self._words.done  # commands each env has finished
@@ -188,8 +204,25 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
 
-    def _worker_loop(self) -> Callable[..., None]:
-        return serve_envs  # the async pool's own protocol, in each worker process
+    uses_shared_area = True
+
+    @property
+    def spin_seconds(self) -> float:
+        return self.starter.spin_seconds
+
+    @property
+    def start_method(self) -> str:
+        return self.starter.start_method
+
+    @property
+    def worker_threads(self) -> int | None:
+        return self.starter.worker_threads
+
+    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        for index, rows in enumerate(self.chunks):  # every chunk in a worker: none in the caller
+            worker = self.starter.start(index, self.spec_of(rows, env_fns))
+            assert isinstance(worker, SharedMemoryWorker), "checked: this CPU has its barriers"
+            self.workers.append(worker)
 
     # ----------------------------------------------------------------- the async API
 

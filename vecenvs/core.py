@@ -77,7 +77,7 @@ from vecenvs.multi_env import (
     tree_map,
 )
 from vecenvs.shm import Layout, SharedArea
-from vecenvs.workers import Chunk, Command, SharedMemoryWorker, Worker
+from vecenvs.workers import Chunk, ChunkSpec, Command, SharedMemoryWorker, Worker
 
 __all__ = ["LOST", "ChunkedVecEnv", "one_caller", "split_evenly"]
 
@@ -234,6 +234,11 @@ class ChunkedVecEnv(EnvsVectorEnv):
     def processes(self) -> list[Any]:
         """The worker processes (``multiprocess.Process``), if the workers are processes."""
         return [worker.process for worker in self.workers if hasattr(worker, "process")]
+
+    def spec_of(self, rows: range, env_fns: list[Callable[[], gym.Env]]) -> ChunkSpec:
+        """What the worker of the envs ``rows`` needs to make them."""
+        fns = [env_fns[i] for i in rows]
+        return ChunkSpec(fns, rows, self.autoreset_mode, self.observation_mode)
 
     def _post(self, chunk_index: int, command: Command, payload: Any) -> None:
         """Gives chunk ``chunk_index`` a command: to its worker, or for the caller's own chunk,

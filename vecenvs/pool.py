@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_SPIN_SECONDS",
     "PoolVecEnv",
     "WorkerCount",
+    "WorkerStarter",
     "available_cpus",
     "check_num_workers",
     "split_evenly",
@@ -108,45 +109,85 @@ class PoolVecEnv(ChunkedVecEnv):
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
-        self.worker_threads = check_worker_threads(worker_threads)
         num_workers = check_num_workers(num_workers, len(env_fns))
-        processes = num_workers if not step_in_caller else num_workers - 1
+        self.step_in_caller = bool(step_in_caller)
+        self.starter = WorkerStarter(
+            env_fns,
+            processes=num_workers - 1 if self.step_in_caller else num_workers,
+            shared_memory=shared_memory,
+            start_method=start_method,
+            spin_seconds=spin_seconds,
+            worker_threads=worker_threads,
+            loop=serve_with_control,
+        )
+        self.uses_shared_area = self.starter.shared_area
+        super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
+
+    @property
+    def spin_seconds(self) -> float:
+        return self.starter.spin_seconds
+
+    @property
+    def start_method(self) -> str:
+        return self.starter.start_method
+
+    @property
+    def worker_threads(self) -> int | None:
+        return self.starter.worker_threads
+
+    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        for index, rows in enumerate(self.chunks):
+            if index > 0 or not self.step_in_caller:
+                self.workers.append(self.starter.start(index, self.spec_of(rows, env_fns)))
+        if self.step_in_caller:
+            # Made after the workers are forked, so that no worker inherits a copy of these envs.
+            self.own = Chunk(self.spec_of(self.chunks[0], env_fns))
+
+
+class WorkerStarter:
+    """How a pool starts its worker processes, checked once: the start method, how long each
+    side spins, the threads each worker may use, and whether they share words in memory with
+    the parent (not where this CPU has no barrier we trust: see :mod:`vecenvs.doorbell`).
+    :class:`PoolVecEnv` and :class:`~vecenvs.async_pool.AsyncPoolVecEnv` each have one.
+
+    Args:
+        processes: how many worker processes the pool starts (for the default spin).
+        loop: the worker's loop over its control words (see :class:`~vecenvs.workers.ProcessWorker`).
+        Others: as for :class:`PoolVecEnv`.
+    """
+
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        *,
+        processes: int,
+        shared_memory: bool,
+        start_method: str | None,
+        spin_seconds: float | None,
+        worker_threads: int | None,
+        loop: Callable[..., None],
+    ):
+        self.worker_threads = check_worker_threads(worker_threads)
         if spin_seconds is None:
             fits = processes + 1 <= available_cpus()
             spin_seconds = DEFAULT_SPIN_SECONDS if fits and shared_memory else 0.0
         self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
-        self.step_in_caller = bool(step_in_caller)
         refused = doorbell.refuse_spinning_why()
         if refused is not None:  # said once per process: every pool here would say the same
             if not _REFUSALS:
                 logger.warning("PoolVecEnv: %s", refused)
             _REFUSALS.add(refused)
-            self.uses_shared_area = False
+        self.shared_area = refused is None
         self.context = process_context(start_method, env_fns)
-        self.start_method = self.context.get_start_method()
-        super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
+        self.start_method: str = self.context.get_start_method()
+        self.loop = loop
 
-    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
-        def spec(rows: range, fns: list[Callable[[], gym.Env]]) -> ChunkSpec:
-            return ChunkSpec(fns, rows, self.autoreset_mode, self.observation_mode)
-
-        for index, rows in enumerate(self.chunks):
-            if index > 0 or not self.step_in_caller:
-                fns = cap_env_fns([env_fns[i] for i in rows], self.worker_threads)
-                if self.uses_shared_area:
-                    worker: ProcessWorker = SharedMemoryWorker(
-                        index, spec(rows, fns), self.context, self.spin_seconds, self._worker_loop()
-                    )
-                else:  # no barrier for words in shared memory here: pipes, which the kernel orders
-                    worker = ProcessWorker(index, spec(rows, fns), self.context)
-                self.workers.append(worker)
-        if self.step_in_caller:
-            # Made after the workers are forked, so that no worker inherits a copy of these envs.
-            self.own = Chunk(spec(self.chunks[0], [env_fns[i] for i in self.chunks[0]]))
-
-    def _worker_loop(self) -> Callable[..., None]:
-        """The loop each worker process serves its commands with (see ProcessWorker)."""
-        return serve_with_control
+    def start(self, index: int, spec: ChunkSpec) -> ProcessWorker:
+        """Starts the worker process of chunk ``index``."""
+        spec = replace(spec, env_fns=cap_env_fns(spec.env_fns, self.worker_threads))
+        if self.shared_area:
+            return SharedMemoryWorker(index, spec, self.context, self.spin_seconds, self.loop)
+        return ProcessWorker(index, spec, self.context)  # pipes, which the kernel orders
 
 
 _REFUSALS: set[str] = set()  # what was logged about missing barriers (once per process)
