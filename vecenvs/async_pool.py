@@ -148,6 +148,7 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
 
     area: SharedArea  # always one: every env is in a worker, told what to do through it
     env_words = len(EnvWords._fields)
+    uses_shared_area = True
     workers: list[SharedMemoryWorker]  # type: ignore[assignment]  # (the pool's, always)
 
     def __init__(
@@ -189,6 +190,8 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             worker_threads=worker_threads,
             loop=serve_envs,  # the async pool's own protocol, in each worker process
         )
+        self.spin_seconds, self.start_method = self.starter.spin_seconds, self.starter.start_method
+        self.worker_threads = self.starter.worker_threads
         super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
         area = self.area
         self._words = EnvWords.of(area)
@@ -203,20 +206,6 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
         self._spin = AdaptiveSpin(self.spin_seconds)
         self._parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
-
-    uses_shared_area = True
-
-    @property
-    def spin_seconds(self) -> float:
-        return self.starter.spin_seconds
-
-    @property
-    def start_method(self) -> str:
-        return self.starter.start_method
-
-    @property
-    def worker_threads(self) -> int | None:
-        return self.starter.worker_threads
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         for index, rows in enumerate(self.chunks):  # every chunk in a worker: none in the caller

@@ -477,7 +477,8 @@ class ChunkedVecEnv(EnvsVectorEnv):
         if isinstance(failure, WorkerTimeoutError):  # every worker still due is named
             envs = [i for w in stuck for i in self.chunks[w]]
             raise WorkerTimeoutError(stuck, envs, timeout, what) from None
-        raise WorkerDiedError(failure.worker_index, failure.env_indices, failure.exitcode, what)
+        died = WorkerDiedError(failure.worker_index, failure.env_indices, failure.exitcode, what)
+        raise died from failure.__cause__  # (Ray's RayActorError, say: what said it died)
 
     def _interrupted(self, command: Command) -> None:
         self._needs_reset = f"a {command.value} was interrupted half-way (Ctrl-C?), so some envs stepped and others did not"

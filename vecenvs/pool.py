@@ -121,19 +121,9 @@ class PoolVecEnv(ChunkedVecEnv):
             loop=serve_with_control,
         )
         self.uses_shared_area = self.starter.shared_area
+        self.spin_seconds, self.start_method = self.starter.spin_seconds, self.starter.start_method
+        self.worker_threads = self.starter.worker_threads
         super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
-
-    @property
-    def spin_seconds(self) -> float:
-        return self.starter.spin_seconds
-
-    @property
-    def start_method(self) -> str:
-        return self.starter.start_method
-
-    @property
-    def worker_threads(self) -> int | None:
-        return self.starter.worker_threads
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         for index, rows in enumerate(self.chunks):
