@@ -340,11 +340,11 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             self._message_of(int(env), timeout)
         self._pending[:] = False
 
-    def _check_idle(self, doing: str) -> None:
-        super()._check_idle(doing)
+    def _check_idle(self, method: str) -> None:
+        super()._check_idle(method)
         if self._pending.any():
             raise AlreadyPendingCallError(
-                f"cannot {doing} while envs {np.flatnonzero(self._pending).tolist()} have a pending send(): "
+                f"cannot {method} while envs {np.flatnonzero(self._pending).tolist()} have a pending send(): "
                 "recv() their results first (or reset(), which drops them)",
                 "send",
             )
@@ -363,17 +363,17 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
 
     # ----------------------------------------------------------------- checks
 
-    def _check_free(self, doing: str, allow_pending: bool = False) -> None:
+    def _check_free(self, method: str, allow_pending: bool = False) -> None:
         self._check_open()
         if self._state.value != "default":
             raise AlreadyPendingCallError(
-                f"cannot {doing} while a {self._state.value}() is pending: call {self._state.value}_wait() first",
+                f"cannot {method} while a {self._state.value}() is pending: call {self._state.value}_wait() first",
                 self._state.value,
             )
         if self._needs_reset:
-            raise VecEnvError(f"{self._needs_reset}: call reset() before {doing}")
+            raise VecEnvError(f"{self._needs_reset}: call reset() before {method}")
         if not allow_pending:
-            self._check_idle(doing)
+            self._check_idle(method)
 
     def _check_env_ids(self, env_ids: Any) -> np.ndarray:
         """The env ids as an int array, or an error naming the bad value."""
@@ -421,7 +421,7 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
         self._pending[env_ids] = True
         self._requested[env_ids] += 1
 
-    def _wait_for(self, count: int, timeout: float, doing: Waiting) -> np.ndarray:
+    def _wait_for(self, count: int, timeout: float, waiting: Waiting) -> np.ndarray:
         """Waits until ``count`` pending envs are done; returns the done ones. Spin, then sleep."""
         deadline = time.perf_counter() + timeout
         if not wait(
@@ -432,9 +432,9 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             late = self._pending & (self._done < self._requested)
             busy = np.unique(self._worker_of[late]).tolist()
             if dead:
-                raise dead[0].died(doing)
+                raise dead[0].died(waiting)
             raise WorkerTimeoutError(
-                busy, [e for w in busy for e in self.chunks[w]], timeout, doing.value
+                busy, [e for w in busy for e in self.chunks[w]], timeout, waiting.value
             )
         return np.flatnonzero(self._pending & (self._done >= self._requested))
 

@@ -533,11 +533,11 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     # ----------------------------------------------------------------- states
 
-    def _check_idle(self, doing: str) -> None:
+    def _check_idle(self, method: str) -> None:
         self._check_open()
         if self._state is not AsyncState.DEFAULT:
             raise AlreadyPendingCallError(
-                f"Calling `{doing}` while waiting for a pending call to `{self._state.value}` to complete: "
+                f"Calling `{method}` while waiting for a pending call to `{self._state.value}` to complete: "
                 f"call {self._state.value}_wait() first",
                 str(self._state.value),
             )
@@ -553,11 +553,11 @@ class ChunkedVecEnv(EnvsVectorEnv):
             raise
 
     def _check_waiting(
-        self, state: AsyncState, doing: str, needed: str, timeout: float | None
+        self, state: AsyncState, method: str, needed: str, timeout: float | None
     ) -> float:
         self._check_open()
         if self._state is not state:
-            message = f"Calling `{doing}` without any prior call to `{needed}`."
+            message = f"Calling `{method}` without any prior call to `{needed}`."
             raise NoAsyncCallError(message, state.value)
         return self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
 
