@@ -295,9 +295,7 @@ class RayVecEnv(ChunkedVecEnv):
         actor_class = self._ray.remote(ChunkActor).options(**{**defaults, **self._actor_options})
         env_fns = cap_env_fns(env_fns, self.worker_threads)
         for index, rows in enumerate(self.chunks):
-            fns = [env_fns[i] for i in rows]
-            spec = ChunkSpec(fns, rows, self.autoreset_mode, self.observation_mode)
-            self.workers.append(RayWorker(index, spec, actor_class))
+            self.workers.append(RayWorker(index, self.spec_of(rows, env_fns), actor_class))
 
     @property
     def actors(self) -> list[Any]:

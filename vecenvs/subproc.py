@@ -19,7 +19,7 @@ import gymnasium as gym
 from vecenvs.checks import check_env_fns
 from vecenvs.core import ChunkedVecEnv
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
-from vecenvs.workers import ChunkSpec, ProcessWorker, process_context
+from vecenvs.workers import ProcessWorker, process_context
 
 __all__ = ["SubprocVecEnv"]
 
@@ -65,5 +65,4 @@ class SubprocVecEnv(ChunkedVecEnv):
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
         env_fns = cap_env_fns(env_fns, self.worker_threads)
         for index, rows in enumerate(self.chunks):
-            spec = ChunkSpec([env_fns[index]], rows, self.autoreset_mode, self.observation_mode)
-            self.workers.append(ProcessWorker(index, spec, self.context))
+            self.workers.append(ProcessWorker(index, self.spec_of(rows, env_fns), self.context))
