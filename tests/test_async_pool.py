@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import signal
+import threading
+import time
 
 import gymnasium as gym
 import multiprocess
@@ -262,7 +264,11 @@ def test_a_killed_worker_is_reported():
         envs.recv()
         envs.processes[1].kill()
         envs.processes[1].join(5)
-        envs.send([0, 0], [0, 1])
+        # Every env sent an action (through shared memory: no pipe to break on the way), so the
+        # second recv() at the latest waits for the dead worker's envs. (Sending only to the
+        # live worker's envs left it to chance: a loaded machine answered the first recv() from
+        # them without ever sleeping, and the second had nothing to wait for.)
+        envs.send(np.zeros(4, dtype=np.int64), [0, 1, 2, 3])
         with pytest.raises(WorkerDiedError) as caught:
             envs.recv()
             envs.recv()
@@ -363,3 +369,23 @@ def test_reset_and_close_drop_the_results_of_a_pending_send(env_fn, shared_memor
         envs.close()
     assert caught.value.command == "close" and "deliberate failure in close" in str(caught.value)
     assert envs.closed
+
+
+def test_one_caller_at_a_time_in_the_async_api_too():
+    """recv() waiting in one thread: another thread's send() or recv() is refused, not mixed in."""
+    slow = functools.partial(gym.make, "vecenvs/Costly-v0", step_seconds=0.3, cost_kind="sleep")
+    with AsyncPoolVecEnv([slow] * 2, num_workers=2, batch_size=2) as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.zeros(2, dtype=np.int64), [0, 1])
+        results: dict[str, object] = {}
+        waiting = threading.Thread(target=lambda: results.setdefault("recv", envs.recv()))
+        waiting.start()
+        time.sleep(0.1)  # the first thread is inside recv(), waiting for the 0.3 s steps
+        with pytest.raises(vecenvs.ConcurrentCallError, match=r"AsyncPoolVecEnv.send\(\)"):
+            envs.send(np.zeros(2, dtype=np.int64), [0, 1])
+        with pytest.raises(vecenvs.ConcurrentCallError, match=r"AsyncPoolVecEnv.recv\(\)"):
+            envs.recv()
+        waiting.join(10)
+        assert sorted(results["recv"][4]["env_id"].tolist()) == [0, 1]  # intact
+        assert not envs.closed  # refusing a second caller does not close the first's envs

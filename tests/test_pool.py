@@ -100,3 +100,13 @@ def test_workers_stop_spinning_when_the_parent_is_slow_between_steps():
     assert used < steps * spin / 2, (
         f"the worker used {used:.3f} CPU seconds over {steps} slow steps: it spun while waiting"
     )
+
+
+def test_without_shared_memory_the_pool_does_not_spin(monkeypatch):
+    """Every answer is a pipe message then, read with a system call anyway: no spin by default."""
+    monkeypatch.setattr(vecenvs.pool, "available_cpus", lambda: 8)  # CPUs to spare: it would spin
+    fns = env_fns_for("CartPole-v1", 2)
+    with vecenvs.PoolVecEnv(fns, num_workers=2, shared_memory=False) as envs:
+        assert envs.spin_seconds == 0.0
+    with vecenvs.PoolVecEnv(fns, num_workers=2) as envs:
+        assert envs.spin_seconds == vecenvs.pool.DEFAULT_SPIN_SECONDS

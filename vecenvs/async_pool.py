@@ -14,7 +14,7 @@ under EnvPool's names and conventions::
         envs.send(policy(observations), env_ids)   # only these envs step again
 
 One round: ``send`` checks everything first, writes the actions into the envs' rows of shared
-memory, counts one more step asked of each env (``env_requested``) and bumps the generation word
+memory, counts one more step asked of each env (:class:`EnvWords`) and bumps the generation word
 of each worker concerned (actions that shared memory cannot carry as given travel pickled, in a
 STEP_ENVS command). The worker, in a loop of its own (:func:`serve_envs`), steps those envs one
 after the other and flags *each* as soon as it is done (its row of results, then three words:
@@ -34,14 +34,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
-from vecenvs.doorbell import fence
+from vecenvs.core import LOST, ChunkedVecEnv, one_caller
+from vecenvs.doorbell import AdaptiveSpin, observe, publish, wait
 from vecenvs.errors import (
     AlreadyPendingCallError,
     EnvCrashedError,
@@ -50,8 +52,9 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import ActionChecker, expand_seeds, split_reset_mask, tree_map
-from vecenvs.pool import PoolVecEnv
+from vecenvs.pool import WorkerStarter, check_num_workers
 from vecenvs.shm import SharedArea
+from vecenvs.threads import DEFAULT_WORKER_THREADS
 from vecenvs.workers import (
     DONE,
     GENERATION,
@@ -64,12 +67,13 @@ from vecenvs.workers import (
     Chunk,
     Command,
     CommandWait,
+    SharedMemoryWorker,
     loads,
     send,
     wake_parent,
 )
 
-__all__ = ["AsyncPoolVecEnv", "EnvCommand", "serve_envs"]
+__all__ = ["AsyncPoolVecEnv", "EnvCommand", "EnvWords", "serve_envs"]
 
 
 class EnvCommand(Enum):
@@ -79,13 +83,49 @@ class EnvCommand(Enum):
     STEP_ENVS = "step some envs"
 
 
-class AsyncPoolVecEnv(PoolVecEnv):
+class EnvWords(NamedTuple):
+    """The async pool's words per env, in the shared area (its ``env_words``)."""
+
+    done: np.ndarray  # commands the env has carried out (written by its worker)
+    reply: np.ndarray  # whether a message follows its latest result: MESSAGE or NOTHING (worker)
+    requested: np.ndarray  # steps asked of it through shared memory (written by the parent)
+    finished_at: np.ndarray  # when it was last done, in perf_counter seconds (worker)
+
+    @classmethod
+    def of(cls, area: SharedArea) -> EnvWords:
+        done, reply, requested, finished_at = area.env_words
+        return cls(done, reply, requested, finished_at.view(np.float64))
+
+
+class Waiting(Enum):
+    """What the async pool waits for its envs in (the words of its error messages)."""
+
+    RECV = "recv"
+    PENDING = "finishing the pending sends"
+
+
+class _ReadyCount:
+    """A word for :func:`~vecenvs.doorbell.wait` to watch: how many envs with a pending send
+    are done, counted afresh each time it is read."""
+
+    def __init__(self, pending: np.ndarray, done: np.ndarray, requested: np.ndarray):
+        self.pending, self.done, self.requested = pending, done, requested
+
+    def __getitem__(self, index: int) -> int:
+        return int(np.count_nonzero(self.pending & (self.done >= self.requested)))
+
+
+class AsyncPoolVecEnv(ChunkedVecEnv):
     """The pool with EnvPool's asynchronous API: ``async_reset``, ``send`` and ``recv``.
 
     Every env runs in a worker process (the caller steps none: it must stay free to hand out
     batches while the workers step). ``recv()`` returns ``batch_size`` envs, the first ready;
     ``infos["env_id"]`` (int32, EnvPool's convention; ``infos["_env_id"]`` is its all-True mask,
     as gymnasium's infos have for every key) says which env each row belongs to.
+
+    Not a :class:`~vecenvs.pool.PoolVecEnv`: the same core (:class:`~vecenvs.core.ChunkedVecEnv`,
+    whose synchronous API it keeps) and the pool's way of starting processes (a
+    :class:`~vecenvs.pool.WorkerStarter`), with workers that serve :func:`serve_envs`.
 
     Args:
         num_workers: K worker processes, from 1 to the number of envs; default one per CPU.
@@ -107,6 +147,9 @@ class AsyncPoolVecEnv(PoolVecEnv):
     """
 
     area: SharedArea  # always one: every env is in a worker, told what to do through it
+    env_words = len(EnvWords._fields)
+    uses_shared_area = True
+    workers: list[SharedMemoryWorker]  # type: ignore[assignment]  # (the pool's, always)
 
     def __init__(
         self,
@@ -115,10 +158,14 @@ class AsyncPoolVecEnv(PoolVecEnv):
         *,
         batch_size: int | None = None,
         shared_memory: bool = True,
+        start_method: str | None = None,
+        spin_seconds: float | None = None,
+        worker_threads: int | None = DEFAULT_WORKER_THREADS,
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
+        num_workers = check_num_workers(num_workers, num_envs)
         self.batch_size = num_envs
         if batch_size is not None:
             self.batch_size = check_whole_number("batch_size", batch_size, 1, num_envs)
@@ -131,24 +178,44 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._pending = np.zeros(num_envs, dtype=np.bool_)  # sent, not yet returned by recv()
         self._requested = np.zeros(num_envs, dtype=np.int64)  # commands given to each env so far
         self._messages: dict[int, tuple[bool, Any]] = {}  # env -> its latest message, read ahead
-        super().__init__(
-            env_fns, num_workers, step_in_caller=False, shared_memory=shared_memory, **kwargs
+        refused = doorbell.refuse_spinning_why()
+        if refused is not None:  # every env is told what to do through words: no way round them
+            raise RuntimeError(f"AsyncPoolVecEnv cannot run here: {refused}")
+        self.starter = WorkerStarter(
+            env_fns,
+            processes=num_workers,
+            shared_memory=shared_memory,
+            start_method=start_method,
+            spin_seconds=spin_seconds,
+            worker_threads=worker_threads,
+            loop=serve_envs,  # the async pool's own protocol, in each worker process
         )
+        self.spin_seconds, self.start_method = self.starter.spin_seconds, self.starter.start_method
+        self.worker_threads = self.starter.worker_threads
+        super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
         area = self.area
-        self._done = area.env_done  # commands each env has finished
-        self._finished_at = area.env_finished_at
-        self._has_message = area.env_reply
+        self._words = EnvWords.of(area)
+        self._done = self._words.done  # commands each env has finished
+        self._finished_at = self._words.finished_at
+        self._has_message = self._words.reply
         self._worker_of = np.repeat(
             np.arange(self.num_workers), [len(chunk) for chunk in self.chunks]
         )
         self._checkers = {self.num_envs: self.check_actions}
+        self._ready = _ReadyCount(self._pending, self._done, self._requested)
+        self._spin = AdaptiveSpin(self.spin_seconds)
+        self._parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
 
-    def _worker_loop(self) -> Callable[..., None]:
-        return serve_envs  # the async pool's own protocol, in each worker process
+    def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        for index, rows in enumerate(self.chunks):  # every chunk in a worker: none in the caller
+            worker = self.starter.start(index, self.spec_of(rows, env_fns))
+            assert isinstance(worker, SharedMemoryWorker), "checked: this CPU has its barriers"
+            self.workers.append(worker)
 
     # ----------------------------------------------------------------- the async API
 
+    @one_caller()
     def async_reset(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
@@ -172,6 +239,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 np.arange(chunk.start, chunk.stop),
             )
 
+    @one_caller()
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Sends actions to some envs and returns at once; collect the results with :meth:`recv`.
 
@@ -186,17 +254,19 @@ class AsyncPoolVecEnv(PoolVecEnv):
         self._check_free("send()", allow_pending=True)
         env_ids = self._check_env_ids(env_ids)
         checker = self._checker(len(env_ids))
-        checker(actions)
+        exact = checker(
+            actions
+        )  # (arrays of the space's dtypes: shared memory takes them as given)
         workers = np.unique(self._worker_of[env_ids])
-        if self.shared_memory and self.area.holds_as_given(actions):
+        if self.shared_memory and exact:
             # The fast path: actions and the request itself in shared memory, one word per worker.
             self.area.write_actions(actions, env_ids)
-            self.area.env_requested[env_ids] += 1
+            self._words.requested[env_ids] += 1
             self._pending[env_ids] = True
             self._requested[env_ids] += 1
             for worker_index in workers:
                 self.workers[worker_index].announce(ring=False)
-            fence()  # (see doorbell.fence: a worker's "I am asleep" must not be missed)
+            doorbell.fence()  # our words are seen before we look who sleeps (they look after)
             if any(self.workers[w].asleep() for w in workers):
                 self.area.worker_bell.ring()
             return
@@ -212,6 +282,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 env_ids[positions],
             )
 
+    @one_caller(close_on=(EnvCrashedError, *LOST))  # an env's crash leaves the others out of step
     def recv(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -243,7 +314,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
                 f"to at least {self.batch_size - pending} more env(s) first",
                 "recv",
             )
-        ready = self._wait_for(self.batch_size, timeout, "recv")
+        ready = self._wait_for(self.batch_size, timeout, Waiting.RECV)
         env_ids = ready[np.argsort(self._finished_at[ready], kind="stable")][: self.batch_size]
         results = self._batch_of(env_ids)
         self._pending[env_ids] = False  # only now: an interrupted recv() leaves them pending
@@ -251,28 +322,29 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     # ----------------------------------------------------------------- the sync API, guarded
 
+    @one_caller()
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         """Like the pool's; results of envs still pending from ``send`` are waited for and dropped first."""
         self._check_open()
-        self._drop_pending(self.timeout, "reset (finishing the pending sends)")
+        self._drop_pending(self.timeout)
         super().reset_async(seed=seed, options=options)
 
-    def _drop_pending(self, timeout: float, doing: str) -> None:
+    def _drop_pending(self, timeout: float) -> None:
         """Waits for the envs still stepping from ``send`` and drops their results, reading
         the messages that came with them: a message left in a pipe would be taken for the
         answer to the next command."""
         if not self._pending.any():
             return
-        self._wait_for(int(self._pending.sum()), timeout, doing)
+        self._wait_for(int(self._pending.sum()), timeout, Waiting.PENDING)
         for env in np.flatnonzero(self._pending & (self._has_message == MESSAGE)):
             self._message_of(int(env), timeout)
         self._pending[:] = False
 
-    def _check_idle(self, doing: str) -> None:
-        super()._check_idle(doing)
+    def _check_idle(self, method: str) -> None:
+        super()._check_idle(method)
         if self._pending.any():
             raise AlreadyPendingCallError(
-                f"cannot {doing} while envs {np.flatnonzero(self._pending).tolist()} have a pending send(): "
+                f"cannot {method} while envs {np.flatnonzero(self._pending).tolist()} have a pending send(): "
                 "recv() their results first (or reset(), which drops them)",
                 "send",
             )
@@ -283,7 +355,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
         """Lets the envs still stepping finish (within the deadline), then closes like the pool."""
         if not terminate and getattr(self, "area", None) is not None:
             try:
-                self._drop_pending(min(self.timeout, 10.0), "close (finishing the pending sends)")
+                self._drop_pending(min(self.timeout, 10.0))
             except (VecEnvError, OSError):
                 terminate = True  # a hung or dead worker: no point asking it politely
             self._pending[:] = False
@@ -291,17 +363,17 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     # ----------------------------------------------------------------- checks
 
-    def _check_free(self, doing: str, allow_pending: bool = False) -> None:
+    def _check_free(self, method: str, allow_pending: bool = False) -> None:
         self._check_open()
         if self._state.value != "default":
             raise AlreadyPendingCallError(
-                f"cannot {doing} while a {self._state.value}() is pending: call {self._state.value}_wait() first",
+                f"cannot {method} while a {self._state.value}() is pending: call {self._state.value}_wait() first",
                 self._state.value,
             )
         if self._needs_reset:
-            raise VecEnvError(f"{self._needs_reset}: call reset() before {doing}")
+            raise VecEnvError(f"{self._needs_reset}: call reset() before {method}")
         if not allow_pending:
-            self._check_idle(doing)
+            self._check_idle(method)
 
     def _check_env_ids(self, env_ids: Any) -> np.ndarray:
         """The env ids as an int array, or an error naming the bad value."""
@@ -345,54 +417,29 @@ class AsyncPoolVecEnv(PoolVecEnv):
 
     def _give(self, worker: Any, command: EnvCommand, payload: Any, env_ids: np.ndarray) -> None:
         """Gives a per-env command; each of ``env_ids`` is pending until recv() returns it."""
-        worker.post(command, payload, answered=False)
+        worker.tell(command, payload)
         self._pending[env_ids] = True
         self._requested[env_ids] += 1
 
-    def _wait_for(self, count: int, timeout: float, doing: str) -> np.ndarray:
+    def _wait_for(self, count: int, timeout: float, waiting: Waiting) -> np.ndarray:
         """Waits until ``count`` pending envs are done; returns the done ones. Spin, then sleep."""
         deadline = time.perf_counter() + timeout
-        spin = self.workers[0].spin
-        seconds = spin.budget()
-        end = time.perf_counter() + seconds
-        header, bell = self.area.header, self.area.parent_bell
-        sleeping = False
-        try:
-            while True:
-                ready = np.flatnonzero(self._pending & (self._done >= self._requested))
-                if len(ready) >= count:
-                    if seconds:
-                        spin.record(True)
-                    return ready
-                now = time.perf_counter()
-                if now < end:
-                    continue
-                if seconds:
-                    spin.record(False)
-                    seconds = 0
-                if not sleeping:  # announce it, then look once more before sleeping
-                    header[PARENT_SLEEPING], sleeping = 1, True
-                    fence()
-                    continue
-                if now >= deadline:
-                    late = self._pending & (self._done < self._requested)
-                    busy = np.unique(self._worker_of[late]).tolist()
-                    self._close_after_failure()
-                    raise WorkerTimeoutError(
-                        busy, [e for w in busy for e in self.chunks[w]], timeout, doing
-                    )
-                seen = bell.value()
-                if len(np.flatnonzero(self._pending & (self._done >= self._requested))) < count:
-                    bell.sleep(seen, min(deadline - now, 0.05))
-                self._check_alive(doing)
-        finally:
-            header[PARENT_SLEEPING] = 0
+        if not wait(
+            self._ready, 0, count, self._spin, deadline, self.area.parent_bell,
+            self._parent_sleeping, self._all_alive,
+        ):  # fmt: skip
+            dead = [worker for worker in self.workers if not worker.process.is_alive()]
+            late = self._pending & (self._done < self._requested)
+            busy = np.unique(self._worker_of[late]).tolist()
+            if dead:
+                raise dead[0].died(waiting)
+            raise WorkerTimeoutError(
+                busy, [e for w in busy for e in self.chunks[w]], timeout, waiting.value
+            )
+        return np.flatnonzero(self._pending & (self._done >= self._requested))
 
-    def _check_alive(self, doing: str) -> None:
-        for worker in self.workers:
-            if not worker.process.is_alive():
-                self._close_after_failure()
-                raise worker.died(doing)
+    def _all_alive(self) -> bool:
+        return all(worker.process.is_alive() for worker in self.workers)
 
     def _message_of(self, env: int, timeout: float) -> tuple[bool, Any]:
         """The message that came with env ``env``'s latest result (read from its worker's pipe)."""
@@ -400,11 +447,7 @@ class AsyncPoolVecEnv(PoolVecEnv):
             worker = self.workers[self._worker_of[env]]
             deadline = time.perf_counter() + timeout
             while env not in self._messages:
-                try:
-                    index, ok, payload = worker.read_message(deadline, "recv")
-                except VecEnvError:
-                    self._close_after_failure()
-                    raise
+                index, ok, payload = worker.read_message(deadline, Waiting.RECV)
                 self._messages[index] = (ok, payload)
         return self._messages.pop(env)
 
@@ -419,7 +462,6 @@ class AsyncPoolVecEnv(PoolVecEnv):
             if self._has_message[env] == MESSAGE:
                 ok, payload = self._message_of(env, self.timeout)
                 if not ok:
-                    self._close_after_failure()
                     raise payload.to_error()
                 if self.shared_memory:
                     env_infos = payload
@@ -472,10 +514,11 @@ def serve_envs(
     What can come in one round, in this order: commands over the pipe (``MESSAGES`` says how
     many: lock-step ones, answered once, or :class:`EnvCommand`, answered per env), a lock-step
     STEP whose actions are in shared memory (``STEPS``), and steps asked env by env in shared
-    memory (``env_requested``). Unlike the lock-step pool's parent, ours gives more as soon as
+    memory (``EnvWords.requested``). Unlike the lock-step pool's parent, ours gives more as soon as
     an env is flagged, so a round may end with more given than when it began.
     """
     seen = messages = steps = 0
+    words = EnvWords.of(area)
     served = np.zeros(len(chunk.rows), dtype=np.int64)  # our envs' steps asked and carried out
     waiting = CommandWait(line, area.worker_bell, spin_seconds)
     while True:
@@ -485,18 +528,18 @@ def serve_envs(
             messages += 1
             command, payload = loads(pipe.recv_bytes())
             if isinstance(command, EnvCommand):
-                _serve_each(chunk, area, command, payload, pipe)
+                _serve_each(chunk, area, words, command, payload, pipe)
             else:
                 reply = chunk.answer(command, payload)
         if steps < line[STEPS]:
             steps += 1
             reply = chunk.answer(Command.STEP, None)
-        asked = area.env_requested[chunk.rows.start : chunk.rows.stop]
+        asked = words.requested[chunk.rows.start : chunk.rows.stop]
         if (asked > served).any():
             ready = np.flatnonzero(asked > served)
             served[ready] = asked[ready]
             requests = ((ready + chunk.rows.start).tolist(), None, None)
-            _serve_each(chunk, area, EnvCommand.STEP_ENVS, requests, pipe)
+            _serve_each(chunk, area, words, EnvCommand.STEP_ENVS, requests, pipe)
         if reply is not None:
             ok, result = reply
             line[REPLY] = NOTHING if ok and result is None else MESSAGE
@@ -506,9 +549,10 @@ def serve_envs(
         # for a death.
         latest = line[GENERATION]
         if latest != seen:
-            fence()
+            observe()  # the counts given with that generation word are read after it
             if messages == line[MESSAGES] and steps == line[STEPS] and not (asked > served).any():
                 seen = latest
+        publish()  # the results and REPLY before the word that says they are there
         line[DONE] = seen
         wake_parent(area)
         if reply is not None and line[REPLY] == MESSAGE:
@@ -518,7 +562,7 @@ def serve_envs(
 
 
 def _serve_each(
-    chunk: Chunk, area: SharedArea, command: EnvCommand, payload: Any, pipe: Any
+    chunk: Chunk, area: SharedArea, words: EnvWords, command: EnvCommand, payload: Any, pipe: Any
 ) -> None:
     """Resets or steps some envs, flagging each as done as soon as it is, in groups of what
     was done within :data:`FLAG_SECONDS`.
@@ -540,11 +584,11 @@ def _serve_each(
                 infos = chunk.envs.step_env(local, value)
             done.append((index, True, _one_result(chunk, area, local, infos)))
             if time.perf_counter() - flagged_at >= FLAG_SECONDS:
-                _flag(area, done, pipe)
+                _flag(area, words, done, pipe)
                 done, flagged_at = [], time.perf_counter()
     except EnvCrashedError as crash:
         done.append((crash.env_index, False, crash.report()))
-    _flag(area, done, pipe)
+    _flag(area, words, done, pipe)
 
 
 def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, ...]) -> Any:
@@ -560,15 +604,17 @@ def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, .
     return infos or None
 
 
-def _flag(area: SharedArea, done: list[tuple[int, bool, Any]], pipe: Any) -> None:
+def _flag(area: SharedArea, words: EnvWords, done: list[tuple[int, bool, Any]], pipe: Any) -> None:
     """Flags envs as done: their rows of results are written already; messages follow."""
     if not done:
         return
     now = time.perf_counter()
     for index, ok, message in done:
-        area.env_reply[index] = NOTHING if ok and message is None else MESSAGE
-        area.env_finished_at[index] = now
-        area.env_done[index] += 1
+        words.reply[index] = NOTHING if ok and message is None else MESSAGE
+        words.finished_at[index] = now
+    publish()  # their rows and words before the counts that say they are done
+    for index, _, _ in done:
+        words.done[index] += 1
     wake_parent(area)
     for index, ok, message in done:
         if not ok or message is not None:

@@ -9,16 +9,16 @@ actors). Read one step top to bottom:
 1. :meth:`~ChunkedVecEnv.step_async` checks the whole batch of actions first (no env sees a
    bad one). With shared memory, and actions of the space's own dtype, it copies them into
    shared memory and gives each worker a STEP by bumping two words in that worker's control
-   line (:meth:`ProcessWorker.post_step <vecenvs.workers.ProcessWorker.post_step>`); workers
-   that went to sleep are woken with one ring of their doorbell. Otherwise each worker gets
-   its envs' actions, exactly as given, pickled over its pipe.
+   line (:meth:`SharedMemoryWorker.post_step <vecenvs.workers.SharedMemoryWorker.post_step>`);
+   workers that went to sleep are woken with one ring of their doorbell. Otherwise each worker
+   gets its envs' actions, exactly as given, pickled over its pipe.
 2. Each worker steps its chunk (:class:`~vecenvs.workers.Chunk`, a
-   :class:`~vecenvs.multi_env.MultiEnv`), writes observations, rewards and flags into its rows
+   :class:`~vecenvs.multi_env.MultiEnv`), copies observations, rewards and flags into its rows
    of shared memory, and flags its *done* word; its infos, if any, travel over its pipe.
-3. :meth:`~ChunkedVecEnv.step_wait` asks every worker for its answer, in chunk order. The
-   caller's own chunk comes first: *that* is when the caller steps it, while the others step
-   theirs. Then it waits for each process worker: a short spin on its done word, then a
-   sleep on the parent's doorbell, with a deadline, watching the process.
+3. :meth:`~ChunkedVecEnv.step_wait` steps the caller's own chunk (a pool's first, :attr:`own`)
+   while the workers step theirs, then waits for each worker in chunk order: a short spin on
+   its done word, then a sleep on the parent's doorbell, with a deadline, watching the process
+   (:meth:`SharedMemoryWorker.receive <vecenvs.workers.SharedMemoryWorker.receive>`).
 4. It returns the observations (a copy of shared memory, unless ``copy=False``), rewards,
    flags and the chunks' infos merged into gymnasium's format.
 
@@ -43,9 +43,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from copy import deepcopy
 from typing import Any, NoReturn
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.error import CustomSpaceError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.async_vector_env import AsyncState
@@ -53,7 +55,6 @@ from gymnasium.vector.utils import concatenate, iterate
 
 from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
-from vecenvs.doorbell import fence
 from vecenvs.errors import (
     AlreadyPendingCallError,
     ConcurrentCallError,
@@ -73,39 +74,53 @@ from vecenvs.multi_env import (
     merge_infos,
     per_env_values,
     split_reset_mask,
+    tree_map,
 )
 from vecenvs.shm import Layout, SharedArea
-from vecenvs.workers import Command
+from vecenvs.workers import Chunk, ChunkSpec, Command, SharedMemoryWorker, Worker
 
-__all__ = ["ChunkedVecEnv", "split_evenly"]
+__all__ = ["LOST", "ChunkedVecEnv", "one_caller", "split_evenly"]
 
 
-def _one_caller(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Refuses a second thread while another is inside a method of this vector env."""
+#: Failures after which a vector env closes itself: its envs are lost, or their answers would
+#: come late and be taken for the next command's.
+LOST = (WorkerDiedError, WorkerTimeoutError)
 
-    @functools.wraps(method)
-    def guarded(self: ChunkedVecEnv, *args: Any, **kwargs: Any) -> Any:
-        if not self._lock.acquire(blocking=False):
-            raise ConcurrentCallError(
-                f"{type(self).__name__}.{method.__name__}() was called while another thread is using this vector env: "
-                "its workers answer one caller at a time. Use one vector env per thread, or a lock around each call."
-            )
-        try:
-            return method(self, *args, **kwargs)
-        except (WorkerDiedError, WorkerTimeoutError):
-            self._close_after_failure()  # its envs are lost, or their answers would come late
-            raise
-        finally:
-            self._lock.release()
 
-    return guarded
+def one_caller(
+    close_on: tuple[type[BaseException], ...] = LOST,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The failure policy of every public method of a vector env, written once: one thread at a
+    time (another gets :class:`~vecenvs.errors.ConcurrentCallError`), and the vector env closed
+    (``self._close_after_failure()``) when the method raises one of ``close_on``."""
+
+    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._lock.acquire(blocking=False):
+                raise ConcurrentCallError(
+                    f"{type(self).__name__}.{method.__name__}() was called while another thread is using this vector env: "
+                    "its workers answer one caller at a time. Use one vector env per thread, or a lock around each call."
+                )
+            try:
+                return method(self, *args, **kwargs)
+            except close_on:
+                self._close_after_failure()
+                raise
+            finally:
+                self._lock.release()
+
+        return guarded
+
+    return decorate
 
 
 class ChunkedVecEnv(EnvsVectorEnv):
     """Base class: N envs in K chunks, each stepped by a worker (see the module docstring).
 
-    Subclasses start the workers in :meth:`_start_workers` and say whether they share a
-    :class:`~vecenvs.shm.SharedArea` (:attr:`uses_shared_area`).
+    Subclasses start the workers in :meth:`_start_workers` (and may make the caller's own
+    chunk, :attr:`own`) and say whether they share a :class:`~vecenvs.shm.SharedArea`
+    (:attr:`uses_shared_area`).
 
     Args:
         num_workers: K, how many chunks (each at least one env).
@@ -118,6 +133,8 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     #: Whether the workers share control words (and, with ``shared_memory``, data) with us.
     uses_shared_area = False
+    #: Words per env in the shared area, for a protocol that answers env by env.
+    env_words = 0
 
     def __init__(
         self,
@@ -133,8 +150,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
     ):
         self._owner = os.getpid()  # a forked child holding a copy of this object must not close it
         self._lock = threading.RLock()
-        self.workers: list[Any] = []
-        self.area: SharedArea | None = None  # set before anything can fail: close() reads both
+        self.workers: list[Worker] = []  # every chunk's worker but the caller's own, in order
+        self.own: Chunk | None = None  # the caller's own chunk (the first), stepped in *_wait
+        self._own_order: tuple[Command, Any] | None = None  # what it is to do there
+        self.area: SharedArea | None = None  # set before anything can fail: close() reads these
         env_fns = check_env_fns(env_fns)
         self.num_envs = len(env_fns)
         self.num_workers = check_whole_number("num_workers", num_workers, 1, self.num_envs)
@@ -154,14 +173,16 @@ class ChunkedVecEnv(EnvsVectorEnv):
             raise
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
-        """Starts the workers, one per chunk, into :attr:`workers` in chunk order (each added as
-        soon as it exists, so that a failure half-way still stops those started)."""
+        """Starts the workers, one per chunk but :attr:`own`, into :attr:`workers` in chunk order
+        (each added as soon as it exists, so that a failure half-way still stops those started)."""
         raise NotImplementedError
 
     def _greet(self, start_timeout: float, shared_memory: bool) -> None:
         """Waits for every worker's hello, checks the spaces, sets up shared memory."""
         deadline = time.perf_counter() + start_timeout
         hellos = [worker.hello(deadline) for worker in self.workers]
+        if self.own is not None:
+            hellos.insert(0, self.own.hello())
         observation_spaces = [space for hello in hellos for space in hello[0]]
         action_spaces = [space for hello in hellos for space in hello[1]]
         metadata, render_mode = hellos[0][2:]
@@ -177,6 +198,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 self.single_action_space,
                 data=shared_memory,
                 futex=doorbell.FUTEX,
+                env_words=self.env_words,
             )
             try:
                 self.area = SharedArea(layout)
@@ -185,25 +207,48 @@ class ChunkedVecEnv(EnvsVectorEnv):
                     f"shared_memory=True cannot hold observations of {self.single_observation_space} ({error}): "
                     "pass shared_memory=False to send them pickled over the pipes instead"
                 ) from error
+        if self.own is not None:
+            self.own.share(self.area)
         for worker in self.workers:
             worker.setup(self.area)
         for worker in self.workers:
             worker.finish_setup(deadline)
+        #: The workers told by words in shared memory (all of them, or none).
+        self.word_workers = [w for w in self.workers if isinstance(w, SharedMemoryWorker)]
         if self.area is not None:
             self.area.release_file()  # every worker has its own copy of it now
         self.shared_memory = self.area is not None and self.area.has_data
         if not self.shared_memory:  # the parent batches what the workers send
             self._make_batch()
+        elif self.area is not None and self.area.array_observations:
+            self._shared_observations = self.area.observations  # views: the workers write there
+        else:
+            self._shared_observations = None
 
     @property
     def caller_chunk(self) -> range | None:
         """The envs this process steps itself (None: the workers step them all)."""
-        return next((worker.rows for worker in self.workers if worker.in_caller), None)
+        return None if self.own is None else self.own.rows
 
     @property
     def processes(self) -> list[Any]:
         """The worker processes (``multiprocess.Process``), if the workers are processes."""
         return [worker.process for worker in self.workers if hasattr(worker, "process")]
+
+    def spec_of(self, rows: range, env_fns: list[Callable[[], gym.Env]]) -> ChunkSpec:
+        """What the worker of the envs ``rows`` needs to make them."""
+        fns = [env_fns[i] for i in rows]
+        return ChunkSpec(fns, rows, self.autoreset_mode, self.observation_mode)
+
+    def _post(self, chunk_index: int, command: Command, payload: Any) -> None:
+        """Gives chunk ``chunk_index`` a command: to its worker, or for the caller's own chunk,
+        to carry out in ``*_wait``."""
+        if self.own is None:
+            self.workers[chunk_index].post(command, payload)
+        elif chunk_index > 0:
+            self.workers[chunk_index - 1].post(command, payload)
+        else:  # a copy, as a pipe would give: what the caller changes later must not reach its envs
+            self._own_order = (command, deepcopy(payload) if command is Command.STEP else payload)
 
     # ----------------------------------------------------------------- reset
 
@@ -217,7 +262,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
-    @_one_caller
+    @one_caller()
     def reset_async(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
@@ -225,22 +270,22 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self._check_idle("reset_async")
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
-        for worker, chunk in zip(self.workers, self.chunks):
+        for index, chunk in enumerate(self.chunks):
             chunk_options = options
             if mask is not None:
                 if not mask[chunk.start : chunk.stop].any():
                     continue  # none of its envs: not asked
                 chunk_options = {**(options or {}), "reset_mask": mask[chunk.start : chunk.stop]}
-            worker.post(Command.RESET, (seeds[chunk.start : chunk.stop], chunk_options))
+            self._post(index, Command.RESET, (seeds[chunk.start : chunk.stop], chunk_options))
         self._state = AsyncState.WAITING_RESET
 
-    @_one_caller
+    @one_caller()
     def reset_wait(self, timeout: float | None = None) -> ResetResult:
         """Waits for the reset sent by :meth:`reset_async`; returns observations and infos."""
         timeout = self._check_waiting(
             AsyncState.WAITING_RESET, "reset_wait", "reset_async", timeout
         )
-        answers = self._gather("reset", timeout, close_on_crash=True)
+        answers = self._gather(Command.RESET, timeout, close_on_crash=True)
         self._state, self._needs_reset = AsyncState.DEFAULT, ""
         observations, _, _, _, infos = self._results(answers)
         return observations, infos
@@ -252,37 +297,37 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
-    @_one_caller
+    @one_caller()
     def step_async(self, actions: Any) -> None:
         """Sends the actions to the workers and returns at once; collect with :meth:`step_wait`."""
         self._check_idle("step_async")
         if self._needs_reset:
             raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
-        self.check_actions(actions)
+        exact = self.check_actions(actions)  # (arrays of the space's dtypes: taken as given)
         area = self.area
-        if self.shared_memory and area is not None and area.holds_as_given(actions):
+        if exact and self.shared_memory and area is not None:
             # The fast path: the actions go into shared memory, each worker is told by two words.
-            area.write_actions(actions)
-            for worker in self.workers:
+            tree_map(np.copyto, area.actions, actions)
+            if self.own is not None:
+                self._own_order = (Command.STEP, None)
+            for worker in self.word_workers:
                 worker.post_step()
-            fence()  # (see fence(): the workers' "I am asleep" must not be missed)
-            if any(worker.asleep() for worker in self.workers):
+            doorbell.fence()  # our words are seen before we look who sleeps (they look after)
+            if any(worker.asleep() for worker in self.word_workers):
                 area.worker_bell.ring()  # one system call wakes every sleeping worker
         else:
             env_actions = list(iterate(self.action_space, actions))  # each env's action, as given
-            for worker, chunk in zip(self.workers, self.chunks):
-                worker.post(Command.STEP, env_actions[chunk.start : chunk.stop])
+            for index, chunk in enumerate(self.chunks):
+                self._post(index, Command.STEP, env_actions[chunk.start : chunk.stop])
         self._state = AsyncState.WAITING_STEP
 
-    @_one_caller
+    @one_caller()
     def step_wait(self, timeout: float | None = None) -> StepResult:
         """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
-
         With a chunk of its own, this is where the calling process steps it. ``timeout``: by
-        default the constructor's.
-        """
+        default the constructor's."""
         timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
-        answers = self._gather("step", timeout, close_on_crash=True)
+        answers = self._gather(Command.STEP, timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
         return self._results(answers)
 
@@ -293,42 +338,40 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.call_async(name, *args, **kwargs)
         return self.call_wait()
 
-    @_one_caller
+    @one_caller()
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Starts :meth:`call` in every worker and returns at once; collect with :meth:`call_wait`."""
         self._check_idle("call_async")
         self._post_per_env(
             Command.CALL, range(self.num_envs), lambda local, _: (local, name, args, kwargs)
         )
-        self._call_doing = f"call({name!r})"
+        self._call_name = name
         self._state = AsyncState.WAITING_CALL
 
-    @_one_caller
+    @one_caller()
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Waits for the call sent by :meth:`call_async`; returns each env's result."""
         timeout = self._check_waiting(AsyncState.WAITING_CALL, "call_wait", "call_async", timeout)
         try:
-            return self._per_env_results(self._gather(self._call_doing, timeout))
+            return self._per_env_results(self._gather(Command.CALL, timeout, name=self._call_name))
         finally:
             self._state = AsyncState.DEFAULT
 
-    @_one_caller
+    @one_caller()
     def call_at(
         self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any
     ) -> tuple[Any, ...]:
         """Like :meth:`call`, in the envs ``indices`` only (in that order)."""
         return self._per_env(
-            Command.CALL, indices, lambda local, _: (local, name, args, kwargs), f"call({name!r})"
+            Command.CALL, indices, lambda local, _: (local, name, args, kwargs), name
         )
 
-    @_one_caller
+    @one_caller()
     def get_attr_at(self, indices: Sequence[int], name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of the envs ``indices``."""
-        return self._per_env(
-            Command.GET_ATTR, indices, lambda local, _: (local, name), f"get_attr({name!r})"
-        )
+        return self._per_env(Command.GET_ATTR, indices, lambda local, _: (local, name), name)
 
-    @_one_caller
+    @one_caller()
     def set_attr_at(self, indices: Sequence[int], name: str, values: Any) -> None:
         """Like :meth:`set_attr`, in the envs ``indices`` only (one value each, or one for all)."""
         indices = check_indices(indices, self.num_envs)
@@ -337,7 +380,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             Command.SET_ATTR,
             indices,
             lambda local, envs: (local, name, [value_of[i] for i in envs]),
-            f"set_attr({name!r})",
+            name,
         )
 
     def render(self) -> tuple[Any, ...]:
@@ -349,12 +392,12 @@ class ChunkedVecEnv(EnvsVectorEnv):
         command: Command,
         indices: Sequence[int],
         payload_for: Callable[[list[int], list[int]], Any],
-        doing: str,
+        name: str,
     ) -> Any:
-        self._check_idle(doing)
+        self._check_idle(f"{command.value}_at")
         indices = check_indices(indices, self.num_envs)
         self._post_per_env(command, indices, payload_for)
-        results = self._per_env_results(self._gather(doing, self.timeout))
+        results = self._per_env_results(self._gather(command, self.timeout, name=name))
         if command is Command.SET_ATTR:
             return None
         # The results come in env order.
@@ -372,10 +415,11 @@ class ChunkedVecEnv(EnvsVectorEnv):
     ) -> None:
         """Gives each worker whose chunk holds some of ``indices`` ``payload_for(its envs' indices
         within the chunk, the same in the whole vector env)``, in env order."""
-        for worker, chunk in zip(self.workers, self.chunks):
+        for chunk_index, chunk in enumerate(self.chunks):
             mine = sorted(index for index in indices if chunk.start <= index < chunk.stop)
             if mine:
-                worker.post(command, payload_for([index - chunk.start for index in mine], mine))
+                payload = payload_for([index - chunk.start for index in mine], mine)
+                self._post(chunk_index, command, payload)
 
     @staticmethod
     def _per_env_results(answers: dict[int, Any]) -> tuple[Any, ...]:
@@ -385,50 +429,59 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     # ----------------------------------------------------------------- waiting for workers
 
-    def _gather(self, doing: str, timeout: float, close_on_crash: bool = False) -> dict[int, Any]:
-        """Every answer still due, ``{worker index: payload}``, in chunk order.
-
-        Raises:
-            EnvCrashedError: an env raised (the one with the lowest index, if several did); with
-                ``close_on_crash`` (reset, step: the envs are now out of step) the env closes first.
-            WorkerDiedError, WorkerTimeoutError: the vector env is closed first.
-        """
+    def _gather(
+        self, command: Command, timeout: float, close_on_crash: bool = False, name: str = ""
+    ) -> dict[int, Any]:
+        """Every answer due, ``{chunk index: payload}``: the caller's own chunk is served now,
+        while the workers serve theirs; then each worker's answer, in chunk order. Raises
+        EnvCrashedError (the lowest env's; with ``close_on_crash``, reset and step, closed first:
+        the envs are out of step), WorkerDiedError, WorkerTimeoutError (closed first)."""
         deadline = time.perf_counter() + timeout
         answers: dict[int, Any] = {}
         crashes: list[EnvCrashedError] = []
+        if self._own_order is not None:
+            assert self.own is not None
+            own_command, payload = self._own_order
+            self._own_order = None
+            try:
+                answers[0] = self.own.serve(own_command, payload)
+            except EnvCrashedError as crash:
+                crashes.append(crash)
+            except BaseException:  # Ctrl-C: a reset or step of our chunk may be half done
+                if own_command in (Command.RESET, Command.STEP):
+                    self._interrupted(own_command)
+                raise
         for worker in self.workers:
             while worker.due:
                 try:
-                    answers[worker.index] = worker.receive(deadline, doing)
+                    answers[worker.index] = worker.receive(deadline, command)
                 except EnvCrashedError as crash:
                     crashes.append(crash)
                 except (WorkerTimeoutError, WorkerDiedError) as failure:
-                    self._worker_failed(failure, timeout, doing)
-                except BaseException:
-                    # Ctrl-C. step_wait() may be called again, unless our own chunk was
-                    # stepping: then it is half done.
-                    if worker.in_caller and doing in ("reset", "step"):
-                        self._interrupted(doing)
-                    raise
+                    self._worker_failed(failure, timeout, command, name)
         if crashes:
             self._crashed(min(crashes, key=lambda error: error.env_index), close_on_crash)
         return answers
 
     def _worker_failed(
-        self, failure: WorkerTimeoutError | WorkerDiedError, timeout: float, doing: str
+        self,
+        failure: WorkerTimeoutError | WorkerDiedError,
+        timeout: float,
+        command: Command,
+        name: str,
     ) -> NoReturn:
         """A worker died or missed the deadline: close the vector env, then raise."""
-        stuck = [other.index for other in self.workers if other.due and not other.in_caller]
+        stuck = [other.index for other in self.workers if other.due]
         self._close_after_failure()
+        what = f"{command.value}({name!r})" if name else command.value
         if isinstance(failure, WorkerTimeoutError):  # every worker still due is named
             envs = [i for w in stuck for i in self.chunks[w]]
-            raise WorkerTimeoutError(stuck, envs, timeout, doing) from None
-        raise failure
+            raise WorkerTimeoutError(stuck, envs, timeout, what) from None
+        died = WorkerDiedError(failure.worker_index, failure.env_indices, failure.exitcode, what)
+        raise died from failure.__cause__  # (Ray's RayActorError, say: what said it died)
 
-    def _interrupted(self, doing: str) -> None:
-        self._needs_reset = (
-            f"a {doing} was interrupted half-way (Ctrl-C?), so some envs stepped and others did not"
-        )
+    def _interrupted(self, command: Command) -> None:
+        self._needs_reset = f"a {command.value} was interrupted half-way (Ctrl-C?), so some envs stepped and others did not"
         self._state = AsyncState.DEFAULT
 
     def _crashed(self, first: EnvCrashedError, close_on_crash: bool) -> NoReturn:
@@ -440,68 +493,73 @@ class ChunkedVecEnv(EnvsVectorEnv):
         raise first
 
     def _results(self, answers: dict[int, Any]) -> tuple[Any, ...]:
-        """The batched 5-tuple from the workers' answers to RESET or STEP."""
-        chunk_infos = []
-        if self.shared_memory:  # the data is in shared memory already: only infos came
+        """The batched 5-tuple from the answers to RESET or STEP: read from shared memory, where
+        the chunks wrote them, only their infos answered (else see :meth:`_unpack`)."""
+        if not self.shared_memory:
+            observations, rewards, terminations, truncations, chunk_infos = self._unpack(answers)
+        else:
             area = self.area
             assert area is not None
-            for worker_index, infos in answers.items():
-                if infos:
-                    chunk_infos.append((self.chunks[worker_index].start, infos))
-            observations = area.read_observations()
+            observations = self._shared_observations
+            if observations is None:  # not plain arrays: decoded from shared memory each time
+                observations = area.read_observations()
             rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
-        else:
-            for worker_index, answer in answers.items():
-                env_obs, rewards, terminations, truncations, infos = answer
-                chunk = self.chunks[worker_index]
-                self._env_obs[chunk.start : chunk.stop] = env_obs
-                self._rewards[chunk.start : chunk.stop] = rewards
-                self._terminations[chunk.start : chunk.stop] = terminations
-                self._truncations[chunk.start : chunk.stop] = truncations
+            chunk_infos = []
+            for chunk_index, infos in answers.items():
                 if infos:
-                    chunk_infos.append((chunk.start, infos))
-            self._observations = observations = concatenate(
-                self.single_observation_space, self._env_obs, self._observations
-            )
-            rewards, terminations, truncations = (
-                self._rewards,
-                self._terminations,
-                self._truncations,
-            )
-        infos = merge_infos(chunk_infos, self.num_envs)
+                    chunk_infos.append((self.chunks[chunk_index].start, infos))
+        infos = merge_infos(chunk_infos, self.num_envs) if chunk_infos else {}
         if self.copy:
             observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
 
+    def _unpack(self, answers: dict[int, Any]) -> tuple[Any, ...]:
+        """Without shared memory: the chunks' results, which came in their answers, batched."""
+        chunk_infos = []
+        for chunk_index, answer in answers.items():
+            env_obs, rewards, terminations, truncations, infos = answer
+            chunk = self.chunks[chunk_index]
+            self._env_obs[chunk.start : chunk.stop] = env_obs
+            self._rewards[chunk.start : chunk.stop] = rewards
+            self._terminations[chunk.start : chunk.stop] = terminations
+            self._truncations[chunk.start : chunk.stop] = truncations
+            if infos:
+                chunk_infos.append((chunk.start, infos))
+        self._observations = concatenate(
+            self.single_observation_space, self._env_obs, self._observations
+        )
+        batch = self._observations, self._rewards, self._terminations, self._truncations
+        return (*batch, chunk_infos)
+
     # ----------------------------------------------------------------- states
 
-    def _check_idle(self, doing: str) -> None:
+    def _check_idle(self, method: str) -> None:
         self._check_open()
         if self._state is not AsyncState.DEFAULT:
             raise AlreadyPendingCallError(
-                f"Calling `{doing}` while waiting for a pending call to `{self._state.value}` to complete: "
+                f"Calling `{method}` while waiting for a pending call to `{self._state.value}` to complete: "
                 f"call {self._state.value}_wait() first",
                 str(self._state.value),
             )
-        if any(worker.due for worker in self.workers):  # answers to a call interrupted by Ctrl-C
-            try:
-                self._drain(time.perf_counter() + self.timeout)
-            except VecEnvError:
-                self._close_after_failure()
-                raise
+        if any(worker.due for worker in self.workers):
+            self._drain_interrupted()
+
+    def _drain_interrupted(self) -> None:
+        """Drops the answers to a call interrupted by Ctrl-C, before the next call."""
+        try:
+            self._drain(time.perf_counter() + self.timeout)
+        except VecEnvError:
+            self._close_after_failure()
+            raise
 
     def _check_waiting(
-        self, state: AsyncState, doing: str, needed: str, timeout: float | None
+        self, state: AsyncState, method: str, needed: str, timeout: float | None
     ) -> float:
         self._check_open()
-        timeout = (
-            self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
-        )
         if self._state is not state:
-            raise NoAsyncCallError(
-                f"Calling `{doing}` without any prior call to `{needed}`.", state.value
-            )
-        return timeout
+            message = f"Calling `{method}` without any prior call to `{needed}`."
+            raise NoAsyncCallError(message, state.value)
+        return self.timeout if timeout is None else check_seconds("timeout", timeout, zero_ok=True)
 
     # ----------------------------------------------------------------- closing
 
@@ -512,7 +570,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self._state = AsyncState.DEFAULT
             self.close(terminate=True)
 
-    @_one_caller
+    @one_caller()
     def close(self, **kwargs: Any) -> None:
         """Closes the envs and stops the workers (see the module docstring); idempotent."""
         if getattr(self, "_owner", None) == os.getpid():
@@ -542,11 +600,17 @@ class ChunkedVecEnv(EnvsVectorEnv):
                     worker.post(Command.CLOSE, None)
                 for worker in self.workers:
                     try:
-                        worker.receive(deadline, "close")
+                        worker.receive(deadline, Command.CLOSE)
                     except EnvCrashedError as error:  # an env's close() raised: close the others
                         first_close_error = first_close_error or error
             except (VecEnvError, OSError):
                 terminate = True  # a dead or stuck worker: the force below deals with it
+        self._own_order = None
+        if self.own is not None:
+            try:
+                self.own.envs.close()
+            except EnvCrashedError as error:  # the lowest env's error is the one raised
+                first_close_error = error
         for worker in self.workers:
             try:
                 worker.stop(deadline, terminate)
@@ -563,7 +627,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         for worker in self.workers:
             while worker.due:
                 try:
-                    worker.receive(deadline, "close (finishing what was pending)")
+                    worker.receive(deadline, Command.CLOSE)
                 except EnvCrashedError:
                     pass  # that command failed; the worker itself is fine
 

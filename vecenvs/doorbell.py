@@ -1,9 +1,10 @@
 """Waiting for another process: spin on a word for a moment, then sleep on a doorbell.
 
 The low-level layer under the pool's protocol (:mod:`vecenvs.workers`); a reader may skip it
-and take three promises on trust: :func:`spin_until` watches a word in shared memory for a
-moment, :class:`Doorbell` lets processes sleep until another rings it, and :func:`fence` keeps
-an "I am going to sleep" from crossing a "here is work" unseen.
+and take three promises on trust: :func:`wait` watches a word in shared memory for a moment,
+then sleeps on a :class:`Doorbell` until another process rings it; :func:`publish` and
+:func:`observe` keep data and the word that announces it in order between processes, and
+:func:`fence` keeps an "I am going to sleep" from crossing a "here is work" unseen.
 
 Why both: a process spinning on a word sees it change within a fraction of a microsecond but
 burns a CPU while it spins; a process asleep costs nothing but takes 50 µs to over 500 µs to
@@ -18,13 +19,26 @@ millisecond instead: slower to wake, the same answers.
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-__all__ = ["FUTEX", "FUTEX_FOUND", "AdaptiveSpin", "Doorbell", "fence", "spin_until"]
+__all__ = [
+    "BARRIERS_FOUND",
+    "FUTEX",
+    "FUTEX_FOUND",
+    "AdaptiveSpin",
+    "Doorbell",
+    "Words",
+    "fence",
+    "observe",
+    "publish",
+    "wait",
+]
 
 
 def _load_syscall() -> tuple[Any, int] | None:
@@ -56,17 +70,9 @@ FUTEX = FUTEX_FOUND
 
 def _futex(address: int, operation: int, value: int, timeout: Any) -> int:
     """Linux's ``futex(address, operation, value, timeout)`` system call (see :class:`Doorbell`)."""
-    assert _SYSCALL is not None, "futex is used only where it was found"
-    syscall, number = _SYSCALL
-    return syscall(
-        ctypes.c_long(number),
-        ctypes.c_void_p(address),
-        operation,
-        ctypes.c_int(value),
-        timeout,
-        None,
-        0,
-    )
+    syscall, number = _SYSCALL  # type: ignore[misc]  # (used only where it was found)
+    address_, value_ = ctypes.c_void_p(address), ctypes.c_int(value)
+    return syscall(ctypes.c_long(number), address_, operation, value_, timeout, None, 0)
 
 
 class _Timespec(ctypes.Structure):
@@ -111,20 +117,97 @@ class Doorbell:
         _futex(self.address, _FUTEX_WAIT, seen, ctypes.byref(timeout))
 
 
-_FENCE = threading.Lock()
+# ----------------------------------------------------------------- memory ordering
+#
+# Python writes and reads a word of shared memory in one machine store or load, but a CPU may
+# let another CPU see two stores in another order than they were made, or do two loads out of
+# order. Where one process's writes must be seen before another's read, the writer calls
+# publish() between its data and the word that announces it, the reader observe() between
+# reading that word and reading the data, and fence() sits between a store and a later load
+# (the sleep handshake). docs/memory-ordering.md lists every such place and why each is enough.
+
+_X86 = ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def _compiled_fence() -> Any:
+    """libatomic's ``atomic_thread_fence`` (a C11 fence, compiled: ``dmb ish`` on arm64), or None."""
+    import ctypes.util
+
+    name = ctypes.util.find_library("atomic")
+    try:
+        function = ctypes.CDLL(name).atomic_thread_fence if name else None
+    except (OSError, AttributeError):
+        return None
+    if function is None:
+        return None
+    function.argtypes, function.restype = [ctypes.c_int], None
+    return function
+
+
+def _no_barrier() -> None:
+    """x86-64 needs no instruction here: its CPUs keep stores in order and loads in order."""
+
+
+_LOCK = threading.Lock()
+
+
+def _locked_instruction() -> None:
+    """A lock taken and released: on x86 an atomic read-modify-write (a LOCK-prefixed
+    instruction), which no load or store crosses. Not a full fence on other CPUs."""
+    _LOCK.acquire()
+    _LOCK.release()
+
+
+_SEQ_CST = 5  # C11's memory_order_seq_cst, as GCC numbers it
+
+
+def _choose_barriers() -> tuple[Callable[[], None], Callable[[], None]] | None:
+    """``(store->store and load->load barrier, full barrier)`` for this CPU, or None if there is
+    no barrier we trust here."""
+    if platform.machine().lower() in _X86:
+        return _no_barrier, _locked_instruction
+    fence_of_c11 = _compiled_fence()
+    if fence_of_c11 is None:
+        return None
+    full = functools.partial(fence_of_c11, _SEQ_CST)
+    return full, full
+
+
+_BARRIERS = _choose_barriers()
+#: Whether this machine has the barriers shared-memory spinning needs (x86-64; elsewhere a C11
+#: fence from libatomic). Without them the pools talk over pipes, which the kernel orders.
+BARRIERS_FOUND = _BARRIERS is not None
+_ORDER, _FULL = _BARRIERS if _BARRIERS is not None else (_no_barrier, _locked_instruction)
+
+
+def publish() -> None:
+    """Call after writing data and before writing the word that announces it (a DONE word, a
+    generation word): a reader that sees the word sees the data. (Store->store order.)"""
+    _ORDER()
+
+
+def observe() -> None:
+    """Call after reading a word that announces data and before reading the data: the reads
+    after it see what was written before the word. (Load->load order.)"""
+    _ORDER()
 
 
 def fence() -> None:
-    """A full memory barrier: stores before it are seen by other CPUs before loads after it.
+    """A full barrier: our stores before it are seen before our loads after it. Where one side
+    writes "I am going to sleep", then reads "is there work?", and the other writes "here is
+    work", then reads "is anyone asleep?": without it both may miss the other's write."""
+    _FULL()
 
-    Needed where one side writes "I am going to sleep" and then reads "is there work?" while
-    the other writes "here is work" and then reads "is anyone asleep?": without a barrier both
-    reads may miss the other's write. Python has no barrier of its own; taking and releasing a
-    lock is an atomic read-modify-write, which is one on x86. (Every sleep also has a timeout,
-    so even a missed ring costs at most that long.)
-    """
-    _FENCE.acquire()
-    _FENCE.release()
+
+def refuse_spinning_why() -> str | None:
+    """Why shared-memory words cannot be trusted on this machine (None: they can)."""
+    if BARRIERS_FOUND:
+        return None
+    return (
+        f"no memory barrier found for this CPU ({platform.machine()}: libatomic's "
+        "atomic_thread_fence is missing), so words in shared memory could be seen out of order; "
+        "the pool talks to its workers over pipes instead (see docs/memory-ordering.md)"
+    )
 
 
 class AdaptiveSpin:
@@ -167,18 +250,49 @@ class AdaptiveSpin:
             self._penalty = min(2 * self._penalty, self.MAX_SKIPPED)
 
 
-def spin_until(
-    words: memoryview, index: int, target: int, spin: AdaptiveSpin, at_least: float = 0.0
+#: The longest nap between two looks at the word while asleep (a lost ring costs at most this).
+NAP_SECONDS = 0.05
+
+
+class Words(Protocol):
+    """What :func:`wait` watches: words of shared memory (a ``memoryview``), or anything read
+    the same way."""
+
+    def __getitem__(self, index: int, /) -> int: ...
+
+
+def wait(
+    words: Words,
+    index: int,
+    target: int,
+    spin: AdaptiveSpin | None,
+    deadline: float,
+    bell: Doorbell,
+    sleeping: memoryview,
+    alive: Callable[[], bool] | None = None,
+    at_least: float = 0.0,
 ) -> bool:
-    """Spins until ``words[index] >= target``, for at most the spin's budget (see
-    :meth:`AdaptiveSpin.budget`); True if it got there."""
-    seconds = spin.budget(at_least)
-    if not seconds:
-        return False
-    end = time.perf_counter() + seconds
-    while words[index] < target:
-        if time.perf_counter() > end:
-            spin.record(False)
-            return False
-    spin.record(True)
+    """Waits until ``words[index] >= target``: spin (``spin``'s budget, stretched to
+    ``at_least``; None: no spin), then sleep on ``bell``, saying so in ``sleeping[0]``. True
+    once there (then :func:`observe` is done: what the word announces may be read); False at
+    the ``deadline``, or when ``alive()`` says the process we wait for is gone."""
+    if words[index] < target and spin is not None and (budget := spin.budget(at_least)):
+        end = time.perf_counter() + budget
+        while words[index] < target and time.perf_counter() < end:
+            pass
+        spin.record(words[index] >= target)
+    if words[index] < target:
+        sleeping[0] = 1
+        try:
+            fence()  # our "asleep" is seen before we look again (the other side rings after)
+            while words[index] < target:
+                seen, remaining = bell.value(), deadline - time.perf_counter()
+                if words[index] >= target:
+                    break
+                if remaining <= 0 or (alive is not None and not alive()):
+                    return False
+                bell.sleep(seen, min(remaining, NAP_SECONDS))
+        finally:
+            sleeping[0] = 0
+    observe()
     return True

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
-from typing import Any, SupportsFloat, TypeVar
+from typing import Any, NoReturn, SupportsFloat, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -221,15 +221,6 @@ class MultiEnv(EnvsVectorEnv):
         """Each env's latest observation, as the env returned it (not batched)."""
         return self._env_obs
 
-    def keep_results_in(
-        self, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray
-    ) -> None:
-        """Keeps each env's latest reward and flags in these arrays from now on (its rows of
-        shared memory, say), so that no step has to copy them there."""
-        for mine, theirs in zip(self.latest_results(), (rewards, terminations, truncations)):
-            theirs[:] = mine
-        self._rewards, self._terminations, self._truncations = rewards, terminations, truncations
-
     def latest_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each env's latest reward, termination and truncation (0 and False after a reset).
 
@@ -286,11 +277,7 @@ class MultiEnv(EnvsVectorEnv):
         flags in :meth:`latest_results`. A pool worker calls it with the actions of its chunk.
         """
         if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs.any():
-            ended = (self.first_index + np.flatnonzero(self._autoreset_envs)).tolist()
-            raise AssertionError(
-                f"autoreset_mode=DISABLED and envs {ended} have ended their episodes: reset them "
-                f"(reset(options={{'reset_mask': ...}})) before stepping again"
-            )
+            self._refuse_ended_envs()
         infos: dict[str, Any] = {}
         count, step_one, add_info = 0, self._step_one, self._add_info
         for index, action in enumerate(env_actions):
@@ -303,6 +290,13 @@ class MultiEnv(EnvsVectorEnv):
             )
         np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
         return infos
+
+    def _refuse_ended_envs(self) -> NoReturn:
+        ended = (self.first_index + np.flatnonzero(self._autoreset_envs)).tolist()
+        raise AssertionError(
+            f"autoreset_mode=DISABLED and envs {ended} have ended their episodes: reset them "
+            f"(reset(options={{'reset_mask': ...}})) before stepping again"
+        )
 
     def step_env(self, index: int, action: Any) -> tuple[dict[str, Any], ...]:
         """Steps env ``index`` alone (autoreset included); returns the info dicts to batch for it.
@@ -450,16 +444,11 @@ def copy_batch(batch: Any) -> Any:
 
 
 def batch_observations(space: gym.Space, items: list[Any], out: Any) -> Any:
-    """gymnasium's ``concatenate(space, items, out)``, quicker for the usual case: small
-    observations of a Box (or Discrete, MultiDiscrete, MultiBinary) space, of its dtype.
-
-    gymnasium's ``np.stack`` first gives every observation a leading axis of its own, in Python;
-    ``np.array`` builds the batch in C, checking that every observation has the same shape,
-    and one copy puts it in ``out``. That second copy is cheap only for small observations
-    (up to 4 kB each: CartPole's are 16 bytes, an Atari frame 100 kB). Anything else (a shape
-    or dtype that is not the batch's: observations of mixed dtypes, or ones that would
-    broadcast) goes to gymnasium, which casts each by numpy's "same_kind" rule, or raises.
-    """
+    """gymnasium's ``concatenate(space, items, out)``, quicker for small observations (up to
+    4 kB) of a Box (or Discrete, MultiDiscrete, MultiBinary) space, of its dtype: ``np.array``
+    builds the batch in C (gymnasium's ``np.stack`` gives each observation an axis in Python)
+    and one copy puts it in ``out``. Anything else (mixed dtypes, shapes that would broadcast)
+    goes to gymnasium, which casts each by numpy's "same_kind" rule, or raises."""
     if type(space) in _ARRAY_SPACES and out.nbytes <= 4096 * len(items):
         batch = np.array(items)
         if batch.shape == out.shape and batch.dtype == out.dtype:
@@ -580,17 +569,19 @@ class ActionChecker:
         self.num_envs = num_envs
         self._check = self._build(single_action_space, "actions")
 
-    def __call__(self, actions: Any) -> None:
-        self._check(actions)
+    def __call__(self, actions: Any) -> bool:
+        """Raises for a bad batch; returns whether it is arrays of the space's own dtypes (in its
+        dicts and tuples), which arrays of those dtypes can take unchanged."""
+        return self._check(actions)
 
-    def _build(self, space: gym.Space, where: str) -> Callable[[Any], None]:
+    def _build(self, space: gym.Space, where: str) -> Callable[[Any], bool]:
         """A function checking one part of the batch (recursing into Dict and Tuple)."""
         if isinstance(space, spaces.Dict):
             parts = {
                 key: self._build(sub, f"{where}[{key!r}]") for key, sub in space.spaces.items()
             }
 
-            def check_dict(actions: Any) -> None:
+            def check_dict(actions: Any) -> bool:
                 if not isinstance(actions, Mapping):
                     raise TypeError(
                         f"{where}: expected a dict with keys {sorted(parts)}, got {type(actions).__name__}"
@@ -599,8 +590,8 @@ class ActionChecker:
                     raise ValueError(
                         f"{where}: expected a dict with keys {sorted(parts)}, got keys {sorted(actions)}"
                     )
-                for key, check in parts.items():
-                    check(actions[key])
+                exact = [check(actions[key]) for key, check in parts.items()]
+                return isinstance(actions, dict) and all(exact)
 
             return check_dict
         if isinstance(space, spaces.Tuple):
@@ -613,9 +604,9 @@ class ActionChecker:
 
 
 def _sequence_check(
-    where: str, length: int, what: str, items: list[Callable[[Any], None]]
-) -> Callable[[Any], None]:
-    def check_sequence(actions: Any) -> None:
+    where: str, length: int, what: str, items: list[Callable[[Any], bool]]
+) -> Callable[[Any], bool]:
+    def check_sequence(actions: Any) -> bool:
         if isinstance(actions, (str, bytes, Mapping)) or not isinstance(
             actions, (Sequence, np.ndarray)
         ):
@@ -624,8 +615,8 @@ def _sequence_check(
             )
         if len(actions) != length:
             raise ValueError(f"{where}: expected {length} {what}, got {len(actions)}")
-        for check, part in zip(items, actions):
-            check(part)
+        exact = [check(part) for check, part in zip(items, actions)]
+        return bool(items) and isinstance(actions, tuple) and all(exact)
 
     return check_sequence
 
@@ -655,8 +646,9 @@ class _BoundsCheck:
             low, high = space.low, space.high
         self.low, self.high = np.asarray(low), np.asarray(high)
         self.kinds, self.kind_name = _KINDS.get(type(space), _KINDS[spaces.Box])
+        self.dtype = space.dtype
 
-    def __call__(self, actions: Any) -> None:
+    def __call__(self, actions: Any) -> bool:
         array = np.asarray(actions)
         if array.ndim == 0:
             raise TypeError(
@@ -674,13 +666,17 @@ class _BoundsCheck:
         inside = (array >= self.low) & (array <= self.high)  # False for NaN as well
         # (count_nonzero: ndarray.all() costs several times as much on a small batch)
         if np.count_nonzero(inside) != inside.size:
-            bad = tuple(int(i) for i in np.argwhere(~inside)[0])
-            low = self.low[bad[1:]] if self.low.ndim else self.low
-            high = self.high[bad[1:]] if self.high.ndim else self.high
-            raise ValueError(
-                f"{self.where}: action {array[bad].tolist()!r} for env {bad[0]} (at index {bad}) is outside the "
-                f"action space: expected {low} <= action <= {high}"
-            )
+            self._refuse_outside(array, inside)
+        return array is actions and array.dtype == self.dtype
+
+    def _refuse_outside(self, array: np.ndarray, inside: np.ndarray) -> NoReturn:
+        bad = tuple(int(i) for i in np.argwhere(~inside)[0])
+        low = self.low[bad[1:]] if self.low.ndim else self.low
+        high = self.high[bad[1:]] if self.high.ndim else self.high
+        raise ValueError(
+            f"{self.where}: action {array[bad].tolist()!r} for env {bad[0]} (at index {bad}) is outside the "
+            f"action space: expected {low} <= action <= {high}"
+        )
 
 
 def expand_seeds(seed: Any, num_envs: int) -> list[int | None]:

@@ -17,27 +17,39 @@ a chunk itself.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
 
+from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import ChunkedVecEnv, split_evenly
 from vecenvs.cpus import available_cpus
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
-from vecenvs.workers import InProcessWorker, ProcessWorker, process_context, serve_with_control
+from vecenvs.workers import (
+    Chunk,
+    ChunkSpec,
+    ProcessWorker,
+    SharedMemoryWorker,
+    process_context,
+    serve_with_control,
+)
 
 __all__ = [
     "DEFAULT_SPIN_SECONDS",
     "PoolVecEnv",
     "WorkerCount",
+    "WorkerStarter",
     "available_cpus",
     "check_num_workers",
     "split_evenly",
     "workers_for",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: How long to spin before sleeping, when spinning is allowed. Waking a process that sleeps
 #: cost 50 µs to over 500 µs on our 2-core VM; a spin of this length covers the time between
@@ -64,7 +76,9 @@ class PoolVecEnv(ChunkedVecEnv):
         spin_seconds: spin this long for an answer (or a command) before sleeping; longer
             (up to 20 times as long) while the envs' steps themselves take longer. None
             (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
-            else 0 (the CPU is needed by the process we would wait for).
+            else 0 (the CPU is needed by the process we would wait for); 0 as well without
+            ``shared_memory``, where every answer is a message read with a system call anyway,
+            so a spin saves little and takes a core.
         worker_threads: the BLAS, OpenMP and torch threads each worker process may use
             (default 1); None leaves them alone. The caller's own chunk is not limited: it
             runs in your process (see :mod:`vecenvs.threads`).
@@ -95,34 +109,78 @@ class PoolVecEnv(ChunkedVecEnv):
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
-        self.worker_threads = check_worker_threads(worker_threads)
         num_workers = check_num_workers(num_workers, len(env_fns))
-        processes = num_workers if not step_in_caller else num_workers - 1
-        if spin_seconds is None:
-            spin_seconds = DEFAULT_SPIN_SECONDS if processes + 1 <= available_cpus() else 0.0
-        self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
         self.step_in_caller = bool(step_in_caller)
-        self.context = process_context(start_method, env_fns)
-        self.start_method = self.context.get_start_method()
+        self.starter = WorkerStarter(
+            env_fns,
+            processes=num_workers - 1 if self.step_in_caller else num_workers,
+            shared_memory=shared_memory,
+            start_method=start_method,
+            spin_seconds=spin_seconds,
+            worker_threads=worker_threads,
+            loop=serve_with_control,
+        )
+        self.uses_shared_area = self.starter.shared_area
+        self.spin_seconds, self.start_method = self.starter.spin_seconds, self.starter.start_method
+        self.worker_threads = self.starter.worker_threads
         super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
-        options = (self.autoreset_mode, self.observation_mode)
         for index, rows in enumerate(self.chunks):
             if index > 0 or not self.step_in_caller:
-                fns = cap_env_fns([env_fns[i] for i in rows], self.worker_threads)
-                worker = ProcessWorker(
-                    index, rows, fns, self.context, *options, self.spin_seconds, self._worker_loop()
-                )
-                self.workers.append(worker)
+                self.workers.append(self.starter.start(index, self.spec_of(rows, env_fns)))
         if self.step_in_caller:
             # Made after the workers are forked, so that no worker inherits a copy of these envs.
-            fns = [env_fns[i] for i in self.chunks[0]]
-            self.workers.insert(0, InProcessWorker(0, self.chunks[0], fns, *options))
+            self.own = Chunk(self.spec_of(self.chunks[0], env_fns))
 
-    def _worker_loop(self) -> Callable[..., None]:
-        """The loop each worker process serves its commands with (see ProcessWorker)."""
-        return serve_with_control
+
+class WorkerStarter:
+    """How a pool starts its worker processes, checked once: the start method, how long each
+    side spins, the threads each worker may use, and whether they share words in memory with
+    the parent (not where this CPU has no barrier we trust: see :mod:`vecenvs.doorbell`).
+    :class:`PoolVecEnv` and :class:`~vecenvs.async_pool.AsyncPoolVecEnv` each have one.
+
+    Args:
+        processes: how many worker processes the pool starts (for the default spin).
+        loop: the worker's loop over its control words (see :class:`~vecenvs.workers.ProcessWorker`).
+        Others: as for :class:`PoolVecEnv`.
+    """
+
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        *,
+        processes: int,
+        shared_memory: bool,
+        start_method: str | None,
+        spin_seconds: float | None,
+        worker_threads: int | None,
+        loop: Callable[..., None],
+    ):
+        self.worker_threads = check_worker_threads(worker_threads)
+        if spin_seconds is None:
+            fits = processes + 1 <= available_cpus()
+            spin_seconds = DEFAULT_SPIN_SECONDS if fits and shared_memory else 0.0
+        self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
+        refused = doorbell.refuse_spinning_why()
+        if refused is not None:  # said once per process: every pool here would say the same
+            if not _REFUSALS:
+                logger.warning("PoolVecEnv: %s", refused)
+            _REFUSALS.add(refused)
+        self.shared_area = refused is None
+        self.context = process_context(start_method, env_fns)
+        self.start_method: str = self.context.get_start_method()
+        self.loop = loop
+
+    def start(self, index: int, spec: ChunkSpec) -> ProcessWorker:
+        """Starts the worker process of chunk ``index``."""
+        spec = replace(spec, env_fns=cap_env_fns(spec.env_fns, self.worker_threads))
+        if self.shared_area:
+            return SharedMemoryWorker(index, spec, self.context, self.spin_seconds, self.loop)
+        return ProcessWorker(index, spec, self.context)  # pipes, which the kernel orders
+
+
+_REFUSALS: set[str] = set()  # what was logged about missing barriers (once per process)
 
 
 def check_num_workers(num_workers: Any, num_envs: int) -> int:

@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AutoresetMode
 
 from vecenvs.checks import check_env_fns
 from vecenvs.core import ChunkedVecEnv
@@ -48,7 +47,7 @@ from vecenvs.errors import (
 )
 from vecenvs.pool import check_num_workers
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
-from vecenvs.workers import Chunk, Command
+from vecenvs.workers import Chunk, ChunkSpec, Command
 
 __all__ = ["ChunkActor", "RaySession", "RayVecEnv", "RayWorker", "import_ray"]
 
@@ -76,15 +75,9 @@ class ChunkActor:
     constructor kills the actor, and the caller would see a dead worker, not the env's error.
     """
 
-    def __init__(
-        self,
-        env_fns: list[Callable[[], gym.Env]],
-        first_index: int,
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-    ):
-        self.arguments = (env_fns, first_index, autoreset_mode, observation_mode)  # Chunk's
-        self.first_index = first_index
+    def __init__(self, spec: ChunkSpec):
+        self.spec = spec
+        self.first_index = spec.rows.start
         self.chunk: Chunk | None = None
 
     def start(self) -> tuple[bool, Any]:
@@ -92,7 +85,7 @@ class ChunkActor:
         return self._answer("make", self._start)
 
     def _start(self) -> tuple[Any, ...]:
-        self.chunk = Chunk(*self.arguments)
+        self.chunk = Chunk(self.spec)
         node = import_ray().get_runtime_context().get_node_id()
         return (*self.chunk.hello(), (socket.gethostname(), os.getpid(), node))
 
@@ -179,20 +172,10 @@ class RaySession:
 class RayWorker:
     """A Ray actor, as the core sees a worker: each command is a remote call, each answer a reference."""
 
-    in_caller = False  # the envs live in an actor, never in this process
-
-    def __init__(
-        self,
-        index: int,
-        rows: range,
-        actor_class: Any,
-        env_fns: list[Callable[[], gym.Env]],
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-    ):
-        self.index, self.rows = index, rows
+    def __init__(self, index: int, spec: ChunkSpec, actor_class: Any):
+        self.index, self.rows = index, spec.rows
         self.ray = import_ray()
-        self.actor = actor_class.remote(env_fns, rows.start, autoreset_mode, observation_mode)
+        self.actor = actor_class.remote(spec)
         self.answers: deque[Any] = deque([self.actor.start.remote()])  # references, oldest first
         self.location: tuple[str, int] | None = None
         self.node: str | None = None  # the Ray node id of the actor's node
@@ -202,7 +185,7 @@ class RayWorker:
         return len(self.answers)
 
     def hello(self, deadline: float) -> tuple[Any, ...]:
-        *hello, (host, pid, self.node) = self.receive(deadline, "start-up (making the envs)")
+        *hello, (host, pid, self.node) = self.receive(deadline, Command.HELLO)
         self.location = (host, pid)
         return tuple(hello)
 
@@ -217,22 +200,21 @@ class RayWorker:
         # its calls in the order they were sent.
         self.answers.append(self.actor.serve.remote(command, payload))
 
-    def asleep(self) -> bool:
-        return False
-
-    def receive(self, deadline: float, doing: str) -> Any:
+    def receive(self, deadline: float, command: Command) -> Any:
         """``ray.get`` of the oldest answer due, with a deadline; Ray's errors turned into ours."""
         ray = self.ray
         try:
             ok, payload = ray.get(self.answers[0], timeout=max(0.0, deadline - time.perf_counter()))
         except ray.exceptions.GetTimeoutError:
-            raise WorkerTimeoutError([self.index], list(self.rows), 0, doing) from None
+            raise WorkerTimeoutError([self.index], list(self.rows), 0, command.value) from None
         except ray.exceptions.RayActorError as error:  # its process died (killed, node lost...)
             self.answers.clear()
-            raise WorkerDiedError(self.index, list(self.rows), None, doing) from error
+            raise WorkerDiedError(self.index, list(self.rows), None, command.value) from error
         except ray.exceptions.RayError as error:  # e.g. a result that could not be unpickled here
             self.answers.clear()
-            raise VecEnvError(f"worker {self.index} failed during {doing}: {error}") from error
+            raise VecEnvError(
+                f"worker {self.index} failed during {command.value}: {error}"
+            ) from error
         self.answers.popleft()
         if not ok:
             raise payload.to_error()
@@ -282,6 +264,8 @@ class RayVecEnv(ChunkedVecEnv):
         [range(0, 4), range(4, 8)]
     """
 
+    workers: list[RayWorker]  # type: ignore[assignment]  # (every worker is an actor)
+
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
@@ -309,12 +293,9 @@ class RayVecEnv(ChunkedVecEnv):
         # out of step with the others; better to report it dead.
         defaults = {"max_restarts": 0, "scheduling_strategy": "SPREAD"}
         actor_class = self._ray.remote(ChunkActor).options(**{**defaults, **self._actor_options})
-        options = (self.autoreset_mode, self.observation_mode)
         env_fns = cap_env_fns(env_fns, self.worker_threads)
-        for index, chunk in enumerate(self.chunks):
-            self.workers.append(
-                RayWorker(index, chunk, actor_class, [env_fns[i] for i in chunk], *options)
-            )
+        for index, rows in enumerate(self.chunks):
+            self.workers.append(RayWorker(index, self.spec_of(rows, env_fns), actor_class))
 
     @property
     def actors(self) -> list[Any]:
@@ -322,12 +303,12 @@ class RayVecEnv(ChunkedVecEnv):
         return [worker.actor for worker in self.workers if worker.actor is not None]
 
     @property
-    def worker_locations(self) -> list[tuple[str, int]]:
+    def worker_locations(self) -> list[tuple[str, int] | None]:
         """(host name, pid) of each actor."""
         return [worker.location for worker in self.workers]
 
     @property
-    def worker_nodes(self) -> list[str]:
+    def worker_nodes(self) -> list[str | None]:
         """The Ray node id of each actor's node (``ray.nodes()`` lists them): where Ray put it.
         Two nodes on one machine share a host name, so this, not the host, tells them apart."""
         return [worker.node for worker in self.workers]

@@ -49,14 +49,16 @@ class Layout:
     action_space: gym.Space  # one env's
     data: bool  # observations, rewards, flags and actions too (else: control words only)
     futex: bool  # the doorbells use the futex (see vecenvs.doorbell.FUTEX)
+    env_words: int = 0  # 64-bit words per env, for a protocol that answers env by env
 
 
 class SharedArea:
     """One block of shared memory with everything the parent and its workers share.
 
     The control lines (a header, then one line per worker), two doorbells (the workers', the
-    parent's), the async pool's per-env words (see :mod:`vecenvs.async_pool`) and, with
-    ``layout.data``, the observations, rewards, flags and actions.
+    parent's), ``layout.env_words`` arrays of a word per env (for the async pool: see
+    :mod:`vecenvs.async_pool`) and, with ``layout.data``, the observations, rewards, flags and
+    actions.
 
     The block is a file with no name (``memfd_create``; elsewhere a temporary file removed at
     once), so nothing is left in ``/dev/shm`` whatever happens to the processes. The parent
@@ -88,12 +90,11 @@ class SharedArea:
         self.header = self.control[:LINE]
         bells_at = allocator.offset
         self.bells = allocator.words("i", 2 * 16)  # two 32-bit words, a cache line apart
-        # The async pool's words, one per env: commands carried out, whether a message follows,
-        # steps asked in shared memory, and when the env was done.
-        self.env_done = np.frombuffer(allocator.words("q", num_envs), dtype=np.int64)
-        self.env_reply = np.frombuffer(allocator.words("q", num_envs), dtype=np.int64)
-        self.env_requested = np.frombuffer(allocator.words("q", num_envs), dtype=np.int64)
-        self.env_finished_at = np.frombuffer(allocator.words("d", num_envs), dtype=np.float64)
+        # Arrays of one word per env, for a protocol that needs them (the async pool's).
+        self.env_words = [
+            np.frombuffer(allocator.words("q", num_envs), dtype=np.int64)
+            for _ in range(self.layout.env_words)
+        ]
         # Gymnasium's shared-memory layout of the spaces (none without data).
         self.observations_memory: Any = None
         self.observations = self.actions = None
@@ -130,14 +131,6 @@ class SharedArea:
         start = LINE * (1 + worker_index)
         return self.control[start : start + LINE]
 
-    def holds_as_given(self, actions: Any) -> bool:
-        """Whether these (checked) actions fit the action arrays unchanged: arrays of their dtypes.
-
-        Anything else (a list, a float64 action for a float32 Box) travels pickled instead, so
-        that every env receives its action exactly as given.
-        """
-        return self.actions is not None and _fits(self.actions, actions)
-
     def write_actions(self, actions: Any, rows: Any = slice(None)) -> None:
         """Copies a batch of actions (arrays of the action space's dtypes) into envs ``rows``."""
         tree_map(lambda target, given: target.__setitem__(rows, given), self.actions, actions)
@@ -171,28 +164,6 @@ class SharedArea:
                 write_to_shared_memory(
                     self.observation_space, index, observation, self.observations_memory
                 )
-
-
-def _fits(target: Any, given: Any) -> bool:
-    """Whether ``given`` has the structure of ``target`` with arrays of its dtypes and shapes
-    (rows apart: a batch may be of some envs only)."""
-    if isinstance(target, dict):
-        return (
-            isinstance(given, dict)
-            and given.keys() == target.keys()
-            and all(_fits(target[key], given[key]) for key in target)
-        )
-    if isinstance(target, tuple):
-        return (
-            isinstance(given, tuple)
-            and len(given) == len(target)
-            and all(_fits(part, given_part) for part, given_part in zip(target, given))
-        )
-    return (
-        isinstance(given, np.ndarray)
-        and given.dtype == target.dtype
-        and given.shape[1:] == target.shape[1:]
-    )
 
 
 class _Allocator:

@@ -63,9 +63,6 @@ class SubprocVecEnv(ChunkedVecEnv):
         super().__init__(env_fns, len(env_fns), **kwargs)
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
-        options = (self.autoreset_mode, self.observation_mode)
         env_fns = cap_env_fns(env_fns, self.worker_threads)
-        for index, chunk in enumerate(self.chunks):
-            self.workers.append(
-                ProcessWorker(index, chunk, [env_fns[index]], self.context, *options, 0.0)
-            )
+        for index, rows in enumerate(self.chunks):
+            self.workers.append(ProcessWorker(index, self.spec_of(rows, env_fns), self.context))

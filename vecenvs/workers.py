@@ -4,16 +4,19 @@ A vector env of :mod:`vecenvs.core` hands each chunk of its envs to a *worker*. 
 holds a :class:`Chunk` (a :class:`~vecenvs.multi_env.MultiEnv` and the code that serves each
 :class:`Command`); what differs is where it runs and how commands reach it:
 
-- :class:`InProcessWorker`: the caller's own chunk, stepped in this process when its answer is
-  asked for, while the process workers step theirs.
-- :class:`ProcessWorker`: a child process running :func:`run_worker`, over *pipes* (SubprocVecEnv:
-  every command and answer a pickled message, each side blocking in the kernel) or *control
-  words* in shared memory (the pools: the parent writes a command's code and bumps the worker's
-  *generation* word; the worker, spinning on it, sees it within a fraction of a microsecond and
-  answers by writing its *done* word, so that a step through shared memory needs no pickle and
-  no system call). Payloads that do not fit in words (seeds, a ``call``'s arguments, infos, a
-  traceback) still travel over the pipe, announced by the words.
-- A Ray actor (see :mod:`vecenvs.ray_env`), holding the same :class:`Chunk`.
+- the caller's own chunk (a pool's first), a :class:`Chunk` the vector env steps itself in
+  ``step_wait``, while the workers step theirs: no worker at all;
+- :class:`ProcessWorker`: a child process running :func:`run_worker`, over *pipes*
+  (SubprocVecEnv: every command and answer a pickled message, each side blocking in the kernel);
+- :class:`SharedMemoryWorker`: the same process, told by *control words* in shared memory (the
+  pools: the parent bumps the worker's *generation* word; the worker, spinning on it, sees it
+  within a fraction of a microsecond and answers by writing its *done* word, so that a step
+  through shared memory needs no pickle and no system call). Payloads that do not fit in words
+  (seeds, a ``call``'s arguments, infos, a traceback) still travel over the pipe, announced by
+  the words;
+- a Ray actor (see :mod:`vecenvs.ray_env`), holding the same :class:`Chunk`.
+
+Every worker is a :class:`Worker` to the vector env: that protocol is all the core uses.
 
 The protocol is lock-step: a worker is given a command once it has answered the previous one.
 Every answer says whether it succeeded (``(ok, payload)``); a failure carries a
@@ -35,36 +38,40 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from copy import deepcopy
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import dill
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import iterate
 from multiprocess.reduction import recv_handle, send_handle
 
-from vecenvs.doorbell import AdaptiveSpin, Doorbell, fence, spin_until
+from vecenvs.doorbell import AdaptiveSpin, Doorbell, fence, publish, wait
 from vecenvs.errors import CrashReport, EnvCrashedError, WorkerDiedError, WorkerTimeoutError
-from vecenvs.multi_env import MultiEnv
+from vecenvs.multi_env import MultiEnv, tree_map
 from vecenvs.shm import SharedArea
 
 __all__ = [
     "START_METHODS",
     "Chunk",
+    "ChunkSpec",
     "Command",
     "CommandWait",
-    "InProcessWorker",
     "ProcessWorker",
+    "SharedMemoryWorker",
+    "Worker",
     "process_context",
     "run_worker",
 ]
 
 
 class Command(Enum):
-    """What the parent asks a worker to do."""
+    """What the parent asks a worker to do (the value names it in error messages)."""
 
+    HELLO = "start-up (making the envs)"  # not sent: the answer a new worker gives unasked
     SETUP = "setup"  # the shared area to use (or none); answered once, after the hello
     RESET = "reset"
     STEP = "step"
@@ -117,34 +124,51 @@ def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env
     return context
 
 
-class Chunk:
-    """One worker's envs (the first is env ``first_index`` of the vector env), serving commands.
+@dataclass(frozen=True)
+class ChunkSpec:
+    """What a worker needs to make its chunk of envs."""
 
-    Results of RESET and STEP go into the chunk's rows of the shared area when there is one
-    (the answer is then only the chunk's infos, or None), else into the answer itself.
+    #: One factory per env of the chunk.
+    env_fns: list[Callable[[], gym.Env]]
+    #: The chunk's envs, as indices of the vector env.
+    rows: range
+    autoreset_mode: AutoresetMode
+    observation_mode: Any
+
+
+class Chunk:
+    """One worker's envs, serving commands: a :class:`~vecenvs.multi_env.MultiEnv`.
+
+    Results of RESET and STEP are copied into the chunk's rows of the shared area when there is
+    one (see :meth:`share`; the answer is then only the chunk's infos, or None), else they are
+    the answer.
     """
 
-    def __init__(
-        self,
-        env_fns: list[Callable[[], gym.Env]],
-        first_index: int,
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-    ):
-        options = {"autoreset_mode": autoreset_mode, "observation_mode": observation_mode}
-        self.envs = MultiEnv(env_fns, copy=False, first_index=first_index, **options)
-        self.rows = range(first_index, first_index + len(env_fns))
+    def __init__(self, spec: ChunkSpec):
+        self.spec, self.rows = spec, spec.rows
+        self.envs = MultiEnv(
+            spec.env_fns,
+            copy=False,
+            first_index=spec.rows.start,
+            autoreset_mode=spec.autoreset_mode,
+            observation_mode=spec.observation_mode,
+        )
         self.area: SharedArea | None = None
 
     def share(self, area: SharedArea | None) -> None:
-        """Results go into ``area`` from now on (None: into the answers)."""
+        """Results go into ``area`` from now on (None: into the answers): the rows of the shared
+        arrays this chunk writes and reads, bound once here."""
         self.area = area
-        if area is not None and area.has_data:
-            rows = slice(self.rows.start, self.rows.stop)
-            flags = area.rewards[rows], area.terminations[rows], area.truncations[rows]
-            self.envs.keep_results_in(*flags)
-            if area.array_observations:
-                self._observation_rows = area.observation_rows(rows)
+        if area is None or not area.has_data:
+            return
+        rows = slice(self.rows.start, self.rows.stop)
+        self.rewards_out = area.rewards[rows]
+        self.terminations_out = area.terminations[rows]
+        self.truncations_out = area.truncations[rows]
+        if area.array_observations:
+            self.observations_out = area.observation_rows(rows)
+        if area.actions is not None:
+            self.actions_in = tree_map(lambda leaf: leaf[rows], area.actions)
 
     def hello(self) -> tuple[Any, ...]:
         """What the parent needs to know: every env's spaces, the metadata and render mode."""
@@ -166,131 +190,112 @@ class Chunk:
             return False, CrashReport.of(self.rows.start, command.value, error)
 
     def serve(self, command: Command, payload: Any) -> Any:
-        """Carries out one command; returns the answer's payload (raises EnvCrashedError)."""
-        envs = self.envs
+        """Carries out one command; returns the answer's payload (raises EnvCrashedError).
+
+        A STEP's payload is its envs' actions, or None when they are in shared memory; the
+        other commands are in :data:`_SERVE`.
+        """
         if command is Command.STEP:
-            if payload is None:  # the actions are in shared memory
-                assert self.area is not None
-                actions = self.area.read_actions(slice(self.rows.start, self.rows.stop))
-                payload = iterate(envs.action_space, actions)
-            return self._results(envs.step_envs(payload))
-        if command is Command.RESET:
-            seeds, options = payload
-            return self._results(envs.reset(seed=seeds, options=options)[1])
-        if command is Command.CALL:
-            indices, name, args, kwargs = payload
-            return envs.call_at(indices, name, *args, **kwargs)
-        if command is Command.GET_ATTR:
-            return envs.get_attr_at(*payload)
-        if command is Command.SET_ATTR:
-            return envs.set_attr_at(*payload)
-        if command is Command.CLOSE:
-            return envs.close()
-        raise ValueError(f"unknown command {command!r}")
+            if payload is None:  # a copy: an env may keep its action
+                payload = iterate(self.envs.action_space, tree_map(np.copy, self.actions_in))
+            return self._results(self.envs.step_envs(payload))
+        return _SERVE[command](self, payload)
+
+    def _reset(self, payload: Any) -> Any:
+        seeds, options = payload
+        return self._results(self.envs.reset(seed=seeds, options=options)[1])
+
+    def _call(self, payload: Any) -> Any:
+        indices, name, args, kwargs = payload
+        return self.envs.call_at(indices, name, *args, **kwargs)
 
     def _results(self, infos: dict[str, Any]) -> Any:
-        """The answer to RESET or STEP. With shared memory, the results are in the chunk's rows
-        already (rewards and flags: see :meth:`share`) once the observations are batched there;
-        the answer is only the infos, or None. Without, everything goes into the answer."""
+        """The answer to RESET or STEP: with shared memory, the results copied into the chunk's
+        rows, and only the infos (or None) answered; without, everything answered."""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
             envs.batch_into()  # an observation that does not fit is an error here, naming its env
             return envs.env_observations, *envs.latest_results(), infos
         if area.array_observations:
-            envs.batch_into(self._observation_rows)
+            envs.batch_into(self.observations_out)
         else:  # (batched first all the same, for the error naming an env that does not fit)
             envs.batch_into()
             area.write_observations(self.rows, envs.env_observations)
+        rewards, terminations, truncations = envs.latest_results()
+        self.rewards_out[:] = rewards
+        self.terminations_out[:] = terminations
+        self.truncations_out[:] = truncations
         return infos or None
+
+
+#: How a chunk serves each command but STEP: ``function(chunk, payload)``.
+_SERVE: dict[Command, Callable[[Chunk, Any], Any]] = {
+    Command.RESET: Chunk._reset,
+    Command.CALL: Chunk._call,
+    Command.GET_ATTR: lambda chunk, payload: chunk.envs.get_attr_at(*payload),
+    Command.SET_ATTR: lambda chunk, payload: chunk.envs.set_attr_at(*payload),
+    Command.CLOSE: lambda chunk, payload: chunk.envs.close(),
+}
 
 
 # ----------------------------------------------------------------- workers, as the parent sees them
 
 
-class InProcessWorker:
-    """The caller's own chunk: a command runs in this process, in :meth:`receive`, when its
-    answer is asked for (so while the process workers carry out theirs)."""
+class Worker(Protocol):
+    """What the vector env of :mod:`vecenvs.core` needs of a worker: commands in, answers out,
+    one at a time, in order."""
 
-    in_caller = True
-
-    def __init__(
-        self,
-        index: int,
-        rows: range,
-        env_fns: list[Callable[[], gym.Env]],
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-    ):
-        self.index, self.rows = index, rows
-        self.chunk = Chunk(env_fns, rows.start, autoreset_mode, observation_mode)
-        self.pending: list[tuple[Command, Any]] = []
+    #: The worker's chunk: its position in the vector env's chunks, and its envs.
+    index: int
+    rows: range
 
     @property
     def due(self) -> int:
-        return len(self.pending)
+        """How many answers are still to be received."""
 
     def hello(self, deadline: float) -> tuple[Any, ...]:
-        return self.chunk.hello()
+        """Waits for the envs to be made: their spaces, metadata and render mode."""
 
     def setup(self, area: SharedArea | None) -> None:
-        self.chunk.share(area)
+        """Hands the worker the shared area (None: there is none)."""
 
     def finish_setup(self, deadline: float) -> None:
-        pass  # nothing to wait for: the chunk has the area already
+        """Waits until the worker has the area."""
 
     def post(self, command: Command, payload: Any) -> None:
-        # A copy, as a pipe would give: actions changed by the caller before step_wait() must
-        # not reach the envs.
-        self.pending.append((command, deepcopy(payload) if command is Command.STEP else payload))
+        """Gives a command whose payload travels with it (pickled)."""
 
-    def post_step(self) -> None:
-        self.pending.append((Command.STEP, None))
-
-    def asleep(self) -> bool:
-        return False
-
-    def receive(self, deadline: float, doing: str) -> Any:
-        """Carries out the oldest pending command now; returns its answer (raises EnvCrashedError)."""
-        command, payload = self.pending.pop(0)
-        return self.chunk.serve(command, payload)
+    def receive(self, deadline: float, command: Command) -> Any:
+        """The answer to the oldest command due: its payload, or EnvCrashedError,
+        WorkerDiedError, WorkerTimeoutError."""
 
     def stop(self, deadline: float, terminate: bool) -> None:
-        self.pending = []
-        self.chunk.envs.close()
+        """Ends the worker: it was asked to close (or must not be); by force if need be."""
 
 
 class ProcessWorker:
-    """A worker process and the parent's end of its pipe (and, once set up, its control line).
+    """A worker process and the parent's end of its pipe: every command and answer a message.
 
-    It runs envs ``rows``, made by ``env_fns``, in a process of ``context`` (``multiprocess``'s,
-    for a start method); each side spins ``spin_seconds`` before sleeping (0: never). With a
-    shared area the process serves commands with ``loop`` (default: the lock-step pool's,
-    ``serve_with_control``), called as ``loop(chunk, area, line, pipe, spin_seconds)``.
+    It makes its chunk (``spec``) in a process of ``context`` (``multiprocess``'s, for a start
+    method), then serves commands; with a shared area it serves them with ``loop`` (default:
+    the lock-step pool's :func:`serve_with_control`), called as
+    ``loop(chunk, area, line, pipe, spin_seconds)`` (``spin_seconds``: how long each side spins
+    before sleeping; 0 never).
     """
-
-    in_caller = False
 
     def __init__(
         self,
         index: int,
-        rows: range,
-        env_fns: list[Callable[[], gym.Env]],
+        spec: ChunkSpec,
         context: Any,
-        autoreset_mode: AutoresetMode,
-        observation_mode: Any,
-        spin_seconds: float,
+        spin_seconds: float = 0.0,
         loop: Callable[..., None] | None = None,
     ):
-        self.index, self.rows = index, rows
-        self.line: memoryview | None = None  # None: every command and answer goes over the pipe
-        self.generation = 0  # of the last command given
-        self.posted_at = 0.0  # when the last command was given
-        self.spin = AdaptiveSpin(spin_seconds)
+        self.index, self.rows = index, spec.rows
         parent_pipe, child_pipe = context.Pipe()  # a socket pair: it can carry a file descriptor
-        chunk = (env_fns, rows.start, autoreset_mode, observation_mode)
         self.process = context.Process(
             target=run_worker,
-            args=(index, *chunk, child_pipe, os.getpid(), spin_seconds, loop or serve_with_control),
+            args=(index, spec, child_pipe, os.getpid(), spin_seconds, loop or serve_with_control),
             name=f"vecenvs-worker-{index}",
             # daemon: if the parent exits without close(), multiprocess terminates the worker at
             # exit instead of waiting for it forever.
@@ -302,128 +307,47 @@ class ProcessWorker:
         self.poller = select.poll()  # watches the pipe and the process (its sentinel)
         for file_descriptor in (parent_pipe.fileno(), self.process.sentinel):
             self.poller.register(file_descriptor, select.POLLIN)
-        self.area: SharedArea | None = None
-        self.awaiting: deque[int] = deque([0])  # the generations whose answer is due: the hello
-
-    # ----------------------------------------------------------------- giving commands
-
-    def hello(self, deadline: float) -> tuple[Any, ...]:
-        return self.receive(deadline, "start-up (making the envs)")
-
-    def setup(self, area: SharedArea | None) -> None:
-        """Hands the worker the shared area (its file descriptor goes over the pipe)."""
-        self.post(Command.SETUP, None if area is None else area.layout)
-        if area is not None:
-            send_handle(self.pipe, area.fd, self.process.pid)
-        self.area = area
-
-    def finish_setup(self, deadline: float) -> None:
-        """Waits until the worker has its shared area; from then on, commands go through the words."""
-        self.receive(deadline, "setup")
-        if self.area is not None:
-            self.line = self.area.line(self.index)
-
-    def post(self, command: Enum, payload: Any, answered: bool = True) -> None:
-        """Gives a command whose payload travels over the pipe (``answered=False``: the async
-        pool's per-env commands, answered per env, not per command)."""
-        if self.line is not None:
-            self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
-            self.announce()
-        self._send((command, payload), command.value)
-        if answered:
-            self.awaiting.append(self.generation)
-        self.posted_at = time.perf_counter()
-
-    def post_step(self) -> None:
-        """Gives a STEP whose actions are in shared memory: two words, no system call. The
-        caller rings the workers' doorbell once for all (see :meth:`asleep`)."""
-        line = self.line
-        assert line is not None, "only in control mode"
-        line[STEPS] += 1
-        self.generation += 1
-        line[GENERATION] = self.generation
-        self.awaiting.append(self.generation)
-        self.posted_at = time.perf_counter()
-
-    def announce(self, ring: bool = True) -> None:
-        """Bumps the generation word: the worker looks at what it was given (``ring``: and is
-        woken if it sleeps; else the caller rings once for several workers)."""
-        assert self.line is not None and self.area is not None, "only in control mode"
-        self.generation += 1
-        self.line[GENERATION] = self.generation
-        if ring:
-            fence()
-            if self.line[SLEEPING]:
-                self.area.worker_bell.ring()
+        self.messages_due = 1  # answers still to come over the pipe: the hello
 
     @property
     def due(self) -> int:
         """How many answers are still to be received."""
-        return len(self.awaiting)
+        return self.messages_due
 
-    def asleep(self) -> bool:
-        """Whether the worker sleeps on the doorbell (ring it after giving commands)."""
-        return self.line is not None and bool(self.line[SLEEPING])
+    def hello(self, deadline: float) -> tuple[Any, ...]:
+        return ProcessWorker.receive(self, deadline, Command.HELLO)
 
-    def _send(self, message: Any, doing: str) -> None:
-        try:
-            self.pipe.send_bytes(dumps(message))
-        except OSError:  # BrokenPipeError: the worker is gone
-            raise self.died(doing) from None
+    def setup(self, area: SharedArea | None) -> None:
+        """Tells the worker there is no shared area: everything goes over the pipe."""
+        ProcessWorker.post(self, Command.SETUP, None)
 
-    # ----------------------------------------------------------------- answers
+    def finish_setup(self, deadline: float) -> None:
+        ProcessWorker.receive(self, deadline, Command.SETUP)
 
-    def receive(self, deadline: float, doing: str) -> Any:
+    def post(self, command: Command, payload: Any) -> None:
+        self._send((command, payload), command)
+        self.messages_due += 1
+
+    def receive(self, deadline: float, command: Command) -> Any:
         """Waits for the answer to the oldest command still due; returns its payload.
 
         Raises:
             EnvCrashedError: the command failed in an env (the report becomes the error).
             WorkerDiedError, WorkerTimeoutError: the worker died, or did not answer in time.
         """
-        if self.line is None:
-            ok, payload = self.read_message(deadline, doing)[1:]
-        else:
-            self._wait_done(self.line, self.awaiting[0], deadline, doing)
-            if self.line[REPLY] == NOTHING:
-                ok, payload = True, None
-            else:
-                ok, payload = self.read_message(deadline, doing)[1:]
-        self.awaiting.popleft()
+        ok, payload = self.read_message(deadline, command)[1:]
+        self.messages_due -= 1
         if not ok:
             raise payload.to_error()
         return payload
 
-    def _wait_done(self, line: memoryview, generation: int, deadline: float, doing: str) -> None:
-        """Waits until the worker's *done* word reaches ``generation``: spin, then sleep.
-
-        A step may spin for as long as it has run already: the caller, back from stepping its
-        own chunk, expects the worker to be about as far; waiting longer than that is more than
-        the jitter of a step.
-        """
-        if line[DONE] >= generation:
-            return
-        running = time.perf_counter() - self.posted_at
-        if spin_until(line, DONE, generation, self.spin, at_least=running):
-            return
-        assert self.area is not None
-        header, bell = self.area.header, self.area.parent_bell
-        header[PARENT_SLEEPING] = 1
+    def _send(self, message: Any, command: Enum) -> None:
         try:
-            fence()
-            while line[DONE] < generation:
-                seen = bell.value()
-                if line[DONE] >= generation:
-                    break
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise WorkerTimeoutError([self.index], list(self.rows), 0, doing)
-                bell.sleep(seen, min(remaining, 0.05))
-                if not self.process.is_alive() and line[DONE] < generation:
-                    raise self.died(doing)
-        finally:
-            header[PARENT_SLEEPING] = 0
+            self.pipe.send_bytes(dumps(message))
+        except OSError:  # BrokenPipeError: the worker is gone
+            raise self.died(command) from None
 
-    def read_message(self, deadline: float, doing: str) -> tuple[Any, ...]:
+    def read_message(self, deadline: float, command: Enum) -> tuple[Any, ...]:
         """Reads the next message from the worker: ``(env index or None, ok, payload)``.
 
         Waits in ``poll`` on the pipe and the process's sentinel at once, with the deadline.
@@ -435,18 +359,16 @@ class ProcessWorker:
                 try:
                     return loads(self.pipe.recv_bytes())
                 except (EOFError, OSError):
-                    raise self.died(doing) from None
+                    raise self.died(command) from None
             if self.process.sentinel in events:
-                raise self.died(doing)
+                raise self.died(command)
             if remaining <= 0:
-                raise WorkerTimeoutError([self.index], list(self.rows), 0, doing)
+                raise WorkerTimeoutError([self.index], list(self.rows), 0, command.value)
 
-    def died(self, doing: str) -> WorkerDiedError:
-        """The error to raise for this worker's death during ``doing`` (with its exit code)."""
+    def died(self, command: Enum) -> WorkerDiedError:
+        """The error to raise for this worker's death during ``command`` (with its exit code)."""
         self.process.join(1.0)  # so that its exit code is known
-        return WorkerDiedError(self.index, list(self.rows), self.process.exitcode, doing)
-
-    # ----------------------------------------------------------------- stopping
+        return WorkerDiedError(self.index, list(self.rows), self.process.exitcode, command.value)
 
     def stop(self, deadline: float, terminate: bool) -> None:
         """Ends the process: by now it was asked to close (or must not be); join, then force."""
@@ -459,6 +381,102 @@ class ProcessWorker:
             self.process.kill()
             self.process.join(1.0)
         self.pipe.close()
+
+
+class SharedMemoryWorker(ProcessWorker):
+    """A worker process told what to do by words of its control line in shared memory.
+
+    The parent bumps the line's *generation* word for every command (a STEP whose actions are
+    in shared memory is only that); the worker answers by writing its *done* word, and says in
+    its *reply* word whether a message follows over the pipe. Start-up and setup go over the
+    pipe, as for :class:`ProcessWorker`.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        spec: ChunkSpec,
+        context: Any,
+        spin_seconds: float,
+        loop: Callable[..., None] | None = None,
+    ):
+        super().__init__(index, spec, context, spin_seconds, loop)
+        self.generation = 0  # of the last command given
+        self.posted_at = 0.0  # when the last command was given
+        self.spin = AdaptiveSpin(spin_seconds)
+        self.awaiting: deque[int] = deque()  # the generations whose answer is due
+
+    def setup(self, area: SharedArea | None) -> None:
+        """Hands the worker the shared area (its file descriptor goes over the pipe)."""
+        assert area is not None, "a shared-memory worker needs the area"
+        ProcessWorker.post(self, Command.SETUP, area.layout)
+        send_handle(self.pipe, area.fd, self.process.pid)
+        self.area, self.line = area, area.line(self.index)
+        self.bell = area.parent_bell
+        self.parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
+
+    @property
+    def due(self) -> int:
+        return self.messages_due + len(self.awaiting)
+
+    def post(self, command: Command, payload: Any) -> None:
+        """Gives a command whose payload travels over the pipe; its answer is due."""
+        self.tell(command, payload)
+        self.awaiting.append(self.generation)
+        self.posted_at = time.perf_counter()
+
+    def tell(self, command: Enum, payload: Any) -> None:
+        """Sends a command over the pipe, announced by the words; who answers it, and how, is
+        the caller's business (:meth:`post`, or the async pool's answers env by env)."""
+        self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
+        self.announce()
+        self._send((command, payload), command)
+
+    def post_step(self) -> None:
+        """Gives a STEP whose actions are in shared memory: two words, no system call. The
+        caller rings the workers' doorbell once for all (see :meth:`asleep`)."""
+        self.line[STEPS] += 1
+        self.generation += 1
+        publish()  # the actions and STEPS before the word that announces them
+        self.line[GENERATION] = self.generation
+        self.awaiting.append(self.generation)
+        self.posted_at = time.perf_counter()
+
+    def announce(self, ring: bool = True) -> None:
+        """Bumps the generation word, after what it announces (``ring``: and wakes the worker
+        if it sleeps; else the caller rings once for several workers)."""
+        self.generation += 1
+        publish()  # the actions and counts before the word that announces them
+        self.line[GENERATION] = self.generation
+        if ring:
+            fence()
+            if self.line[SLEEPING]:
+                self.area.worker_bell.ring()
+
+    def asleep(self) -> bool:
+        """Whether the worker sleeps on the doorbell (ring it after giving commands)."""
+        return bool(self.line[SLEEPING])
+
+    def receive(self, deadline: float, command: Command) -> Any:
+        """Waits for the *done* word to reach the oldest command due; returns its answer. A step
+        may spin for as long as it has run already: the caller, back from its own chunk, expects
+        the worker to be about as far; waiting longer than that is more than a step's jitter."""
+        running = time.perf_counter() - self.posted_at
+        done = wait(
+            self.line, DONE, self.awaiting[0], self.spin, deadline, self.bell,
+            self.parent_sleeping, self.process.is_alive, at_least=running,
+        )  # fmt: skip
+        if not done:
+            if not self.process.is_alive():
+                raise self.died(command)
+            raise WorkerTimeoutError([self.index], list(self.rows), 0, command.value)
+        self.awaiting.popleft()
+        if self.line[REPLY] == NOTHING:
+            return None
+        ok, payload = self.read_message(deadline, command)[1:]  # the answer follows
+        if not ok:
+            raise payload.to_error()
+        return payload
 
 
 def dumps(message: Any) -> bytes:
@@ -479,10 +497,7 @@ def loads(data: bytes) -> Any:
 
 def run_worker(
     worker_index: int,
-    env_fns: list[Callable[[], gym.Env]],
-    first_index: int,
-    autoreset_mode: AutoresetMode,
-    observation_mode: Any,
+    spec: ChunkSpec,
     pipe: Any,
     parent_pid: int,
     spin_seconds: float,
@@ -491,7 +506,8 @@ def run_worker(
     """The main function of a worker process: make the envs, say hello, then serve commands.
 
     Every answer is ``(env index or None, ok, payload)``: ``ok`` False carries a CrashReport.
-    With a shared area, ``loop`` serves the commands (see :class:`ProcessWorker`).
+    With a shared area, ``loop`` serves the commands (see :class:`ProcessWorker`), else
+    :func:`_serve_over_pipe`.
     """
     # Without this the worker would inherit the notebook's SIGINT handler, and a Ctrl-C meant to
     # interrupt the parent would kill every worker mid-step. The parent decides what to do.
@@ -500,12 +516,12 @@ def run_worker(
     chunk: Chunk | None = None
     try:
         try:
-            chunk = Chunk(env_fns, first_index, autoreset_mode, observation_mode)
+            chunk = Chunk(spec)
         except EnvCrashedError as crash:
             send(pipe, (None, False, crash.report()))
             return
         except Exception as error:  # e.g. spaces that differ between the chunk's envs
-            send(pipe, (None, False, CrashReport.of(first_index, "make", error)))
+            send(pipe, (None, False, CrashReport.of(spec.rows.start, "make", error)))
             return
         send(pipe, (None, True, chunk.hello()))
         _command, layout = loads(pipe.recv_bytes())  # SETUP
@@ -549,10 +565,8 @@ def serve_with_control(
     chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, spin_seconds: float
 ) -> None:
     """The pool's loop: wait for the generation word to move; serve the command; write DONE.
-
-    A command is given only once the previous one is answered, so each round serves one: a
-    message over the pipe (``MESSAGES`` moved) or a STEP whose actions are in shared memory.
-    """
+    Each round serves one command (a command is given only once the previous one is answered):
+    a message over the pipe (``MESSAGES`` moved) or a STEP whose actions are in shared memory."""
     seen = messages = 0
     waiting = CommandWait(line, area.worker_bell, spin_seconds)
     while True:
@@ -568,6 +582,7 @@ def serve_with_control(
         if message is not None and len(message) <= SMALL_MESSAGE:
             pipe.send_bytes(message)  # there before DONE: the parent finds it without waiting
             message = None
+        publish()  # the results and REPLY before the word that says they are there
         line[DONE] = seen
         wake_parent(area)
         if message is not None:
@@ -578,45 +593,40 @@ def serve_with_control(
 
 class CommandWait:
     """How a worker waits for its next command: spin on its generation word while commands
-    come quickly (a benchmark, a fast policy), else sleep on the workers' doorbell: when the
-    parent thinks for much longer between steps, a spin would only burn a core it may need.
-    A spin may last as long as serving the last command took (at least ``spin_seconds``): the
-    caller, stepping its own chunk meanwhile, comes back after about as long."""
+    come quickly (a benchmark, a fast policy), else sleep on the workers' doorbell at once:
+    when the parent thinks for much longer between steps, a spin would only burn a core it
+    may need. A spin may last as long as serving the last command took (at least
+    ``spin_seconds``): the caller, stepping its own chunk meanwhile, comes back after about as
+    long."""
+
+    #: Commands come "slowly" when the last one took this many times longer to come than a
+    #: spin lasts (or than serving a command takes): then the worker sleeps without spinning.
+    SLOW = 4
 
     def __init__(self, line: memoryview, bell: Doorbell, spin_seconds: float):
         self.line, self.bell = line, bell
+        self.sleeping = line[SLEEPING : SLEEPING + 1]
         self.spin = AdaptiveSpin(spin_seconds)
         self.last_wait = 0.0  # how long the previous command took to come
         self.given_at = time.perf_counter()  # when it came
 
     def after(self, seen: int) -> int:
         """Waits until the generation word moves past ``seen``; returns its new value."""
-        line, started = self.line, time.perf_counter()
+        started = time.perf_counter()
         served = started - self.given_at  # how long the last command took
-        if line[GENERATION] == seen and not (
-            self.last_wait < 4 * max(self.spin.seconds, served)
-            and spin_until(line, GENERATION, seen + 1, self.spin, at_least=served)
-        ):
-            self._sleep(seen)
+        quickly = self.last_wait < self.SLOW * max(self.spin.seconds, served)
+        spin = self.spin if quickly else None
+        wait(
+            self.line, GENERATION, seen + 1, spin, math.inf, self.bell, self.sleeping, None, served
+        )
         self.given_at = time.perf_counter()
         self.last_wait = self.given_at - started
-        return line[GENERATION]
-
-    def _sleep(self, seen: int) -> None:
-        line = self.line
-        line[SLEEPING] = 1
-        fence()  # (see fence(): the parent must see SLEEPING, or we must see its command)
-        while line[GENERATION] == seen:
-            ringing = self.bell.value()
-            if line[GENERATION] != seen:
-                break
-            self.bell.sleep(ringing, 0.1)
-        line[SLEEPING] = 0
+        return self.line[GENERATION]
 
 
 def wake_parent(area: SharedArea) -> None:
     """Rings the parent's doorbell if it sleeps (after a DONE word, or an env flagged done)."""
-    fence()
+    fence()  # our DONE is seen before we look whether the parent sleeps (it looks after)
     if area.header[PARENT_SLEEPING]:
         area.parent_bell.ring()
 

@@ -11,9 +11,10 @@ repository's root with ``--json exercises/solutions/q6_sweep.json``: this file f
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 BESIDE = Path(__file__).resolve().parent
 REPORT = json.loads((BESIDE / "q6_sweep.json").read_text())
@@ -22,15 +23,8 @@ REPORT = json.loads((BESIDE / "q6_sweep.json").read_text())
 BUSY_LOAD_PER_CPU = 0.2
 
 
-def _question_2():
-    """Question 2's solution, beside this file (the student's folder is not on sys.path)."""
-    spec = importlib.util.spec_from_file_location("q2_overhead", BESIDE / "q2_overhead.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-q2 = _question_2()
+# Question 2's solution, beside this file (the student's folder is not on sys.path).
+q2 = SimpleNamespace(**runpy.run_path(str(BESIDE / "q2_overhead.py")))
 _POOL = next(
     result["config"] for result in REPORT["results"] if result["config"]["backend"] == "pool"
 )
