@@ -221,7 +221,48 @@ def page(preset: Preset, folder: Path = DATA) -> str:
         *_numbers_table(measurements),
         "",
     ]
+    if preset.name == "core2":
+        lines += _bare_pool_section(folder)
     return "\n".join(lines)
+
+
+def _bare_pool_section(folder: Path) -> list[str]:
+    """The pool against the bare pool (``tests/bare_pool.py --json``, one file per point,
+    ``bare-pool-*.json``): what the pool's guarantees cost, measured in the same rounds."""
+    import statistics
+
+    paths = sorted(folder.glob("bare-pool-*.json"))
+    if not paths:
+        return []
+    lines = [
+        "## The pool against a bare pool",
+        "",
+        "`tests/bare_pool.py` times, round by round, the ceiling, a bare pool (workers spinning "
+        "on a word in shared memory; no errors, deadlines, infos or checks) and `PoolVecEnv`, "
+        "each built for its window and closed after it. Medians of the windows, env steps per "
+        "second; the last column is the pool's median over the bare pool's.",
+        "",
+        "| env | N | K | load before / after | ceiling | bare pool | `PoolVecEnv` | pool / bare |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    commands = []
+    for path in paths:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        run, medians = (
+            document["run"],
+            {name: statistics.median(values) for name, values in document["throughputs"].items()},
+        )
+        lines.append(
+            f"| `{document['env_id']}` | {document['num_envs']} | {document['num_workers']} "
+            f"| {run['load_before']} / {run['load_after']} | {medians['ceiling']:,.0f} "
+            f"| {medians['bare pool']:,.0f} | {medians['PoolVecEnv']:,.0f} "
+            f"| {medians['PoolVecEnv'] / medians['bare pool']:.2f} |"
+        )
+        commands.append(
+            f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
+            f"commit `{(run.get('commit') or 'not recorded')[:12]}`"
+        )
+    return [*lines, "", "Each row's file and command:", "", *commands, ""]
 
 
 def write_pages(folder: Path = DOCS / "results") -> list[Path]:

@@ -8,8 +8,8 @@ actions, fork only (Linux). Envs reset as soon as an episode ends. It is a refer
 the pool's guarantees cost, not something to use.
 
 Run it as a script: the ceiling (:mod:`vecenvs.bench.ceiling`), the bare pool and
-``PoolVecEnv`` stepped in turn, window by window, each window's throughput divided by the
-ceiling's of the same round::
+``PoolVecEnv`` stepped in turn, window by window, each built for its window and closed after
+it; ``--json`` writes the windows and how the run was made::
 
     python tests/bare_pool.py --env HumanoidStandup-v5 --num-envs 32 --seconds 2 --repeats 5
 """
@@ -17,10 +17,15 @@ ceiling's of the same round::
 from __future__ import annotations
 
 import argparse
+import json
 import mmap
 import os
+import shlex
 import statistics
+import subprocess
+import sys
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 import gymnasium as gym
@@ -142,34 +147,52 @@ def _window(step: Any, actions: list[Any], seconds: float) -> float:
     return count * len(actions[0]) / (now - start)
 
 
+def _contender(name: str, env_id: str, num_envs: int, num_workers: int) -> tuple[Any, Any]:
+    """``name``'s step function (``None`` for the ceiling, which times itself) and its close."""
+    if name == "ceiling":
+        ceiling = Ceiling(env_id, num_envs, num_workers=num_workers)
+        return ceiling, ceiling.close
+    if name == "bare pool":
+        bare = BarePool(env_id, num_envs, num_workers)
+        return bare.step, bare.close
+    pool = PoolVecEnv(env_fns_for(env_id, num_envs), num_workers=num_workers)
+    pool.reset(seed=0)
+    return pool.step, pool.close
+
+
+CONTENDERS = ("ceiling", "bare pool", "PoolVecEnv")
+
+
 def compare(
     env_id: str, num_envs: int, num_workers: int, seconds: float, repeats: int
 ) -> dict[str, list[float]]:
-    """Each contender's share of the ceiling, window by window (rounds in rotating order)."""
-    ceiling = Ceiling(env_id, num_envs, num_workers=num_workers)
-    bare = BarePool(env_id, num_envs, num_workers)
-    pool = PoolVecEnv(env_fns_for(env_id, num_envs), num_workers=num_workers)
-    try:
-        pool.reset(seed=0)
-        pool.action_space.seed(0)
-        actions = [pool.action_space.sample() for _ in range(ACTION_RING_SIZE)]
-        contenders = {
-            "ceiling": lambda s: (lambda steps, elapsed: steps / elapsed)(*ceiling.run_for(s)),
-            "bare pool": lambda s: _window(bare.step, actions, s),
-            "PoolVecEnv": lambda s: _window(pool.step, actions, s),
-        }
-        for measure in contenders.values():
-            measure(min(seconds, 0.5))  # warm-up
-        throughputs: dict[str, list[float]] = {name: [] for name in contenders}
-        names = list(contenders)
-        for round_index in range(repeats):
-            for name in names[round_index % 3 :] + names[: round_index % 3]:
-                throughputs[name].append(contenders[name](seconds))
-        return throughputs
-    finally:
-        pool.close()
-        bare.close()
-        ceiling.close()
+    """Each contender's throughput, window by window (rounds in rotating order). Each is built
+    for its window and closed after it, so that no idle spinner of one takes a core from the
+    next (a worker spinning between its windows would)."""
+    space = gym.make(env_id).action_space
+    space.seed(0)
+    actions = [np.stack([space.sample() for _ in range(num_envs)]) for _ in range(ACTION_RING_SIZE)]
+    throughputs: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    for round_index in range(repeats):
+        shift = round_index % len(CONTENDERS)
+        for name in CONTENDERS[shift:] + CONTENDERS[:shift]:
+            step, close = _contender(name, env_id, num_envs, num_workers)
+            try:
+                if name == "ceiling":
+                    step.run_for(min(seconds, 0.5))  # warm-up
+                    steps, elapsed = step.run_for(seconds)
+                    throughputs[name].append(steps / elapsed)
+                else:
+                    _window(step, actions, min(seconds, 0.5))  # warm-up
+                    throughputs[name].append(_window(step, actions, seconds))
+            finally:
+                close()
+    return throughputs
+
+
+def _commit() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or None
 
 
 def main() -> None:
@@ -179,23 +202,46 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="also write the windows and the run to this file")
     arguments = parser.parse_args()
+    run = {
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["python", "tests/bare_pool.py", *sys.argv[1:]]),
+        "commit": _commit(),
+        "load_before": round(os.getloadavg()[0], 2),
+    }
     print(machine_load().sentence(), f"(uptime: {os.getloadavg()[0]:.2f})")
     throughputs = compare(
         arguments.env, arguments.num_envs, arguments.workers, arguments.seconds, arguments.repeats
     )
+    run["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run["load_after"] = round(os.getloadavg()[0], 2)
     ceiling = throughputs["ceiling"]
     for name, values in throughputs.items():
         shares = [value / limit for value, limit in zip(values, ceiling)]
-        # On a busy machine the best windows are the least disturbed: the 90th percentile of
-        # each contender's throughputs, over the ceiling's, says more than the median.
-        best = np.percentile(values, 90) / np.percentile(ceiling, 90)
         print(
             f"{arguments.env} N={arguments.num_envs} K={arguments.workers} {name:10s} "
             f"{statistics.median(values):10,.0f} env steps/s, {statistics.median(shares):5.0%} of "
-            f"the ceiling (windows {min(shares):.0%}-{max(shares):.0%}; best windows {best:.0%})"
+            f"the ceiling (windows {min(shares):.0%}-{max(shares):.0%})"
         )
+    pool, bare = (
+        statistics.median(throughputs["PoolVecEnv"]),
+        statistics.median(throughputs["bare pool"]),
+    )
+    print(f"PoolVecEnv / bare pool: {pool / bare:.2f} (medians)")
     print(machine_load().sentence())
+    if arguments.json:
+        document = {
+            "run": run,
+            "env_id": arguments.env,
+            "num_envs": arguments.num_envs,
+            "num_workers": arguments.workers,
+            "seconds": arguments.seconds,
+            "throughputs": throughputs,
+        }
+        with open(arguments.json, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=2)
+            file.write("\n")
 
 
 if __name__ == "__main__":
