@@ -556,8 +556,12 @@ class ActionChecker:
 
     Example:
         >>> from gymnasium.spaces import Discrete
+        >>> import numpy as np
         >>> check = ActionChecker(Discrete(2), num_envs=3)
-        >>> check([0, 1, 1])
+        >>> check(np.array([0, 1, 1]))  # good, and int64 already: taken as it is
+        True
+        >>> check([0, 1, 1])  # good, but a list: converted before it is used
+        False
         >>> check([0, 1])
         Traceback (most recent call last):
         ...
