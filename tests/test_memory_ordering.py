@@ -13,6 +13,7 @@ import logging
 import mmap
 import os
 import platform
+import sys
 
 import numpy as np
 import pytest
@@ -94,6 +95,33 @@ def test_elsewhere_the_barriers_are_libatomics_compiled_c11_fence(monkeypatch):
     assert order is full and full.func.__name__ == "atomic_thread_fence"
     assert full.args == (doorbell._SEQ_CST,)
     full()  # this machine's libatomic: a real fence instruction, called through ctypes
+
+
+def test_a_mac_on_arm64_takes_apples_osmemorybarrier(monkeypatch):
+    """macOS has no libatomic; its libSystem has OSMemoryBarrier. Faked here (no Mac at hand):
+    what is checked is that the barrier is looked up there, called with no argument, and used
+    for both kinds, and that a libSystem without it leaves no barrier."""
+    calls = []
+
+    class LibSystem:
+        def __init__(self, path):
+            assert path == doorbell.LIBSYSTEM
+            self.OSMemoryBarrier = lambda: calls.append("dmb")
+
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(ctypes, "CDLL", LibSystem)
+    order, full = doorbell._choose_barriers()
+    assert order is full
+    full()
+    assert calls == ["dmb"]
+
+    def missing(path):
+        raise OSError(f"{path}: not found")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert doorbell._choose_barriers() is None
 
 
 def test_without_a_barrier_the_pool_talks_over_pipes_and_says_so_once(monkeypatch, caplog):

@@ -167,10 +167,27 @@ def _choose_barriers() -> tuple[Callable[[], None], Callable[[], None]] | None:
     if platform.machine().lower() in _X86:
         return _no_barrier, _locked_instruction
     fence_of_c11 = _compiled_fence()
-    if fence_of_c11 is None:
+    if fence_of_c11 is not None:
+        full = functools.partial(fence_of_c11, _SEQ_CST)
+        return full, full
+    apple = _apple_barrier() if sys.platform == "darwin" else None
+    return None if apple is None else (apple, apple)
+
+
+#: Where macOS keeps its C library, and OSMemoryBarrier with it.
+LIBSYSTEM = "/usr/lib/libSystem.B.dylib"
+
+
+def _apple_barrier() -> Callable[[], None] | None:
+    """macOS's ``OSMemoryBarrier`` (``libkern/OSAtomic.h``: every memory access before it
+    completes before any after it; ``dmb ish`` on Apple Silicon), or None where it is missing.
+    macOS has no libatomic. Not tried on a Mac: none was at hand (docs/memory-ordering.md)."""
+    try:
+        function = ctypes.CDLL(LIBSYSTEM).OSMemoryBarrier
+    except (OSError, AttributeError):
         return None
-    full = functools.partial(fence_of_c11, _SEQ_CST)
-    return full, full
+    function.argtypes, function.restype = [], None
+    return function
 
 
 _BARRIERS = _choose_barriers()
