@@ -1,8 +1,8 @@
 """Write README.md's headline result table from a results file, so that every figure it shows
 comes from that file.
 
-    python docs/gen_headline.py render docs/results/data/core2-2026-11-26.json
-    python docs/gen_headline.py render docs/results/data/core2-2026-11-26.json --check
+    python docs/gen_headline.py render docs/results/data/core2.json
+    python docs/gen_headline.py render docs/results/data/core2.json --check
 
 ``render`` replaces what README.md holds between ``<!-- headline:start -->`` and
 ``<!-- headline:end -->``; with ``--check`` it changes nothing and exits 1 when the README's

@@ -131,8 +131,8 @@ def _facts(document: dict[str, Any], preset: Preset) -> list[str]:
         f"- **Date**: {said('started')} to {said('finished')} (UTC).",
         f"- **Machine**: {machine.get('cpu_model', 'not recorded')}; {cpus}; "
         f"{machine.get('os', document.get('platform', ''))}; Python {document.get('python', '?')}.",
-        f"- **Load** (1-minute load average): {said('load_before')} before, "
-        f"{said('load_after')} after (the run's own processes count in the second).",
+        f"- **Load**: {said('load_before')} before, {said('load_after')} after (the 1-minute "
+        "load average; the run's own processes count in the second).",
         f"- **Command**: `{run.get('command', preset.command)}`.",
         f"- **Commit**: {commit_text}; vecenvs {document.get('vecenvs_version', '?')}.",
     ]
@@ -246,8 +246,12 @@ def _bare_pool_section(folder: Path) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     commands = []
-    for path in paths:
-        document = json.loads(path.read_text(encoding="utf-8"))
+    documents = [(path, json.loads(path.read_text(encoding="utf-8"))) for path in paths]
+    # Point by point, each point's runs in the order they were made.
+    documents.sort(
+        key=lambda pair: (pair[1]["env_id"], pair[1]["num_envs"], pair[1]["run"]["started"])
+    )
+    for path, document in documents:
         run, medians = (
             document["run"],
             {name: statistics.median(values) for name, values in document["throughputs"].items()},
