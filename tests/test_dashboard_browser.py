@@ -242,6 +242,15 @@ def fill_form(page, *, remove: list[str], shortest: bool, label: str) -> None:
     page.get_by_label("Label (optional)").fill(label)
 
 
+def value_once_settled(field, value: str, timeout: float = 30.0) -> str:
+    """The field's value once it reads ``value``, or what it holds at the deadline: Streamlit
+    fills a restored form over a rerun or two, so the first read may come before the last."""
+    deadline = time.monotonic() + timeout
+    while (current := field.input_value()) != value and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return current
+
+
 def expect_text(page, pattern: str | re.Pattern, timeout: float = 60_000) -> None:
     """Wait until ``pattern`` shows on the page; on timeout, fail with what the page shows
     (and a screenshot of it)."""
@@ -369,7 +378,8 @@ def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, brows
     assert "CartPole-v1" in chips and "Acrobot-v1" in chips, chips
     numbers = reopened.locator('[data-testid="stMultiSelect"]').nth(1).inner_text()
     assert re.findall(r"\d+", numbers) == ["1", "4", "16"], numbers
-    assert reopened.get_by_label("Label (optional)").input_value() == "first tab"
+    label = reopened.get_by_label("Label (optional)")
+    assert value_once_settled(label, "first tab") == "first tab"
     assert reopened.get_by_role("button", name="Run again").count() == 1
     reopened.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for(timeout=60_000)
 
