@@ -9,11 +9,13 @@ loop beats one process per env. No test asserts a time.
 from __future__ import annotations
 
 import json
+import math
 
 import gymnasium as gym
 import pytest
 
-from vecenvs.autotune import AutotuneResult, Candidate, autotune, candidates
+import vecenvs.autotune
+from vecenvs.autotune import AutotuneResult, Candidate, autotune, candidates, is_close_call
 from vecenvs.bench.store import ResultsStore
 from vecenvs.cli import main
 
@@ -218,20 +220,25 @@ def test_the_command_line_refuses_bad_input_in_one_line(argv, named, capsys):
     assert code == 2 and len(err.splitlines()) == 1 and named in err
 
 
-def test_a_close_call_is_measured_again_side_by_side_with_the_loop():
+def test_a_close_call_is_two_medians_within_a_quarter_of_each_other():
+    assert is_close_call(100.0, 81.0) and is_close_call(100.0, 100.0)
+    assert not is_close_call(100.0, 80.0) and not is_close_call(100.0, 50.0)
+
+
+def test_a_close_call_is_measured_again_side_by_side_with_the_loop(monkeypatch):
     # Two names for the same pool over the same sleeping envs (the step timeout changes nothing
-    # while no env hangs): the same speed within noise, a close call. Real variants are no
-    # twins on a busy machine: spinning or not measured 560 against 726 env steps/s while the
-    # rest of the suite ran beside it, the pool over pipes or shared memory 497 against 840.
+    # while no env hangs). Whether they come out within 1.25x of each other is the machine's
+    # noise: twins measured one after the other came out 320 and 253 env steps/s in CI, beside
+    # the rest of the suite. So every pair is a close call here (the rule is tested above), and
+    # this test is of what follows one: the real head-to-head, interleaved with the loop.
+    monkeypatch.setattr(vecenvs.autotune, "CLOSE_CALL", math.inf)
     twins = [
         Candidate("pool", {"num_workers": 2}),
         Candidate("pool", {"num_workers": 2, "timeout": 120.0}),
     ]
     # A budget with room to spare: the head-to-head is left out when its estimated cost would
-    # run past the budget, and on a loaded machine (CI) the estimate grows.
-    # Steps of 10 ms a chunk (5 ms sleeps): what the machine's load adds to a step (about a
-    # millisecond beside the rest of the suite) stays small beside them; with 2 ms sleeps the
-    # same pool measured 481 and 724 env steps/s one after the other there.
+    # run past the budget, and on a loaded machine (CI) the estimate grows. Sleeping envs (5 ms
+    # a step): two workers beat the loop by about 2x however busy the machine is.
     result = autotune(
         "vecenvs/Costly-v0",
         4,

@@ -14,10 +14,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
+import psutil
 import pytest
+from conftest import describe, wait_gone
 
 from vecenvs import make_vec
 from vecenvs.autotune import Candidate, autotune
@@ -409,3 +412,21 @@ def test_the_lines_to_paste_name_a_factory_the_way_a_script_can():
     assert f"from {make_cart.__module__} import make_cart" in code(make_cart)
     # A lambda has no name: the lines say where yours goes.
     assert "from my_code import make_env  # your function" in code(lambda: make_cart())
+
+
+def test_the_child_checking_an_env_exits_when_the_process_that_asked_is_killed():
+    # kill -9 runs no clean-up (multiprocess ends daemon children only at a normal exit): the
+    # child, stuck in a step that never returns, must notice by itself that its parent is gone.
+    code = "from vecenvs.envspec import check_env; check_env('raisingstep:HangingStep-v0')"
+    asking = subprocess.Popen([sys.executable, "-c", code], env=user_env())
+    try:
+        parent = psutil.Process(asking.pid)
+        deadline = time.monotonic() + 60
+        while not (children := parent.children()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert children, "no child checking the env within 60 s"
+    finally:
+        asking.kill()
+        asking.wait(10)
+    alive = wait_gone(children, timeout=30)
+    assert alive == [], f"the checking child outlived its parent: {describe(alive)}"

@@ -460,6 +460,12 @@ def _cost(candidate: Candidate, config: BenchConfig, result: AutotuneResult) -> 
     return windows + (1 + candidate.processes(result.num_envs)) * startup_each
 
 
+def is_close_call(fastest: float, second: float) -> bool:
+    """Whether the two fastest medians (env steps/s) are within :data:`CLOSE_CALL` of each
+    other, too close to pick one without measuring them again side by side."""
+    return fastest < CLOSE_CALL * second
+
+
 def _head_to_head(
     result: AutotuneResult, config: BenchConfig, deadline: float, cancel: Callable[[], bool] | None
 ) -> list[Measurement]:
@@ -470,7 +476,7 @@ def _head_to_head(
     the loop in the same round (:func:`vecenvs.bench.compare`), the drift cancels out.
     """
     ranked = sorted(result.measurements, key=lambda m: m.median, reverse=True)
-    if len(ranked) < 2 or ranked[0].median >= CLOSE_CALL * ranked[1].median:
+    if len(ranked) < 2 or not is_close_call(ranked[0].median, ranked[1].median):
         return []
     loop = Candidate("multi")
     entries = [c for c in map(_candidate, ranked[:2]) if c != loop]

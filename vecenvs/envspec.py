@@ -55,6 +55,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from vecenvs.table import describe_kwargs
+from vecenvs.workers import exit_when_orphaned
 
 __all__ = [
     "CHECK_SECONDS",
@@ -204,9 +205,11 @@ def check_env(
     parent_end, child_end = context.Pipe(duplex=False)
     process = context.Process(
         target=_check_in_child,
-        args=(env, dict(env_kwargs or {}), child_end),
+        args=(env, dict(env_kwargs or {}), child_end, os.getpid()),
         name=f"vecenvs check {name.text}",
-        daemon=True,  # if this process dies mid-check, the child goes with it
+        # daemon: if this process exits mid-check, multiprocess ends the child; if it is
+        # killed, the child notices by itself (exit_when_orphaned).
+        daemon=True,
     )
     process.start()
     child_end.close()  # the child's end lives in the child only
@@ -239,8 +242,9 @@ def check_env(
     raise EnvError(f"env {what}: {line}")
 
 
-def _check_in_child(env: EnvSource, env_kwargs: dict[str, Any], pipe: Any) -> None:
+def _check_in_child(env: EnvSource, env_kwargs: dict[str, Any], pipe: Any, parent_pid: int) -> None:
     """The child's side of :func:`check_env`: ``(making_failed, one line or None)``."""
+    exit_when_orphaned(parent_pid)
     try:
         _exercise(env, env_kwargs)
         pipe.send((False, None))

@@ -512,7 +512,7 @@ def run_worker(
     # Without this the worker would inherit the notebook's SIGINT handler, and a Ctrl-C meant to
     # interrupt the parent would kill every worker mid-step. The parent decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _exit_when_orphaned(parent_pid)
+    exit_when_orphaned(parent_pid)
     chunk: Chunk | None = None
     try:
         try:
@@ -631,13 +631,14 @@ def wake_parent(area: SharedArea) -> None:
         area.parent_bell.ring()
 
 
-def _exit_when_orphaned(parent_pid: int, check_seconds: float = 0.5) -> None:
+def exit_when_orphaned(parent_pid: int, check_seconds: float = 0.5) -> None:
     """Exits this process if its parent dies, even while an env is stuck in a long step.
 
-    A worker blocked on its pipe notices a dead parent by itself (EOF); one inside a hung env
-    would not, and would live on as an orphan, holding the pipes of multiprocess's resource
-    tracker and fork server open so that they live on too. A daemon thread watches the parent
-    instead. (Not ``os.getppid()``: under forkserver the parent process is the fork server.)
+    Every process vecenvs starts calls it first: the workers, and the child that checks an env
+    (:func:`vecenvs.envspec.check_env`). A worker blocked on its pipe notices a dead parent by
+    itself (EOF); one inside a hung env would not, and would live on as an orphan, holding the
+    pipes of multiprocess's resource tracker and fork server open so that they live on too. A
+    daemon thread watches the parent instead. (Not ``os.getppid()``: under forkserver the parent process is the fork server.)
     """
     import psutil
 

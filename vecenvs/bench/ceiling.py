@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 import traceback
@@ -42,6 +43,7 @@ from vecenvs.cpus import available_cpus
 from vecenvs.envspec import EnvSource
 from vecenvs.factory import env_fns_for
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
+from vecenvs.workers import exit_when_orphaned
 
 __all__ = ["DESCRIPTION", "NAME", "Ceiling", "check_kwargs"]
 
@@ -125,8 +127,14 @@ class Ceiling:
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
                     target=_work,
-                    args=([env_fns[i] for i in chunk], seed + int(chunk[0]), child_end),
-                    # daemon: if this process dies without closing, its children die with it.
+                    args=(
+                        [env_fns[i] for i in chunk],
+                        seed + int(chunk[0]),
+                        child_end,
+                        os.getpid(),
+                    ),
+                    # daemon: if this process exits without closing, multiprocess ends its
+                    # children; if it is killed, they notice by themselves (exit_when_orphaned).
                     daemon=True,
                 )
                 process.start()
@@ -205,8 +213,9 @@ class Ceiling:
         return [replies[index] for index in sorted(replies)]
 
 
-def _work(env_fns: list[Callable[[], gym.Env]], seed: int, pipe: Any) -> None:
+def _work(env_fns: list[Callable[[], gym.Env]], seed: int, pipe: Any, parent_pid: int) -> None:
     """A ceiling process: build and reset its envs, then step them when told, until closed."""
+    exit_when_orphaned(parent_pid)
     # Ctrl-C is for the parent, which then closes us; dying mid-window would lose the reply.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs: list[gym.Env] = []
