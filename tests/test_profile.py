@@ -216,7 +216,7 @@ CLASSIFIED = {
     ),
     "unpickling numpy arrays is serialization": (
         frames(
-            ("ProcessWorker._message", "/repo/vecenvs/workers.py"),
+            ("ProcessWorker.read_message", "/repo/vecenvs/workers.py"),
             ("loads", "/repo/vecenvs/workers.py"),
             ("_frombuffer", site("numpy/_core/numeric.py")),
         ),
@@ -271,27 +271,36 @@ CLASSIFIED = {
     "the parent's sleep on its doorbell is waiting": (
         frames(
             ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
-            ("ProcessWorker._wait_done", "/repo/vecenvs/workers.py"),
-            ("Doorbell.sleep", "/repo/vecenvs/workers.py"),
+            ("SharedMemoryWorker.receive", "/repo/vecenvs/workers.py"),
+            ("wait", "/repo/vecenvs/doorbell.py"),
+            ("Doorbell.sleep", "/repo/vecenvs/doorbell.py"),
         ),
         WAITING,
     ),
     "the parent's poll is waiting": (
         frames(
             ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
-            ("ProcessWorker._message", "/repo/vecenvs/workers.py"),
+            ("ProcessWorker.receive", "/repo/vecenvs/workers.py"),
+            ("ProcessWorker.read_message", "/repo/vecenvs/workers.py"),
         ),
         WAITING,
     ),
     "a spin is waiting": (
-        frames(WORKER_LOOP, ("_spin_until", "/repo/vecenvs/workers.py")),
+        frames(
+            WORKER_LOOP,
+            ("serve_with_control", "/repo/vecenvs/workers.py"),
+            ("CommandWait.after", "/repo/vecenvs/workers.py"),
+            ("wait", "/repo/vecenvs/doorbell.py"),
+        ),
         WAITING,
     ),
     "a worker asleep until its next command is waiting": (
         frames(
             WORKER_LOOP,
-            ("_serve_with_control", "/repo/vecenvs/workers.py"),
-            ("_sleep_until_given", "/repo/vecenvs/workers.py"),
+            ("serve_with_control", "/repo/vecenvs/workers.py"),
+            ("CommandWait.after", "/repo/vecenvs/workers.py"),
+            ("wait", "/repo/vecenvs/doorbell.py"),
+            ("Doorbell.sleep", "/repo/vecenvs/doorbell.py"),
         ),
         WAITING,
     ),

@@ -110,10 +110,11 @@ def _mp(*modules: str) -> tuple[str, ...]:
 _CONNECTION = _mp("connection")
 # The pool's protocol and the layer under it.
 _WORKERS = ("vecenvs/workers.py", "vecenvs/doorbell.py", "vecenvs/shm.py")
-#: Names of functions that older versions of the pool had, which the profiles recorded in
-#: ``tests/data/profiles`` name (in workers.py): kept so that those still read the same. Every
-#: other function a rule names must exist in the modules it names (a test checks both).
-RECORDED_NAMES = ("_spin_until", "_sleep_until_given", "_wait_done", "_message")
+#: Names of functions that older versions of the pool had and that the profiles recorded in
+#: ``tests/data/profiles`` still name: a rename leaves the old name here (and in its rule) until
+#: those are recorded again. Every other function a rule names must exist in the modules it
+#: names (tests/test_classify_names.py checks both). None since the recording of 2026-11-27.
+RECORDED_NAMES: tuple[str, ...] = ()
 
 #: The rules, in order: for each frame, innermost first, the first rule that matches decides.
 #: The order only matters between rules that can match the same frame.
@@ -131,7 +132,7 @@ RULES: tuple[Rule, ...] = (
         "vecenvs spins on a word in shared memory until the other side moves it "
         "(then sleeps on a doorbell: the rule below)",
         files=_WORKERS,
-        functions=("wait", "_spin_until"),
+        functions=("wait",),
     ),
     # (Bare method names: Python 3.10 reports `sleep`, 3.11+ `Doorbell.sleep`; both match.)
     Rule(
@@ -139,7 +140,7 @@ RULES: tuple[Rule, ...] = (
         "vecenvs sleeps on a doorbell (a futex), or in poll(), until the other side "
         "answers, gives a command or dies",
         files=_WORKERS,
-        functions=("sleep", "_sleep_until_given", "_wait_done", "read_message", "_message"),
+        functions=("sleep", "read_message"),
     ),
     Rule(
         WAITING,
