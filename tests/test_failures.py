@@ -400,6 +400,20 @@ def test_bad_env_fns(backend, children_before):
     assert not [p for p in live_children() if p.pid not in children_before], "a process was started"
 
 
+def test_shared_memory_is_refused_where_everything_goes_over_pipes(children_before):
+    # gymnasium's AsyncVectorEnv takes shared_memory=True: ignored here, it would measure pipes
+    # while its caller believed it measured shared memory.
+    with pytest.raises(
+        ValueError,
+        match=r"SubprocVecEnv sends everything pickled over pipes: "
+        r"shared_memory=True is not one of its options \(PoolVecEnv is",
+    ):
+        SubprocVecEnv(env_fns_for("CartPole-v1", 2), shared_memory=True)
+    assert not [p for p in live_children() if p.pid not in children_before], "a process was started"
+    with SubprocVecEnv(env_fns_for("CartPole-v1", 2), shared_memory=False) as envs:
+        envs.reset(seed=0)
+
+
 @pytest.mark.parametrize("backend", backend_params(PROCESS_BACKENDS, ("spawn", "forkserver")))
 def test_unpicklable_factory_fails_before_any_process_starts(backend, children_before):
     import gymnasium as gym

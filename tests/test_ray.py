@@ -196,6 +196,8 @@ def test_each_actor_sets_its_envs_threads():
             assert [limits["blas"] for limits in envs.call("thread_limits")] == [expected] * 2
     with pytest.raises(ValueError, match="worker_threads is 0"):
         RayVecEnv(env_fns, worker_threads=0)
+    with pytest.raises(ValueError, match="RayVecEnv sends everything pickled over pipes"):
+        RayVecEnv(env_fns, shared_memory=True)
 
 
 # ------------------------------------------------------------------------------------------------

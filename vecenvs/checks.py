@@ -13,7 +13,13 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["WrongType", "check_env_fns", "check_seconds", "check_whole_number"]
+__all__ = [
+    "WrongType",
+    "check_env_fns",
+    "check_pipes_only",
+    "check_seconds",
+    "check_whole_number",
+]
 
 
 class WrongType(TypeError, ValueError):
@@ -71,3 +77,15 @@ def check_env_fns(env_fns: Any) -> list[Callable[[], Any]]:
                 f"makes an env, e.g. lambda: gymnasium.make('CartPole-v1')"
             )
     return env_fns
+
+
+def check_pipes_only(vector_class: str, options: dict[str, Any]) -> None:
+    """Refuses ``shared_memory=True`` for a vector env that talks over pipes only (gymnasium's
+    ``AsyncVectorEnv`` takes it, so code moved from there may pass it): silently ignored, it
+    would measure pipes while the caller believes it measured shared memory."""
+    if options.get("shared_memory"):
+        raise ValueError(
+            f"{vector_class} sends everything pickled over pipes: shared_memory="
+            f"{options['shared_memory']!r} is not one of its options (PoolVecEnv is the one with "
+            "shared memory; PoolVecEnv(env_fns, num_workers=len(env_fns)) has a process per env)"
+        )

@@ -35,7 +35,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from vecenvs.checks import check_env_fns
+from vecenvs.checks import check_env_fns, check_pipes_only
 from vecenvs.core import ChunkedVecEnv
 from vecenvs.cpus import available_cpus
 from vecenvs.errors import (
@@ -280,6 +280,7 @@ class RayVecEnv(ChunkedVecEnv):
     ):
         # Everything is checked before Ray is started.
         env_fns = check_env_fns(env_fns)
+        check_pipes_only(type(self).__name__, kwargs)
         num_workers = check_num_workers(num_workers, len(env_fns))
         self.worker_threads = check_worker_threads(worker_threads)
         self._owns_ray = False  # close_extras reads it, should starting Ray fail

@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from vecenvs.checks import check_env_fns
+from vecenvs.checks import check_env_fns, check_pipes_only
 from vecenvs.core import ChunkedVecEnv
 from vecenvs.threads import DEFAULT_WORKER_THREADS, cap_env_fns, check_worker_threads
 from vecenvs.workers import ProcessWorker, process_context
@@ -57,6 +57,7 @@ class SubprocVecEnv(ChunkedVecEnv):
         **kwargs: Any,
     ):
         env_fns = check_env_fns(env_fns)
+        check_pipes_only(type(self).__name__, kwargs)
         self.worker_threads = check_worker_threads(worker_threads)
         self.context = process_context(start_method, env_fns)
         self.start_method = self.context.get_start_method()
