@@ -71,6 +71,11 @@ def in_gradescope_layout(autograder: Path, marker: str) -> subprocess.CompletedP
         elif entry.is_dir():
             command += ["--ro-bind", str(entry), str(entry)]
     command += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # A checkout (and its .venv, which setup.sh's stands for) in /tmp stays visible, as one
+    # anywhere else is through the read-only view above.
+    for path in sorted({REPO.resolve(), Path(sys.prefix).resolve()}):
+        if path.is_relative_to("/tmp"):
+            command += ["--ro-bind", str(path), str(path)]
     command += ["--bind", str(autograder), "/autograder", "--chdir", "/autograder"]
     command += ["--setenv", "GRADE_TEST_MARKER", marker, "--", "/autograder/run_autograder"]
     return subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
