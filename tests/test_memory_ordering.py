@@ -1,84 +1,208 @@
 """The memory-ordering contract (docs/memory-ordering.md): where one process's writes must be
-seen before another's read, ``doorbell.publish`` / ``doorbell.observe`` stand between them, and
-on a CPU without a barrier we trust the pool talks over pipes instead.
+seen before another's read, ``doorbell.publish`` / ``observe`` / ``fence`` stand between them,
+each one needed; and on a CPU without a barrier we trust the pool talks over pipes instead.
 
-Counting is done in real processes: the barrier is replaced (before the workers fork) by a
-function that counts its calls in shared memory, the parent's and the workers' apart.
+The pools run in the test mode of :mod:`ordering` (tests/ordering.py): every process logs its
+accesses to shared memory and its barriers, and the logs are checked against the ordering
+points. x86-64 would hide a missing barrier (it keeps stores in order and loads in order); the
+logs do not: they are the program order that arm64 keeps only where a barrier says so.
 """
 
 from __future__ import annotations
 
 import ctypes.util
+import inspect
 import logging
-import mmap
-import os
 import platform
 import sys
+from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
+import ordering
 import pytest
 
-from vecenvs import AsyncPoolVecEnv, MultiEnv, PoolVecEnv, doorbell, pool
+from vecenvs import AsyncPoolVecEnv, MultiEnv, PoolVecEnv, async_pool, doorbell, pool, workers
 from vecenvs.factory import env_fns_for
 from vecenvs.workers import ProcessWorker, SharedMemoryWorker
 
-STEPS = 20
+DOC = Path(__file__).resolve().parent.parent / "docs" / "memory-ordering.md"
 
 
-class CountingBarrier:
-    """Counts calls, in shared memory: word 0 this process's, word 1 its forked children's."""
+class _Infos(gym.Wrapper):
+    """CartPole with infos: numbers (which go into shared memory once learnt) and, every third
+    step, a string (which is pickled)."""
 
-    def __init__(self) -> None:
-        self.memory = mmap.mmap(-1, mmap.PAGESIZE)
-        self.counts = memoryview(self.memory).cast("q")
-        self.parent = os.getpid()
-
-    def __call__(self) -> None:
-        self.counts[0 if os.getpid() == self.parent else 1] += 1
-
-    def take(self) -> tuple[int, int]:
-        counts = (self.counts[0], self.counts[1])
-        self.counts[0] = self.counts[1] = 0
-        return counts
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.steps = getattr(self, "steps", 0) + 1
+        info = {**info, "x": float(observation[0]), "pair": np.asarray(observation[:2])}
+        if self.steps % 3 == 0:
+            info["note"] = "every third step"
+        return observation, reward, terminated, truncated, info
 
 
-@pytest.mark.parametrize("shared_memory", [True, False])
-def test_every_step_orders_its_writes_through_publish_and_observe(monkeypatch, shared_memory):
-    """One step, one worker: the parent publishes the actions before the generation word and
-    observes the done word before reading results; the worker observes the generation word
-    before reading the actions and publishes its results before the done word."""
-    barrier = CountingBarrier()
-    monkeypatch.setattr(doorbell, "_ORDER", barrier)
-    envs = PoolVecEnv(
-        env_fns_for("CartPole-v1", 4),
-        num_workers=2,
-        start_method="fork",
-        shared_memory=shared_memory,
-    )
-    with envs:
+ENV_FNS = [lambda: _Infos(gym.make("CartPole-v1"))] * 6
+
+
+def _lock_step(**kwargs):
+    """Everything the lock-step pool does with its words: steps through shared memory (infos
+    learnt and shared on the way), a step whose actions are pickled, calls, a masked reset."""
+    with PoolVecEnv(ENV_FNS, num_workers=3, start_method="fork", **kwargs) as envs:
         envs.reset(seed=0)
-        barrier.take()
-        for _ in range(STEPS):
-            envs.step(np.zeros(4, dtype=np.int64))
-        parent, worker = barrier.take()
-    assert parent == 2 * STEPS, "the parent: publish (actions, generation), observe (done word)"
-    assert worker == 2 * STEPS, "the worker: observe (generation word), publish (results, done)"
+        for step in range(8):
+            envs.step(np.array([step % 2] * 6))
+        envs.step([0, 1, 0, 1, 0, 1])
+        envs.call("spec")
+        envs.reset(seed=1, options={"reset_mask": np.array([0, 0, 1, 0, 0, 1], dtype=bool)})
+        envs.step(np.zeros(6, dtype=np.int64))
 
 
-def test_the_async_pool_orders_its_writes_too(monkeypatch):
-    barrier = CountingBarrier()
-    monkeypatch.setattr(doorbell, "_ORDER", barrier)
+def _async(**kwargs):
+    """The async pool: envs asked and done one by one, then its lock-step API."""
     with AsyncPoolVecEnv(
-        env_fns_for("CartPole-v1", 4), num_workers=2, batch_size=2, start_method="fork"
+        ENV_FNS, num_workers=3, batch_size=3, start_method="fork", **kwargs
     ) as envs:
         envs.async_reset(seed=0)
-        barrier.take()
-        for _ in range(STEPS):
-            infos = envs.recv()[-1]
-            envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
-        parent, worker = barrier.take()
-    assert parent >= 2 * STEPS  # each send publishes, each recv observes
-    assert worker >= STEPS  # each round observes what it was given and publishes what it did
+        for _ in range(10):
+            *_, infos = envs.recv()
+            envs.send(np.zeros(3, dtype=np.int64), infos["env_id"])
+        envs.reset(seed=0)
+        envs.step(np.zeros(6, dtype=np.int64))
+
+
+def _record(*scenarios):
+    with ordering.recording() as log:
+        for scenario in scenarios:
+            scenario()
+    return log.read()
+
+
+@pytest.fixture(scope="module")
+def logs():
+    """Both pools, spinning (the default) and sleeping at every wait (``spin_seconds=0``, the
+    caller only waiting: every process sleeps and is rung)."""
+    return _record(
+        _lock_step,
+        lambda: _lock_step(step_in_caller=False, spin_seconds=0),
+        _async,
+        lambda: _async(spin_seconds=0),
+    )
+
+
+def test_the_pools_keep_every_ordering_point(logs):
+    assert len(logs) > 1 and all(logs.values()), "every process logged what it did"
+    assert ordering.violations(logs) == []
+
+
+@pytest.mark.parametrize("site", ordering.barrier_sites())
+def test_every_barrier_call_is_needed(logs, site):
+    """Removing any one publish(), observe() or fence() call breaks an ordering point."""
+    assert any(event[1] == site for events in logs.values() for event in events), (
+        f"the barrier at {site} never ran in the recorded pools: what is it for?"
+    )
+    assert ordering.violations(ordering.without(logs, site)), (
+        f"without the barrier at {site}, every ordering point still holds: no test needs it"
+    )
+
+
+def _site(function, text):
+    """The ``"file.py:line"`` of the barrier call in ``function``: the line that starts with
+    ``text`` (``"publish()"``, say)."""
+    function = inspect.unwrap(function)
+    lines, first = inspect.getsourcelines(function)
+    index = next(i for i, line in enumerate(lines) if line.strip().startswith(text))
+    return f"{Path(inspect.getsourcefile(function)).name}:{first + index}"
+
+
+def _broken(logs, rule):
+    return [line for line in ordering.violations(logs) if rule in line]
+
+
+def test_b1_an_env_is_stepped_with_the_action_its_request_announces(logs):
+    """B1: the async pool's send writes the actions, then the env's requested word; its worker
+    reads that word, then the actions. Without the barrier on either side an env could be
+    stepped with its previous action."""
+    send = _site(AsyncPoolVecEnv.send, "publish()")
+    serve = _site(async_pool.serve_envs, "observe()")
+    assert _broken(ordering.without(logs, send), "an env asked")
+    assert _broken(ordering.without(logs, serve), "an env asked")
+
+
+def test_b2_a_worker_serves_what_the_generation_it_saw_announces(monkeypatch):
+    """B2: a worker that read the generation word again after its wait's observe() would serve
+    counts that word did not announce (unordered): the check sees the rereading."""
+    waiter_of = workers.command_waiter
+
+    def rereading(area, line, spin_seconds):
+        waiter, generation = waiter_of(area, line, spin_seconds)
+
+        class Rereads:
+            def wait(self, **kwargs):
+                waiter.wait(**kwargs)
+                return generation()  # as CommandWait.after did
+
+        return Rereads(), generation
+
+    monkeypatch.setattr(workers, "command_waiter", rereading)
+    monkeypatch.setattr(async_pool, "command_waiter", rereading)
+    assert _broken(_record(_lock_step), "a round given")
+
+
+def test_b3_recv_returns_what_its_wait_saw_done(monkeypatch):
+    """B3: recv() counting the done envs again after its wait's observe() would read rows not
+    yet ordered after the words it counted: the check sees the recount."""
+    wait_for = AsyncPoolVecEnv._wait_for
+
+    def recounting(self, count, timeout, waiting):
+        wait_for(self, count, timeout, waiting)
+        return np.flatnonzero(self._pending & (self._done >= self._requested))  # as it was
+
+    monkeypatch.setattr(AsyncPoolVecEnv, "_wait_for", recounting)
+    assert _broken(_record(_async), "an env done")
+
+
+def test_b4_a_sleeper_reads_the_bell_before_the_word_it_waits_for(logs):
+    """B4: a sleeper reads the bell's count, then the word; unordered, it may see an old word
+    and a new count, and sleep through the ring (a 50 ms nap)."""
+    site = _site(doorbell.Waiter._sleep, "observe()")
+    assert _broken(ordering.without(logs, site), "doorbell rung")
+
+
+def test_a_step_is_one_publish_and_one_observe_on_each_side_whatever_k():
+    """The broadcast: per step, the parent publishes once (before the generation word) and
+    observes once (after all the done words), and so does each worker (the other way round)."""
+    steps, sleeping = 20, _site(doorbell.Waiter._sleep, "observe()")
+    for num_workers in (2, 4):
+        with ordering.recording() as log:
+            with PoolVecEnv(
+                env_fns_for("CartPole-v1", 8), num_workers=num_workers, start_method="fork"
+            ) as envs:
+                envs.reset(seed=0)
+                log.clear()
+                for _ in range(steps):
+                    envs.step(np.zeros(8, dtype=np.int64))
+                counts = {
+                    name: {
+                        kind: sum(e[0] == kind and e[1] != sleeping for e in events)
+                        for kind in "PO"
+                    }
+                    for name, events in log.read().items()
+                }
+        assert len(counts) == num_workers, counts
+        for name, count in counts.items():
+            assert count == {"P": steps, "O": steps}, (num_workers, name, count)
+
+
+def test_the_document_has_a_row_for_every_ordering_point():
+    text = DOC.read_text()
+    for rule in (*ordering.ORDERING_POINTS, *ordering.SLEEP_HANDSHAKES):
+        assert rule.name in text, f"docs/memory-ordering.md does not name {rule.name!r}"
+    listed = text[text.index("## Every barrier") :].split("\n\n")[1]
+    for site in ordering.barrier_sites():
+        function = ordering.function_at(site)
+        assert f"`{function}`" in listed, f"the barrier at {site}, in {function}, is not listed"
+    assert listed.count("\n|") - 1 == len(ordering.barrier_sites()), "one row per barrier call"
 
 
 def test_on_x86_64_the_cpu_keeps_order_and_the_full_barrier_is_a_locked_instruction(

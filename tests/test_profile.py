@@ -271,8 +271,9 @@ CLASSIFIED = {
     "the parent's sleep on its doorbell is waiting": (
         frames(
             ("ChunkedVecEnv._gather", "/repo/vecenvs/core.py"),
-            ("SharedMemoryWorker.receive", "/repo/vecenvs/workers.py"),
-            ("wait", "/repo/vecenvs/doorbell.py"),
+            ("WordCrew.hear", "/repo/vecenvs/workers.py"),
+            ("Waiter.wait", "/repo/vecenvs/doorbell.py"),
+            ("Waiter._sleep", "/repo/vecenvs/doorbell.py"),
             ("Doorbell.sleep", "/repo/vecenvs/doorbell.py"),
         ),
         WAITING,
@@ -289,8 +290,7 @@ CLASSIFIED = {
         frames(
             WORKER_LOOP,
             ("serve_with_control", "/repo/vecenvs/workers.py"),
-            ("CommandWait.after", "/repo/vecenvs/workers.py"),
-            ("wait", "/repo/vecenvs/doorbell.py"),
+            ("Waiter.wait", "/repo/vecenvs/doorbell.py"),
         ),
         WAITING,
     ),
@@ -298,8 +298,8 @@ CLASSIFIED = {
         frames(
             WORKER_LOOP,
             ("serve_with_control", "/repo/vecenvs/workers.py"),
-            ("CommandWait.after", "/repo/vecenvs/workers.py"),
-            ("wait", "/repo/vecenvs/doorbell.py"),
+            ("Waiter.wait", "/repo/vecenvs/doorbell.py"),
+            ("Waiter._sleep", "/repo/vecenvs/doorbell.py"),
             ("Doorbell.sleep", "/repo/vecenvs/doorbell.py"),
         ),
         WAITING,

@@ -14,9 +14,9 @@ under EnvPool's names and conventions::
         envs.send(policy(observations), env_ids)   # only these envs step again
 
 One round: ``send`` checks everything first, writes the actions into the envs' rows of shared
-memory, counts one more step asked of each env (:class:`EnvWords`) and bumps the generation word
-of each worker concerned (actions that shared memory cannot carry as given travel pickled, in a
-STEP_ENVS command). The worker, in a loop of its own (:func:`serve_envs`), steps those envs one
+memory, counts one more step asked of each env (:class:`EnvWords`, one numpy operation) and
+moves the generation word that every worker watches (actions that shared memory cannot carry as
+given travel pickled, in a STEP_ENVS command). The worker, in a loop of its own (:func:`serve_envs`), steps those envs one
 after the other and flags *each* as soon as it is done (its row of results, then three words:
 commands finished, when, and whether a message with its infos follows). ``recv`` watches those
 words and returns the first ``batch_size`` envs ready, the first finished first.
@@ -31,6 +31,7 @@ when a synchronous call starts (``reset()`` waits for pending envs and drops the
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from enum import Enum
@@ -43,7 +44,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 from vecenvs import doorbell
 from vecenvs.checks import check_env_fns, check_seconds, check_whole_number
 from vecenvs.core import LOST, ChunkedVecEnv, one_caller
-from vecenvs.doorbell import AdaptiveSpin, observe, publish, wait
+from vecenvs.doorbell import observe, publish
 from vecenvs.errors import (
     AlreadyPendingCallError,
     EnvCrashedError,
@@ -57,17 +58,16 @@ from vecenvs.shm import SharedArea
 from vecenvs.threads import DEFAULT_WORKER_THREADS
 from vecenvs.workers import (
     DONE,
-    GENERATION,
     MESSAGE,
     MESSAGES,
     NOTHING,
-    PARENT_SLEEPING,
-    REPLY,
+    REPLIES,
     STEPS,
     Chunk,
     Command,
-    CommandWait,
     SharedMemoryWorker,
+    WordCrew,
+    command_waiter,
     loads,
     send,
     wake_parent,
@@ -105,14 +105,17 @@ class Waiting(Enum):
 
 
 class _ReadyCount:
-    """A word for :func:`~vecenvs.doorbell.wait` to watch: how many envs with a pending send
-    are done, counted afresh each time it is read."""
+    """What the parent waits on (:class:`~vecenvs.doorbell.Waiter`): how many envs with a
+    pending send are done, counted afresh each time; :attr:`found` holds the envs the last count
+    found, so that what is read after the wait's ``observe()`` is what that count saw."""
 
     def __init__(self, pending: np.ndarray, done: np.ndarray, requested: np.ndarray):
         self.pending, self.done, self.requested = pending, done, requested
+        self.found = np.zeros(0, dtype=np.int64)
 
-    def __getitem__(self, index: int) -> int:
-        return int(np.count_nonzero(self.pending & (self.done >= self.requested)))
+    def count(self) -> int:
+        self.found = np.flatnonzero(self.pending & (self.done >= self.requested))
+        return len(self.found)
 
 
 class AsyncPoolVecEnv(ChunkedVecEnv):
@@ -147,6 +150,7 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
     """
 
     area: SharedArea  # always one: every env is in a worker, told what to do through it
+    crew: WordCrew  # (always: every worker is told by words)
     env_words = len(EnvWords._fields)
     uses_shared_area = True
     workers: list[SharedMemoryWorker]  # type: ignore[assignment]  # (the pool's, always)
@@ -184,6 +188,7 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
         self.starter = WorkerStarter(
             env_fns,
             processes=num_workers,
+            caller_steps=False,  # it hands out batches: it only waits
             shared_memory=shared_memory,
             start_method=start_method,
             spin_seconds=spin_seconds,
@@ -191,6 +196,7 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             loop=serve_envs,  # the async pool's own protocol, in each worker process
         )
         self.spin_seconds, self.start_method = self.starter.spin_seconds, self.starter.start_method
+        self.caller_spin_seconds = self.starter.caller_spin_seconds
         self.worker_threads = self.starter.worker_threads
         super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
         area = self.area
@@ -203,8 +209,6 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
         )
         self._checkers = {self.num_envs: self.check_actions}
         self._ready = _ReadyCount(self._pending, self._done, self._requested)
-        self._spin = AdaptiveSpin(self.spin_seconds)
-        self._parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
         self._env_obs: list[Any] = getattr(self, "_env_obs", [None] * self.num_envs)
 
     def _start_workers(self, env_fns: list[Callable[[], gym.Env]]) -> None:
@@ -231,13 +235,16 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             raise ValueError(
                 "async_reset() resets every env: options['reset_mask'] is not supported; use reset()"
             )
-        for worker, chunk in zip(self.workers, self.chunks):
-            self._give(
-                worker,
-                EnvCommand.RESET_ENVS,
-                (list(chunk), seeds[chunk.start : chunk.stop], options),
-                np.arange(chunk.start, chunk.stop),
-            )
+        self._give_envs(
+            {
+                index: (
+                    EnvCommand.RESET_ENVS,
+                    (list(chunk), seeds[chunk.start : chunk.stop], options),
+                )
+                for index, chunk in enumerate(self.chunks)
+            },
+            np.arange(self.num_envs),
+        )
 
     @one_caller()
     def send(self, actions: Any, env_ids: Any = None) -> None:
@@ -257,30 +264,26 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
         exact = checker(
             actions
         )  # (arrays of the space's dtypes: shared memory takes them as given)
-        workers = np.unique(self._worker_of[env_ids])
         if self.shared_memory and exact:
-            # The fast path: actions and the request itself in shared memory, one word per worker.
+            # The fast path: the actions and the requests in shared memory, one word for all.
             self.area.write_actions(actions, env_ids)
+            publish()  # the actions before the requests that announce them
             self._words.requested[env_ids] += 1
             self._pending[env_ids] = True
             self._requested[env_ids] += 1
-            for worker_index in workers:
-                self.workers[worker_index].announce(ring=False)
-            doorbell.fence()  # our words are seen before we look who sleeps (they look after)
-            if any(self.workers[w].asleep() for w in workers):
-                self.area.worker_bell.ring()
+            self.crew.announce_for_envs()  # (each env answers by its own words)
             return
-        # Each env's action, as given.
+        # Each env's action, as given, pickled to its worker.
         env_actions = list(iterate(batch_space(self.single_action_space, len(env_ids)), actions))
-        for worker_index in workers:
+        orders = {}
+        for worker_index in np.unique(self._worker_of[env_ids]).tolist():
             positions = np.flatnonzero(self._worker_of[env_ids] == worker_index)
             values = [env_actions[p] for p in positions]
-            self._give(
-                self.workers[worker_index],
+            orders[worker_index] = (
                 EnvCommand.STEP_ENVS,
                 (env_ids[positions].tolist(), values, None),
-                env_ids[positions],
             )
+        self._give_envs(orders, env_ids)
 
     @one_caller(close_on=(EnvCrashedError, *LOST))  # an env's crash leaves the others out of step
     def recv(
@@ -415,19 +418,17 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
 
     # ----------------------------------------------------------------- talking to workers
 
-    def _give(self, worker: Any, command: EnvCommand, payload: Any, env_ids: np.ndarray) -> None:
-        """Gives a per-env command; each of ``env_ids`` is pending until recv() returns it."""
-        worker.tell(command, payload)
+    def _give_envs(self, orders: dict[int, tuple[EnvCommand, Any]], env_ids: np.ndarray) -> None:
+        """Gives per-env commands over the pipes, ``{chunk: (command, payload)}``, in one round;
+        each of ``env_ids`` is pending until recv() returns it."""
+        self.crew.give(orders, heard=False)  # (each env answers by its own words)
         self._pending[env_ids] = True
         self._requested[env_ids] += 1
 
     def _wait_for(self, count: int, timeout: float, waiting: Waiting) -> np.ndarray:
         """Waits until ``count`` pending envs are done; returns the done ones. Spin, then sleep."""
         deadline = time.perf_counter() + timeout
-        if not wait(
-            self._ready, 0, count, self._spin, deadline, self.area.parent_bell,
-            self._parent_sleeping, self._all_alive,
-        ):  # fmt: skip
+        if self.crew.waiter.wait(read=self._ready.count, target=count, deadline=deadline) is None:
             dead = [worker for worker in self.workers if not worker.process.is_alive()]
             late = self._pending & (self._done < self._requested)
             busy = np.unique(self._worker_of[late]).tolist()
@@ -436,10 +437,7 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             raise WorkerTimeoutError(
                 busy, [e for w in busy for e in self.chunks[w]], timeout, waiting.value
             )
-        return np.flatnonzero(self._pending & (self._done >= self._requested))
-
-    def _all_alive(self) -> bool:
-        return all(worker.process.is_alive() for worker in self.workers)
+        return self._ready.found  # (not counted again: what was read after the wait's observe)
 
     def _message_of(self, env: int, timeout: float) -> tuple[bool, Any]:
         """The message that came with env ``env``'s latest result (read from its worker's pipe)."""
@@ -511,52 +509,47 @@ def serve_envs(
 ) -> None:
     """The async pool's worker loop: the pool's lock-step commands, and steps asked env by env.
 
-    What can come in one round, in this order: commands over the pipe (``MESSAGES`` says how
-    many: lock-step ones, answered once, or :class:`EnvCommand`, answered per env), a lock-step
-    STEP whose actions are in shared memory (``STEPS``), and steps asked env by env in shared
-    memory (``EnvWords.requested``). Unlike the lock-step pool's parent, ours gives more as soon as
-    an env is flagged, so a round may end with more given than when it began.
+    What a round can serve, in this order: commands over the pipe (``MESSAGES`` says how many:
+    lock-step ones, answered once, or :class:`EnvCommand`, answered per env), a lock-step STEP
+    whose actions are in shared memory (``STEPS``), and steps asked env by env in shared memory
+    (``EnvWords.requested``). Unlike the lock-step pool's parent, ours gives more as soon as an
+    env is flagged, so a round may find more than the generation it saw announced: it serves
+    it, and the next round finds nothing new.
     """
-    seen = messages = steps = 0
+    steps = messages = seen = 0
     words = EnvWords.of(area)
-    served = np.zeros(len(chunk.rows), dtype=np.int64)  # our envs' steps asked and carried out
-    waiting = CommandWait(line, area.worker_bell, spin_seconds)
+    asked = words.requested[chunk.rows.start : chunk.rows.stop]  # steps asked of our envs
+    served = np.zeros(len(chunk.rows), dtype=np.int64)  # ... and carried out
+    waiter, generation = command_waiter(area, line, spin_seconds)
     while True:
-        seen = waiting.after(seen)
+        seen = done = waiter.wait(read=generation, target=seen + 1, deadline=math.inf)
         reply = command = None
         while messages < line[MESSAGES]:
             messages += 1
-            command, payload = loads(pipe.recv_bytes())
+            command, payload, given = loads(pipe.recv_bytes())
+            done = max(done, given)  # (a CLOSE must say its own generation is done)
             if isinstance(command, EnvCommand):
                 _serve_each(chunk, area, words, command, payload, pipe)
             else:
                 reply = chunk.answer(command, payload)
-        if steps < line[STEPS]:
+        if steps < area.header[STEPS]:
             steps += 1
             reply = chunk.answer(Command.STEP, None)
-        asked = words.requested[chunk.rows.start : chunk.rows.stop]
-        if (asked > served).any():
-            ready = np.flatnonzero(asked > served)
-            served[ready] = asked[ready]
+        now_asked = asked.copy()  # read once: what is read after observe() is what it saw
+        if (now_asked > served).any():
+            observe()  # the requests before the actions they announce
+            ready = np.flatnonzero(now_asked > served)
+            served[ready] = now_asked[ready]
             requests = ((ready + chunk.rows.start).tolist(), None, None)
             _serve_each(chunk, area, words, EnvCommand.STEP_ENVS, requests, pipe)
-        if reply is not None:
-            ok, result = reply
-            line[REPLY] = NOTHING if ok and result is None else MESSAGE
-        # The parent counts a command and moves GENERATION before sending it, so this round may
-        # have served one given after it began. If nothing given is left, say the newest
-        # generation is done: a CLOSE served so must, or the parent takes this process's exit
-        # for a death.
-        latest = line[GENERATION]
-        if latest != seen:
-            observe()  # the counts given with that generation word are read after it
-            if messages == line[MESSAGES] and steps == line[STEPS] and not (asked > served).any():
-                seen = latest
-        publish()  # the results and REPLY before the word that says they are there
-        line[DONE] = seen
+        answer = None if reply is None or (reply[0] and reply[1] is None) else (None, *reply)
+        if answer is not None:  # the answer follows over the pipe
+            line[REPLIES] += 1
+        publish()  # the results and REPLIES before the word that says they are there
+        line[DONE] = done
         wake_parent(area)
-        if reply is not None and line[REPLY] == MESSAGE:
-            send(pipe, (None, *reply))
+        if answer is not None:
+            send(pipe, answer)
         if command is Command.CLOSE:
             return
 

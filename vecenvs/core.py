@@ -8,19 +8,21 @@ actors). Read one step top to bottom:
 
 1. :meth:`~ChunkedVecEnv.step_async` checks the whole batch of actions first (no env sees a
    bad one). With shared memory, and actions of the space's own dtype, it copies them into
-   shared memory and gives each worker a STEP by bumping two words in that worker's control
-   line (:meth:`SharedMemoryWorker.post_step <vecenvs.workers.SharedMemoryWorker.post_step>`);
-   workers that went to sleep are woken with one ring of their doorbell. Otherwise each worker
-   gets its envs' actions, exactly as given, pickled over its pipe.
+   shared memory and moves one *generation* word that every worker watches
+   (:meth:`WordCrew.give_step <vecenvs.workers.WordCrew.give_step>`); workers that went to sleep
+   are woken with one ring of their doorbell. Otherwise each worker gets its envs' actions,
+   exactly as given, pickled over its pipe.
 2. Each worker steps its chunk (:class:`~vecenvs.workers.Chunk`, a
-   :class:`~vecenvs.multi_env.MultiEnv`), copies observations, rewards and flags into its rows
-   of shared memory, and flags its *done* word; its infos, if any, travel over its pipe.
+   :class:`~vecenvs.multi_env.MultiEnv`), writes observations, rewards, flags and its numeric
+   infos into its rows of shared memory, and flags its *done* word; other infos, if any,
+   travel over its pipe.
 3. :meth:`~ChunkedVecEnv.step_wait` steps the caller's own chunk (a pool's first, :attr:`own`)
-   while the workers step theirs, then waits for each worker in chunk order: a short spin on
-   its done word, then a sleep on the parent's doorbell, with a deadline, watching the process
-   (:meth:`SharedMemoryWorker.receive <vecenvs.workers.SharedMemoryWorker.receive>`).
+   while the workers step theirs, then waits for all of them at once: a short spin on their
+   done words, checked in one numpy comparison, then a sleep on the parent's doorbell, with a
+   deadline, watching the processes
+   (:meth:`WordCrew.hear <vecenvs.workers.WordCrew.hear>`).
 4. It returns the observations (a copy of shared memory, unless ``copy=False``), rewards,
-   flags and the chunks' infos merged into gymnasium's format.
+   flags and the infos, merged into gymnasium's format.
 
 The rules it keeps: gymnasium's ``AsyncVectorEnv`` API and states (the same errors for calls
 out of order) with exactly ``SyncVectorEnv``'s results. Every wait has a deadline and watches
@@ -76,8 +78,16 @@ from vecenvs.multi_env import (
     split_reset_mask,
     tree_map,
 )
-from vecenvs.shm import Layout, SharedArea
-from vecenvs.workers import Chunk, ChunkSpec, Command, SharedMemoryWorker, Worker
+from vecenvs.shm import InfoLayout, Layout, SharedArea
+from vecenvs.workers import (
+    Chunk,
+    ChunkSpec,
+    Command,
+    Crew,
+    SharedMemoryWorker,
+    WordCrew,
+    Worker,
+)
 
 __all__ = ["LOST", "ChunkedVecEnv", "one_caller", "split_evenly"]
 
@@ -85,6 +95,10 @@ __all__ = ["LOST", "ChunkedVecEnv", "one_caller", "split_evenly"]
 #: Failures after which a vector env closes itself: its envs are lost, or their answers would
 #: come late and be taken for the next command's.
 LOST = (WorkerDiedError, WorkerTimeoutError)
+#: Bytes per env of shared memory kept for numeric infos (what does not fit is pickled).
+INFO_BYTES = 512
+#: For how many steps the parent looks for infos to share (the same numeric keys twice running).
+LEARN_STEPS = 4
 
 
 def one_caller(
@@ -135,6 +149,8 @@ class ChunkedVecEnv(EnvsVectorEnv):
     uses_shared_area = False
     #: Words per env in the shared area, for a protocol that answers env by env.
     env_words = 0
+    #: The longest the caller spins for its workers' answers (see :mod:`vecenvs.doorbell`).
+    caller_spin_seconds = 0.0
 
     def __init__(
         self,
@@ -154,6 +170,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self.own: Chunk | None = None  # the caller's own chunk (the first), stepped in *_wait
         self._own_order: tuple[Command, Any] | None = None  # what it is to do there
         self.area: SharedArea | None = None  # set before anything can fail: close() reads these
+        self.crew = Crew(self.workers)  # the workers as one (a WordCrew once they share words)
         env_fns = check_env_fns(env_fns)
         self.num_envs = len(env_fns)
         self.num_workers = check_whole_number("num_workers", num_workers, 1, self.num_envs)
@@ -199,6 +216,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 data=shared_memory,
                 futex=doorbell.FUTEX,
                 env_words=self.env_words,
+                info_bytes=INFO_BYTES if shared_memory else 0,
             )
             try:
                 self.area = SharedArea(layout)
@@ -213,8 +231,12 @@ class ChunkedVecEnv(EnvsVectorEnv):
             worker.setup(self.area)
         for worker in self.workers:
             worker.finish_setup(deadline)
-        #: The workers told by words in shared memory (all of them, or none).
-        self.word_workers = [w for w in self.workers if isinstance(w, SharedMemoryWorker)]
+        if self.workers and isinstance(self.workers[0], SharedMemoryWorker):
+            assert self.area is not None  # (its workers are told by words: all of them)
+            self.crew = WordCrew(self.workers, self.area, self.caller_spin_seconds)
+        self.info_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # shared numeric infos
+        self._learning = LEARN_STEPS if self.area is not None and self.area.has_data else 0
+        self._numeric_keys: InfoLayout | None = None  # what the last step's infos would share
         if self.area is not None:
             self.area.release_file()  # every worker has its own copy of it now
         self.shared_memory = self.area is not None and self.area.has_data
@@ -240,15 +262,16 @@ class ChunkedVecEnv(EnvsVectorEnv):
         fns = [env_fns[i] for i in rows]
         return ChunkSpec(fns, rows, self.autoreset_mode, self.observation_mode)
 
-    def _post(self, chunk_index: int, command: Command, payload: Any) -> None:
-        """Gives chunk ``chunk_index`` a command: to its worker, or for the caller's own chunk,
-        to carry out in ``*_wait``."""
-        if self.own is None:
-            self.workers[chunk_index].post(command, payload)
-        elif chunk_index > 0:
-            self.workers[chunk_index - 1].post(command, payload)
-        else:  # a copy, as a pipe would give: what the caller changes later must not reach its envs
-            self._own_order = (command, deepcopy(payload) if command is Command.STEP else payload)
+    def _give(self, orders: dict[int, tuple[Command, Any]]) -> None:
+        """Gives each chunk in ``orders``, ``{chunk index: (command, payload)}``, its command:
+        the caller's own chunk keeps its order for ``*_wait``, the workers get theirs at once,
+        in one round."""
+        if self.own is not None and 0 in orders:
+            command, payload = orders.pop(0)  # a copy, as a pipe would give: what the caller
+            payload = deepcopy(payload) if command is Command.STEP else payload  # changes later
+            self._own_order = (command, payload)  # must not reach its envs
+        if orders:
+            self.crew.give(orders)
 
     # ----------------------------------------------------------------- reset
 
@@ -270,13 +293,15 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self._check_idle("reset_async")
         seeds = expand_seeds(seed, self.num_envs)
         options, mask = split_reset_mask(options, self.num_envs)
+        orders = {}
         for index, chunk in enumerate(self.chunks):
             chunk_options = options
             if mask is not None:
                 if not mask[chunk.start : chunk.stop].any():
                     continue  # none of its envs: not asked
                 chunk_options = {**(options or {}), "reset_mask": mask[chunk.start : chunk.stop]}
-            self._post(index, Command.RESET, (seeds[chunk.start : chunk.stop], chunk_options))
+            orders[index] = (Command.RESET, (seeds[chunk.start : chunk.stop], chunk_options))
+        self._give(orders)
         self._state = AsyncState.WAITING_RESET
 
     @one_caller()
@@ -287,7 +312,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         )
         answers = self._gather(Command.RESET, timeout, close_on_crash=True)
         self._state, self._needs_reset = AsyncState.DEFAULT, ""
-        observations, _, _, _, infos = self._results(answers)
+        observations, _, _, _, infos = self._results(answers, {})
         return observations, infos
 
     # ----------------------------------------------------------------- step
@@ -306,19 +331,15 @@ class ChunkedVecEnv(EnvsVectorEnv):
         exact = self.check_actions(actions)  # (arrays of the space's dtypes: taken as given)
         area = self.area
         if exact and self.shared_memory and area is not None:
-            # The fast path: the actions go into shared memory, each worker is told by two words.
+            # The fast path: the actions go into shared memory, and one word tells every worker.
             tree_map(np.copyto, area.actions, actions)
             if self.own is not None:
                 self._own_order = (Command.STEP, None)
-            for worker in self.word_workers:
-                worker.post_step()
-            doorbell.fence()  # our words are seen before we look who sleeps (they look after)
-            if any(worker.asleep() for worker in self.word_workers):
-                area.worker_bell.ring()  # one system call wakes every sleeping worker
+            self.crew.give_step()
         else:
             env_actions = list(iterate(self.action_space, actions))  # each env's action, as given
-            for index, chunk in enumerate(self.chunks):
-                self._post(index, Command.STEP, env_actions[chunk.start : chunk.stop])
+            steps = [env_actions[chunk.start : chunk.stop] for chunk in self.chunks]
+            self._give({index: (Command.STEP, payload) for index, payload in enumerate(steps)})
         self._state = AsyncState.WAITING_STEP
 
     @one_caller()
@@ -329,7 +350,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
         timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
         answers = self._gather(Command.STEP, timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
-        return self._results(answers)
+        results = self._results(answers, self.info_arrays)
+        if self._learning:
+            self._learn_infos(results[-1])
+        return results
 
     # ----------------------------------------------------------------- call and attributes
 
@@ -415,11 +439,13 @@ class ChunkedVecEnv(EnvsVectorEnv):
     ) -> None:
         """Gives each worker whose chunk holds some of ``indices`` ``payload_for(its envs' indices
         within the chunk, the same in the whole vector env)``, in env order."""
+        orders = {}
         for chunk_index, chunk in enumerate(self.chunks):
             mine = sorted(index for index in indices if chunk.start <= index < chunk.stop)
             if mine:
                 payload = payload_for([index - chunk.start for index in mine], mine)
-                self._post(chunk_index, command, payload)
+                orders[chunk_index] = (command, payload)
+        self._give(orders)
 
     @staticmethod
     def _per_env_results(answers: dict[int, Any]) -> tuple[Any, ...]:
@@ -433,7 +459,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self, command: Command, timeout: float, close_on_crash: bool = False, name: str = ""
     ) -> dict[int, Any]:
         """Every answer due, ``{chunk index: payload}``: the caller's own chunk is served now,
-        while the workers serve theirs; then each worker's answer, in chunk order. Raises
+        while the workers serve theirs; then the workers', heard all at once. Raises
         EnvCrashedError (the lowest env's; with ``close_on_crash``, reset and step, closed first:
         the envs are out of step), WorkerDiedError, WorkerTimeoutError (closed first)."""
         deadline = time.perf_counter() + timeout
@@ -451,14 +477,12 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 if own_command in (Command.RESET, Command.STEP):
                     self._interrupted(own_command)
                 raise
-        for worker in self.workers:
-            while worker.due:
-                try:
-                    answers[worker.index] = worker.receive(deadline, command)
-                except EnvCrashedError as crash:
-                    crashes.append(crash)
-                except (WorkerTimeoutError, WorkerDiedError) as failure:
-                    self._worker_failed(failure, timeout, command, name)
+        try:
+            heard, their_crashes = self.crew.hear(deadline, command)
+        except (WorkerTimeoutError, WorkerDiedError) as failure:
+            self._worker_failed(failure, timeout, command, name)
+        answers.update(heard)
+        crashes += their_crashes
         if crashes:
             self._crashed(min(crashes, key=lambda error: error.env_index), close_on_crash)
         return answers
@@ -471,7 +495,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         name: str,
     ) -> NoReturn:
         """A worker died or missed the deadline: close the vector env, then raise."""
-        stuck = [other.index for other in self.workers if other.due]
+        stuck = self.crew.late()
         self._close_after_failure()
         what = f"{command.value}({name!r})" if name else command.value
         if isinstance(failure, WorkerTimeoutError):  # every worker still due is named
@@ -492,9 +516,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
             first.args = (f"{first.args[0]}\n\n{closed}",)
         raise first
 
-    def _results(self, answers: dict[int, Any]) -> tuple[Any, ...]:
+    def _results(self, answers: dict[int, Any], info_arrays: dict[str, Any]) -> tuple[Any, ...]:
         """The batched 5-tuple from the answers to RESET or STEP: read from shared memory, where
-        the chunks wrote them, only their infos answered (else see :meth:`_unpack`)."""
+        the chunks wrote them (numeric infos too: ``info_arrays``), only the other infos
+        answered (else see :meth:`_unpack`)."""
         if not self.shared_memory:
             observations, rewards, terminations, truncations, chunk_infos = self._unpack(answers)
         else:
@@ -504,14 +529,51 @@ class ChunkedVecEnv(EnvsVectorEnv):
             if observations is None:  # not plain arrays: decoded from shared memory each time
                 observations = area.read_observations()
             rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
-            chunk_infos = []
-            for chunk_index, infos in answers.items():
-                if infos:
-                    chunk_infos.append((self.chunks[chunk_index].start, infos))
-        infos = merge_infos(chunk_infos, self.num_envs) if chunk_infos else {}
+            chunk_infos = [(self.chunks[i].start, infos) for i, infos in answers.items() if infos]
+        infos = {}
+        for key, (values, mask) in info_arrays.items():  # the numbers, from shared memory
+            if mask.any():
+                infos[key], infos[f"_{key}"] = values.copy(), mask.copy()
+        if chunk_infos and infos and any(key in infos for _, part in chunk_infos for key in part):
+            chunk_infos = self._infos_by_chunk(infos, chunk_infos)  # a key both ways: rare
+            infos = {}
+        if chunk_infos:
+            infos.update(merge_infos(chunk_infos, self.num_envs))
         if self.copy:
             observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
+
+    def _infos_by_chunk(
+        self, shared: dict[str, Any], pickled: list[tuple[int, dict[str, Any]]]
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Where some chunk pickled a key that others wrote into shared memory (its values were
+        of another dtype), every chunk's infos in chunk order, so that :func:`merge_infos` gives
+        the key the dtype of the first env that had it, as gymnasium does."""
+        parts = []
+        for chunk in self.chunks:
+            rows = slice(chunk.start, chunk.stop)
+            part = {
+                k: v[rows]
+                for k, v in shared.items()
+                if not k.startswith("_") and shared[f"_{k}"][rows].any()
+            }
+            part.update({f"_{k}": shared[f"_{k}"][rows] for k in list(part)})
+            parts.append((chunk.start, part))
+        return sorted(parts + pickled, key=lambda part: part[0])
+
+    def _learn_infos(self, infos: dict[str, Any]) -> None:
+        """In the first steps: once two steps running have the same numeric infos, has them
+        written into shared memory from then on (one round of SHARE_INFOS)."""
+        self._learning -= 1
+        assert self.area is not None
+        keys = InfoLayout.learn(infos).fit(self.area.layout.info_bytes)
+        if not keys.keys or keys != self._numeric_keys:
+            self._numeric_keys = keys
+            return
+        self._learning = 0
+        self._give({index: (Command.SHARE_INFOS, keys) for index in range(len(self.chunks))})
+        self._gather(Command.SHARE_INFOS, self.timeout)
+        self.info_arrays = self.area.info_arrays(keys)
 
     def _unpack(self, answers: dict[int, Any]) -> tuple[Any, ...]:
         """Without shared memory: the chunks' results, which came in their answers, batched."""
@@ -541,7 +603,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
                 f"call {self._state.value}_wait() first",
                 str(self._state.value),
             )
-        if any(worker.due for worker in self.workers):
+        if self.crew.due:
             self._drain_interrupted()
 
     def _drain_interrupted(self) -> None:
@@ -596,13 +658,9 @@ class ChunkedVecEnv(EnvsVectorEnv):
         if not terminate and self.workers:
             try:
                 self._drain(deadline)
-                for worker in self.workers:
-                    worker.post(Command.CLOSE, None)
-                for worker in self.workers:
-                    try:
-                        worker.receive(deadline, Command.CLOSE)
-                    except EnvCrashedError as error:  # an env's close() raised: close the others
-                        first_close_error = first_close_error or error
+                self.crew.give({worker.index: (Command.CLOSE, None) for worker in self.workers})
+                crashes = self.crew.hear(deadline, Command.CLOSE)[1]  # an env's close() raised:
+                first_close_error = min(crashes, key=lambda error: error.env_index, default=None)
             except (VecEnvError, OSError):
                 terminate = True  # a dead or stuck worker: the force below deals with it
         self._own_order = None
@@ -623,13 +681,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
             raise first_close_error
 
     def _drain(self, deadline: float) -> None:
-        """Collects (and drops) every answer still due, so that none is read as a later one's."""
-        for worker in self.workers:
-            while worker.due:
-                try:
-                    worker.receive(deadline, Command.CLOSE)
-                except EnvCrashedError:
-                    pass  # that command failed; the worker itself is fine
+        """Collects (and drops) every answer still due, so that none is read as a later one's
+        (a failed command's crash too: the worker itself is fine)."""
+        while self.crew.due:
+            self.crew.hear(deadline, Command.CLOSE)
 
     def _close_after_failure(self) -> None:
         if not self.closed:

@@ -1,15 +1,15 @@
 """Waiting for another process: spin on a word for a moment, then sleep on a doorbell.
 
 The low-level layer under the pool's protocol (:mod:`vecenvs.workers`); a reader may skip it
-and take three promises on trust: :func:`wait` watches a word in shared memory for a moment,
-then sleeps on a :class:`Doorbell` until another process rings it; :func:`publish` and
+and take three promises on trust: a :class:`Waiter` watches a word in shared memory for a
+moment, then sleeps on a :class:`Doorbell` until another process rings it; :func:`publish` and
 :func:`observe` keep data and the word that announces it in order between processes, and
 :func:`fence` keeps an "I am going to sleep" from crossing a "here is work" unseen.
 
 Why both: a process spinning on a word sees it change within a fraction of a microsecond but
 burns a CPU while it spins; a process asleep costs nothing but takes 50 µs to over 500 µs to
-wake on a VM. So each side spins only while spinning pays off (:class:`AdaptiveSpin`), then
-sleeps.
+wake on a VM. So a side spins only where it has a CPU to itself (:func:`who_spins`), for about
+as long as its waits have lasted (:class:`Spin`), then sleeps. That policy is all in this file.
 
 The doorbell is Linux's *futex* where there is one. Elsewhere (macOS, or with :data:`FUTEX`
 set to False, as the tests do to try that path on Linux) sleepers poll the word every
@@ -25,19 +25,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 __all__ = [
     "BARRIERS_FOUND",
+    "DEFAULT_SPIN_SECONDS",
     "FUTEX",
     "FUTEX_FOUND",
-    "AdaptiveSpin",
     "Doorbell",
-    "Words",
+    "Spin",
+    "Waiter",
     "fence",
     "observe",
     "publish",
-    "wait",
+    "who_spins",
 ]
 
 
@@ -195,18 +196,24 @@ _BARRIERS = _choose_barriers()
 #: fence from libatomic). Without them the pools talk over pipes, which the kernel orders.
 BARRIERS_FOUND = _BARRIERS is not None
 _ORDER, _FULL = _BARRIERS if _BARRIERS is not None else (_no_barrier, _locked_instruction)
+# What publish() and observe() run: the same barrier, under two names, so that a test can tell
+# them apart (tests/ordering.py records which was called where).
+_RELEASE = _ACQUIRE = _ORDER
 
 
 def publish() -> None:
-    """Call after writing data and before writing the word that announces it (a DONE word, a
-    generation word): a reader that sees the word sees the data. (Store->store order.)"""
-    _ORDER()
+    """Call after writing (or reading) data and before writing the word that announces it (a
+    done word, the generation word): a reader that sees the word sees the data, and our reads
+    of the data are over before the other side may write it again. (A release: loads and
+    stores before it, before the stores after it.)"""
+    _RELEASE()
 
 
 def observe() -> None:
-    """Call after reading a word that announces data and before reading the data: the reads
-    after it see what was written before the word. (Load->load order.)"""
-    _ORDER()
+    """Call after reading a word that announces data and before touching the data: the reads
+    after it see what was written before the word. (An acquire: the load before it, before the
+    loads and stores after it.)"""
+    _ACQUIRE()
 
 
 def fence() -> None:
@@ -227,89 +234,115 @@ def refuse_spinning_why() -> str | None:
     )
 
 
-class AdaptiveSpin:
-    """Spin before sleeping only while spinning pays off.
+# ----------------------------------------------------------------- the spin policy
+#
+# All of it is here: who spins (who_spins), for how long (Spin), and what a wait does (Waiter).
 
-    A spin that ends with the answer there saved a sleep and a wake-up. A spin that runs out
-    did nothing but burn a CPU, and on a machine with no CPU to spare (another program, a
-    browser drawing the dashboard) it burns the very CPU the process we wait for needs. So
-    after a spin that runs out, the next wait does without, after two in a row the next two,
-    then four, ... up to :attr:`MAX_SKIPPED`; a spin that succeeds starts over. (The adaptive
-    spin locks of operating systems and databases do the same.) ``seconds``: one spin; 0 never.
+#: The longest spin, by default: a spin that would last longer is not made; the side sleeps at
+#: once. Waking a sleeping process cost 50 µs to over 500 µs on our 2-core VM: a spin of this
+#: length covers the gap between two steps of a tight loop and the usual skew between workers,
+#: while a policy that thinks for longer between steps lets the workers sleep.
+DEFAULT_SPIN_SECONDS = 1e-3
 
-    Notebook 4 measures what a sleeping worker costs a step on your machine.
+
+def who_spins(workers: int, caller_steps: bool, cpus: int) -> tuple[bool, bool]:
+    """``(whether the caller spins, whether the workers spin)``, for ``workers`` worker processes
+    on ``cpus`` CPUs. Spin only where the process waited for has a CPU of its own: a spinner on
+    a CPU another process needs holds up the very process it waits for.
+
+    With a CPU for every process, all spin. One process too many, when the caller only waits
+    (``caller_steps`` False: the async pool, or ``step_in_caller=False``), the caller sleeps and
+    leaves the CPUs to the workers, which spin. More than that, nobody spins.
+
+    >>> who_spins(15, caller_steps=True, cpus=16), who_spins(16, caller_steps=False, cpus=16)
+    ((True, True), (False, True))
+    """
+    if workers + 1 <= cpus:
+        return True, True
+    return False, workers + 1 == cpus + 1 and not caller_steps
+
+
+class Spin:
+    """How long one side spins before it sleeps, sized from the waits it measured.
+
+    A spin covers :attr:`MARGIN` times the typical wait (a running average of the last few), at
+    least :attr:`SHORTEST` and at most ``longest``. When the typical wait is longer than
+    ``longest`` (the other side thinks for long between steps) the side sleeps at once: a spin
+    would only burn a CPU. ``longest`` 0: never spin.
     """
 
-    #: The most waits skipped in a row after spins that ran out.
-    MAX_SKIPPED = 64
-    #: A spin lasts at most this many times :attr:`seconds`, whatever ``at_least`` asks.
-    MAX_STRETCH = 20
+    MARGIN = 2.0
+    SHORTEST = 20e-6
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self._skip = 0  # waits still to do without a spin
-        self._penalty = 1  # how many to skip after the next spin that runs out
+    def __init__(self, longest: float):
+        self.longest = longest
+        self.typical = 0.0  # seconds: a running average of the waits measured
 
-    def budget(self, at_least: float = 0.0) -> float:
-        """How long to spin this time: :attr:`seconds`, or ``at_least`` if longer (up to
-        :attr:`MAX_STRETCH` times :attr:`seconds`); 0 while backing off, or if spinning is off."""
-        if self._skip:
-            self._skip -= 1
+    def budget(self) -> float:
+        """How long to spin this time (0: sleep at once)."""
+        if self.typical > self.longest:
             return 0.0
-        return min(max(self.seconds, at_least), self.MAX_STRETCH * self.seconds)
+        return min(self.longest, max(self.SHORTEST, self.MARGIN * self.typical))
 
-    def record(self, success: bool) -> None:
-        """Tells how the spin ended: with the answer there, or ran out."""
-        if success:
-            self._penalty = 1
-        else:
-            self._skip = self._penalty
-            self._penalty = min(2 * self._penalty, self.MAX_SKIPPED)
+    def record(self, waited: float) -> None:
+        """Tells how long the wait took, spinning and sleeping."""
+        self.typical += (waited - self.typical) / 4
 
 
 #: The longest nap between two looks at the word while asleep (a lost ring costs at most this).
 NAP_SECONDS = 0.05
 
 
-class Words(Protocol):
-    """What :func:`wait` watches: words of shared memory (a ``memoryview``), or anything read
-    the same way."""
+class Waiter:
+    """How one side waits for another process: spin, then sleep on the bell it sleeps on.
 
-    def __getitem__(self, index: int, /) -> int: ...
+    Args:
+        bell: the :class:`Doorbell` this side sleeps on (the other side rings it).
+        sleeping: a one-word view this side sets to 1 while asleep (the other side reads it
+            before ringing).
+        spin: how long to spin (:class:`Spin`).
+        alive: says whether the processes we wait for live (None: not watched).
+    """
 
+    def __init__(
+        self,
+        bell: Doorbell,
+        sleeping: memoryview,
+        spin: Spin,
+        alive: Callable[[], bool] | None = None,
+    ):
+        self.bell, self.sleeping, self.spin, self.alive = bell, sleeping, spin, alive
 
-def wait(
-    words: Words,
-    index: int,
-    target: int,
-    spin: AdaptiveSpin | None,
-    deadline: float,
-    bell: Doorbell,
-    sleeping: memoryview,
-    alive: Callable[[], bool] | None = None,
-    at_least: float = 0.0,
-) -> bool:
-    """Waits until ``words[index] >= target``: spin (``spin``'s budget, stretched to
-    ``at_least``; None: no spin), then sleep on ``bell``, saying so in ``sleeping[0]``. True
-    once there (then :func:`observe` is done: what the word announces may be read); False at
-    the ``deadline``, or when ``alive()`` says the process we wait for is gone."""
-    if words[index] < target and spin is not None and (budget := spin.budget(at_least)):
-        end = time.perf_counter() + budget
-        while words[index] < target and time.perf_counter() < end:
-            pass
-        spin.record(words[index] >= target)
-    if words[index] < target:
-        sleeping[0] = 1
+    def wait(self, read: Callable[[], Any], target: Any, deadline: float) -> Any:
+        """Waits until ``read()`` (a word, or words reduced to one: a C function, called in the
+        spin) gives ``target`` or more; returns the value read, after :func:`observe`, so that
+        what the word announces may be read. None at the ``deadline``, or when ``alive()`` says
+        a process we wait for is gone."""
+        started = time.perf_counter()
+        value = read()
+        if value < target and (budget := self.spin.budget()):
+            end = started + budget
+            while (value := read()) < target and time.perf_counter() < end:
+                pass
+        if value < target:
+            value = self._sleep(read, target, deadline)
+        self.spin.record(time.perf_counter() - started)
+        if value is not None:
+            observe()
+        return value
+
+    def _sleep(self, read: Callable[[], Any], target: Any, deadline: float) -> Any:
+        self.sleeping[0] = 1
         try:
             fence()  # our "asleep" is seen before we look again (the other side rings after)
-            while words[index] < target:
-                seen, remaining = bell.value(), deadline - time.perf_counter()
-                if words[index] >= target:
-                    break
-                if remaining <= 0 or (alive is not None and not alive()):
-                    return False
-                bell.sleep(seen, min(remaining, NAP_SECONDS))
+            while True:
+                seen = self.bell.value()
+                observe()  # the bell's count before the word: a ring after it is not lost
+                if (value := read()) >= target:
+                    return value
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0 or (self.alive is not None and not self.alive()):
+                    return None
+                self.bell.sleep(seen, min(remaining, NAP_SECONDS))
         finally:
-            sleeping[0] = 0
-    observe()
-    return True
+            self.sleeping[0] = 0

@@ -51,11 +51,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: How long to spin before sleeping, when spinning is allowed. Waking a process that sleeps
-#: cost 50 µs to over 500 µs on our 2-core VM; a spin of this length covers the time between
-#: two steps of a tight loop and the usual skew between two workers. Workers stop spinning
-#: while commands come slower than this (a slow policy between steps).
-DEFAULT_SPIN_SECONDS = 1e-3
+#: The longest spin before sleeping, where spinning is allowed (see :mod:`vecenvs.doorbell`).
+DEFAULT_SPIN_SECONDS = doorbell.DEFAULT_SPIN_SECONDS
 
 
 class PoolVecEnv(ChunkedVecEnv):
@@ -73,12 +70,13 @@ class PoolVecEnv(ChunkedVecEnv):
             (default). False pickles them over the pipes, to measure what shared memory buys;
             commands go through shared memory either way.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
-        spin_seconds: spin this long for an answer (or a command) before sleeping; longer
-            (up to 20 times as long) while the envs' steps themselves take longer. None
-            (default): :data:`DEFAULT_SPIN_SECONDS` when every process has a CPU of its own,
-            else 0 (the CPU is needed by the process we would wait for); 0 as well without
-            ``shared_memory``, where every answer is a message read with a system call anyway,
-            so a spin saves little and takes a core.
+        spin_seconds: the longest a process spins for an answer (or a command) before it
+            sleeps; each spins for about twice as long as its waits have lasted, and not at
+            all while they last longer than this (a policy that thinks between steps). None
+            (default): :data:`DEFAULT_SPIN_SECONDS` for the processes that have a CPU of their
+            own (:func:`~vecenvs.doorbell.who_spins`), else 0 (the CPU is needed by the process
+            we would wait for); 0 as well without ``shared_memory``, where every answer is a
+            message read with a system call anyway, so a spin saves little and takes a core.
         worker_threads: the BLAS, OpenMP and torch threads each worker process may use
             (default 1); None leaves them alone. The caller's own chunk is not limited: it
             runs in your process (see :mod:`vecenvs.threads`).
@@ -114,6 +112,7 @@ class PoolVecEnv(ChunkedVecEnv):
         self.starter = WorkerStarter(
             env_fns,
             processes=num_workers - 1 if self.step_in_caller else num_workers,
+            caller_steps=self.step_in_caller,
             shared_memory=shared_memory,
             start_method=start_method,
             spin_seconds=spin_seconds,
@@ -122,6 +121,7 @@ class PoolVecEnv(ChunkedVecEnv):
         )
         self.uses_shared_area = self.starter.shared_area
         self.spin_seconds, self.start_method = self.starter.spin_seconds, self.starter.start_method
+        self.caller_spin_seconds = self.starter.caller_spin_seconds
         self.worker_threads = self.starter.worker_threads
         super().__init__(env_fns, num_workers, shared_memory=shared_memory, **kwargs)
 
@@ -136,12 +136,14 @@ class PoolVecEnv(ChunkedVecEnv):
 
 class WorkerStarter:
     """How a pool starts its worker processes, checked once: the start method, how long each
-    side spins, the threads each worker may use, and whether they share words in memory with
-    the parent (not where this CPU has no barrier we trust: see :mod:`vecenvs.doorbell`).
+    side spins (:attr:`spin_seconds` for the workers, :attr:`caller_spin_seconds` for the
+    caller), the threads each worker may use, and whether they share words in memory with the
+    parent (not where this CPU has no barrier we trust: see :mod:`vecenvs.doorbell`).
     :class:`PoolVecEnv` and :class:`~vecenvs.async_pool.AsyncPoolVecEnv` each have one.
 
     Args:
         processes: how many worker processes the pool starts (for the default spin).
+        caller_steps: whether the caller steps envs too, or only waits (for the default spin).
         loop: the worker's loop over its control words (see :class:`~vecenvs.workers.ProcessWorker`).
         Others: as for :class:`PoolVecEnv`.
     """
@@ -151,6 +153,7 @@ class WorkerStarter:
         env_fns: list[Callable[[], gym.Env]],
         *,
         processes: int,
+        caller_steps: bool,
         shared_memory: bool,
         start_method: str | None,
         spin_seconds: float | None,
@@ -159,9 +162,15 @@ class WorkerStarter:
     ):
         self.worker_threads = check_worker_threads(worker_threads)
         if spin_seconds is None:
-            fits = processes + 1 <= available_cpus()
-            spin_seconds = DEFAULT_SPIN_SECONDS if fits and shared_memory else 0.0
-        self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
+            caller_spins, workers_spin = doorbell.who_spins(
+                processes, caller_steps, available_cpus()
+            )
+            longest = DEFAULT_SPIN_SECONDS if shared_memory else 0.0
+            self.spin_seconds = longest if workers_spin else 0.0
+            self.caller_spin_seconds = longest if caller_spins else 0.0
+        else:
+            self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
+            self.caller_spin_seconds = self.spin_seconds
         refused = doorbell.refuse_spinning_why()
         if refused is not None:  # said once per process: every pool here would say the same
             if not _REFUSALS:

@@ -32,7 +32,7 @@ from gymnasium.vector.utils import (
 from vecenvs.doorbell import Doorbell
 from vecenvs.multi_env import tree_map
 
-__all__ = ["LINE", "Layout", "SharedArea", "is_array_space"]
+__all__ = ["LINE", "InfoLayout", "Layout", "SharedArea", "is_array_space"]
 
 #: Words (64-bit) per control line: 64 bytes, one cache line, so that no two workers write the
 #: same line. :mod:`vecenvs.workers` says what each word means.
@@ -50,15 +50,16 @@ class Layout:
     data: bool  # observations, rewards, flags and actions too (else: control words only)
     futex: bool  # the doorbells use the futex (see vecenvs.doorbell.FUTEX)
     env_words: int = 0  # 64-bit words per env, for a protocol that answers env by env
+    info_bytes: int = 0  # bytes per env kept for numeric infos (with data; see InfoLayout)
 
 
 class SharedArea:
     """One block of shared memory with everything the parent and its workers share.
 
-    The control lines (a header, then one line per worker), two doorbells (the workers', the
-    parent's), ``layout.env_words`` arrays of a word per env (for the async pool: see
-    :mod:`vecenvs.async_pool`) and, with ``layout.data``, the observations, rewards, flags and
-    actions.
+    The control lines (a header, then one line per worker), two doorbells (the one the workers
+    sleep on, the one the parent sleeps on), ``layout.env_words`` arrays of a word per env (for
+    the async pool: see :mod:`vecenvs.async_pool`) and, with ``layout.data``, the observations,
+    rewards, flags and actions, and room for numeric infos (:meth:`info_arrays`).
 
     The block is a file with no name (``memfd_create``; elsewhere a temporary file removed at
     once), so nothing is left in ``/dev/shm`` whatever happens to the processes. The parent
@@ -112,6 +113,7 @@ class SharedArea:
             self.rewards = np.frombuffer(allocator.words("d", num_envs), dtype=np.float64)
             self.terminations = np.frombuffer(allocator.words("b", num_envs), dtype=np.bool_)
             self.truncations = np.frombuffer(allocator.words("b", num_envs), dtype=np.bool_)
+            self.infos_memory = allocator.Array("b", num_envs * self.layout.info_bytes).get_obj()
             if is_array_space(self.action_space):  # else the actions travel pickled
                 memory = create_shared_memory(
                     self.action_space,
@@ -130,6 +132,26 @@ class SharedArea:
         """The control line of a worker."""
         start = LINE * (1 + worker_index)
         return self.control[start : start + LINE]
+
+    def column(self, word: int, first: int = 0) -> np.ndarray:
+        """Word ``word`` of the lines of workers ``first``, ``first + 1``, ...: one strided numpy
+        view, to read or write all of them in one operation."""
+        return np.frombuffer(self.control, dtype=np.int64)[LINE * (1 + first) + word :: LINE]
+
+    def info_arrays(self, layout: InfoLayout) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The infos of ``layout`` in shared memory: ``{key: (values of every env, mask)}``,
+        views of the room kept for them (``layout`` must :meth:`~InfoLayout.fit` it)."""
+        arrays, offset, n = {}, 0, self.num_envs
+        for key, dtype, shape in layout.keys:
+            size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            values = np.frombuffer(
+                self.infos_memory, dtype, n * size // np.dtype(dtype).itemsize, offset
+            )
+            offset += -(-n * size // 8) * 8
+            mask = np.frombuffer(self.infos_memory, np.bool_, n, offset)
+            offset += -(-n // 8) * 8
+            arrays[key] = (values.reshape(n, *shape), mask)
+        return arrays
 
     def write_actions(self, actions: Any, rows: Any = slice(None)) -> None:
         """Copies a batch of actions (arrays of the action space's dtypes) into envs ``rows``."""
@@ -164,6 +186,34 @@ class SharedArea:
                 write_to_shared_memory(
                     self.observation_space, index, observation, self.observations_memory
                 )
+
+
+@dataclass(frozen=True)
+class InfoLayout:
+    """Which infos travel through shared memory: ``(key, dtype, shape of one env's value)``,
+    learnt by the parent from the first steps' infos (:meth:`learn`)."""
+
+    keys: tuple[tuple[str, str, tuple[int, ...]], ...]
+
+    @classmethod
+    def learn(cls, infos: dict[str, Any]) -> InfoLayout:
+        """The keys of batched infos whose values are numbers or arrays of numbers (not nested
+        dicts, strings or objects: those keep travelling pickled)."""
+        return cls(tuple(
+            (key, value.dtype.str, value.shape[1:])
+            for key, value in infos.items()
+            if not key.startswith("_") and isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
+        ))  # fmt: skip
+
+    def fit(self, info_bytes: int) -> InfoLayout:
+        """The first keys that fit in ``info_bytes`` per env (values, a mask byte, alignment)."""
+        keys, used = [], 0
+        for key, dtype, shape in self.keys:
+            used += int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize + 2 + 16
+            if used > info_bytes:
+                break
+            keys.append((key, dtype, shape))
+        return InfoLayout(tuple(keys))
 
 
 class _Allocator:

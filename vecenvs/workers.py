@@ -8,35 +8,39 @@ holds a :class:`Chunk` (a :class:`~vecenvs.multi_env.MultiEnv` and the code that
   ``step_wait``, while the workers step theirs: no worker at all;
 - :class:`ProcessWorker`: a child process running :func:`run_worker`, over *pipes*
   (SubprocVecEnv: every command and answer a pickled message, each side blocking in the kernel);
-- :class:`SharedMemoryWorker`: the same process, told by *control words* in shared memory (the
-  pools: the parent bumps the worker's *generation* word; the worker, spinning on it, sees it
-  within a fraction of a microsecond and answers by writing its *done* word, so that a step
-  through shared memory needs no pickle and no system call). Payloads that do not fit in words
-  (seeds, a ``call``'s arguments, infos, a traceback) still travel over the pipe, announced by
-  the words;
+- :class:`SharedMemoryWorker`: the same process, told by *words* in shared memory (the pools:
+  the parent bumps one *generation* word that every worker spins on and sees within a fraction
+  of a microsecond; each worker answers by writing its *done* word, so that a step through
+  shared memory needs no pickle and no system call). Payloads that do not fit in words (seeds,
+  a ``call``'s arguments, infos that are not numbers, a traceback) still travel over the pipe,
+  announced by the words;
 - a Ray actor (see :mod:`vecenvs.ray_env`), holding the same :class:`Chunk`.
 
-Every worker is a :class:`Worker` to the vector env: that protocol is all the core uses.
+The vector env talks to its workers as one :class:`Crew`: a round gives some of them a command
+each, then hears every answer. A :class:`Crew` does it worker by worker (pipes, Ray actors); the
+pools' :class:`WordCrew` with one word for all and one look at all the done words, so that the
+caller's work for a step does not grow with the number of workers.
 
-The protocol is lock-step: a worker is given a command once it has answered the previous one.
-Every answer says whether it succeeded (``(ok, payload)``); a failure carries a
-:class:`~vecenvs.errors.CrashReport` with the env's index and traceback. Every wait has a deadline
-and watches the worker process: a hung env ends in :class:`~vecenvs.errors.WorkerTimeoutError`, a
-dead worker in :class:`~vecenvs.errors.WorkerDiedError`, never in a hang. Below, taken on trust:
+The protocol is lock-step: a round is given once the previous one is heard. Every answer says
+whether it succeeded (``(ok, payload)``); a failure carries a :class:`~vecenvs.errors.CrashReport`
+with the env's index and traceback. Every wait has a deadline and watches the worker processes:
+a hung env ends in :class:`~vecenvs.errors.WorkerTimeoutError`, a dead worker in
+:class:`~vecenvs.errors.WorkerDiedError`, never in a hang. Below, taken on trust:
 :mod:`vecenvs.shm` (the shared memory) and :mod:`vecenvs.doorbell` (spinning and sleeping). The
-async pool (:mod:`vecenvs.async_pool`) has a protocol and a worker loop of its own.
+async pool (:mod:`vecenvs.async_pool`) has a worker loop of its own over the same words.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import os
 import pickle
 import select
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -47,21 +51,29 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import iterate
+from multiprocess.connection import wait as first_ready
 from multiprocess.reduction import recv_handle, send_handle
 
-from vecenvs.doorbell import AdaptiveSpin, Doorbell, fence, publish, wait
-from vecenvs.errors import CrashReport, EnvCrashedError, WorkerDiedError, WorkerTimeoutError
+from vecenvs.doorbell import Spin, Waiter, fence, publish
+from vecenvs.errors import (
+    CrashReport,
+    EnvCrashedError,
+    VecEnvError,
+    WorkerDiedError,
+    WorkerTimeoutError,
+)
 from vecenvs.multi_env import MultiEnv, tree_map
-from vecenvs.shm import SharedArea
+from vecenvs.shm import InfoLayout, SharedArea
 
 __all__ = [
     "START_METHODS",
     "Chunk",
     "ChunkSpec",
     "Command",
-    "CommandWait",
+    "Crew",
     "ProcessWorker",
     "SharedMemoryWorker",
+    "WordCrew",
     "Worker",
     "process_context",
     "run_worker",
@@ -78,21 +90,23 @@ class Command(Enum):
     CALL = "call"
     GET_ATTR = "get_attr"
     SET_ATTR = "set_attr"
+    SHARE_INFOS = "sharing the infos' layout"  # which infos to write into shared memory
     CLOSE = "close"
 
 
-# The words of a worker's control line (see vecenvs.shm.SharedArea.line), all 64-bit integers.
-# Written by the parent:
-#   GENERATION  bumped whenever it gives the worker anything: the word a worker spins on;
-#   MESSAGES    how many commands it has sent over the pipe;
-#   STEPS       how many steps it has given whose actions are in shared memory.
+# The control words (see vecenvs.shm.SharedArea), all 64-bit integers. The header line's:
+#   GENERATION       bumped by the parent once per round it gives: the word every worker spins on;
+#   STEPS            how many steps the parent has given whose actions are in shared memory;
+#   PARENT_SLEEPING  1 while the parent sleeps on its doorbell.
+GENERATION, STEPS, PARENT_SLEEPING = range(3)
+# Each worker's line. Written by the parent:
+#   MESSAGES    how many commands it has sent the worker over its pipe.
 # Written by the worker:
 #   DONE        the last generation it has fully carried out;
-#   REPLY       whether an answer to that waits in the pipe (MESSAGE) or not (NOTHING);
+#   REPLIES     how many answers it has sent back over its pipe (the others are in shared memory);
 #   SLEEPING    1 while it sleeps on the workers' doorbell.
-GENERATION, MESSAGES, STEPS, DONE, REPLY, SLEEPING = range(6)
-PARENT_SLEEPING = 0  # the header line's one word: 1 while the parent sleeps on its doorbell
-NOTHING, MESSAGE = 0, 1  # the values of REPLY
+MESSAGES, DONE, REPLIES, SLEEPING = range(4)
+NOTHING, MESSAGE = 0, 1  # whether a message follows (the async pool's word per env)
 
 START_METHODS = ("fork", "forkserver", "spawn")
 
@@ -154,6 +168,7 @@ class Chunk:
             observation_mode=spec.observation_mode,
         )
         self.area: SharedArea | None = None
+        self.info_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # (see share_infos)
 
     def share(self, area: SharedArea | None) -> None:
         """Results go into ``area`` from now on (None: into the answers): the rows of the shared
@@ -169,6 +184,13 @@ class Chunk:
             self.observations_out = area.observation_rows(rows)
         if area.actions is not None:
             self.actions_in = tree_map(lambda leaf: leaf[rows], area.actions)
+
+    def share_infos(self, layout: InfoLayout) -> None:
+        """The infos of ``layout`` go into the chunk's rows of shared memory from now on."""
+        assert self.area is not None, "infos are shared only with a shared area"
+        rows = slice(self.rows.start, self.rows.stop)
+        arrays = self.area.info_arrays(layout).items()
+        self.info_rows = {key: (values[rows], mask[rows]) for key, (values, mask) in arrays}
 
     def hello(self) -> tuple[Any, ...]:
         """What the parent needs to know: every env's spaces, the metadata and render mode."""
@@ -198,20 +220,21 @@ class Chunk:
         if command is Command.STEP:
             if payload is None:  # a copy: an env may keep its action
                 payload = iterate(self.envs.action_space, tree_map(np.copy, self.actions_in))
-            return self._results(self.envs.step_envs(payload))
+            return self._results(self.envs.step_envs(payload), self.info_rows)
         return _SERVE[command](self, payload)
 
     def _reset(self, payload: Any) -> Any:
         seeds, options = payload
-        return self._results(self.envs.reset(seed=seeds, options=options)[1])
+        return self._results(self.envs.reset(seed=seeds, options=options)[1], {})
 
     def _call(self, payload: Any) -> Any:
         indices, name, args, kwargs = payload
         return self.envs.call_at(indices, name, *args, **kwargs)
 
-    def _results(self, infos: dict[str, Any]) -> Any:
+    def _results(self, infos: dict[str, Any], info_rows: dict[str, Any]) -> Any:
         """The answer to RESET or STEP: with shared memory, the results copied into the chunk's
-        rows, and only the infos (or None) answered; without, everything answered."""
+        rows, and only the infos that did not go into ``info_rows`` (or None); without,
+        everything answered. (A reset's infos are all answered: not every chunk resets.)"""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
             envs.batch_into()  # an observation that does not fit is an error here, naming its env
@@ -225,6 +248,14 @@ class Chunk:
         self.rewards_out[:] = rewards
         self.terminations_out[:] = terminations
         self.truncations_out[:] = truncations
+        for key, (values, mask) in info_rows.items():  # numbers into shared memory
+            value, given = infos.pop(key, None), infos.pop(f"_{key}", None)
+            if value is not None and value.dtype == values.dtype and value.shape == values.shape:
+                values[:], mask[:] = value, given
+            else:  # not there, or not as learnt: pickled (this chunk's rows say "no such key")
+                values[:], mask[:] = 0, False
+                if value is not None:
+                    infos[key], infos[f"_{key}"] = value, given
         return infos or None
 
 
@@ -234,6 +265,7 @@ _SERVE: dict[Command, Callable[[Chunk, Any], Any]] = {
     Command.CALL: Chunk._call,
     Command.GET_ATTR: lambda chunk, payload: chunk.envs.get_attr_at(*payload),
     Command.SET_ATTR: lambda chunk, payload: chunk.envs.set_attr_at(*payload),
+    Command.SHARE_INFOS: Chunk.share_infos,
     Command.CLOSE: lambda chunk, payload: chunk.envs.close(),
 }
 
@@ -384,99 +416,161 @@ class ProcessWorker:
 
 
 class SharedMemoryWorker(ProcessWorker):
-    """A worker process told what to do by words of its control line in shared memory.
-
-    The parent bumps the line's *generation* word for every command (a STEP whose actions are
-    in shared memory is only that); the worker answers by writing its *done* word, and says in
-    its *reply* word whether a message follows over the pipe. Start-up and setup go over the
-    pipe, as for :class:`ProcessWorker`.
-    """
-
-    def __init__(
-        self,
-        index: int,
-        spec: ChunkSpec,
-        context: Any,
-        spin_seconds: float,
-        loop: Callable[..., None] | None = None,
-    ):
-        super().__init__(index, spec, context, spin_seconds, loop)
-        self.generation = 0  # of the last command given
-        self.posted_at = 0.0  # when the last command was given
-        self.spin = AdaptiveSpin(spin_seconds)
-        self.awaiting: deque[int] = deque()  # the generations whose answer is due
+    """A worker process that, once set up, is told what to do by words in shared memory: one
+    of a :class:`WordCrew`. Start-up and setup go over the pipe, as for :class:`ProcessWorker`;
+    from then on the crew speaks for it."""
 
     def setup(self, area: SharedArea | None) -> None:
         """Hands the worker the shared area (its file descriptor goes over the pipe)."""
         assert area is not None, "a shared-memory worker needs the area"
         ProcessWorker.post(self, Command.SETUP, area.layout)
         send_handle(self.pipe, area.fd, self.process.pid)
-        self.area, self.line = area, area.line(self.index)
-        self.bell = area.parent_bell
-        self.parent_sleeping = area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1]
+
+
+# ----------------------------------------------------------------- the workers, as one
+
+
+class Crew:
+    """A vector env's workers as one: a round gives some of them a command each (:meth:`give`),
+    then hears every answer due (:meth:`hear`). This one talks to each :class:`Worker` in turn,
+    over its pipe or Ray; the pools' :class:`WordCrew` to all of them at once."""
+
+    def __init__(self, workers: list[Any]):
+        self.workers = workers
 
     @property
-    def due(self) -> int:
-        return self.messages_due + len(self.awaiting)
+    def first(self) -> int:
+        """The chunk of the first worker (the caller's own chunk, if any, comes before it)."""
+        return self.workers[0].index if self.workers else 0
 
-    def post(self, command: Command, payload: Any) -> None:
-        """Gives a command whose payload travels over the pipe; its answer is due."""
-        self.tell(command, payload)
-        self.awaiting.append(self.generation)
-        self.posted_at = time.perf_counter()
+    @property
+    def due(self) -> bool:
+        """Whether answers are still to be heard."""
+        return any(worker.due for worker in self.workers)
 
-    def tell(self, command: Enum, payload: Any) -> None:
-        """Sends a command over the pipe, announced by the words; who answers it, and how, is
-        the caller's business (:meth:`post`, or the async pool's answers env by env)."""
-        self.line[MESSAGES] += 1  # announced before it is sent: a big one may block until read
+    def late(self) -> list[int]:
+        """The chunks of the workers whose answers are still to be heard."""
+        return [worker.index for worker in self.workers if worker.due]
+
+    def give(self, orders: dict[int, tuple[Any, Any]]) -> None:
+        """Gives each chunk in ``orders``, ``{chunk: (command, payload)}``, its command."""
+        for chunk, (command, payload) in orders.items():
+            self.workers[chunk - self.first].post(command, payload)
+
+    def give_step(self) -> None:
+        """A STEP whose actions are in shared memory: only a :class:`WordCrew` can be given one."""
+        assert not self.workers, "pipes and actors take their actions with the command"
+
+    def hear(self, deadline: float, command: Any) -> tuple[dict[int, Any], list[EnvCrashedError]]:
+        """Every answer due: ``{chunk: payload}``, and the envs' crashes. Raises
+        WorkerDiedError or WorkerTimeoutError for a worker that died or missed the deadline."""
+        answers, crashes = {}, []
+        for worker in self.workers:
+            while worker.due:
+                try:
+                    answers[worker.index] = worker.receive(deadline, command)
+                except EnvCrashedError as crash:
+                    crashes.append(crash)
+        return answers, crashes
+
+
+class WordCrew(Crew):
+    """The pools' workers as one: one generation word tells them all, one look at their done
+    words hears them all, whatever their number. Only a worker with something to say (an env's
+    crash, infos that are not numbers, the answer to a command other than a step) is read from
+    its pipe; a command other than a step goes over the pipes of the workers it is for.
+
+    Args:
+        workers: :class:`SharedMemoryWorker` s, set up with ``area``, in chunk order.
+        spin_seconds: the longest the parent spins before it sleeps (see
+            :class:`~vecenvs.doorbell.Spin`).
+    """
+
+    def __init__(self, workers: list[Any], area: SharedArea, spin_seconds: float):
+        super().__init__(workers)
+        self.header, self.workers_bell = area.header, area.worker_bell
+        self.messages, self.done, self.replies, self.sleeping = (
+            area.column(word, self.first) for word in (MESSAGES, DONE, REPLIES, SLEEPING)
+        )
+        self.given = self.heard = 0  # the generation last given, and the last heard
+        self.read = np.zeros(len(workers), dtype=np.int64)  # each worker's replies read so far
+        self.unread = np.zeros(len(workers), dtype=np.bool_)  # answers waiting in their pipes
+        self.sentinels = [worker.process.sentinel for worker in workers]
+        self.waiter = Waiter(
+            bell=area.parent_bell,
+            sleeping=area.header[PARENT_SLEEPING : PARENT_SLEEPING + 1],
+            spin=Spin(spin_seconds),
+            alive=self._alive,
+        )
+
+    @property
+    def due(self) -> bool:
+        return self.heard < self.given or bool(self.unread.any())
+
+    def late(self) -> list[int]:
+        late = (self.done < self.given) | self.unread
+        return [worker.index for worker in self.workers if late[worker.index - self.first]]
+
+    def give_step(self) -> None:
+        """A STEP to every worker, its actions already in shared memory: no pickle, no pipe."""
+        self.header[STEPS] += 1
         self.announce()
-        self._send((command, payload), command)
 
-    def post_step(self) -> None:
-        """Gives a STEP whose actions are in shared memory: two words, no system call. The
-        caller rings the workers' doorbell once for all (see :meth:`asleep`)."""
-        self.line[STEPS] += 1
-        self.generation += 1
-        publish()  # the actions and STEPS before the word that announces them
-        self.line[GENERATION] = self.generation
-        self.awaiting.append(self.generation)
-        self.posted_at = time.perf_counter()
+    def give(self, orders: dict[int, tuple[Any, Any]], heard: bool = True) -> None:
+        """Commands over the pipes, announced first: a big one blocks until its worker reads it.
+        ``heard`` False: answered otherwise (the async pool's, env by env), not by :meth:`hear`."""
+        self.messages[[chunk - self.first for chunk in orders]] += 1
+        self.announce() if heard else self.announce_for_envs()
+        for chunk, (command, payload) in orders.items():
+            self.workers[chunk - self.first]._send((command, payload, self.given), command)
 
-    def announce(self, ring: bool = True) -> None:
-        """Bumps the generation word, after what it announces (``ring``: and wakes the worker
-        if it sleeps; else the caller rings once for several workers)."""
-        self.generation += 1
-        publish()  # the actions and counts before the word that announces them
-        self.line[GENERATION] = self.generation
-        if ring:
-            fence()
-            if self.line[SLEEPING]:
-                self.area.worker_bell.ring()
+    def announce_for_envs(self) -> None:
+        """Announces what the async pool's envs answer by their own words: no round to hear."""
+        self.announce()
+        self.heard = self.given
 
-    def asleep(self) -> bool:
-        """Whether the worker sleeps on the doorbell (ring it after giving commands)."""
-        return bool(self.line[SLEEPING])
+    def announce(self) -> None:
+        """Moves the generation word, after what it announces; wakes the workers that sleep."""
+        self.given += 1
+        publish()  # what we wrote (and read) before the word that says it is there
+        self.header[GENERATION] = self.given
+        fence()  # the word is seen before we look who sleeps (they look after saying so)
+        if self.sleeping.any():
+            self.workers_bell.ring()  # one system call wakes every sleeping worker
 
-    def receive(self, deadline: float, command: Command) -> Any:
-        """Waits for the *done* word to reach the oldest command due; returns its answer. A step
-        may spin for as long as it has run already: the caller, back from its own chunk, expects
-        the worker to be about as far; waiting longer than that is more than a step's jitter."""
-        running = time.perf_counter() - self.posted_at
-        done = wait(
-            self.line, DONE, self.awaiting[0], self.spin, deadline, self.bell,
-            self.parent_sleeping, self.process.is_alive, at_least=running,
-        )  # fmt: skip
-        if not done:
-            if not self.process.is_alive():
-                raise self.died(command)
-            raise WorkerTimeoutError([self.index], list(self.rows), 0, command.value)
-        self.awaiting.popleft()
-        if self.line[REPLY] == NOTHING:
-            return None
-        ok, payload = self.read_message(deadline, command)[1:]  # the answer follows
-        if not ok:
-            raise payload.to_error()
-        return payload
+    def hear(self, deadline: float, command: Any) -> tuple[dict[int, Any], list[EnvCrashedError]]:
+        if self.heard < self.given:
+            if self.waiter.wait(read=self.done.min, target=self.given, deadline=deadline) is None:
+                raise self._failure(command)
+            self.heard = self.given
+            self.unread = self.replies > self.read
+        answers, crashes = {}, []
+        for position in np.flatnonzero(self.unread):  # (only workers with something to say)
+            self.unread[position] = False
+            self.read[position] += 1
+            worker = self.workers[position]
+            ok, payload = worker.read_message(deadline, command)[1:]
+            if ok:
+                answers[worker.index] = payload
+            else:
+                crashes.append(payload.to_error())
+        return answers, crashes
+
+    def _alive(self) -> bool:
+        """Whether every worker that still owes an answer lives (one that answered a CLOSE may
+        be gone). One system call for all: a dead worker's sentinel is ready."""
+        dead = first_ready(self.sentinels, timeout=0)
+        return all(self.done[self.sentinels.index(sentinel)] >= self.given for sentinel in dead)
+
+    def _failure(self, command: Any) -> VecEnvError:
+        """A worker died, or the deadline passed: the error naming them."""
+        for worker, done in zip(self.workers, self.done):
+            if done < self.given and not worker.process.is_alive():
+                return worker.died(command)
+        late = self.late()
+        return WorkerTimeoutError(
+            late, [i for w in late for i in self.workers[w - self.first].rows], 0, command.value
+        )
 
 
 def dumps(message: Any) -> bytes:
@@ -564,25 +658,28 @@ SMALL_MESSAGE = 4096
 def serve_with_control(
     chunk: Chunk, area: SharedArea, line: memoryview, pipe: Any, spin_seconds: float
 ) -> None:
-    """The pool's loop: wait for the generation word to move; serve the command; write DONE.
-    Each round serves one command (a command is given only once the previous one is answered):
-    a message over the pipe (``MESSAGES`` moved) or a STEP whose actions are in shared memory."""
-    seen = messages = 0
-    waiting = CommandWait(line, area.worker_bell, spin_seconds)
+    """The pool's loop: wait for the generation word to move; serve what it announces; write
+    DONE. One round, one command (the parent gives the next once every worker is done): a STEP
+    whose actions are in shared memory (``STEPS`` moved), a message over the pipe (``MESSAGES``
+    moved), or nothing for this worker (the round was for others)."""
+    steps = messages = seen = 0
+    waiter, generation = command_waiter(area, line, spin_seconds)
     while True:
-        seen = waiting.after(seen)
-        if messages < line[MESSAGES]:
+        seen = waiter.wait(read=generation, target=seen + 1, deadline=math.inf)
+        command, payload = None, None
+        if steps < area.header[STEPS]:
+            steps, command = steps + 1, Command.STEP
+        elif messages < line[MESSAGES]:
             messages += 1
-            command, payload = loads(pipe.recv_bytes())
-        else:
-            command, payload = Command.STEP, None
-        ok, result = chunk.answer(command, payload)
+            command, payload, _ = loads(pipe.recv_bytes())
+        ok, result = (True, None) if command is None else chunk.answer(command, payload)
         message = None if ok and result is None else dumps((None, ok, result))
-        line[REPLY] = NOTHING if message is None else MESSAGE
+        if message is not None:
+            line[REPLIES] += 1
         if message is not None and len(message) <= SMALL_MESSAGE:
             pipe.send_bytes(message)  # there before DONE: the parent finds it without waiting
             message = None
-        publish()  # the results and REPLY before the word that says they are there
+        publish()  # the results and REPLIES (and our reads of the actions) before DONE
         line[DONE] = seen
         wake_parent(area)
         if message is not None:
@@ -591,37 +688,15 @@ def serve_with_control(
             return
 
 
-class CommandWait:
-    """How a worker waits for its next command: spin on its generation word while commands
-    come quickly (a benchmark, a fast policy), else sleep on the workers' doorbell at once:
-    when the parent thinks for much longer between steps, a spin would only burn a core it
-    may need. A spin may last as long as serving the last command took (at least
-    ``spin_seconds``): the caller, stepping its own chunk meanwhile, comes back after about as
-    long."""
-
-    #: Commands come "slowly" when the last one took this many times longer to come than a
-    #: spin lasts (or than serving a command takes): then the worker sleeps without spinning.
-    SLOW = 4
-
-    def __init__(self, line: memoryview, bell: Doorbell, spin_seconds: float):
-        self.line, self.bell = line, bell
-        self.sleeping = line[SLEEPING : SLEEPING + 1]
-        self.spin = AdaptiveSpin(spin_seconds)
-        self.last_wait = 0.0  # how long the previous command took to come
-        self.given_at = time.perf_counter()  # when it came
-
-    def after(self, seen: int) -> int:
-        """Waits until the generation word moves past ``seen``; returns its new value."""
-        started = time.perf_counter()
-        served = started - self.given_at  # how long the last command took
-        quickly = self.last_wait < self.SLOW * max(self.spin.seconds, served)
-        spin = self.spin if quickly else None
-        wait(
-            self.line, GENERATION, seen + 1, spin, math.inf, self.bell, self.sleeping, None, served
-        )
-        self.given_at = time.perf_counter()
-        self.last_wait = self.given_at - started
-        return self.line[GENERATION]
+def command_waiter(
+    area: SharedArea, line: memoryview, spin_seconds: float
+) -> tuple[Waiter, Callable[[], Any]]:
+    """How a worker waits for its next round, and how it reads the generation word. It spins
+    while rounds come quickly (a benchmark, a fast policy) and sleeps on the workers' doorbell
+    when the parent thinks for longer between steps (see :class:`~vecenvs.doorbell.Spin`)."""
+    sleeping = line[SLEEPING : SLEEPING + 1]
+    waiter = Waiter(bell=area.worker_bell, sleeping=sleeping, spin=Spin(spin_seconds))
+    return waiter, functools.partial(operator.getitem, area.header, GENERATION)
 
 
 def wake_parent(area: SharedArea) -> None:

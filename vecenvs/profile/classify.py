@@ -146,7 +146,7 @@ RULES: tuple[Rule, ...] = (
         WAITING,
         "the async pool watches its envs' done words until enough are ready (counting them)",
         files=("vecenvs/async_pool.py",),
-        functions=("_wait_for", "_ReadyCount.__getitem__"),
+        functions=("_wait_for", "_ReadyCount.count"),
     ),
     Rule(
         WAITING,
