@@ -12,11 +12,15 @@ Run it as a script: the ceiling (:mod:`vecenvs.bench.ceiling`), the bare pool an
 it; ``--json`` writes the windows and how the run was made::
 
     python tests/bare_pool.py --env HumanoidStandup-v5 --num-envs 32 --seconds 2 --repeats 5
+
+``--no-infos`` adds ``PoolVecEnv`` stepping the same envs with their infos dropped (a wrapper
+that returns ``{}``): what the infos cost the pool, measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import mmap
 import os
@@ -147,6 +151,20 @@ def _window(step: Any, actions: list[Any], seconds: float) -> float:
     return count * len(actions[0]) / (now - start)
 
 
+class NoInfos(gym.Wrapper):
+    """The env with its infos dropped (``{}`` from reset and step)."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        return self.env.reset(**kwargs)[0], {}
+
+    def step(self, action: Any) -> tuple[Any, ...]:
+        return (*self.env.step(action)[:4], {})
+
+
+def _no_infos(env_id: str) -> NoInfos:
+    return NoInfos(gym.make(env_id))
+
+
 def _contender(name: str, env_id: str, num_envs: int, num_workers: int) -> tuple[Any, Any]:
     """``name``'s step function (``None`` for the ceiling, which times itself) and its close."""
     if name == "ceiling":
@@ -155,16 +173,25 @@ def _contender(name: str, env_id: str, num_envs: int, num_workers: int) -> tuple
     if name == "bare pool":
         bare = BarePool(env_id, num_envs, num_workers)
         return bare.step, bare.close
-    pool = PoolVecEnv(env_fns_for(env_id, num_envs), num_workers=num_workers)
+    env_fns = env_fns_for(env_id, num_envs)
+    if name == NO_INFOS:
+        env_fns = [functools.partial(_no_infos, env_id)] * num_envs
+    pool = PoolVecEnv(env_fns, num_workers=num_workers)
     pool.reset(seed=0)
     return pool.step, pool.close
 
 
 CONTENDERS = ("ceiling", "bare pool", "PoolVecEnv")
+NO_INFOS = "PoolVecEnv, infos dropped"
 
 
 def compare(
-    env_id: str, num_envs: int, num_workers: int, seconds: float, repeats: int
+    env_id: str,
+    num_envs: int,
+    num_workers: int,
+    seconds: float,
+    repeats: int,
+    contenders: tuple[str, ...] = CONTENDERS,
 ) -> dict[str, list[float]]:
     """Each contender's throughput, window by window (rounds in rotating order). Each is built
     for its window and closed after it, so that no idle spinner of one takes a core from the
@@ -172,10 +199,10 @@ def compare(
     space = gym.make(env_id).action_space
     space.seed(0)
     actions = [np.stack([space.sample() for _ in range(num_envs)]) for _ in range(ACTION_RING_SIZE)]
-    throughputs: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    throughputs: dict[str, list[float]] = {name: [] for name in contenders}
     for round_index in range(repeats):
-        shift = round_index % len(CONTENDERS)
-        for name in CONTENDERS[shift:] + CONTENDERS[:shift]:
+        shift = round_index % len(contenders)
+        for name in contenders[shift:] + contenders[:shift]:
             step, close = _contender(name, env_id, num_envs, num_workers)
             try:
                 if name == "ceiling":
@@ -203,7 +230,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="also write the windows and the run to this file")
+    parser.add_argument(
+        "--no-infos", action="store_true", help=f"add {NO_INFOS!r}: what the infos cost the pool"
+    )
     arguments = parser.parse_args()
+    contenders = (*CONTENDERS, NO_INFOS) if arguments.no_infos else CONTENDERS
     run = {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "tests/bare_pool.py", *sys.argv[1:]]),
@@ -212,7 +243,12 @@ def main() -> None:
     }
     print(machine_load().sentence(), f"(uptime: {os.getloadavg()[0]:.2f})")
     throughputs = compare(
-        arguments.env, arguments.num_envs, arguments.workers, arguments.seconds, arguments.repeats
+        arguments.env,
+        arguments.num_envs,
+        arguments.workers,
+        arguments.seconds,
+        arguments.repeats,
+        contenders,
     )
     run["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     run["load_after"] = round(os.getloadavg()[0], 2)
@@ -229,6 +265,9 @@ def main() -> None:
         statistics.median(throughputs["bare pool"]),
     )
     print(f"PoolVecEnv / bare pool: {pool / bare:.2f} (medians)")
+    if arguments.no_infos:
+        dropped = statistics.median(throughputs[NO_INFOS])
+        print(f"PoolVecEnv / {NO_INFOS}: {pool / dropped:.2f} (medians)")
     print(machine_load().sentence())
     if arguments.json:
         document = {

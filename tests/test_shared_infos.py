@@ -1,0 +1,146 @@
+"""Infos through shared memory: the pool learns, from the first steps, which infos are numbers
+(or arrays of numbers) under keys that stay, and its workers write those into shared memory;
+everything else still travels pickled, only from the workers that have some. What a step
+returns must stay exactly gymnasium's ``SyncVectorEnv``'s, dtypes and ``_key`` masks included.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import data_equivalence
+from gymnasium.vector import SyncVectorEnv
+
+from vecenvs import AsyncPoolVecEnv, PoolVecEnv, core
+
+pytestmark = pytest.mark.usefixtures("no_leftover_processes")
+
+
+class InfoMixEnv(gym.Env):
+    """An env whose infos have every kind: a float, an int, a bool and an array every step; a
+    key that comes and goes; a string now and then; a nested dict at an episode's end; and, in
+    the envs ``odd_envs`` after step 12, a float key that turns int (its dtype changes)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, index: int = 0, odd_envs: tuple[int, ...] = ()):
+        self.index, self.odd_envs, self.steps, self.t = index, odd_envs, 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observation(), {"start": float(self.np_random.random())}
+
+    def step(self, action):
+        self.t += 1
+        self.steps += 1
+        speed = float(self.np_random.random())
+        info = {
+            "speed": speed if not (self.index in self.odd_envs and self.steps > 12) else 7,
+            "count": self.t,
+            "fast": speed > 0.5,
+            "where": np.array([speed, -speed], dtype=np.float32),
+        }
+        if self.t % 4 == 0:
+            info["sometimes"] = self.t
+        if (self.t + self.index) % 5 == 0:
+            info["note"] = f"env {self.index} at {self.t}"
+        terminated = self.t >= 6 + self.index % 3
+        if terminated:
+            info["episode"] = {"r": float(self.t), "l": self.t}
+        return self._observation(), float(action), terminated, False, info
+
+    def _observation(self):
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32)
+
+
+def _env_fns(num_envs: int, odd_envs: tuple[int, ...] = ()):
+    return [lambda i=i: InfoMixEnv(i, odd_envs) for i in range(num_envs)]
+
+
+def _same_as_sync(make, num_envs=6, steps=40, odd_envs=(), mode="NextStep"):
+    env_fns = _env_fns(num_envs, odd_envs)
+    reference = SyncVectorEnv(env_fns, autoreset_mode=mode)
+    with make(env_fns, autoreset_mode=mode) as envs:
+        assert data_equivalence(envs.reset(seed=5), reference.reset(seed=5), exact=True)
+        rng = np.random.default_rng(0)
+        for step in range(steps):
+            actions = rng.integers(0, 3, num_envs)
+            got, expected = envs.step(actions), reference.step(actions)
+            assert data_equivalence(got, expected, exact=True), (step, got[-1], expected[-1])
+        shared = sorted(getattr(envs, "info_arrays", {}))
+    reference.close()
+    return shared
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+@pytest.mark.parametrize("step_in_caller", [True, False], ids=["caller", "workers"])
+def test_numeric_infos_go_through_shared_memory_and_the_infos_stay_gymnasiums(mode, step_in_caller):
+    shared = _same_as_sync(
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=3, step_in_caller=step_in_caller, **kw),
+        mode=mode,
+    )
+    assert shared == ["count", "fast", "speed", "where"], "the keys present at every step"
+
+
+def test_a_key_whose_dtype_changes_in_a_chunk_is_merged_as_gymnasium_merges_it():
+    """Envs 4 and 5 (worker 2's chunk) turn their float "speed" into an int after step 12: that
+    worker pickles it, and the merged array takes the dtype of the first env that has the key,
+    as gymnasium's does. (Where the envs of one chunk disagree on a key's dtype, the chunk's
+    batch already cast their values: a limit of batching infos per chunk, shared memory or not.)"""
+    shared = _same_as_sync(lambda fns, **kw: PoolVecEnv(fns, num_workers=3, **kw), odd_envs=(4, 5))
+    assert "speed" in shared
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=2, shared_memory=False, **kw),
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=1, **kw),
+        lambda fns, **kw: AsyncPoolVecEnv(fns, num_workers=3, **kw),
+    ],
+    ids=["pickled", "K=1", "async"],
+)
+def test_the_other_pools_give_the_same_infos(make):
+    _same_as_sync(make)
+
+
+def test_only_the_workers_with_other_infos_are_read_from_their_pipes():
+    with PoolVecEnv(_env_fns(6), num_workers=3, step_in_caller=False) as envs:
+        envs.reset(seed=0)
+        for _ in range(core.LEARN_STEPS):
+            envs.step(np.zeros(6, dtype=np.int64))
+        assert envs.info_arrays, "learnt"
+        for _ in range(10):
+            read = envs.crew.read.copy()
+            infos = envs.step(np.zeros(6, dtype=np.int64))[-1]
+            pickled = {"note", "episode", "sometimes", "start"}
+            having = set()
+            for key in pickled & set(infos):
+                if not key.startswith("_"):
+                    having |= set(np.flatnonzero(infos[f"_{key}"]).tolist())
+            with_message = {env // 2 for env in having}
+            assert set(np.flatnonzero(envs.crew.read - read).tolist()) == with_message
+
+
+def test_mujoco_infos_are_shared_and_equal():
+    pytest.importorskip("mujoco")
+    shared = _same_as_sync_id("HumanoidStandup-v5")
+    assert {"x_position", "reward_linup", "reward_impact"} <= set(shared)
+
+
+def _same_as_sync_id(env_id: str) -> list[str]:
+    env_fns = [lambda: gym.make(env_id)] * 4
+    reference = SyncVectorEnv(env_fns)
+    with PoolVecEnv(env_fns, num_workers=2) as envs:
+        assert data_equivalence(envs.reset(seed=3), reference.reset(seed=3), exact=True)
+        space = reference.action_space
+        space.seed(3)
+        for _ in range(12):
+            actions = space.sample()
+            assert data_equivalence(envs.step(actions), reference.step(actions), exact=True)
+        shared = sorted(envs.info_arrays)
+    reference.close()
+    return shared
