@@ -357,7 +357,7 @@ class ProcessWorker:
         ProcessWorker.receive(self, deadline, Command.SETUP)
 
     def post(self, command: Command, payload: Any) -> None:
-        self._send((command, payload), command)
+        self.send_message((command, payload), command)
         self.messages_due += 1
 
     def receive(self, deadline: float, command: Command) -> Any:
@@ -373,7 +373,8 @@ class ProcessWorker:
             raise payload.to_error()
         return payload
 
-    def _send(self, message: Any, command: Enum) -> None:
+    def send_message(self, message: Any, command: Enum) -> None:
+        """Pickles ``message`` into the pipe (WorkerDiedError if the worker is gone)."""
         try:
             self.pipe.send_bytes(dumps(message))
         except OSError:  # BrokenPipeError: the worker is gone
@@ -520,9 +521,12 @@ class WordCrew(Crew):
         """Commands over the pipes, announced first: a big one blocks until its worker reads it.
         ``heard`` False: answered otherwise (the async pool's, env by env), not by :meth:`hear`."""
         self.messages[[chunk - self.first for chunk in orders]] += 1
-        self.announce() if heard else self.announce_for_envs()
+        if heard:
+            self.announce()
+        else:
+            self.announce_for_envs()
         for chunk, (command, payload) in orders.items():
-            self.workers[chunk - self.first]._send((command, payload, self.given), command)
+            self.workers[chunk - self.first].send_message((command, payload, self.given), command)
 
     def announce_for_envs(self) -> None:
         """Announces what the async pool's envs answer by their own words: no round to hear."""
