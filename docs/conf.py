@@ -31,21 +31,40 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
     "myst_nb",
     "generate",  # docs/_ext/generate.py: API stubs, CLI reference, notebooks, results pages
     "aliases",  # docs/_ext/aliases.py: vecenvs.PoolVecEnv and vecenvs.pool.PoolVecEnv are one
+    "google_style",  # docs/_ext/google_style.py: napoleon, with attributes' docstrings as text
     "inherited_kwargs",  # docs/_ext/inherited_kwargs.py: **kwargs written out on each class
+    "parameters",  # docs/_ext/parameters.py: every argument listed, with its default
+    "bases",  # docs/_ext/bases.py: no two bases that read the same
+    "external_names",  # docs/_ext/external_names.py: gymnasium.core.Env is gymnasium.Env
+    "source_links",  # docs/_ext/source_links.py: viewcode's [source] links, and [docs] back
 ]
 
-exclude_patterns = ["_build", "README.md", "results/data", "**/.ipynb_checkpoints"]
+exclude_patterns = [
+    "_build",
+    "_inventories",
+    "README.md",
+    "results/data",
+    "**/.ipynb_checkpoints",
+]
 html_theme = "furo"
 html_title = f"vecenvs {release}"
 
-# Cross-references: every one to vecenvs must resolve (nitpicky, -n); the names of other
-# projects (gymnasium, numpy, the standard library) cannot, without intersphinx, which needs
-# the network: those are left as text.
+# Cross-references: every one to vecenvs must resolve (nitpicky, -n). Names of Python, numpy
+# and gymnasium link to their docs through intersphinx, from inventories kept in
+# docs/_inventories (the build has no network: README.md there says where each came from);
+# names of other projects (plotly, psutil, Ray...) are left as text.
 nitpicky = True
 nitpick_ignore_regex = [(r"py:.*", r"(?!vecenvs\b).*")]
+intersphinx_mapping = {
+    "python": ("https://docs.python.org/3.11", str(DOCS / "_inventories" / "python.inv")),
+    "numpy": ("https://numpy.org/doc/stable", str(DOCS / "_inventories" / "numpy.inv")),
+    "gymnasium": ("https://gymnasium.farama.org", str(DOCS / "_inventories" / "gymnasium.inv")),
+}
+intersphinx_timeout = 1  # never waits on the network (the inventories are files)
 
 # autodoc: signatures with their defaults; type hints in the description, where they read better
 # than in a long signature.
@@ -54,7 +73,10 @@ autodoc_typehints = "signature"
 autodoc_class_signature = "mixed"
 autodoc_default_options = {"undoc-members": False}
 autodoc_mock_imports = ["ray", "stable_baselines3", "envpool", "torch"]
-napoleon_google_docstring = True
+# napoleon's Google parser runs from docs/_ext/google_style.py, which reads an attribute's
+# docstring as text (napoleon's own handler would read "(None: ..." as a type), so its own
+# handler is off.
+napoleon_google_docstring = False
 napoleon_numpy_docstring = False
 napoleon_use_param = True
 napoleon_use_rtype = True

@@ -130,7 +130,7 @@ def render(path: Path, document: dict[str, Any], base: Path = ROOT) -> str:
         *(f"pool{'' if k is None else f' (K={k})'}, share of ceiling" for _, k in pools),
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    shares, wins = [], 0
+    shares, wins, flagged = [], 0, 0
     for (env, n), row in points.items():
         cells = [f"`{env}`", str(n)]
         for key in columns:
@@ -143,7 +143,11 @@ def render(path: Path, document: dict[str, Any], base: Path = ROOT) -> str:
             for key, r in row.items()
             if key[0] != "ceiling" and key[0] in dict(COLUMNS) and r.get("ratio") is not None
         }
-        if vector_envs and max(vector_envs, key=lambda key: vector_envs[key])[0] == "pool":
+        # A row with a flag (a disturbed reference or ceiling, a noisy window...) is no win to
+        # count: its ratios are suspect.
+        if any(r.get("checks") for r in row.values()):
+            flagged += 1
+        elif vector_envs and max(vector_envs, key=lambda key: vector_envs[key])[0] == "pool":
             wins += 1
         lines.append("| " + " | ".join(cells) + " |")
     run = document["run"]
@@ -154,7 +158,10 @@ def render(path: Path, document: dict[str, Any], base: Path = ROOT) -> str:
         f"{_text(run['date'])}, {_text(run['machine'])}, load {_text(run['load_before'])} before: "
         f"{_code(run['command'], 'command')}, commit {_text(commit)}{note}."
     )
-    summary = f"`PoolVecEnv` is the fastest vector env in {wins} of the {len(points)} rows"
+    clean = len(points) - flagged
+    summary = f"`PoolVecEnv` is the fastest vector env in {wins} of the {clean} rows with no flag"
+    if flagged:
+        summary += f" ({flagged} flagged, not counted)"
     if shares:
         low, high = min(shares), max(shares)
         summary += f", at {low}%{'' if low == high else f' to {high}%'} of the ceiling"

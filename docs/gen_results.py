@@ -127,9 +127,13 @@ def _facts(document: dict[str, Any], preset: Preset) -> list[str]:
         else f"`{commit[:12]}`"
         + (" with uncommitted changes to the package" if commit.endswith("+") else "")
     )
+    if run.get("commit_note"):  # what the file's stamp says of it (data/README.md)
+        note = run["commit_note"]
+        commit_text = note if commit is None else f"{commit_text} ({note})"
+    where = f"{run['machine']}: " if run.get("machine") else ""
     return [
         f"- **Date**: {said('started')} to {said('finished')} (UTC).",
-        f"- **Machine**: {machine.get('cpu_model', 'not recorded')}; {cpus}; "
+        f"- **Machine**: {where}{machine.get('cpu_model', 'not recorded')}; {cpus}; "
         f"{machine.get('os', document.get('platform', ''))}; Python {document.get('python', '?')}.",
         f"- **Load**: {said('load_before')} before, {said('load_after')} after (the 1-minute "
         "load average; the run's own processes count in the second).",
@@ -223,7 +227,41 @@ def page(preset: Preset, folder: Path = DATA) -> str:
     ]
     if preset.name == "core2":
         lines += _bare_pool_section(folder)
+    if preset.name == "core16":
+        lines += _peers_section(folder)
     return "\n".join(lines)
+
+
+def _peers_section(folder: Path) -> list[str]:
+    """The pool beside the peers (EnvPool, SB3's SubprocVecEnv) on the same machine, one run
+    per file (``peers16-*.json``, as ``vecenvs bench --json`` wrote them)."""
+    # In the order they were made.
+    paths = sorted(
+        folder.glob("peers16-*.json"), key=lambda p: json.loads(p.read_text())["run"]["started"]
+    )
+    if not paths:
+        return []
+    lines = [
+        "## The pool beside the peers",
+        "",
+        "Runs of their own on the same machine, each with its `gym-sync` reference: the pool at "
+        "K=16 beside EnvPool, SB3's `SubprocVecEnv` and gymnasium's `AsyncVectorEnv`. EnvPool "
+        "steps its own C++ CartPole, not gymnasium's Python one: its row measures what a user "
+        "would pick instead, not the same work.",
+        "",
+    ]
+    for path in paths:
+        document, measurements = load(path)
+        run = document.get("run") or {}
+        lines += [
+            f"`{path.relative_to(DOCS.parent) if path.is_relative_to(DOCS.parent) else path}`: "
+            f"`{run.get('command')}`, {run.get('started')} to {run.get('finished')}, load "
+            f"{run.get('load_before')} before.",
+            "",
+            *_speedup_table(measurements),
+            "",
+        ]
+    return lines
 
 
 def _bare_pool_section(folder: Path) -> list[str]:

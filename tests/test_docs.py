@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -175,6 +176,230 @@ def test_pool_pages_write_out_the_keywords_they_pass_on(site):
     ray = signature(site, "RayVecEnv")
     assert re.search(r"\bstart_timeout(: [^=,]+)? = 180\.0", ray), ray
     assert len(re.findall(r"\bstart_timeout\b", ray)) == 1, ray
+
+
+def api_pages(site: Site) -> list[Path]:
+    """Every API page: a page per public name and a page per module."""
+    return sorted((site.html / "api").rglob("*.html"))
+
+
+def fields(page: str, label: str) -> list[str]:
+    """The text of every ``label`` field (``Type``, ``Parameters``...) of a page's descriptions."""
+    found = re.findall(
+        rf'<dt class="field-\w+">{label}<span class="colon">:</span></dt>\s*<dd class="field-\w+">(.*?)</dd>',
+        page,
+        re.S,
+    )
+    return [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", f)).split()) for f in found]
+
+
+#: What a type reads as: dotted names, brackets, commas, unions, literals and ellipses.
+TYPE = re.compile(r"^[\w.\[\]()|,'\" ]+$|^[\w.\[\]()|,'\" ]*\.\.\.[\w.\[\]()|,'\" ]*$")
+
+
+def test_no_type_field_holds_prose(site):
+    """napoleon read an attribute's first line as ``type: description`` when it had a colon:
+    ``caller_chunk`` read "TYPE: The envs this process steps itself (None"."""
+    prose = []
+    for path in api_pages(site):
+        for text in fields(path.read_text(encoding="utf-8"), "Type"):
+            words = re.findall(r"[A-Za-z]+", text)
+            lower = [
+                w
+                for w in words
+                if w.islower()
+                and w
+                not in (
+                    "int",
+                    "str",
+                    "float",
+                    "bool",
+                    "bytes",
+                    "list",
+                    "dict",
+                    "tuple",
+                    "set",
+                    "type",
+                    "object",
+                    "range",
+                    "slice",
+                    "frozenset",
+                    "memoryview",
+                )
+            ]
+            if not TYPE.match(text) or lower:
+                prose.append(f"{path.relative_to(site.html)}: {text!r}")
+    assert not prose, "\n".join(prose)
+    text = site.text("api/modules/vecenvs.core.html")
+    assert "The envs this process steps itself (None: the workers step them all)" in text
+
+
+def test_no_class_lists_a_base_twice(site):
+    """``WorkerTimeoutError``'s bases read "VecEnvError, TimeoutError, TimeoutError,
+    TimeoutError": bases that share a name are shown by their import paths."""
+    repeated = []
+    checked = 0
+    for path in api_pages(site):
+        page = path.read_text(encoding="utf-8")
+        for bases in re.findall(r"<p>Bases: (.*?)</p>", page, re.S):
+            names = [
+                " ".join(html.unescape(re.sub(r"<[^>]+>", "", b)).split())
+                for b in bases.split(", ")
+            ]
+            checked += 1
+            if len(set(names)) != len(names):
+                repeated.append(f"{path.relative_to(site.html)}: {names}")
+    assert checked >= 10, f"only {checked} Bases lines found"
+    assert not repeated, "\n".join(repeated)
+    text = site.text("api/generated/WorkerTimeoutError.html")
+    assert (
+        "Bases: VecEnvError, TimeoutError, multiprocessing.TimeoutError, multiprocess.TimeoutError"
+        in text
+    ), text[:600]
+
+
+def parameters(site: Site, name: str) -> dict[str, str]:
+    """The Parameters field of ``name``'s own description (not its methods'): name -> text."""
+    page = site.page(f"api/generated/{name}.html")
+    start = re.search(rf'id="vecenvs\.{name}"', page).start()
+    body = page[start : page.find("</dd>", page.find('<dt class="field-', start))]
+    found = fields(body + "</dd>", "Parameters")
+    assert found, f"{name}'s page has no Parameters field"
+    items = re.findall(r"<li>(.*?)</li>", body, re.S) or [body]
+    listed = {}
+    for item in items:
+        text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", item)).split())
+        head, _, rest = text.partition(" \u2013 ")
+        for argument in head.split(","):
+            listed[argument.strip().lstrip("*")] = rest
+    return listed
+
+
+def user_facing() -> list[str]:
+    """The public classes (not the errors) and functions: what users pass arguments to."""
+    return [
+        name
+        for name in public_names()
+        if inspect.isfunction(getattr(vecenvs, name))
+        or (
+            inspect.isclass(getattr(vecenvs, name))
+            and not issubclass(getattr(vecenvs, name), BaseException)
+        )
+    ]
+
+
+@pytest.mark.parametrize("name", user_facing())
+def test_every_argument_is_listed_with_its_default(site, name):
+    """Every argument a user may pass (``**kwargs`` written out) has a field, and each that has
+    a default says it: ``env_fns`` was missing from ``PoolVecEnv`` and two more classes,
+    ``num_envs`` from ``make_vec``."""
+    from parameters import constructor_signature
+
+    obj = getattr(vecenvs, name)
+    signature = constructor_signature(obj) if inspect.isclass(obj) else inspect.signature(obj)
+    wanted = [p for p in signature.parameters.values() if p.kind is not p.VAR_POSITIONAL]
+    if not wanted:  # (available_cpus takes none)
+        return
+    listed = parameters(site, name)
+    for parameter in wanted:
+        assert parameter.name in listed, f"{name} does not list {parameter.name}: {sorted(listed)}"
+        if parameter.default is not parameter.empty:
+            assert "default" in listed[parameter.name].lower(), (
+                name,
+                parameter.name,
+                listed[parameter.name],
+            )
+
+
+def test_the_pool_lists_env_fns_and_make_vec_num_envs_with_an_example(site):
+    assert "env_fns" in parameters(site, "PoolVecEnv")
+    assert "functions that each make one env" in parameters(site, "PoolVecEnv")["env_fns"]
+    assert "num_envs" in parameters(site, "make_vec")
+    text = site.text("api/generated/make_vec.html")
+    assert "Example" in text and 'make_vec ("CartPole-v1", num_envs = 8' in text, text[-1500:]
+
+
+@pytest.mark.parametrize("name", ["PoolVecEnv", "AsyncPoolVecEnv", "SubprocVecEnv", "MultiEnv"])
+def test_the_user_facing_pages_show_no_internals_and_no_bare_names(site, name):
+    """The machinery (the shared area, the workers, a chunk's spec, the class settings the
+    pool's base reads) is on the module pages, not on the page of the class a user calls; and
+    every member shown has text."""
+    page = site.page(f"api/generated/{name}.html")
+    members = re.findall(rf'<dt class="sig sig-object py" id="vecenvs\.{name}\.(\w+)">', page)
+    assert {"reset", "step", "close"} <= set(members), members
+    internal = {
+        "area",
+        "own",
+        "workers",
+        "spec_of",
+        "uses_shared_area",
+        "env_words",
+        "close_extras",
+    }
+    assert not internal & set(members), internal & set(members)
+    bare = re.findall(rf'id="vecenvs\.{name}\.(\w+)">.*?</dt>\s*<dd>\s*</dd>', page, re.S)
+    assert not bare, f"members shown with no text: {bare}"
+
+
+def test_api_pages_link_to_their_source_and_to_python_numpy_and_gymnasium(site):
+    for name in ("PoolVecEnv", "make_vec", "WorkerTimeoutError"):
+        page = site.page(f"api/generated/{name}.html")
+        assert re.search(
+            r'href="[^"]*_modules/vecenvs/[\w/]+\.html#[^"]*"><span class="viewcode-link">', page
+        ), name
+    pool = site.page("api/generated/PoolVecEnv.html")
+    assert 'href="https://gymnasium.farama.org/api/env/#gymnasium.Env"' in pool
+    assert 'href="https://docs.python.org/3.11/library/functions.html#int"' in pool
+    timeout = site.page("api/generated/WorkerTimeoutError.html")
+    assert (
+        "https://docs.python.org/3.11/library/multiprocessing.html#multiprocessing.TimeoutError"
+        in timeout
+    )
+    multi = site.page("api/generated/MultiEnv.html")
+    assert (
+        'href="https://numpy.org/doc/stable/reference/generated/numpy.ndarray.html#numpy.ndarray"'
+        in multi
+    )
+    everything = "".join(p.read_text(encoding="utf-8") for p in api_pages(site))
+    for site_address in (
+        "https://docs.python.org/",
+        "https://numpy.org/",
+        "https://gymnasium.farama.org/api/vector/",
+    ):
+        assert f'href="{site_address}' in everything, site_address
+
+
+def test_the_inventories_are_sphinx_s_and_name_real_pages():
+    """The intersphinx inventories (docs/_inventories, see its README) load as Sphinx loads
+    them, and gymnasium's lists the names gymnasium's vector API documents."""
+    from sphinx.util.inventory import InventoryFile
+
+    def load(name: str, base: str) -> dict:
+        with open(REPO / "docs" / "_inventories" / f"{name}.inv", "rb") as file:
+            inventory = InventoryFile.load(file, base, "/".join)
+        data = getattr(inventory, "data", inventory)
+        return {name: item for kind in data.values() for name, item in kind.items()}
+
+    gymnasium = load("gymnasium", "https://gymnasium.farama.org")
+    for name in (
+        "gymnasium.Env",
+        "gymnasium.vector.VectorEnv",
+        "gymnasium.spaces.Space",
+        "gymnasium.make_vec",
+    ):
+        assert name in gymnasium, name
+    assert gymnasium["gymnasium.vector.AsyncVectorEnv"].uri.endswith(
+        "/api/vector/async_vector_env/#gymnasium.vector.AsyncVectorEnv"
+    )
+    numpy = load("numpy", "https://numpy.org/doc/stable")
+    assert (
+        numpy["numpy.ndarray"].uri
+        == "https://numpy.org/doc/stable/reference/generated/numpy.ndarray.html#numpy.ndarray"
+    )
+    python = load("python", "https://docs.python.org/3.11")
+    assert python["multiprocessing.TimeoutError"].uri.endswith(
+        "multiprocessing.html#multiprocessing.TimeoutError"
+    )
 
 
 def test_every_module_has_a_page(site):

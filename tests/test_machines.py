@@ -8,6 +8,7 @@ and to the N given. The notebooks at other CPU counts are in ``test_notebooks.py
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -252,3 +253,23 @@ def test_the_seeds_preset_keeps_some_n_beyond_the_cpus(monkeypatch, cpus, added)
     assert bool(notes) == (added is not None)
     _, notes, _ = preset(monkeypatch, cpus, "--preset", "seeds", "--num-envs", "8")
     assert notes == []  # the N given are the N measured
+
+
+@pytest.mark.parametrize("name", ["core2", "core16", "seeds"])
+def test_a_preset_without_mujoco_says_which_env_it_leaves_out_and_why(monkeypatch, name):
+    """``--preset core2`` measured 3 points instead of 4 with only "measuring 3 point(s)": the
+    note names the env left out, the reason and the install that puts it back."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        vecenvs.cli.bench.importlib.util,
+        "find_spec",
+        lambda module, *rest: None if module == "mujoco" else real(module, *rest),
+    )
+    config, notes, _ = preset(monkeypatch, 2, "--preset", name)
+    assert "HumanoidStandup-v5" not in {spec.env_id for spec in config.env_specs()}
+    note = next(n for n in notes if "HumanoidStandup" in n)
+    assert note.startswith(f"--preset {name}: HumanoidStandup-v5 left out, MuJoCo is not installed")
+    assert "'.[mujoco]'" in note
+    monkeypatch.undo()
+    _, notes, _ = preset(monkeypatch, 2, "--preset", name)
+    assert not any("HumanoidStandup" in n for n in notes)

@@ -106,6 +106,35 @@ def test_every_figure_of_the_headline_table_is_in_its_results_file():
     assert ("commit " + (run.get("commit") or "not recorded")) in block
 
 
+def test_the_headline_counts_as_wins_only_rows_with_no_flag(tmp_path):
+    """A row with a flag (here the committed file's "reference disturbed") is not a win: the
+    summary says how many rows were counted and how many were flagged."""
+
+    def summary(document: dict) -> str:
+        path = tmp_path / "core2.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        block = gen_headline.render(path, document, base=tmp_path)
+        return next(line for line in block.splitlines() if line.startswith("`PoolVecEnv` is"))
+
+    document = json.loads(headline_file(readme()).read_text(encoding="utf-8"))
+    rows: dict[tuple[str, int], list[dict]] = {}
+    for result in document["results"]:
+        rows.setdefault((result["config"]["env_id"], result["config"]["num_envs"]), []).append(
+            result
+        )
+    flagged = sum(any(r.get("checks") for r in row) for row in rows.values())
+    assert flagged >= 1, "the committed file has a flagged row: the case this test is about"
+    said = summary(document)
+    assert (
+        f"of the {len(rows) - flagged} rows with no flag ({flagged} flagged, not counted)" in said
+    )
+    assert said.split(". Numbers:")[0] in readme(), "the README says what its file gives"
+
+    for result in document["results"]:  # a clean run: every row counts
+        result["checks"] = []
+    assert f"of the {len(rows)} rows with no flag," in summary(document)
+
+
 def test_the_example_runs_as_written(tmp_path):
     code = re.search(r"```python\n(.*?)```", readme(), re.S)
     assert code, "README.md should have a Python example"

@@ -25,6 +25,8 @@ from gymnasium.error import (  # re-exported: one place to import every error fr
     NoAsyncCallError,
 )
 
+from vecenvs import main_guard
+
 __all__ = [
     "AlreadyPendingCallError",
     "ClosedEnvironmentError",
@@ -100,6 +102,13 @@ class WorkerDiedError(VecEnvError):
             how = "exit code unknown"
         else:
             how = f"killed by signal {-exitcode}" if exitcode < 0 else f"exit code {exitcode}"
+        cause = main_guard.explain(exitcode)  # the script's missing `if __name__ == "__main__":`
+        if cause is not None:
+            super().__init__(
+                f"worker {worker_index} (envs {describe_indices(env_indices)}) stopped while "
+                f"starting ({how}): {cause}."
+            )
+            return
         super().__init__(
             f"worker {worker_index} (envs {describe_indices(env_indices)}) died during {doing} "
             f"({how}). Its envs are lost: close this vector env and make a new one."

@@ -373,6 +373,7 @@ def make_vec(
             (``"mycart.env:MyCartEnv"``, called with ``env_kwargs``) or a function that makes
             an env (a lambda or closure works under every start method: workers unpickle it
             with dill).
+        num_envs: how many copies of the env, N (a whole number, at least 1).
         backend: one of :data:`BACKENDS` (see :data:`BACKEND_INFO` for what each does).
         autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value). None: the
             backend's own, which is NEXT_STEP except for the peers that can do only one mode
@@ -390,6 +391,18 @@ def make_vec(
         TypeError: ``num_envs`` is not a whole number (numpy integers are).
         vecenvs.envspec.EnvError: (a ValueError) an unknown env id, a module that fails to
             import, a name the module does not have; one line saying which.
+
+    Example:
+        >>> import vecenvs
+        >>> with vecenvs.make_vec("CartPole-v1", num_envs=8, backend="pool", num_workers=2) as envs:
+        ...     observations, infos = envs.reset(seed=0)
+        ...     actions = envs.action_space.sample()
+        ...     observations, rewards, terminations, truncations, infos = envs.step(actions)
+        >>> observations.shape, rewards.shape
+        ((8, 4), (8,))
+
+        In a script, build the envs under ``if __name__ == "__main__":``: with the ``spawn``
+        or ``forkserver`` start method each worker imports the script again.
     """
     check_backend_available(backend)
     info = BACKEND_INFO[backend]

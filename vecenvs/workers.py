@@ -54,6 +54,7 @@ from gymnasium.vector.utils import iterate
 from multiprocess.connection import wait as first_ready
 from multiprocess.reduction import recv_handle, send_handle
 
+from vecenvs import main_guard
 from vecenvs.doorbell import Spin, Waiter, fence, publish
 from vecenvs.errors import (
     CrashReport,
@@ -119,6 +120,7 @@ def process_context(start_method: str | None, env_fns: list[Callable[[], gym.Env
     """
     import multiprocess
 
+    main_guard.exit_if_bootstrapping()  # a worker importing a script that lacks the guard
     if start_method is not None and start_method not in START_METHODS:
         raise ValueError(  # (with multiprocessing's words too: code written for it matches on them)
             f"start_method is {start_method!r}: cannot find context for {start_method!r}; expected one of {START_METHODS} or None"

@@ -40,9 +40,10 @@ def api_page(name: str, module: str) -> str:
     if inspect.isclass(obj) and issubclass(obj, BaseException):
         kind, options = "exception", [":show-inheritance:"]
     elif inspect.isclass(obj):
-        # Methods inherited from our own bases are shown; gymnasium's VectorEnv's are not.
         kind = "class"
-        options = [":members:", ":show-inheritance:", ":inherited-members: VectorEnv"]
+        members = user_members(obj)
+        options = [f":members: {', '.join(members)}" if members else ":members:"]
+        options.append(":show-inheritance:")
     elif callable(obj):
         kind = "function"
     else:  # data: documented where it is assigned, beside its ``#:`` comment
@@ -50,6 +51,104 @@ def api_page(name: str, module: str) -> str:
         module = defining_module(name, obj)
     directive = [f".. auto{kind}:: {module}.{name}", *(f"   {option}" for option in options)]
     return "\n".join([f"# {name}", "", "```{eval-rst}", *directive, "```", ""])
+
+
+#: Methods gymnasium's ``VectorEnv`` calls itself (``close()`` calls ``close_extras()``): a
+#: subclass writes them, a user calls the method that calls them.
+HOOKS = ("close_extras",)
+
+
+def user_members(cls: type) -> list[str]:
+    """The members a user of ``cls`` reads about on its page, in the order of ``dir()``.
+
+    Each is this package's (gymnasium's own members are on gymnasium's pages), has text (a
+    docstring, its own or the nearest of the package's bases' (``google_style.py`` shows that
+    one), or a ``#:`` comment for an attribute: no bare names), and is not part of the
+    machinery: not a method gymnasium calls itself (:data:`HOOKS`), not typed with one of the
+    package's internal classes (a ``SharedArea``, a ``Chunk``: no public page says what to do
+    with one), and not a class-level setting that one of the package's internal base classes
+    declares for its subclasses (``uses_shared_area``). The rest are on the module pages
+    (``api/modules/``) and in the code, a [source] link away.
+    """
+    kept = []
+    for name in dir(cls):
+        owner = next((k for k in cls.__mro__ if declares(k, name)), None)
+        if name.startswith("_") or name in HOOKS or owner is None or not ours(owner):
+            continue
+        if not any(has_text(k, name) for k in cls.__mro__ if ours(k) and declares(k, name)):
+            continue
+        if typed_internal(owner, name):
+            continue
+        if is_setting(cls, name):
+            continue
+        kept.append(name)
+    return kept
+
+
+def declares(cls: type, name: str) -> bool:
+    """Whether ``cls`` itself assigns or annotates ``name``."""
+    return name in vars(cls) or name in vars(cls).get("__annotations__", {})
+
+
+def ours(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "vecenvs"
+
+
+def is_public_class(cls: type) -> bool:
+    import vecenvs
+
+    return getattr(vecenvs, cls.__name__, None) is cls
+
+
+def has_text(owner: type, name: str) -> bool:
+    """Whether ``owner``'s ``name`` has a docstring of its own, or a ``#:`` comment."""
+    value = vars(owner).get(name)
+    if isinstance(value, property):
+        value = value.fget
+    if inspect.isfunction(value) or isinstance(value, (classmethod, staticmethod)):
+        return bool(getattr(value, "__doc__", None))
+    from sphinx.pycode import ModuleAnalyzer
+
+    try:
+        comments = ModuleAnalyzer.for_module(owner.__module__).find_attr_docs()
+    except Exception:
+        return False
+    return any(comments.get((owner.__qualname__, name), []))
+
+
+def typed_internal(owner: type, name: str) -> bool:
+    """Whether ``name``'s annotation (an attribute's, or what a method or property returns)
+    names a class of this package that users do not import."""
+    import importlib
+    import re
+
+    value = vars(owner).get(name)
+    if isinstance(value, property):
+        value = value.fget
+    if callable(value):
+        annotation = getattr(value, "__annotations__", {}).get("return", "")
+    else:
+        annotation = vars(owner).get("__annotations__", {}).get(name, "")
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    module = importlib.import_module(owner.__module__)
+    for word in re.findall(r"[A-Za-z_][\w.]*", text):
+        found: Any = module
+        for part in word.split("."):
+            found = getattr(found, part, None)
+        if inspect.isclass(found) and ours(found) and not is_public_class(found):
+            return True
+    return False
+
+
+def is_setting(cls: type, name: str) -> bool:
+    """Whether ``name`` is a class-level value (not a method or property) that one of the
+    package's internal base classes of ``cls`` declares: a setting for that base's machinery."""
+    value = getattr(cls, name, None)
+    if callable(value) or isinstance(inspect.getattr_static(cls, name, None), property):
+        return False
+    return any(
+        declares(base, name) and ours(base) and not is_public_class(base) for base in cls.__mro__
+    )
 
 
 def defining_module(name: str, obj: object) -> str:
@@ -181,11 +280,19 @@ def copy_notebooks(folder: Path) -> list[str]:
 
 
 def generate(app: Any = None) -> None:
-    """Everything above, then the results pages; run on Sphinx's ``builder-inited``."""
-    import gen_results
+    """Everything above, then the results pages; run on Sphinx's ``builder-inited``.
 
-    write_api_pages(DOCS / "api" / "generated")
-    write_module_pages(DOCS / "api" / "modules")
+    The package's modules are imported with the optional peers (``autodoc_mock_imports``:
+    Stable-Baselines3, torch, Ray, EnvPool) mocked, as autodoc imports them, whether they are
+    installed or not: ``vecenvs.sb3`` is documented by a docs install without torch, and the
+    pages are the same with the peers installed (``make docs`` in a fresh clone installs only
+    the docs extras)."""
+    import gen_results
+    from sphinx.ext.autodoc.mock import mock
+
+    with mock(app.config.autodoc_mock_imports if app is not None else []):
+        write_api_pages(DOCS / "api" / "generated")
+        write_module_pages(DOCS / "api" / "modules")
     (DOCS / "cli.md").write_text(cli_page(), encoding="utf-8")
     copy_notebooks(DOCS / "course" / "notebooks")
     gen_results.write_pages(DOCS / "results")

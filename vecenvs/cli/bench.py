@@ -281,6 +281,14 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     return EXIT_OK
 
 
+def _without_mujoco(preset: str | None) -> str:
+    """The note of a preset that leaves out its MuJoCo env, and how to put it back."""
+    return (
+        f"--preset {preset}: {HUMANOID} left out, MuJoCo is not installed (install it with "
+        "pip install -e '.[mujoco]' in the clone, or make bench)"
+    )
+
+
 def _sweep_config(args: argparse.Namespace) -> tuple[SweepConfig, list[str]]:
     """The command line as a (not yet validated) :class:`SweepConfig`: each part as given, else
     as the preset says, else the default; and notes on how a preset was fitted to this machine
@@ -293,14 +301,17 @@ def _sweep_config(args: argparse.Namespace) -> tuple[SweepConfig, list[str]]:
     only = None
     if "points" in preset and not (args.env_id or args.num_envs):  # each env at its own N
         wanted = [(env, ns) for env, ns in preset["points"] if mujoco or env.env_id != HUMANOID]
+        if len(wanted) < len(preset["points"]):
+            notes.append(_without_mujoco(args.preset))
         points = [(env, n) for env, ns in wanted for n in ns]
         envs = [env for env, _ in wanted]
         num_envs = sorted({n for _, n in points})
         only = [(env.label, n) for env, n in points]
     else:
         env_ids = unique(args.env_id or preset.get("envs") or DEFAULT_ENVS)
-        if not (args.env_id or mujoco):
+        if not (args.env_id or mujoco) and HUMANOID in env_ids:
             env_ids = [env_id for env_id in env_ids if env_id != HUMANOID]
+            notes.append(_without_mujoco(args.preset))
         grid: dict[str, list[Any]] = {}
         for key, value in args.env_kwargs:  # a key given several times: each value is measured
             values = grid.setdefault(key, [])
