@@ -164,7 +164,12 @@ def test_make_grade_and_make_release_run_the_instructors_commands():
         ).stdout
 
     grade = dry_run("grade", "SUBMISSIONS=/srv/class", "GRADE_ARGS=--manual m.csv")
-    assert "-m exercises.grade /srv/class --csv /srv/class/scores.csv --manual m.csv" in grade
+    assert (
+        "-m exercises.grade /srv/class --csv /srv/class/scores.csv --jobs 1 --manual m.csv" in grade
+    )
+    assert "--jobs 4" in dry_run("grade", "JOBS=4")
+    collect = dry_run("collect", "ROSTER=r.csv", "CLONES=/srv/repos", "SUBMISSIONS=/srv/class")
+    assert "-m exercises.collect /srv/repos /srv/class --roster r.csv" in collect
     # The guide names the gradebook the grader writes, and no other.
     guide = (EXERCISES / "INSTRUCTORS.md").read_text()
     assert "SUBMISSIONS/scores.csv" in guide and "grades.csv" not in guide
