@@ -323,6 +323,7 @@ def grade_in_parallel(
     from this one) that is the subreaper of its own student's processes. When ``unchanged()``
     becomes false, every student graded since the last time it was true is "tampered", those
     not started are "not graded"."""
+    before = {child.pid for child in psutil.Process().children()}
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(workers, context, initializer=processes.become_subreaper)
     futures: dict[Future[Graded], Job] = {}
@@ -349,7 +350,7 @@ def grade_in_parallel(
                     yield job, future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        processes.reap_zombies()
+        processes.reap_zombies(spare=before)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -568,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         # student), to be killed after each student.
         processes.become_subreaper()
         # A sandbox that cannot start Python would fail every check of every student: say so now.
+        before_probe = {child.pid for child in psutil.Process().children()}
         with tempfile.TemporaryDirectory(prefix="grade-") as empty:
             probe = StudentProcess(Path(empty), sandbox)
             try:
@@ -576,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"ERROR: {error}") from None
             finally:
                 probe.stop()
-        processes.reap_zombies()
+        processes.reap_zombies(spare=before_probe)
 
         watched = (EXERCISES, isolation.vecenvs_folder())
         before = fingerprint(*watched, leave_out=submissions)

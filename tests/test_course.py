@@ -711,11 +711,32 @@ def test_what_a_run_saves_reads_back_the_same_and_a_strange_file_is_refused(tmp_
 def test_the_time_for_a_class_elsewhere_is_labelled_computed():
     from exercises.grading import timing
 
-    here = timing.estimate(10.0, 6.0, 2, 2.0, 200, cpus=2, here=2)
-    assert here["seconds"] == 1200 and "measured here" in here["how"]
-    elsewhere = timing.estimate(10.0, 6.0, 2, 2.0, 200, cpus=8, here=2)
+    here = timing.estimate(10.0, 6.0, 2, 2.0, 200, cpus=2, here=2, start=4)
+    assert here["seconds"] == 1204 and "measured here" in here["how"]
+    elsewhere = timing.estimate(10.0, 6.0, 2, 2.0, 200, cpus=8, here=2, start=4)
     efficiency = 10.0 / 6.0 / 2
-    assert elsewhere["seconds"] == round(200 * 10.0 / (8 * efficiency))
+    assert elsewhere["seconds"] == round(200 * 10.0 / (8 * efficiency) + 4)
     assert elsewhere["how"].startswith("computed, not measured")
     cpu_bound = timing.estimate(10.0, 6.0, 2, 20.0, 200, cpus=8, here=2)
     assert cpu_bound["seconds"] == 200 * 20 // 8  # the CPU time is a floor
+
+
+def test_the_guides_times_are_those_of_the_results_file():
+    """Words follow numbers: the guide's timing section is what the timing command writes from
+    its results file, which says when, where, at what load, with which command and commit."""
+    from exercises.grading import timing
+
+    path = timing.DEFAULT_OUT
+    document = json.loads(path.read_text())
+    assert {"started", "ended", "command", "commit", "load_before", "load_after"} <= set(
+        document["run"]
+    )
+    assert document["same_totals"] and document["machine"]["logical_cpus"]
+    guide = (EXERCISES / "INSTRUCTORS.md").read_text()
+    section = guide[guide.index(timing.GUIDE_START) : guide.index(timing.GUIDE_END)]
+    expected = timing.guide_text(document, str(path.relative_to(REPO)))
+    assert section == f"{timing.GUIDE_START}\n{expected}\n"
+    assert any(
+        item["cpus"] == 8 and "computed, not measured" in item["how"]
+        for item in document["estimates"]
+    )
