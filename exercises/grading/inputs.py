@@ -2,7 +2,8 @@
 
 - ``--roster``: GitHub Classroom's roster export (columns ``identifier`` and ``github_username``),
   which names each submission folder's student id. A folder named after a username (or ending
-  in ``-<username>``, as ``gh classroom clone`` names repositories) gets that row's id.
+  in ``-<username>``, as Classroom named repositories) gets that row's id. (``make collect``
+  names each folder after the student's id: no roster needed then.)
 - ``--submitted``: when each student submitted (columns ``student`` and ``submitted_at``, an
   ISO 8601 time with its time zone), for the late penalty.
 - ``--manual``: the scores of the parts graded by hand (columns ``student``, ``part``,
