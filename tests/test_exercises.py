@@ -495,7 +495,7 @@ def test_hard_deadline_kills_a_hung_student_and_everything_it_started(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     row = gradebook(tmp_path / "grades.csv")["dave"]
-    assert row["status"] == "timed out" and float(row["total"]) == 0
+    assert row["status"] == "timed out" and float(row["checks"]) == 0
     assert "did not finish within 6 s" in done.stdout
     # The judge, the student's sandbox and the child its code started were all killed.
     assert leftover_processes(marker) == []
