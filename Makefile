@@ -4,10 +4,10 @@
 #   make dashboard  run the dashboard on http://localhost:8501 (live comparisons, profiles)
 #   make bench      a quick benchmark of the backends in the terminal
 #   make lab        open the notebook course in JupyterLab
-#   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions
+#   make grade      grade a class's exercises: make grade SUBMISSIONS=path/to/submissions JOBS=2
 #   make release    build the student release (no solutions): make release OUT=path/to/folder
 #   make gradescope build Gradescope's autograder zip: make gradescope ZIP=autograder.zip
-#   make collect    the students' clones at the deadline: make collect CLONES=repos SUBMISSIONS=dir
+#   make collect    the students' repositories at the deadline: make collect ROSTER=roster.csv
 #   make peers      add the peers measured beside ours: Stable-Baselines3 (with torch), Ray, EnvPool
 #   make docs       build the documentation site into docs/_build/html (notebooks run in quick mode)
 #   make lint       the gate: ruff (lint, import order, format check) and mypy over the package
@@ -99,11 +99,14 @@ lab: $(VENV)/.installed-lab
 # Grade every student's folder under SUBMISSIONS (one subfolder per student), hidden checks
 # included: the table, the gradebook CSV, and per student SUBMISSIONS/_feedback/<student>/
 # feedback.txt and results.json (Gradescope). Points and policy: exercises/policy.toml.
-# GRADE_ARGS passes more options, e.g. GRADE_ARGS="--manual manual-scores.csv".
+# JOBS students are graded at once, each in its own sandbox (as many as the CPUs is a good start).
+# GRADE_ARGS passes more options: GRADE_ARGS="--manual hand.csv" merges the hand scores into the
+# last run's results without running the checks; GRADE_ARGS="--student ID" grades one again.
 SUBMISSIONS ?= submissions
 GRADE_ARGS ?=
+JOBS ?= 1
 grade: $(VENV)/.installed-lab
-	$(PYTHON) -m exercises.grade $(SUBMISSIONS) --csv $(SUBMISSIONS)/scores.csv $(GRADE_ARGS)
+	$(PYTHON) -m exercises.grade $(SUBMISSIONS) --csv $(SUBMISSIONS)/scores.csv --jobs $(JOBS) $(GRADE_ARGS)
 
 # Build the student release (no solutions, no hidden checks, no grader) into OUT, a folder to
 # push as the GitHub Classroom template repository: see exercises/INSTRUCTORS.md.
@@ -111,12 +114,16 @@ OUT ?= student-release
 release: $(VENV)/.installed-lab
 	$(PYTHON) -m exercises.release $(OUT)
 
-# Collect a class by the deadline: each GitHub Classroom clone under CLONES (gh classroom clone)
-# at its last commit that counts under the policy's due date, into SUBMISSIONS, with
-# SUBMISSIONS/submitted.csv for the late penalty: then make grade GRADE_ARGS="--submitted ...".
+# Collect a class by the deadline into SUBMISSIONS (new or empty): each student's repository,
+# named in ROSTER (a CSV of student,repository: a URL on any git host, or a path; GitHub
+# Classroom's grades export also works), cloned or fetched into CLONES, at its last commit that
+# counts under the policy's due date; it names the later commits it left out. Without ROSTER,
+# CLONES is a folder of clones already made. SUBMISSIONS/submitted.csv holds the times for the
+# late penalty: then make grade GRADE_ARGS="--submitted $(SUBMISSIONS)/submitted.csv".
 CLONES ?= student-repos
+ROSTER ?=
 collect: $(VENV)/.installed-lab
-	$(PYTHON) -m exercises.collect $(CLONES) $(SUBMISSIONS)
+	$(PYTHON) -m exercises.collect $(CLONES) $(SUBMISSIONS) $(if $(ROSTER),--roster $(ROSTER))
 
 # Build Gradescope's autograder zip (setup.sh, run_autograder, the grader and the checks, no
 # solutions) into ZIP, to upload as a programming assignment's autograder.

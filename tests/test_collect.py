@@ -112,3 +112,123 @@ def test_collecting_refuses_a_folder_it_would_mix_into(tmp_path):
         collect.collect(tmp_path, tmp_path / "out", POLICY)
     with pytest.raises(collect.CollectError, match="not a folder"):
         collect.collect(tmp_path / "none", tmp_path / "new", POLICY)
+
+
+def host(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A bare repository standing for a git host's (``hosts/<name>.git``), and a clone of it to
+    commit and push from (``work/<name>``)."""
+    remote = tmp_path / "hosts" / f"{name}.git"
+    subprocess.run(
+        ["git", "init", "-q", "--bare", "--initial-branch=main", str(remote)], check=True
+    )
+    work = new_clone(tmp_path / "work", name)
+    subprocess.run(["git", "-C", str(work), "remote", "add", "origin", str(remote)], check=True)
+    return remote, work
+
+
+def push(work: Path, branch: str = "HEAD") -> None:
+    subprocess.run(["git", "-C", str(work), "push", "-q", "origin", f"{branch}:main"], check=True)
+
+
+def collect_with(roster: Path, clones: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "exercises.collect", str(clones), str(out), "--roster", str(roster)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_a_roster_of_repositories_on_any_host_is_fetched_and_collected_naming_what_was_left_out(
+    tmp_path,
+):
+    """Repositories named by URL (file://, as https:// or ssh:// would be) or by path, cloned
+    into mirrors, fetched again on the next collection; each student's last commit that counts,
+    and every commit after the cutoff named as left out; a repository that cannot be fetched is
+    named, and the others are collected."""
+    work_file = "q1_chunks.py"
+    cutoff = collect.cutoff(POLICY, at_deadline=False)
+    ann_remote, ann = host(tmp_path, "ann")
+    commit(ann, DUE - timedelta(days=3), {work_file: "# start\n"}, "start")
+    on_time = commit(ann, DUE - timedelta(hours=1), {work_file: "# ann\n"}, "done")
+    too_late = [
+        commit(ann, cutoff + timedelta(hours=hours), {work_file: f"# {hours}\n"}, "late")
+        for hours in (1, 30)
+    ]
+    push(ann)
+    bea = new_clone(tmp_path / "disk", "bea-repo")  # a path on this disk, not bare
+    late = commit(
+        bea, DUE + POLICY.late.grace + timedelta(days=1, hours=2), {work_file: "# b\n"}, "x"
+    )
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "student,repository\n"
+        f"s-ann,{ann_remote.as_uri()}\n"
+        "s-bea,disk/bea-repo\n"  # relative to the roster's folder
+        f"s-cal,{(tmp_path / 'hosts' / 'missing.git').as_uri()}\n"
+    )
+    clones = tmp_path / "clones"
+    done = collect_with(roster, clones, tmp_path / "first")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"s-ann: {on_time[:10]} of {DUE - timedelta(hours=1)}" in lines
+    left = next(line for line in lines if "left out:" in line)
+    assert f"2 commit(s) after {cutoff.isoformat()} left out" in left
+    assert all(commit_[:10] in left for commit_ in too_late), left
+    assert any(line.startswith("s-bea: " + late[:10]) and "2 day(s) late" in line for line in lines)
+    assert any(
+        line.startswith("s-cal: left out (git could not fetch") and "missing.git" in line
+        for line in lines
+    ), done.stdout
+    assert (tmp_path / "first" / "s-ann" / work_file).read_text() == "# ann\n"
+    assert (clones / "s-ann.git" / "HEAD").is_file()  # a bare mirror, kept for the next time
+    with open(tmp_path / "first" / "submitted.csv", newline="") as file:
+        rows = {row["student"]: row for row in csv.DictReader(file)}
+    assert set(rows) == {"s-ann", "s-bea"}
+    assert rows["s-ann"]["left_out"] == " ".join(reversed(too_late))  # newest first
+    assert rows["s-bea"]["days_late"] == "2" and rows["s-bea"]["left_out"] == ""
+
+    # Ann pushes a later commit that still counts: the next collection fetches it.
+    newer = commit(ann, DUE, {work_file: "# ann, at the deadline\n"}, "again")
+    subprocess.run(["git", "-C", str(ann), "push", "-q", "-f", "origin", "HEAD:main"], check=True)
+    done = collect_with(roster, clones, tmp_path / "second")
+    assert done.returncode == 0, done.stderr
+    assert f"s-ann: {newer[:10]}" in done.stdout
+    assert (tmp_path / "second" / "s-ann" / work_file).read_text() == "# ann, at the deadline\n"
+
+
+def test_github_classrooms_export_is_one_roster_and_a_bad_row_is_refused_by_its_line(tmp_path):
+    remote, work = host(tmp_path, "hw1-ann")
+    commit(work, DUE - timedelta(hours=2), {"q1_chunks.py": "# ann\n"}, "done")
+    push(work)
+    export = tmp_path / "grades.csv"
+    export.write_text(
+        "assignment_name,assignment_url,starter_code_url,github_username,roster_identifier,"
+        "student_repository_name,student_repository_url,submission_timestamp,points_awarded,"
+        "points_available\n"
+        f"hw1,u,s,ann-gh,s-001,hw1-ann,{remote.as_uri()},,0,100\n"
+        f"hw1,u,s,bob-gh,,hw1-bob,{remote.as_uri()},,0,100\n"  # no roster id: the username
+    )
+    assert [(entry.student, entry.repository) for entry in collect.read_roster(export)] == [
+        ("s-001", remote.as_uri()),
+        ("bob-gh", remote.as_uri()),
+    ]
+    done = collect_with(export, tmp_path / "clones", tmp_path / "out")
+    assert done.returncode == 0 and (tmp_path / "out" / "s-001" / "q1_chunks.py").exists()
+
+    for rows, named in [
+        ("student,repository\n../evil,x\n", "line 2: student '../evil'"),
+        ("student,repository\n_x,x\n", "student '_x'"),
+        (f"student,repository\na,{remote}\nA,{remote}\n", "line 3: student 'A' is also on line 2"),
+        ("student,repository\na,\n", "line 2: no repository for 'a'"),
+        ("student,repository\na,-uploadpack=touch x\n", "not a URL or a path"),
+        ("student,repository\na,no/such/folder\n", "no such folder"),
+        (f"student,repository,branch\na,{remote},..bad\n", "branch '..bad'"),
+        ("identifier,github_username\ns,a\n", "expected the columns student and repository"),
+    ]:
+        (tmp_path / "bad.csv").write_text(rows)
+        with pytest.raises(collect.CollectError) as refused:
+            collect.read_roster(tmp_path / "bad.csv")
+        assert named in str(refused.value), (rows, str(refused.value))

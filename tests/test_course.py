@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
@@ -164,7 +164,12 @@ def test_make_grade_and_make_release_run_the_instructors_commands():
         ).stdout
 
     grade = dry_run("grade", "SUBMISSIONS=/srv/class", "GRADE_ARGS=--manual m.csv")
-    assert "-m exercises.grade /srv/class --csv /srv/class/scores.csv --manual m.csv" in grade
+    assert (
+        "-m exercises.grade /srv/class --csv /srv/class/scores.csv --jobs 1 --manual m.csv" in grade
+    )
+    assert "--jobs 4" in dry_run("grade", "JOBS=4")
+    collect = dry_run("collect", "ROSTER=r.csv", "CLONES=/srv/repos", "SUBMISSIONS=/srv/class")
+    assert "-m exercises.collect /srv/repos /srv/class --roster r.csv" in collect
     # The guide names the gradebook the grader writes, and no other.
     guide = (EXERCISES / "INSTRUCTORS.md").read_text()
     assert "SUBMISSIONS/scores.csv" in guide and "grades.csv" not in guide
@@ -414,11 +419,17 @@ def test_feedback_results_and_gradebook_agree(tmp_path):
     reports.write_gradebook(tmp_path / "grades.csv", [grade], POLICY)
     row = next(csv.DictReader((tmp_path / "grades.csv").open()))
     total = grade.total
-    assert float(row["total"]) == results["score"] == total
-    assert f"Total: {total:g} of {POLICY.max_points:g} points" in feedback
+    assert results["score"] == total  # so far: Gradescope adds the hand scores to it
+    assert f"Total: {total:g} of {POLICY.max_points:g} points so far" in feedback
     assert sum(test["score"] for test in results["tests"]) == pytest.approx(total)
     assert grade.penalty_share == POLICY.late.per_day and grade.penalty > 0
-    assert row["student_id"] == "id-ann" and float(row["manual"]) == 6.5
+    # The late penalty takes its share of the checks' points, not of the hand scores.
+    assert grade.penalty == round(grade.automatic * POLICY.late.per_day, 2)
+    assert total == round(grade.automatic - grade.penalty + 6.5, 2)
+    # A part not graded yet is blank in the gradebook, and so are the sums it is in.
+    assert row["student_id"] == "id-ann" and float(row["q6_explanation"]) == 6.5
+    assert row["predictions"] == row["manual"] == row["total"] == ""
+    assert row["pending"] == "predictions" and float(row["checks"]) == grade.automatic
     assert row["seed"] == "1234"
     assert "1 of the 2 predictions" in feedback
     assert "1 with a comment of yours beside them, 1 run before the cell after them" in feedback
@@ -574,3 +585,158 @@ def test_predictions_are_read_with_the_reasoning_around_them_and_when_they_ran(t
     assert found["MY_GUESS_NONE"]["ran"] == "not run"
     guess = Prediction(**{k: v for k, v in found["MY_GUESS"].items()})
     assert guess.own_comments == ["# I think threads lose: the GIL", "# x2", "# and so on"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Grading at scale: where the work is, what is kept between runs, the gradebook an LMS takes
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_students_work_is_found_where_they_put_it_or_refused_naming_their_files(tmp_path):
+    """At the top, in a release clone, inside the one folder it was uploaded in (a release
+    clone inside one too); refused, naming the student's own paths, when no folder or several
+    hold question files. Links are never followed."""
+
+    def submission(name: str, files: list[str]) -> Path:
+        folder = tmp_path / name
+        for file in files:
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_text("# work\n")
+        folder.mkdir(exist_ok=True)
+        return folder
+
+    P = PurePosixPath
+    cases = {
+        "flat": (["q1_chunks.py", "notes/q2_overhead.py"], inputs.Work(P("."))),
+        "clone": (
+            ["exercises/student/q1_chunks.py", "notebooks/01.ipynb", "q9.py"],
+            inputs.Work(P("exercises/student"), P("notebooks")),
+        ),
+        "uploaded": (
+            ["myfolder/q1_chunks.py", "myfolder/q2_overhead.py"],
+            inputs.Work(P("myfolder")),
+        ),
+        "zip-of-clone": (
+            ["hw-main/exercises/student/q6_sweep.json", "hw-main/notebooks/01.ipynb"],
+            inputs.Work(P("hw-main/exercises/student"), P("hw-main/notebooks")),
+        ),
+        "mac-zip": (["__MACOSX/q1_chunks.py", "work/q1_chunks.py"], inputs.Work(P("work"))),
+    }
+    for name, (files, expected) in cases.items():
+        assert inputs.find_work(submission(name, files)) == expected, name
+    assert "in the folder myfolder/" in inputs.find_work(tmp_path / "uploaded").note
+    assert inputs.find_work(tmp_path / "flat").note == ""
+
+    for name, files, named in [
+        ("two-folders", ["a/q1_chunks.py", "b/q1_chunks.py", "b/q2_overhead.py"], "a/q1_chunks.py"),
+        ("nothing", ["essay.txt", "sub/answers.md"], "sub/answers.md"),
+        ("empty", [], "no files"),
+    ]:
+        with pytest.raises(inputs.SubmissionRefused) as refused:
+            inputs.find_work(submission(name, files))
+        assert named in str(refused.value) and str(tmp_path) not in str(refused.value), name
+    linked = submission("linked", ["elsewhere.txt"])
+    (linked / "exercises").symlink_to(EXERCISES)  # would reach the solutions
+    with pytest.raises(inputs.SubmissionRefused, match="no question file"):
+        inputs.find_work(linked)
+
+    # Staged: only the work (and the clone's notebooks); refused, everything, for the hand parts.
+    notes, refused = inputs.stage(tmp_path / "zip-of-clone", tmp_path / "copy")
+    assert refused == "" and sorted(
+        p.relative_to(tmp_path / "copy").as_posix() for p in (tmp_path / "copy").rglob("*.*")
+    ) == ["notebooks/01.ipynb", "q6_sweep.json"]
+    assert notes == [
+        "your question files were in the folder hw-main/exercises/student/: graded from there"
+    ]
+    notes, refused = inputs.stage(tmp_path / "two-folders", tmp_path / "copy2")
+    assert "more than one folder" in refused and (tmp_path / "copy2/b/q2_overhead.py").exists()
+
+
+def test_the_gradebook_leaves_pending_parts_blank_and_fills_the_total_once_all_are_scored():
+    due = POLICY.late.due
+    late = due + POLICY.late.grace + timedelta(days=1, hours=1)  # two started days
+    pending = made_up_grade(submitted=late)
+    complete = made_up_grade(
+        submitted=late,
+        manual={
+            part: ManualScore(part_points.points / 2) for part, part_points in POLICY.manual.items()
+        },
+    )
+    header = reports.gradebook_header(POLICY)
+    row = dict(zip(header, reports.gradebook_row(pending)))
+    assert [row[part] for part in POLICY.manual] == [""] * len(POLICY.manual)
+    assert row["manual"] == row["total"] == "" and row["pending"] == " ".join(POLICY.manual)
+    row = dict(zip(header, reports.gradebook_row(complete)))
+    share = 2 * POLICY.late.per_day
+    hand = sum(part.points / 2 for part in POLICY.manual.values())
+    assert row["pending"] == "" and row["manual"] == hand
+    # One late rule on both paths: the checks' points lose their share, the hand scores none.
+    # Gradescope's total is its autograder's score plus the hand scores entered there, and the
+    # autograder's score is that of the grade with nothing graded by hand yet.
+    assert row["total"] == reports.points(complete.automatic * (1 - share) + hand)
+    assert row["total"] == reports.points(reports.results_json(pending)["score"] + hand)
+    assert reports.results_json(complete)["score"] == row["total"]
+
+
+def test_what_a_run_saves_reads_back_the_same_and_a_strange_file_is_refused(tmp_path):
+    from exercises.grading import saved
+
+    record = saved.Record(
+        "ann",
+        "s-1",
+        "ok",
+        passed=["q1/public/test_a"],
+        hints={"q1/hidden/test_b": "expected 3"},
+        notes=["files: x: not a regular file, left out"],
+        materials=Materials(
+            "I measured",
+            {"CPUS": "2"},
+            {"01.ipynb": {"MY_GUESS": Prediction("1", "# why", "before", "01.ipynb/MY_GUESS")}},
+        ),
+        seed=7,
+        submission="abc",
+        judged_by="def",
+        graded_at="2026-11-28T10:00:00+00:00",
+        submitted=POLICY.late.due,
+        manual={"predictions": ManualScore(3.5, "ok")},
+    )
+    saved.save(tmp_path, [record, saved.Record("bob", "bob", "not graded")])
+    assert saved.load(tmp_path) == {"ann": record, "bob": saved.Record("bob", "bob", "not graded")}
+    assert saved.load(tmp_path / "none") == {}
+    (tmp_path / saved.FILE).write_text('{"version": 99}')
+    with pytest.raises(saved.SavedError, match="move it away"):
+        saved.load(tmp_path)
+
+
+def test_the_time_for_a_class_elsewhere_is_labelled_computed():
+    from exercises.grading import timing
+
+    here = timing.estimate(10.0, 6.0, 2, 2.0, 200, cpus=2, here=2, start=4)
+    assert here["seconds"] == 1204 and "measured here" in here["how"]
+    elsewhere = timing.estimate(10.0, 6.0, 2, 2.0, 200, cpus=8, here=2, start=4)
+    efficiency = 10.0 / 6.0 / 2
+    assert elsewhere["seconds"] == round(200 * 10.0 / (8 * efficiency) + 4)
+    assert elsewhere["how"].startswith("computed, not measured")
+    cpu_bound = timing.estimate(10.0, 6.0, 2, 20.0, 200, cpus=8, here=2)
+    assert cpu_bound["seconds"] == 200 * 20 // 8  # the CPU time is a floor
+
+
+def test_the_guides_times_are_those_of_the_results_file():
+    """Words follow numbers: the guide's timing section is what the timing command writes from
+    its results file, which says when, where, at what load, with which command and commit."""
+    from exercises.grading import timing
+
+    path = timing.DEFAULT_OUT
+    document = json.loads(path.read_text())
+    assert {"started", "ended", "command", "commit", "load_before", "load_after"} <= set(
+        document["run"]
+    )
+    assert document["same_totals"] and document["machine"]["logical_cpus"]
+    guide = (EXERCISES / "INSTRUCTORS.md").read_text()
+    section = guide[guide.index(timing.GUIDE_START) : guide.index(timing.GUIDE_END)]
+    expected = timing.guide_text(document, str(path.relative_to(REPO)))
+    assert section == f"{timing.GUIDE_START}\n{expected}\n"
+    assert any(
+        item["cpus"] == 8 and "computed, not measured" in item["how"]
+        for item in document["estimates"]
+    )

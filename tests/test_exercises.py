@@ -144,8 +144,24 @@ def solution_files() -> dict[str, str]:
     return {path.name: path.read_text() for path in paths}
 
 
+#: The grader run as ``python -m exercises.grade`` is, saying at the end how many of its children
+#: are zombies (ended, never reaped).
+COUNTING_ZOMBIES = """
+import sys, psutil
+from exercises import grade
+code = grade.main(sys.argv[1:])
+children = psutil.Process().children()
+print(f"zombies left: {sum(child.status() == psutil.STATUS_ZOMBIE for child in children)}")
+sys.exit(code)
+"""
+
+
 def grade(
-    submissions: Path, *options: str, marker: str = "", timeout: float = 150
+    submissions: Path,
+    *options: str,
+    marker: str = "",
+    timeout: float = 150,
+    program: tuple[str, ...] = ("-m", "exercises.grade"),
 ) -> subprocess.CompletedProcess:
     """Runs the grader with a temp folder named after ``marker``: its processes, the judges' and
     the sandboxes' command lines and environments all carry it."""
@@ -155,7 +171,7 @@ def grade(
     start = time.perf_counter()
     try:
         return subprocess.run(
-            [sys.executable, "-m", "exercises.grade", str(submissions), *options],
+            [sys.executable, *program, str(submissions), *options],
             check=False,
             cwd=REPO,
             env=environment,
@@ -290,27 +306,35 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
     feedback = (class_dir / "_feedback" / "fits-public-only" / "feedback.txt").read_text()
     assert "FAILED  check:" not in feedback and "FAILED  hidden check:" in feedback
 
-    # The roster's ids key the gradebook; the manual score and the late penalty count.
+    # The roster's ids key the gradebook; the manual score and the late penalty count. A part
+    # not graded yet is blank, and so is the total it is part of.
     assert rows["hw-alice"]["student_id"] == "s-001" and rows["bob"]["student_id"] == "s-002"
     assert rows["carol"]["student_id"] == "carol"  # not in the roster: the folder's name
-    assert float(rows["hw-alice"]["manual"]) == 7
-    assert float(rows["hw-alice"]["total"]) == sum(expected["hw-alice"].values()) + 7
-    assert rows["hw-alice"]["manual_not_graded"] == "predictions"
+    assert float(rows["hw-alice"]["q6_explanation"]) == 7
+    assert rows["hw-alice"]["predictions"] == rows["hw-alice"]["total"] == ""
+    assert rows["hw-alice"]["pending"] == "predictions"
     assert rows["carol"]["days_late"] == "3"  # two days and a moment after the grace period
     carol_points = sum(question_points(rows["carol"]).values())
-    assert float(rows["carol"]["total"]) == round(carol_points * (1 - 3 * POLICY.late.per_day), 2)
+    carol_total = round(carol_points * (1 - 3 * POLICY.late.per_day), 2)
 
-    # One total everywhere: the CSV, the feedback file, Gradescope's results.json.
+    # One total everywhere: the CSV (once nothing is pending), the feedback file, Gradescope's
+    # results.json (the points so far, to which Gradescope adds the hand scores).
+    so_far = {
+        "hw-alice": sum(expected["hw-alice"].values()) + 7,
+        "bob": 0,
+        "carol": carol_total,
+    }
     for folder, row in rows.items():
         files = class_dir / "_feedback" / folder
         text = (files / "feedback.txt").read_text()
         results = json.loads((files / "results.json").read_text())
-        total = float(row["total"])
-        assert f"Total: {float(total):g} of {POLICY.max_points:g} points" in text, (
+        total = results["score"]
+        assert total == so_far.get(folder, total), folder
+        assert f"Total: {float(total):g} of {POLICY.max_points:g} points so far" in text, (
             folder,
             text[:300],
         )
-        assert results["score"] == total
+        assert row["total"] == "" and row["pending"]
         assert sum(test["score"] for test in results["tests"]) == pytest.approx(total)
         pending = sum(part["max_score"] for part in results["extra_data"]["pending"])
         assert sum(test["max_score"] for test in results["tests"]) + pending == POLICY.max_points
@@ -343,6 +367,114 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
     assert len(sheet) == len(rows) * len(POLICY.manual)
     assert leftover_processes(marker) == []
 
+    # The hand scores, merged in without running a check: every part scored, carol's late.
+    # The late penalty takes its share of the checks' points only, as on Gradescope.
+    for row in sheet:
+        row["points"] = row["points"] or str(POLICY.manual[row["part"]].points / 2)
+    with open(tmp_path / "hand.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(sheet[0]))
+        writer.writeheader()
+        writer.writerows(sheet)
+    merged = grade(
+        class_dir, "--csv", str(tmp_path / "grades.csv"), "--manual", str(tmp_path / "hand.csv")
+    )
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert "grading " not in merged.stderr and "student code runs in" not in merged.stderr
+    assert "4 student(s) keep the results of an earlier run" in merged.stderr
+    rows = gradebook(tmp_path / "grades.csv")
+    hand = {part.id: part.points / 2 for part in POLICY.manual.values()}
+    assert float(rows["carol"]["total"]) == round(carol_total + sum(hand.values()), 2)
+    assert (
+        float(rows["hw-alice"]["total"])
+        == sum(expected["hw-alice"].values()) + 7 + hand["predictions"]
+    )
+    assert rows["carol"]["pending"] == "" and float(rows["carol"]["manual"]) == sum(hand.values())
+    carol = json.loads((class_dir / "_feedback" / "carol" / "results.json").read_text())
+    assert carol["score"] == float(rows["carol"]["total"])
+    assert question_points(rows["carol"]) == expected["carol"]  # the checks' results, kept
+    # The roster and the times given the first time still hold.
+    assert rows["hw-alice"]["student_id"] == "s-001" and rows["carol"]["days_late"] == "3"
+
+
+@pytest.mark.timeout(600)
+def test_jobs_grade_students_at_once_as_serially_and_one_student_can_be_graded_again(tmp_path):
+    """``--jobs 2`` gives every check the points a serial run gives, and neither run leaves a
+    zombie behind (each student's processes are reaped as that student ends). Work uploaded
+    inside a folder is found; work in two folders is refused, naming the student's files; no
+    message names the grader's own folders. ``--student`` grades one student again and leaves
+    every other student's files as they were."""
+    solutions = solution_files()
+    quick = {
+        name: solutions[name] for name in ("q1_chunks.py", "q2_overhead.py", "q5_read_profile.py")
+    }
+    class_dir = make_submissions(
+        tmp_path / "class",
+        {"ann": quick, "bea": {**quick, "q1_chunks.py": BROKEN["q1_chunks.py"]}},
+    )
+    (class_dir / "ann" / "q4_worker_errors.py").unlink()
+    shutil.copytree(class_dir / "ann", class_dir / "cid" / "my work")
+    for where in ("x", "y"):
+        (class_dir / "dee" / where).mkdir(parents=True)
+        (class_dir / "dee" / where / "q1_chunks.py").write_text(solutions["q1_chunks.py"])
+    runs = {}
+    for name, options in [("serial", ()), ("parallel", ("--jobs", "2"))]:
+        marker = uuid.uuid4().hex
+        done = grade(
+            class_dir,
+            *options,
+            "--csv",
+            str(tmp_path / f"{name}.csv"),
+            "--feedback",
+            str(tmp_path / name),
+            marker=marker,
+            timeout=280,
+            program=("-c", COUNTING_ZOMBIES),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "zombies left: 0" in done.stdout, done.stdout
+        assert leftover_processes(marker) == []
+        for path in (tmp_path / name).rglob("*.*"):
+            text = path.read_text()
+            assert marker not in text and "grade-" not in text, (path, text)
+        runs[name] = gradebook(tmp_path / f"{name}.csv")
+    assert runs["parallel"] == runs["serial"]
+    rows = runs["serial"]
+    quick_points = points({"q1": "all", "q2": "all", "q5": "all"})
+    assert question_points(rows["ann"]) == question_points(rows["cid"]) == quick_points
+    assert question_points(rows["bea"]) == {**quick_points, "q1": points(BROKEN_PASSES)["q1"]}
+    assert rows["dee"]["status"] == "refused" and float(rows["dee"]["checks"]) == 0
+    feedback = {name: (tmp_path / "serial" / name / "feedback.txt").read_text() for name in rows}
+    assert "q4_worker_errors.py not found in your submission" in feedback["ann"]
+    assert "your question files were in the folder my work/" in feedback["cid"]
+    assert "x/q1_chunks.py, y/q1_chunks.py" in feedback["dee"]
+
+    # bea fixes q1 and is graded again, alone: her row changes, no one else's files do.
+    (class_dir / "bea" / "q1_chunks.py").write_text(solutions["q1_chunks.py"])
+    others = {
+        path: path.stat().st_mtime_ns
+        for path in (tmp_path / "serial").rglob("*")
+        if path.is_file() and path.parent.name in ("ann", "cid", "dee")
+    }
+    again = grade(
+        class_dir,
+        "--student",
+        "bea",
+        "--csv",
+        str(tmp_path / "again.csv"),
+        "--feedback",
+        str(tmp_path / "serial"),
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "grading bea" in again.stderr and "grading ann" not in again.stderr
+    regraded = gradebook(tmp_path / "again.csv")
+    assert question_points(regraded["bea"]) == quick_points
+    assert {name: row for name, row in regraded.items() if name != "bea"} == {
+        name: row for name, row in rows.items() if name != "bea"
+    }
+    assert {path: path.stat().st_mtime_ns for path in others} == others
+    refused = grade(class_dir, "--student", "zoe", "--feedback", str(tmp_path / "serial"))
+    assert refused.returncode == 2 and "--student 'zoe': no such student" in refused.stderr
+
 
 @pytest.mark.timeout(300)
 def test_hard_deadline_kills_a_hung_student_and_everything_it_started(tmp_path):
@@ -363,7 +495,7 @@ def test_hard_deadline_kills_a_hung_student_and_everything_it_started(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     row = gradebook(tmp_path / "grades.csv")["dave"]
-    assert row["status"] == "timed out" and float(row["total"]) == 0
+    assert row["status"] == "timed out" and float(row["checks"]) == 0
     assert "did not finish within 6 s" in done.stdout
     # The judge, the student's sandbox and the child its code started were all killed.
     assert leftover_processes(marker) == []
@@ -762,7 +894,7 @@ def test_a_class_of_hostile_submissions_scores_exactly_and_harms_nothing(tmp_pat
         path: contents for path, contents in before.items() if path.is_relative_to(class_dir)
     }
     assert sorted(path.name for path in written.iterdir()) == sorted(
-        [*expected, "_manual-parts.txt", "_manual-scores.csv"]
+        [*expected, "_grading.json", "_manual-parts.txt", "_manual-scores.csv"]
     )
 
 

@@ -9,6 +9,7 @@ source's ``.venv`` is this checkout's virtual environment.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -203,3 +204,66 @@ def grade_in_layout(zip_file: Path, autograder: Path, name: str, files: dict) ->
     assert [part["part"] for part in results["extra_data"]["pending"]] == list(POLICY.manual)
     assert "Traceback" not in results["output"]
     return results, log
+
+
+@pytest.mark.timeout(600)
+def test_one_late_rule_on_gradescope_and_make_grade(tmp_path):
+    """A submission two days late, graded by ``gradescope run`` (as in Gradescope's container)
+    and by ``make grade`` with the same time: the autograder's score plus the hand scores (which
+    Gradescope adds) is make grade's total once the hand scores are merged in. The penalty takes
+    its share of the checks' points, never of the hand scores, on both paths."""
+    from datetime import timedelta
+
+    late = POLICY.late.due + POLICY.late.grace + timedelta(days=1, hours=3)  # 2 started days
+    share = POLICY.late.penalty(late)
+    assert 0 < share < 1
+    files = {
+        path.name: path.read_text()
+        for path in [*(EXERCISES / "student").glob("q*.py")]
+        + [EXERCISES / "solutions" / name for name in ("q1_chunks.py", "q2_overhead.py")]
+    }
+    checks = POLICY.questions["q1"].max_points + POLICY.questions["q2"].max_points
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    for name, text in files.items():
+        (root / "submission" / name).write_text(text)
+    metadata = {"created_at": late.isoformat(), "users": [{"sid": "s-late", "email": "x@y"}]}
+    (root / "submission_metadata.json").write_text(json.dumps(metadata))
+    done = subprocess.run(
+        [sys.executable, "-m", "exercises.gradescope", "run", "--root", str(root)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = valid_results(root / "results" / "results.json")
+    assert results["score"] == round(checks * (1 - share), 2), results["output"]
+    penalty = next(test for test in results["tests"] if test["name"].startswith("late penalty"))
+    assert penalty["score"] == -round(checks * share, 2)
+
+    # make grade: the same files and time, then the hand scores merged in.
+    folder = tmp_path / "class" / "s-late"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (tmp_path / "times.csv").write_text(f"student,submitted_at\ns-late,{late.isoformat()}\n")
+    hand = {part.id: part.points / 2 for part in POLICY.manual.values()}
+    (tmp_path / "hand.csv").write_text(
+        "student,part,points\n" + "".join(f"s-late,{p},{v}\n" for p, v in hand.items())
+    )
+    grading = [sys.executable, "-m", "exercises.grade", str(tmp_path / "class")]
+    grading += ["--csv", str(tmp_path / "scores.csv"), "--no-hints"]
+    for options in (
+        ["--submitted", str(tmp_path / "times.csv")],
+        ["--manual", str(tmp_path / "hand.csv")],
+    ):
+        done = subprocess.run(
+            [*grading, *options], cwd=REPO, capture_output=True, text=True, timeout=280, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    with open(tmp_path / "scores.csv", newline="") as file:
+        row = next(iter(csv.DictReader(file)))
+    assert float(row["total"]) == round(results["score"] + sum(hand.values()), 2)
+    assert float(row["late_penalty"]) == -penalty["score"]

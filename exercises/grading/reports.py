@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from exercises.grading.policy import ManualPart, Policy
-from exercises.grading.scores import Grade, Outcome
+from exercises.grading.scores import LATE_RULE, Grade, Outcome
 from vecenvs.table import format_table
 
 #: The files written for each student, in ``FEEDBACK_DIR/<folder>/``.
@@ -67,7 +67,13 @@ def number(value: float) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Writes the whole file, then renames it into place: no one reads half a file."""
+    """Writes the whole file, then renames it into place: no one reads half a file. A file that
+    already says ``text`` is left as it is (a regrade of one student touches no one else's)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
@@ -82,12 +88,13 @@ def feedback_text(grade: Grade) -> str:
     """The feedback file a student is given: the total, each check with its points and, for a
     failed one, the hint; the parts graded by hand; lateness."""
     policy = grade.policy
+    so_far = "" if grade.complete else " so far"
     lines = [
         f"Feedback for {grade.folder}"
         + (f" (student id {grade.student_id})" if grade.student_id != grade.folder else ""),
         policy.title,
         "",
-        f"Total: {number(grade.total)} of {number(grade.max_points)} points",
+        f"Total: {number(grade.total)} of {number(grade.max_points)} points{so_far}",
         f"  checks: {number(grade.automatic)} of {number(_automatic_max(policy))}",
     ]
     if policy.manual:
@@ -99,7 +106,8 @@ def feedback_text(grade: Grade) -> str:
     if grade.penalty_share:
         lines.append(
             f"  late: {grade.days_late} day(s) after the due date and its grace period: "
-            f"-{grade.penalty_share:.0%} (-{number(grade.penalty)} points)"
+            f"-{grade.penalty_share:.0%} of the checks' points (-{number(grade.penalty)} points; "
+            f"{LATE_RULE})"
         )
     if grade.status != "ok":
         lines.append(f"  grading: {grade.status}")
@@ -209,7 +217,8 @@ def results_json(grade: Grade) -> dict[str, Any]:
     if grade.penalty:
         tests.append(
             {
-                "name": f"late penalty: {grade.days_late} day(s), -{grade.penalty_share:.0%}",
+                "name": f"late penalty: {grade.days_late} day(s), -{grade.penalty_share:.0%} of "
+                "the checks' points",
                 "score": -grade.penalty,
                 "max_score": 0.0,
                 "visibility": "visible",
@@ -261,35 +270,48 @@ def gradebook_header(policy: Policy) -> list[str]:
         "student_id",
         "folder",
         *policy.questions,
+        "checks",
+        *policy.manual,
         "manual",
         "days_late",
         "late_penalty",
         "total",
         "max_points",
+        "pending",
         "status",
-        "manual_not_graded",
         "seed",
     ]
 
 
 def gradebook_row(grade: Grade) -> list[Any]:
+    """A student's row. A part graded by hand with no score yet is a blank cell, not 0, and so
+    are the sums it is part of (``manual``, ``total``): an LMS takes a blank for "not graded
+    yet"; ``pending`` names the parts that are."""
+    pending = grade.manual_pending
+    manual = [
+        "" if part in pending else points(grade.manual[part].points) for part in grade.policy.manual
+    ]
     return [
         cell(grade.student_id),
         cell(grade.folder),
         *(points(grade.question_points(question)) for question in grade.policy.questions),
-        points(grade.manual_points),
+        points(grade.automatic),
+        *manual,
+        "" if pending else points(grade.manual_points),
         grade.days_late,
         points(grade.penalty),
-        points(grade.total),
+        "" if pending else points(grade.total),
         points(grade.max_points),
+        cell(" ".join(pending)),
         cell(grade.status),
-        cell(" ".join(grade.manual_pending)),
         "" if grade.seed is None else grade.seed,
     ]
 
 
 def write_gradebook(path: Path, grades: Sequence[Grade], policy: Policy) -> None:
-    """The gradebook: one row per student, keyed by student id, points per question."""
+    """The gradebook: one row per student, keyed by student id: points per question, the
+    checks' sum, per part graded by hand (blank while pending), the late penalty, the total
+    (blank while a part is pending), the parts pending."""
     path = path.resolve()
     partial = path.with_name(f".{path.name}.partial")
     with open(partial, "w", newline="", encoding="utf-8") as file:
@@ -327,7 +349,10 @@ def format_class_table(grades: Sequence[Grade], policy: Policy) -> str:
         )
     table = format_table(header, rows, left=(0, len(header) - 1))
     if policy.manual and any(grade.manual_pending for grade in grades):
-        table += "\n* a part graded by hand has no score yet (counted as 0)"
+        table += (
+            "\n* a part graded by hand has no score yet: the total is the points so far "
+            "(blank in the gradebook CSV, whose 'pending' column names the part)"
+        )
     return table
 
 

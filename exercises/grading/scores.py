@@ -2,8 +2,14 @@
 file, Gradescope's ``results.json``) reads its numbers from a :class:`Grade`, so they agree.
 
 Points per check come from the policy; a check that passed earns its points, one that failed or
-did not run earns none. Manual parts earn what the instructor gave (nothing while not yet graded).
-The late penalty takes a share of the sum. The total is rounded to hundredths once, here.
+did not run earns none. Manual parts earn what the instructor gave (nothing while not yet graded:
+the total is then the points so far, and the gradebook leaves it blank). The total is rounded to
+hundredths once, here.
+
+The late penalty (:data:`LATE_RULE`) takes a share of the checks' points, never of the points
+given by hand: on Gradescope the autograder's score is made when the submission arrives, before
+any hand score exists, and Gradescope adds the hand scores to it afterwards, so the one rule
+both ``make grade`` and Gradescope can apply, to the same total, is the one on the checks.
 """
 
 from __future__ import annotations
@@ -13,6 +19,12 @@ from datetime import datetime
 
 from exercises.grading.materials import Materials
 from exercises.grading.policy import Check, Policy
+
+#: The late penalty, as the feedback and the guide say it.
+LATE_RULE = (
+    "the late penalty takes its share of the checks' points only; the points given by hand are "
+    "not reduced"
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,11 @@ class Grade:
         return [part for part in self.policy.manual if part not in self.manual]
 
     @property
+    def complete(self) -> bool:
+        """Whether every part has its score (no part graded by hand is pending)."""
+        return not self.manual_pending
+
+    @property
     def before_penalty(self) -> float:
         return self.automatic + self.manual_points
 
@@ -77,7 +94,7 @@ class Grade:
 
     @property
     def penalty_share(self) -> float:
-        """The share of the points the late penalty takes, 0 to 1."""
+        """The share of the checks' points the late penalty takes, 0 to 1."""
         return self.policy.late.penalty(self.submitted)
 
     @property
@@ -87,8 +104,9 @@ class Grade:
 
     @property
     def total(self) -> float:
-        """The grade: every point earned, less the late penalty, rounded to hundredths."""
-        return round(self.before_penalty * (1 - self.penalty_share), 2)
+        """The grade (so far, while a part graded by hand is pending): the checks' points less
+        the late penalty, plus the points given by hand, rounded to hundredths."""
+        return round(self.automatic * (1 - self.penalty_share) + self.manual_points, 2)
 
     @property
     def max_points(self) -> float:

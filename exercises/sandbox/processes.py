@@ -95,3 +95,24 @@ def _wait_gone(processes: list[psutil.Process], seconds: float) -> None:
         if not any(_running(process) for process in processes) or time.perf_counter() > deadline:
             return
         time.sleep(0.01)
+
+
+def reap_zombies(spare: set[int] = frozenset()) -> int:
+    """Reaps this process's children that have ended (zombies) but the pids in ``spare``;
+    returns how many. A subreaper adopts every orphan of the processes below it, and an orphan
+    that ends by itself (a sandbox process that leaves when its parent does) is not running, so
+    :func:`kill_descendants` passes it by: without this, each would stay a zombie until this
+    process exits. ``spare``: children a ``subprocess.Popen`` still waits for (its status is
+    its own)."""
+    reaped = 0
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return 0
+    for child in children:
+        if child.pid in spare or _running(child):
+            continue
+        with contextlib.suppress(ChildProcessError, OSError):
+            pid, _ = os.waitpid(child.pid, os.WNOHANG)
+            reaped += pid == child.pid
+    return reaped
