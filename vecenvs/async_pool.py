@@ -131,11 +131,21 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
     :class:`~vecenvs.pool.WorkerStarter`), with workers that serve :func:`serve_envs`.
 
     Args:
+        env_fns: one function per env that makes it, called in the worker that steps the env.
         num_workers: K worker processes, from 1 to the number of envs; default one per CPU.
         batch_size: how many envs ``recv()`` returns, from 1 to ``num_envs``. Default
             ``num_envs``: then ``recv()`` waits for every env, like ``step()``. Smaller is what
             hides stragglers; EnvPool's examples often use half the envs.
-        **kwargs: as for :class:`~vecenvs.pool.PoolVecEnv` (except ``step_in_caller``).
+        shared_memory: observations, rewards, flags and actions through shared memory
+            (default); False pickles them over the pipes.
+        start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
+        spin_seconds: the longest a process spins before it sleeps. None (default): as
+            :func:`~vecenvs.doorbell.who_spins` decides, the caller (which only waits) sleeping
+            first: at K = CPUs the workers spin and the caller sleeps.
+        worker_threads: the BLAS, OpenMP and torch threads each worker may use (default 1);
+            None leaves them alone.
+        **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,
+            ``start_timeout``: see :class:`~vecenvs.core.ChunkedVecEnv`.
 
     Example:
         >>> import gymnasium as gym

@@ -137,6 +137,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
     (:attr:`uses_shared_area`).
 
     Args:
+        env_fns: one function per env that makes it, called in the process that steps the env.
         num_workers: K, how many chunks (each at least one env).
         copy: return copies of the observations (False: a buffer the next step overwrites).
         observation_mode, autoreset_mode: as for :class:`~vecenvs.multi_env.MultiEnv`.

@@ -71,10 +71,12 @@ class EnvsVectorEnv(VectorEnv):
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Each env's seed (``np_random_seed``), read from the envs."""
         return self.get_attr("np_random_seed")
 
     @property  # type: ignore[misc]
     def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Each env's random generator (``np_random``), read from the envs."""
         return self.get_attr("np_random")
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -364,6 +366,7 @@ class MultiEnv(EnvsVectorEnv):
         return self._each(f"call({name!r})", check_indices(indices, self.num_envs), call)
 
     def get_attr_at(self, indices: Iterable[int], name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of the envs ``indices`` (through their wrappers)."""
         self._check_open()
         indices = check_indices(indices, self.num_envs)
         return self._each(
@@ -371,6 +374,7 @@ class MultiEnv(EnvsVectorEnv):
         )
 
     def set_attr_at(self, indices: Iterable[int], name: str, values: Any) -> None:
+        """Sets attribute ``name`` of the envs ``indices`` (one value each, or one for all)."""
         self._check_open()
         indices = check_indices(indices, self.num_envs)
         value_of = dict(zip(indices, per_env_values(values, len(indices))))

@@ -59,6 +59,8 @@ class PoolVecEnv(ChunkedVecEnv):
     """Steps N envs in K processes, N/K envs each, through shared memory.
 
     Args:
+        env_fns: one function per env that makes it (a lambda, a ``functools.partial`` of
+            ``gym.make``, a class), called in the process that steps the env.
         num_workers: K, from 1 to the number of envs; default one per CPU this process may use.
             The calling process is one of the K (see ``step_in_caller``), so K-1 worker
             processes are started: with K=1 the pool is the sequential loop.
