@@ -266,12 +266,13 @@ class Spin:
     """How long one side spins before it sleeps, sized from the waits it measured.
 
     A spin covers :attr:`MARGIN` times the typical wait (a running average of the last few), at
-    least :attr:`SHORTEST` and at most ``longest``. When the typical wait is longer than
+    least :attr:`SHORTEST` and at most ``longest``: generous, since a process spins only on a
+    CPU of its own, where a spin too long costs nothing but a spin too short costs a wake-up. When the typical wait is longer than
     ``longest`` (the other side thinks for long between steps) the side sleeps at once: a spin
     would only burn a CPU. ``longest`` 0: never spin.
     """
 
-    MARGIN = 2.0
+    MARGIN = 4.0
     SHORTEST = 20e-6
 
     def __init__(self, longest: float):

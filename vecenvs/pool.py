@@ -73,7 +73,7 @@ class PoolVecEnv(ChunkedVecEnv):
             commands go through shared memory either way.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
         spin_seconds: the longest a process spins for an answer (or a command) before it
-            sleeps; each spins for about twice as long as its waits have lasted, and not at
+            sleeps; each spins for a few times as long as its waits have lasted, and not at
             all while they last longer than this (a policy that thinks between steps). None
             (default): :data:`DEFAULT_SPIN_SECONDS` for the processes that have a CPU of their
             own (:func:`~vecenvs.doorbell.who_spins`), else 0 (the CPU is needed by the process
