@@ -32,6 +32,7 @@ if str(EXERCISES.parent) not in sys.path:
 
 from exercises.sandbox import isolation, processes  # noqa: E402
 from exercises.sandbox.client import (  # noqa: E402, F401  (re-exported for the checks)
+    OwnWork,
     RemoteFunction,
     RemoteObject,
     StudentCodeFailed,
@@ -130,6 +131,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=key)
 
 
+#: What each question's answer may call of the course's own code (``vecenvs`` and the
+#: exercises' files, named as :mod:`exercises.sandbox.tracing` names them): the envs, and the
+#: scaffolding its file starts from. An answer that calls anything else of it (question 5's
+#: shares from ``Breakdown.by_role``, question 1's split from ``split_evenly``, a worker loop
+#: that runs ``basic_worker``) only delegates, and its checks fail, saying so. Question 6 is
+#: measured with ``vecenvs bench``; its model must come from the student's question 2.
+OWN_WORK = {
+    "q1": OwnWork(),
+    "q2": OwnWork(),
+    "q3": OwnWork(
+        allowed=("vecenvs/envs/", "exercises/pipe_env.py"),
+        refused=("basic_worker",),
+    ),
+    "q4": OwnWork(
+        allowed=("vecenvs/envs/", "exercises/pipe_env.py", "exercises/sandbox/toolkit.py"),
+        refused=("basic_worker", "scripted_worker", "WorkerUnderTest"),
+    ),
+    "q5": OwnWork(),
+    "q6": OwnWork(allowed=("",), refused=("vecenvs/bench/model.py",)),
+}
+
+
 class Processes:
     """One student process per question, started when its first check needs it and stopped
     when the checks move on to the next question."""
@@ -144,7 +167,7 @@ class Processes:
         if self.process is None or question != self.question:
             self.stop()
             self.question = question
-            self.process = StudentProcess(self.submission, self.sandbox)
+            self.process = StudentProcess(self.submission, self.sandbox, OWN_WORK.get(question))
         return self.process
 
     def stop(self) -> None:
