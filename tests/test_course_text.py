@@ -12,6 +12,8 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
+import sys
 import types
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -283,24 +285,27 @@ def test_the_notebook_reader_refuses_a_question_without_its_command(tmp_path):
 SOLUTIONS = REPO / "exercises" / "solutions"
 
 
-def worked_example(tmp_path: Path, report: dict) -> types.ModuleType:
-    """The q6 solution, run beside ``report`` as its q6_sweep.json (and question 2's solution)."""
+def worked_example(tmp_path: Path, report: dict, monkeypatch) -> types.ModuleType:
+    """The q6 solution, run beside ``report`` as its q6_sweep.json (and question 2's solution,
+    which it imports by name from its folder, as the checks' sandbox lets it)."""
     folder = tmp_path / f"worked-{len(list(tmp_path.iterdir()))}"
     folder.mkdir()
     for name in ("q2_overhead.py", "q6_measure.py"):
         shutil.copy(SOLUTIONS / name, folder / name)
     (folder / "q6_sweep.json").write_text(json.dumps(report))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "q2_overhead", raising=False)
     spec = importlib.util.spec_from_file_location("worked_q6", folder / "q6_measure.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_the_worked_example_says_what_its_file_measured(tmp_path):
+def test_the_worked_example_says_what_its_file_measured(tmp_path, monkeypatch):
     report = json.loads((SOLUTIONS / "q6_sweep.json").read_text())
     run = report["run"]
     assert run["command"].startswith("vecenvs bench ")
-    example = worked_example(tmp_path, report)
+    example = worked_example(tmp_path, report, monkeypatch)
     assert run["command"] == example.COMMAND
     medians = {
         (result["config"]["backend"], result["config"]["num_envs"]): result["median"]
@@ -321,7 +326,7 @@ def test_the_worked_example_says_what_its_file_measured(tmp_path):
     assert ("never kept up" in text) == (example.BREAK_EVEN_N is None), text
 
 
-def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
+def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path, monkeypatch):
     """The same file made quiet, its pool slower than the loop below N=6 and faster from there:
     the words change with the numbers."""
     report = json.loads((SOLUTIONS / "q6_sweep.json").read_text())
@@ -338,7 +343,7 @@ def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
         num_envs = result["config"]["num_envs"]
         if result["config"]["backend"] == "pool":
             result["median"] = loop[num_envs] * (1.3 if num_envs >= pivot else 0.6)
-    example = worked_example(tmp_path, report)
+    example = worked_example(tmp_path, report, monkeypatch)
     text = example.EXPLANATION
     assert pivot == example.BREAK_EVEN_N
     assert f"first kept up with the loop at N={pivot}:" in text
@@ -347,3 +352,22 @@ def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
     assert "the machine was quiet" in text and "busy" not in text
     assert "never kept up" not in text
     assert 100 <= len(text.split()) <= 400
+
+
+def test_question_6_imports_question_2_by_name_as_a_script_too(tmp_path):
+    """The stub's way to use question 2 (``from q2_overhead import fit_model``) works when the
+    file runs as a script; the checks' sandbox puts the folder on the path (tests/test_exercises.py
+    grades a q6 that does it, in full)."""
+    stub = (REPO / "exercises" / "student" / "q6_measure.py").read_text()
+    assert "from q2_overhead import break_even_num_envs, fit_model" in stub
+    for name in ("q2_overhead.py", "q6_measure.py", "q6_sweep.json"):
+        shutil.copy(SOLUTIONS / name, tmp_path / name)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "q6_measure.py")],
+        cwd=REPO,  # not the file's folder: Python puts the script's folder on the path itself
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
