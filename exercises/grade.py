@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         sandbox = isolation.choose(args.sandbox)
     except RuntimeError as error:
         parser.error(str(error))
-    print(f"student code runs in: {sandbox.kind}", file=sys.stderr)
+    print(f"student code runs in: {sandbox.description}", file=sys.stderr)
     if sandbox.warning:
         print(f"WARNING: {sandbox.warning}", file=sys.stderr)
     # Orphans of the judges and of student code come here, to be killed after each student.

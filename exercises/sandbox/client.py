@@ -157,6 +157,7 @@ class StudentProcess:
         ours, theirs = socket.socketpair()
         inside = isolation.paths(self.sandbox, self._workspace)["submission"]
         program = [sys.executable, "-m", "exercises.sandbox.runner", str(theirs.fileno()), inside]
+        self.sandbox.hand_over(self._workspace)
         command, environment, folder = self.sandbox.command(self._workspace, program)
         try:
             # A session of its own: its process group is what stop() kills.
@@ -167,6 +168,7 @@ class StudentProcess:
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
+                **self.sandbox.popen_options(),
             )
         finally:
             theirs.close()
@@ -366,7 +368,8 @@ class StudentProcess:
         except subprocess.TimeoutExpired:
             return "it closed its connection to the checks"
         # bwrap and unshare report a signal that killed their child as 128 + its number.
-        if code > 128 and self.sandbox.kind != "none" and code - 128 in signal.valid_signals():
+        wrapped = self.sandbox.kind in ("bwrap", "unshare")
+        if code > 128 and wrapped and code - 128 in signal.valid_signals():
             code = -(code - 128)  # as if it had been killed directly
         return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 

@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 import exercises
-from exercises.sandbox import processes, tracing, wire
+from exercises.sandbox import network, processes, tracing, wire
 
 #: Frames from these files are the runner's own: left out of tracebacks shown to the student.
 OWN_FOLDER = str(Path(__file__).resolve().parent)
@@ -259,6 +259,9 @@ def contain_this_process() -> None:
         file.write("1000")
     # Orphans of the student's processes come to us, so that "clean" finds them.
     processes.become_subreaper()
+    # No namespace turns the network off here: a seccomp filter does, where it can.
+    if os.environ.get("VECENVS_SANDBOX") in ("user", "none"):
+        network.turn_off()
 
 
 def main(argv: list[str] | None = None) -> int:
