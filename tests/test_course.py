@@ -134,6 +134,12 @@ def renamed(function: str) -> str:
             "docs/answers.md",
             'WHAT_THE_MODEL_LEAVES_OUT = "b"',
         ),
+        (
+            "speaks of the instructor's side",
+            "docs/course/index.md",
+            "holds the reference solutions",
+        ),
+        ("speaks of the instructor's side", "exercises/__init__.py", "python -m exercises.grade"),
     ],
 )
 def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
@@ -149,6 +155,37 @@ def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n" + text + "\n")
     assert any(leak in found for found in release.find_leaks(tmp_path / "release"))
+
+
+def test_the_release_has_no_developers_side_and_passes_its_own_check(student_release, tmp_path):
+    """Of the project's tests, the release holds its own check (``tests/test_lab.py``) and the
+    data the notebooks read; no changelog or contributing guide, no developers' make targets, no
+    docs section for instructors. Its ``make test`` runs the lab's check, which passes in it
+    (run here as the Makefile runs it, with this venv's Python as the release's .venv)."""
+    files = {path.relative_to(student_release).as_posix() for path in student_release.rglob("*")}
+    tests = {f for f in files if f.startswith("tests/") and (student_release / f).is_file()}
+    assert {f for f in tests if not f.startswith("tests/data/profiles/")} == {"tests/test_lab.py"}
+    assert not {"CHANGELOG.md", "CONTRIBUTING.md"} & files
+    assert "For instructors" not in (student_release / "docs/course/index.md").read_text()
+    makefile = (student_release / "Makefile").read_text()
+    assert "lint:" not in makefile and "docs:" not in makefile and "developer-only" not in makefile
+    recipe = re.search(r"^test: \$\(VENV\)/\.installed-lab\n\t(.+)$", makefile, re.M)
+    assert recipe, makefile
+    command = recipe.group(1).replace("$(PYTHON)", sys.executable).split()
+    assert command[1:] == ["-m", "pytest", "tests", "-p", "no:cacheprovider"]
+    workdir = tmp_path / "student-repo"
+    shutil.copytree(student_release, workdir)
+    done = subprocess.run(
+        command,
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(workdir)},  # (pip install -e . in the release)
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\b4 passed\b", done.stdout), done.stdout
 
 
 def test_make_grade_and_make_release_run_the_instructors_commands():

@@ -7,8 +7,8 @@ gets a sandboxed process of its own for the student's code (``exercises/sandbox`
 function there and returns its answer here, as plain data. A crash, a hang or a trick in one
 question's code costs that question's checks, nothing else.
 
-A question's checks are in ``test_qN_*.py``; in the instructor's copy, the grader's hidden checks
-of the same question are in ``hidden/test_qN_*.py`` (not in the student release). The checks run
+A question's checks are in ``test_qN_*.py``; the grader's hidden checks of the same question,
+where this folder has them, in ``hidden/test_qN_*.py``. The checks run
 question by question, public ones first, each question's in the same student process.
 """
 

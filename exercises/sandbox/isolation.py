@@ -12,8 +12,8 @@
 - ``user``: where no namespace can be made (a container that refuses them, as Gradescope's may)
   and the grader runs as root, the student's process runs as an unprivileged user (``nobody``,
   or ``$VECENVS_SANDBOX_USER``), the usual Gradescope hardening. It cannot read what only root
-  may (the hidden checks, the policy with the course's seed, the solutions: ``python -m
-  exercises.gradescope run`` makes them so, and this kind is refused while that user could read
+  may (the hidden checks, the policy with the course's seed, the solutions: the Gradescope
+  autograder makes them so before grading, and this kind is refused while that user could read
   them), change the grader's files or signal its processes; a seccomp filter turns its network
   off (:mod:`~.network`). It still sees what every user may see of the file system.
 - ``unshare`` (util-linux): its own PID namespace and network, so every process still ends with
@@ -57,7 +57,7 @@ MAX_FILES, MAX_BYTES = 500, 50 * 1024 * 1024
 KINDS = ("bwrap", "user", "unshare", "none")
 #: What only the instructor may read, in ``exercises/``: the ``user`` kind needs them unreadable
 #: by its user.
-SECRETS = ("checks/hidden", "policy.toml", "solutions", "INSTRUCTORS.md")
+SECRETS = ("checks/hidden", "policy.toml", "solutions")
 #: The unprivileged user of the ``user`` kind, unless ``$VECENVS_SANDBOX_USER`` names another.
 SANDBOX_USER = "nobody"
 
@@ -214,7 +214,7 @@ def prepare_workspace(submission: Path, workspace: Path) -> None:
 
 def copy_submission(folder: Path, into: Path) -> list[str]:
     """Copies the regular files under ``folder`` into ``into``; returns a note per thing left
-    out: links (one to ``exercises/solutions`` would copy the solutions), devices, pipes,
+    out: links (one to the instructor's files would copy them), devices, pipes,
     hidden folders, ``__pycache__``, and what exceeds :data:`MAX_FILES` or :data:`MAX_BYTES`."""
     into.mkdir()
     notes: list[str] = []
@@ -447,7 +447,7 @@ def _probe_user():
     if found.get("readable"):
         return False, (
             f"{name} could read {', '.join(found['readable'])}: make them readable by root only "
-            "(chmod -R go-rwx; python -m exercises.gradescope run does it)"
+            "(chmod -R go-rwx; the Gradescope autograder does it before grading)"
         )
     return True, (name, entry.pw_uid, entry.pw_gid, str(found.get("network", "on")))
 
