@@ -119,9 +119,10 @@ def grade_student(
     student_timeout: float,
     copy: Path,
     seed: int,
+    student_id: str = "",
 ) -> StudentResult:
     """Runs every check on ``copy`` (the staged copy of ``folder``), within the deadlines; the
-    random cases come from ``seed``."""
+    random cases come from ``seed``, Part B's letters from ``student_id`` (exercises/options.py)."""
     result = StudentResult(folder.name)
     # Private to the grader: the student's processes never see this folder (with bwrap), and
     # the judge only reads the copy.
@@ -129,6 +130,7 @@ def grade_student(
         report, output = Path(scratch, "report.xml"), Path(scratch, "log")
         command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}", f"--seed={seed}"]
         command += [f"--timeout={test_timeout:g}", f"--junitxml={report}"]
+        command += [f"--student={student_id}"]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
             # A session of its own: the process group that the deadline kills.
             judge = subprocess.Popen(
@@ -339,7 +341,14 @@ def main(argv: list[str] | None = None) -> int:
             copy = Path(scratch, "submission")
             notes = [f"files: {note}" for note in stage_submission(folder.resolve(), copy)]
             result = grade_student(
-                folder, checks, sandbox, args.test_timeout, args.student_timeout, copy, seed
+                folder,
+                checks,
+                sandbox,
+                args.test_timeout,
+                args.student_timeout,
+                copy,
+                seed,
+                student_id,
             )
             result.notes[:0] = notes
             grade = to_grade(result, checks, rules, student_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from exercises import options
 from exercises.grading import policy as grading_policy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -215,6 +217,8 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
     tmp_path,
 ):
     solutions = solution_files()
+    # carol's letter for q5's second Part B question: not the one her list gives the right option
+    wrong_letter = "a" if options.letter_of("WHY_SUBPROC_WORKERS_WAIT", 1, "carol") != "a" else "c"
     class_dir = tmp_path / "class"
     make_submissions(
         class_dir,
@@ -223,12 +227,15 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
             "carol": {
                 **solutions,
                 **BROKEN,
-                "q5_read_profile.py": solutions["q5_read_profile.py"]
-                .replace(
-                    'SUBPROC_PARENT_MOSTLY = busiest(_PROFILES[SUBPROC], "parent")',
-                    'SUBPROC_PARENT_MOSTLY = "pipe & shm I/O"',
-                )
-                .replace('WHY_SUBPROC_WORKERS_WAIT = "b"', 'WHY_SUBPROC_WORKERS_WAIT = "c"'),
+                "q5_read_profile.py": re.sub(
+                    r"^WHY_SUBPROC_WORKERS_WAIT = options\.letter_of\(.*?\n\)$",
+                    f'WHY_SUBPROC_WORKERS_WAIT = "{wrong_letter}"',
+                    solutions["q5_read_profile.py"].replace(
+                        'SUBPROC_PARENT_MOSTLY = busiest(_PROFILES[SUBPROC], "parent")',
+                        'SUBPROC_PARENT_MOSTLY = "pipe & shm I/O"',
+                    ),
+                    flags=re.M | re.S,
+                ),
             },
         },
     )

@@ -51,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=text)
     text = "the seed of every random case, a whole number (default: a new one each run)"
     add("--seed", type=int, default=None, help=text)
+    text = (
+        "whose work it is: Part B's options are lettered for this student id (exercises/options.py)"
+    )
+    add("--student", default="", help=text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,6 +75,13 @@ def seed(request: pytest.FixtureRequest) -> int:
     """This check's seed for its random cases (``random.Random(seed)``), from ``--seed``: the
     grader derives that from the course and the student, so a regrade draws the same cases."""
     return check_seed(request.config.getoption("--seed"), request.node.name)
+
+
+@pytest.fixture
+def student_id(request: pytest.FixtureRequest) -> str:
+    """Whose work this is (``--student``, from the grader): Part B's options are lettered for
+    this id (``exercises/options.py``); "" lets them keep the course's order."""
+    return request.config.getoption("--student")
 
 
 @pytest.fixture
@@ -139,7 +150,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: measured with ``vecenvs bench``; its model must come from the student's question 2.
 OWN_WORK = {
     "q1": OwnWork(),
-    "q2": OwnWork(),
+    "q2": OwnWork(allowed=("exercises/options.py",)),  # (a Part B letter, computed)
     "q3": OwnWork(
         allowed=("vecenvs/envs/", "exercises/pipe_env.py"),
         refused=("basic_worker",),
@@ -148,7 +159,7 @@ OWN_WORK = {
         allowed=("vecenvs/envs/", "exercises/pipe_env.py", "exercises/sandbox/toolkit.py"),
         refused=("basic_worker", "scripted_worker", "WorkerUnderTest"),
     ),
-    "q5": OwnWork(),
+    "q5": OwnWork(allowed=("exercises/options.py",)),
     "q6": OwnWork(allowed=("",), refused=("vecenvs/bench/model.py",)),
 }
 
@@ -157,9 +168,10 @@ class Processes:
     """One student process per question, started when its first check needs it and stopped
     when the checks move on to the next question."""
 
-    def __init__(self, submission: Path, sandbox: isolation.Sandbox):
+    def __init__(self, submission: Path, sandbox: isolation.Sandbox, student_id: str = ""):
         self.submission = submission
         self.sandbox = sandbox
+        self.student_id = student_id
         self.question = ""
         self.process: StudentProcess | None = None
 
@@ -167,7 +179,9 @@ class Processes:
         if self.process is None or question != self.question:
             self.stop()
             self.question = question
-            self.process = StudentProcess(self.submission, self.sandbox, OWN_WORK.get(question))
+            self.process = StudentProcess(
+                self.submission, self.sandbox, OWN_WORK.get(question), self.student_id
+            )
         return self.process
 
     def stop(self) -> None:
@@ -177,8 +191,10 @@ class Processes:
 
 
 @pytest.fixture(scope="session")
-def processes_by_question(submission: Path, sandbox: isolation.Sandbox):
-    manager = Processes(submission, sandbox)
+def processes_by_question(
+    request: pytest.FixtureRequest, submission: Path, sandbox: isolation.Sandbox
+):
+    manager = Processes(submission, sandbox, request.config.getoption("--student"))
     yield manager
     manager.stop()
 
@@ -216,6 +232,16 @@ def expect_error(name: str, hint: str, function: RemoteFunction, *args: Any, **k
             return error
         fail(f"{hint}; it raised {error.type_name}: {error.message}")
     fail(f"{hint}; it returned without an error")
+
+
+def right_letter(name: str, starts: str, student_id: str) -> str:
+    """The letter under which ``student_id`` sees the option of Part B's question ``name``
+    (``exercises/options.py``) that starts with ``starts``."""
+    from exercises import options
+
+    texts = options.QUESTIONS[name].options
+    index = next(at for at, text in enumerate(texts) if text.startswith(starts))
+    return options.letter_of(name, index, student_id)
 
 
 def fail(message: str) -> NoReturn:

@@ -120,11 +120,17 @@ class StudentProcess:
     copies the folder to a fresh workspace)."""
 
     def __init__(
-        self, submission: Path, sandbox: isolation.Sandbox, own_work: OwnWork | None = None
+        self,
+        submission: Path,
+        sandbox: isolation.Sandbox,
+        own_work: OwnWork | None = None,
+        student_id: str = "",
     ):
         self.submission = Path(submission)
         self.sandbox = sandbox
         self.own_work = own_work
+        #: Whose work it is, told to their process as $VECENVS_STUDENT (Part B's letters).
+        self.student_id = student_id
         #: file -> what importing it called of the course's own code (this process's import)
         self.import_calls: dict[str, list[str]] = {}
         #: An answer ("q2_overhead.py: break_even_num_envs") once found delegating -> why: its
@@ -159,6 +165,8 @@ class StudentProcess:
         program = [sys.executable, "-m", "exercises.sandbox.runner", str(theirs.fileno()), inside]
         self.sandbox.hand_over(self._workspace)
         command, environment, folder = self.sandbox.command(self._workspace, program)
+        if self.student_id:
+            environment["VECENVS_STUDENT"] = self.student_id
         try:
             # A session of its own: its process group is what stop() kills.
             self._process = subprocess.Popen(

@@ -47,7 +47,7 @@ from typing import Any
 EXERCISES = Path(__file__).resolve().parent.parent
 #: What a student's process sees of ``exercises/``: the scaffolding their files import, question
 #: 5's data and this package. Never the checks or the solutions.
-SHARED_WITH_STUDENTS = ("__init__.py", "pipe_env.py", "data", "sandbox")
+SHARED_WITH_STUDENTS = ("__init__.py", "pipe_env.py", "options.py", "data", "sandbox")
 #: The workspace's parts; inside the bwrap sandbox, part ``x`` is at ``/x``.
 PARTS = ("lab", "packages", "submission", "tmp")
 #: Limits on what is copied from a student's folder.
