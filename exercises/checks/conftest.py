@@ -100,7 +100,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         sandbox = isolation.choose(config.getoption("--sandbox"))
     except RuntimeError as error:
         return [f"student code sandbox: {error}", seed]
-    return [f"student code sandbox: {sandbox.kind}", seed]
+    return [f"student code sandbox: {sandbox.description}", seed]
 
 
 @pytest.fixture(scope="session")

@@ -153,11 +153,17 @@ class Runner:
         student's folder, or else the module it came from (``exercises.pipe_env``...), or
         ``"?"``."""
         try:
-            while isinstance(function, functools.partial):  # where the function it wraps is
-                function = function.func
+            # Where the function it wraps is: a partial's, a decorator's (functools.cache...).
+            for _ in range(100):
+                if isinstance(function, functools.partial):
+                    function = function.func
+                elif callable(getattr(function, "__wrapped__", None)):
+                    function = function.__wrapped__
+                else:
+                    break
             filename = getattr(getattr(function, "__code__", None), "co_filename", None)
-            if isinstance(function, type):  # a class: its module's file
-                module = sys.modules.get(getattr(function, "__module__", ""))
+            if filename is None:  # a class, or a callable object: its module's file
+                module = sys.modules.get(str(getattr(function, "__module__", "")))
                 filename = getattr(module, "__file__", None)
             if (
                 isinstance(filename, str)
