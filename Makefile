@@ -1,4 +1,4 @@
-# vecenvs developer tasks. Everything is installed into a local virtual
+# vecenvs tasks. Everything is installed into a local virtual
 # environment in .venv; nothing touches the system Python.
 #
 #   make dashboard  run the dashboard on http://localhost:8501 (live comparisons, profiles)
@@ -16,7 +16,7 @@
 #
 # Each target installs only what it needs (the extras of pyproject.toml named below), the first
 # time it runs; the peers are a step of their own because torch, Ray and EnvPool are most of the
-# size. `make test` installs everything the suite tests, peers included.
+# size.
 
 # The Python used to create the venv (must be 3.10+); override with `make PYTHON3=python3.12`.
 PYTHON3 ?= python3
@@ -37,12 +37,6 @@ EXTRAS_test      := test,dashboard,notebooks,mujoco,peers,docs
 # make peers TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 comma := ,
-# Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
-PYTEST_ARGS ?=
-# How many pytest-xdist processes run the suite, a test file each at a time: auto = the CPUs
-# this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
-PYTEST_WORKERS ?= auto
-
 .PHONY: dashboard lint test bench lab grade release gradescope collect peers install clean docs
 
 # The dashboard, on this machine only (it starts processes and a profiler); Ctrl-C stops it
@@ -56,6 +50,14 @@ dashboard: $(VENV)/.installed-dashboard
 bench: $(VENV)/.installed-bench
 	$(PYTHON) -m vecenvs bench --quick
 
+# >>> developer-only: `python -m exercises.release` leaves these out of the student release,
+# which has its own `make test` (the lab's check, tests/test_lab.py) instead.
+# Extra arguments for pytest, e.g. PYTEST_ARGS="tests/test_project_files.py -x".
+PYTEST_ARGS ?=
+# How many pytest-xdist processes run the suite, a test file each at a time: auto = the CPUs
+# this process may use, at most 4 (tests/conftest.py); 0 runs it in this one process.
+PYTEST_WORKERS ?= auto
+
 # The gate CI runs before the tests: ruff's lint rules and import order, ruff's formatting (check
 # only: `ruff format .` applies it) and mypy over the package (settings in pyproject.toml).
 lint: $(VENV)/.installed-test
@@ -63,7 +65,8 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# Run the test suite. pytest's exit code 5 means "no tests collected": treat it as a failure
+# Run the test suite (it installs everything the suite tests, peers included). pytest's exit
+# code 5 means "no tests collected": treat it as a failure
 # with a clear message, because it means the suite (or the PYTEST_ARGS selection) is empty.
 # Its files run side by side (PYTEST_WORKERS): much of the suite waits on processes it
 # started (kernels, Ray, a browser, the grader's sandboxes), so even 2 CPUs run two files.
@@ -85,6 +88,7 @@ DOCS_EXECUTE ?= 1
 docs: $(VENV)/.installed-docs
 	VECENVS_DOCS_EXECUTE=$(DOCS_EXECUTE) $(PYTHON) -m sphinx -b html -n -W --keep-going docs docs/_build/html
 	@echo "The site: docs/_build/html/index.html"
+# <<< developer-only
 
 # The course: JupyterLab with this project's Python as the kernel, opened at notebook 1 with
 # the repository as its root, so that exercises/ is a click away (given a folder, Jupyter

@@ -119,9 +119,10 @@ def grade_student(
     student_timeout: float,
     copy: Path,
     seed: int,
+    student_id: str = "",
 ) -> StudentResult:
     """Runs every check on ``copy`` (the staged copy of ``folder``), within the deadlines; the
-    random cases come from ``seed``."""
+    random cases come from ``seed``, Part B's letters from ``student_id`` (exercises/options.py)."""
     result = StudentResult(folder.name)
     # Private to the grader: the student's processes never see this folder (with bwrap), and
     # the judge only reads the copy.
@@ -129,6 +130,7 @@ def grade_student(
         report, output = Path(scratch, "report.xml"), Path(scratch, "log")
         command = [*PYTEST, f"--submission={copy}", f"--sandbox={sandbox.kind}", f"--seed={seed}"]
         command += [f"--timeout={test_timeout:g}", f"--junitxml={report}"]
+        command += [f"--student={student_id}"]
         with open(output, "w+", encoding="utf-8", errors="replace") as log:
             # A session of its own: the process group that the deadline kills.
             judge = subprocess.Popen(
@@ -233,6 +235,7 @@ class Job:
     test_timeout: float
     student_timeout: float
     seed: int
+    student_id: str = ""  # (Part B's letters are lettered for it: exercises/options.py)
 
 
 @dataclass
@@ -267,6 +270,7 @@ def grade_one(job: Job) -> Graded:
                     job.student_timeout,
                     copy,
                     job.seed,
+                    job.student_id,
                 )
             result.notes[:0] = notes
             collected = None
@@ -562,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             sandbox = isolation.choose(args.sandbox)
         except RuntimeError as error:
             parser.error(str(error))
-        print(f"student code runs in: {sandbox.kind}", file=sys.stderr)
+        print(f"student code runs in: {sandbox.description}", file=sys.stderr)
         if sandbox.warning:
             print(f"WARNING: {sandbox.warning}", file=sys.stderr)
         # Orphans of the judges and of student code come here (or to the worker grading that
@@ -596,11 +600,19 @@ def main(argv: list[str] | None = None) -> int:
                 args.test_timeout,
                 args.student_timeout,
                 seeds[folder.name],
+                ids[folder.name],
             )
             for folder in to_do
         ]
         start = time.perf_counter()
-        if args.jobs == 1 or len(jobs) == 1:
+        if args.jobs > 1 and sandbox.kind == "user":
+            print(
+                f"--jobs {args.jobs}: graded one at a time all the same: in the {sandbox.kind} "
+                "sandbox every student runs as the same user, so two at once could read or signal "
+                "each other's processes",
+                file=sys.stderr,
+            )
+        if args.jobs == 1 or len(jobs) == 1 or sandbox.kind == "user":
             graded = grade_serially(jobs, unchanged)
         else:
             graded = grade_in_parallel(jobs, min(args.jobs, len(jobs)), unchanged)

@@ -7,8 +7,10 @@ specification (https://gradescope-autograders.readthedocs.io/en/latest/specs/): 
 and ``run_autograder`` at its root, the rest under ``/autograder/source`` once unpacked.
 ``setup.sh`` runs once, as root, when Gradescope builds the image: it installs Python and
 bubblewrap with apt and this package (and pytest) into ``/autograder/source/.venv``.
-``run_autograder`` runs for each submission: ``python -m exercises.gradescope run`` copies
-``/autograder/submission`` (the student's files, or a clone of the student release) into a
+``run_autograder`` runs for each submission: ``python -m exercises.gradescope run`` first makes
+what only the instructor may read (the hidden checks, the policy with the course's seed) readable
+by root only, then copies ``/autograder/submission`` (the student's files, or a clone of the
+student release) into a
 class of one, grades it as ``python -m exercises.grade`` does (hidden checks included, the
 seed from the policy's course seed and the student's id), and writes its ``results.json`` to
 ``/autograder/results/results.json``. If grading itself fails, that file still appears and
@@ -16,15 +18,20 @@ says so, with a score of 0: the log (Gradescope's ``stdout``, the instructor's o
 
 The zip holds what grading needs (the package, the checks public and hidden, the grader, the
 policy, the sandbox, the question files as handed out and the notebooks, whose comments at
-each prediction are the course's), and never the solutions. Who may see what, in Gradescope's
-container, is in ``exercises/INSTRUCTORS.md``.
+each prediction are the course's), and never the solutions. Student code runs in bubblewrap's
+sandbox where the container lets it make namespaces; where it does not, as the unprivileged
+user ``nobody``, who cannot read what is root's only (``exercises/sandbox/isolation.py``). The
+log names the one that ran. Who may see what, in Gradescope's container, is in
+``exercises/INSTRUCTORS.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import os
 import re
 import shutil
 import sys
@@ -48,7 +55,8 @@ LEFT_OUT = ("exercises/solutions", "exercises/INSTRUCTORS.md")
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image (written by
 # `python -m exercises.gradescope build`). bubblewrap is the sandbox for the students' code;
-# where the image forbids it, the grader falls back to a weaker one and says so in the log.
+# where the container refuses namespaces, student code runs as the unprivileged user nobody,
+# who cannot read what only root may (the hidden checks, the policy): the log says which ran.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get install -y -q python3 python3-venv python3-pip bubblewrap
@@ -57,6 +65,10 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -c constraints.txt -e . pytest pytest-timeout \\
     "tomli>=2; python_version < '3.11'"
+# Everyone may read and run the rest (the package, the venv); these are root's only (run_autograder
+# makes sure of it again before each grading).
+chmod -R a+rX /autograder/source
+chmod -R go-rwx exercises/checks/hidden exercises/policy.toml
 """
 #: Runs for each submission.
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -160,10 +172,36 @@ def failed_results(why: str) -> dict[str, Any]:
     }
 
 
+def make_root_only(exercises: Path = EXERCISES) -> list[str]:
+    """Makes what only the instructor may read in ``exercises`` (the hidden checks, the policy
+    with the course's seed: ``isolation.SECRETS``) readable by its owner only, root's where this
+    runs as root; returns what it changed. Where no namespace can be made, student code runs
+    as another user, who then cannot read them."""
+    from exercises.sandbox import isolation
+
+    changed = []
+    for name in isolation.SECRETS:
+        top = exercises / name
+        if not top.exists() or top.is_symlink():
+            continue
+        for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
+            if path.is_symlink():
+                continue
+            if os.geteuid() == 0:
+                os.chown(path, 0, 0)
+            path.chmod(0o700 if path.is_dir() else 0o600)
+        changed.append(f"exercises/{name}")
+    return changed
+
+
 def run(root: Path = AUTOGRADER, sandbox: str = "auto") -> int:
     """Grades ``root/submission`` into ``root/results/results.json``; 0 when graded."""
     from exercises import grade  # (the grader's own imports, after the paths are known)
 
+    # Before any student code runs: what it must not read is root's only.
+    print(f"readable by root only: {', '.join(make_root_only()) or 'nothing found'}")
+    with contextlib.suppress(OSError):
+        (root / "submission_metadata.json").chmod(0o600)
     results = root / "results" / "results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -3,20 +3,25 @@
     python -m exercises.release OUT        # or: make release OUT=...
 
 This repository is the instructor's copy. The release holds what students need (the package,
-the notebooks, the dashboard, the question files, the public checks, the test suite, the
-LICENSE, and a README of its own for students, ``exercises/student_readme.md`` filled in from the
-policy: what to do, how to check it, when and where to hand it in) and none
-of what only the instructor may see: the solutions, the hidden checks, the grader and its policy,
-the instructor's guide, and the tests that grade made-up classes. It adds a GitHub Classroom
-autograding workflow that runs each question's public checks, worth the points the policy gives
-them (``.github/workflows/classroom.yml``, and the same tests in
+the notebooks, the dashboard, the question files, the public checks, the LICENSE, and a README
+of its own for students, ``exercises/student_readme.md`` filled in from the policy: what to do,
+how to check it, when and where to hand it in) and none of what only the instructor may see
+(the solutions, the hidden checks, the grader and its policy, the instructor's guide), nor the
+developers' side: the project's test suite, its changelog and contributing guide, the
+Makefile's developer targets (``lint``, ``docs``, the suite's ``test``) and the instructor-only
+blocks of the docs (``<!-- >>> instructor-only`` to ``<!-- <<< instructor-only -->``). Its own
+check, ``make test``, is ``tests/test_lab.py``: whether the lab works on the student's machine,
+which passes in a fresh release. It adds a GitHub Classroom autograding workflow that runs each
+question's public checks, worth the points the policy gives them
+(``.github/workflows/classroom.yml``, and the same tests in
 ``.github/classroom/autograding.json``).
 
 The files come from git (tracked, or new and not ignored), so nothing ignored (a virtual
 environment, collected submissions) can slip in. Before it finishes, the release is searched for
 leaks (:func:`find_leaks`): a path that is instructor-only, a line of a solution, code that does
 what a solution's function does whatever its names (:func:`shapes`), the name of a hidden check,
-a Part B answer next to its question. It has no git history: create the template
+a Part B answer next to its question, text that speaks of the instructor's side
+(:data:`INSTRUCTOR_TEXT`). It has no git history: create the template
 repository from this folder (``git init``), never by forking or pushing the instructor's repository,
 whose history holds the solutions.
 """
@@ -48,13 +53,11 @@ TOP_LEVEL = (
     "dashboard",
     "docs",
     "examples",  # your own env, measured: docs/your-env.md walks through it, tests use it
-    "tests",
+    "tests",  # only RELEASE_TESTS
     "Makefile",
     "README.md",
     "LICENSE",
-    "CHANGELOG.md",
     "CITATION.cff",
-    "CONTRIBUTING.md",
     "pyproject.toml",
     "constraints.txt",
     "environment.yml",
@@ -79,6 +82,14 @@ INSTRUCTOR_ONLY = (
     "tests/test_collect.py",
     "tests/data/submissions",
 )
+#: Of ``tests/``, what a release holds: its own check (``make test`` there) and the recorded
+#: profiles notebook 5 reads. The rest is the project's suite, which tests the repository.
+RELEASE_TESTS = ("tests/test_lab.py", "tests/data/profiles")
+#: Words that speak of the instructor's side, which no file of a release may say.
+INSTRUCTOR_TEXT = re.compile(
+    r"instructor's copy|reference solutions?\b|INSTRUCTORS\.md|\bmake (grade|release|gradescope|"
+    r"collect)\b|exercises[./](grade|release|gradescope|collect|solutions)\b"
+)
 #: The release's README, for students (the repository's own README speaks to whoever works on
 #: the course): a template whose ``$names`` :func:`student_readme` fills in from the policy.
 STUDENT_README = EXERCISES / "student_readme.md"
@@ -89,7 +100,26 @@ MARKER = ".vecenvs-release"
 #: The Makefile's instructor-only targets sit between these lines, and its header names them on
 #: lines of their own: the release leaves both out.
 MAKEFILE_BLOCK = re.compile(r"^# >>> instructor-only.*?^# <<< instructor-only[^\n]*\n", re.M | re.S)
-MAKEFILE_HEADER_LINE = re.compile(r"^#\s+make (grade|release|gradescope|collect)\b[^\n]*\n", re.M)
+MAKEFILE_HEADER_LINE = re.compile(
+    r"^#\s+make (grade|release|gradescope|collect|docs|lint)\b[^\n]*\n", re.M
+)
+#: The developers' targets (the suite's ``make test``, ``lint``, ``docs``), between these lines;
+#: the release has its own ``make test`` instead (:data:`RELEASE_TEST_TARGET`).
+MAKEFILE_DEVELOPER_BLOCK = re.compile(
+    r"^# >>> developer-only.*?^# <<< developer-only[^\n]*\n", re.M | re.S
+)
+MAKEFILE_TEST_LINE = re.compile(r"^#\s+make test\b[^\n]*\n", re.M)
+RELEASE_TEST_TARGET = (
+    "# Whether the lab works on this machine: the package, the data the notebooks read, and the\n"
+    "# sandbox your checks run in (tests/test_lab.py). Not your answers: those are checked by\n"
+    "# `.venv/bin/python -m pytest exercises/checks`.\n"
+    "test: $(VENV)/.installed-lab\n"
+    "\t$(PYTHON) -m pytest tests -p no:cacheprovider\n"
+)
+#: A Markdown file's instructor-only blocks sit between these lines.
+MARKDOWN_BLOCK = re.compile(
+    r"^<!-- >>> instructor-only.*?^<!-- <<< instructor-only -->[^\n]*\n", re.M | re.S
+)
 #: A question's command in the workflow: its public checks, without a cache in the student's repo.
 PYTEST = "python -m pytest {path} -p no:cacheprovider"
 #: Minutes each autograding step may take (a check itself stops after 30 s).
@@ -105,9 +135,11 @@ class ReleaseError(RuntimeError):
 
 
 def _is_instructor_only(path: PurePosixPath) -> bool:
-    return any(
-        path == PurePosixPath(p) or PurePosixPath(p) in path.parents for p in INSTRUCTOR_ONLY
-    )
+    return _under(path, INSTRUCTOR_ONLY)
+
+
+def _under(path: PurePosixPath, folders: tuple[str, ...]) -> bool:
+    return any(path == PurePosixPath(p) or PurePosixPath(p) in path.parents for p in folders)
 
 
 def git_files(repo: Path = REPO) -> list[PurePosixPath]:
@@ -139,7 +171,9 @@ def source_files(repo: Path = REPO) -> list[PurePosixPath]:
     return [
         path
         for path in git_files(repo)
-        if path.parts[0] in TOP_LEVEL and not _is_instructor_only(path)
+        if path.parts[0] in TOP_LEVEL
+        and not _is_instructor_only(path)
+        and (path.parts[0] != "tests" or _under(path, RELEASE_TESTS))
     ]
 
 
@@ -201,7 +235,7 @@ def classroom_workflow(tests: list[AutogradingTest], rules: Policy) -> str:
     """``.github/workflows/classroom.yml``: GitHub Classroom's autograding workflow, one
     command-grader step per question, then the reporter."""
     lines = [
-        "# The public checks, by question, with their points: written by `python -m exercises.release`",
+        "# The public checks, by question, with their points: written by the course's release builder",
         "# from the instructor's policy. Change the policy and build the release again rather",
         "# than editing this file. The points here are feedback for students: the grade comes",
         "# from the instructor's grader, which also runs hidden checks.",
@@ -346,6 +380,20 @@ def _prepare(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def release_makefile(text: str) -> str:
+    """The repository's Makefile as a release has it: no instructor's or developers' targets,
+    and its own ``make test``, the lab's check."""
+    if not MAKEFILE_DEVELOPER_BLOCK.search(text):
+        raise ReleaseError("the Makefile has no '# >>> developer-only' block to leave out")
+    text = MAKEFILE_BLOCK.sub("", text)
+    text = MAKEFILE_DEVELOPER_BLOCK.sub(RELEASE_TEST_TARGET + "\n", text)
+    text = MAKEFILE_TEST_LINE.sub(
+        "#   make test       whether the lab works here (your answers: pytest exercises/checks)\n",
+        text,
+    )
+    return MAKEFILE_HEADER_LINE.sub("", text)
+
+
 def build(out: Path, rules: Policy | None = None, repo: Path = REPO) -> list[PurePosixPath]:
     """Writes the release into ``out``; returns the files written. Raises ReleaseError when it
     cannot, or when :func:`find_leaks` finds anything in it (the folder is then removed)."""
@@ -360,8 +408,9 @@ def build(out: Path, rules: Policy | None = None, repo: Path = REPO) -> list[Pur
             target = out / path
             target.parent.mkdir(parents=True, exist_ok=True)
             if path == PurePosixPath("Makefile"):
-                text = MAKEFILE_BLOCK.sub("", (repo / path).read_text())
-                target.write_text(MAKEFILE_HEADER_LINE.sub("", text))
+                target.write_text(release_makefile((repo / path).read_text()))
+            elif path.suffix == ".md":
+                target.write_text(MARKDOWN_BLOCK.sub("", (repo / path).read_text()))
             else:
                 shutil.copy2(repo / path, target)
         generated = {
@@ -572,8 +621,9 @@ def find_leaks(folder: Path, exercises: Path = EXERCISES) -> list[str]:
     """What in ``folder`` (a release) gives away what only the instructor may see: instructor-only
     paths, lines of the solutions, code that does what a solution's function (or a loop or
     ``try`` in one) does, whatever its names, comments and constants (:func:`shapes`), names of
-    hidden checks, a Part B answer on the line of its name, or compared with in the exercises.
-    Empty when nothing is found."""
+    hidden checks, a Part B answer on the line of its name, or compared with in the exercises,
+    and text that speaks of the instructor's side (:data:`INSTRUCTOR_TEXT`). Empty when nothing
+    is found."""
     leaks = []
     for path in sorted(folder.rglob("*")):
         relative = PurePosixPath(path.relative_to(folder).as_posix())
@@ -618,6 +668,9 @@ def find_leaks(folder: Path, exercises: Path = EXERCISES) -> list[str]:
                 # (``==`` alone counts in the exercises only: elsewhere it compares other things)
                 if match and (in_exercises or not match.group(1).startswith("==")):
                     leaks.append(f"{where}: gives away {name}")
+            instructor = INSTRUCTOR_TEXT.search(line)
+            if instructor and relative.name != MARKER:
+                leaks.append(f"{where}: speaks of the instructor's side ({instructor.group(0)})")
     return sorted(set(leaks))
 
 

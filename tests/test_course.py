@@ -132,8 +132,14 @@ def renamed(function: str) -> str:
         (
             "gives away WHAT_THE_MODEL_LEAVES_OUT",
             "docs/answers.md",
-            'WHAT_THE_MODEL_LEAVES_OUT = "b"',
+            'WHAT_THE_MODEL_LEAVES_OUT = "c"',  # (its letter in the course's own order)
         ),
+        (
+            "speaks of the instructor's side",
+            "docs/course/index.md",
+            "holds the reference solutions",
+        ),
+        ("speaks of the instructor's side", "exercises/__init__.py", "python -m exercises.grade"),
     ],
 )
 def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
@@ -149,6 +155,119 @@ def test_the_leak_search_finds_each_kind_of_leak(tmp_path, leak, file, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n" + text + "\n")
     assert any(leak in found for found in release.find_leaks(tmp_path / "release"))
+
+
+def test_the_release_has_no_developers_side_and_passes_its_own_check(student_release, tmp_path):
+    """Of the project's tests, the release holds its own check (``tests/test_lab.py``) and the
+    data the notebooks read; no changelog or contributing guide, no developers' make targets, no
+    docs section for instructors. Its ``make test`` runs the lab's check, which passes in it
+    (run here as the Makefile runs it, with this venv's Python as the release's .venv)."""
+    files = {path.relative_to(student_release).as_posix() for path in student_release.rglob("*")}
+    tests = {f for f in files if f.startswith("tests/") and (student_release / f).is_file()}
+    assert {f for f in tests if not f.startswith("tests/data/profiles/")} == {"tests/test_lab.py"}
+    assert not {"CHANGELOG.md", "CONTRIBUTING.md"} & files
+    assert "For instructors" not in (student_release / "docs/course/index.md").read_text()
+    makefile = (student_release / "Makefile").read_text()
+    assert "lint:" not in makefile and "docs:" not in makefile and "developer-only" not in makefile
+    recipe = re.search(r"^test: \$\(VENV\)/\.installed-lab\n\t(.+)$", makefile, re.M)
+    assert recipe, makefile
+    command = recipe.group(1).replace("$(PYTHON)", sys.executable).split()
+    assert command[1:] == ["-m", "pytest", "tests", "-p", "no:cacheprovider"]
+    workdir = tmp_path / "student-repo"
+    shutil.copytree(student_release, workdir)
+    done = subprocess.run(
+        command,
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(workdir)},  # (pip install -e . in the release)
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\b4 passed\b", done.stdout), done.stdout
+
+
+#: Part B's right options, by how they start (the hidden checks know them the same way).
+RIGHT_OPTIONS = {
+    "WHAT_THE_MODEL_LEAVES_OUT": ("q2_overhead.py", "t_os is one constant"),
+    "WHY_SUBPROC_WORKERS_WAIT": ("q5_read_profile.py", "one CartPole step takes"),
+}
+
+
+def letters_for(student: str) -> dict[str, str]:
+    """The right letters as a student reads them from ``python -m exercises.options ID``."""
+    printed = subprocess.run(
+        [sys.executable, "-m", "exercises.options", student],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    found = {}
+    for name, (_, starts) in RIGHT_OPTIONS.items():
+        section = printed[printed.index(f", {name}:") :]
+        found[name] = re.search(rf'"([a-c])": {re.escape(starts)}', section).group(1)
+    return found
+
+
+def test_part_bs_letters_are_each_students_own_and_graded_against_their_order(tmp_path):
+    """Two students whose lists letter the right options differently each answer with their
+    own letters and earn Part B's points; the same letters under the other's id earn nothing (a
+    letter passed around says nothing); checked again, the same."""
+    students = [str(n) for n in range(100)]
+    first = students[0]
+    second = next(
+        other
+        for other in students[1:]
+        if all(letters_for(other)[name] != letters_for(first)[name] for name in RIGHT_OPTIONS)
+    )
+    folders = {}
+    for student in (first, second):
+        folder = folders[student] = tmp_path / f"work-{student}"
+        folder.mkdir()
+        for name, letter in letters_for(student).items():
+            file = RIGHT_OPTIONS[name][0]
+            text = re.sub(
+                rf"^{name} = options\.letter_of\(.*?\n\)$",
+                f'{name} = "{letter}"',
+                (EXERCISES / "solutions" / file).read_text(),
+                flags=re.M | re.S,
+            )
+            assert f'{name} = "{letter}"' in text
+            (folder / file).write_text(text)
+
+    def part_b(folder: Path, student: str) -> list[str]:
+        """The hidden Part B checks of q2 and q5 that pass, for ``student``'s folder."""
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "exercises/checks/hidden",
+                "-k",
+                "part_b",
+                f"--submission={folder}",
+                f"--student={student}",
+                "-p",
+                "no:cacheprovider",
+                "-rA",
+                "-q",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return sorted(re.findall(r"^PASSED \S+::(test_\w+)", done.stdout, re.M))
+
+    both = ["test_part_b_answer", "test_part_b_answers"]
+    assert part_b(folders[first], first) == both
+    assert part_b(folders[second], second) == both
+    assert part_b(folders[first], second) == [] and part_b(folders[second], first) == []
+    assert part_b(folders[first], first) == both  # again
 
 
 def test_make_grade_and_make_release_run_the_instructors_commands():

@@ -8,10 +8,14 @@ Instructor-only (it reads the solutions), like ``tests/test_course.py``.
 from __future__ import annotations
 
 import ast
+import collections
 import importlib.util
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import types
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -19,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from exercises import grade, release
+from exercises import grade, options, release
 from exercises.grading import policy
 from exercises.grading.policy import LatePolicy
 
@@ -27,15 +31,16 @@ REPO = Path(__file__).resolve().parent.parent
 STUDENT = REPO / "exercises" / "student"
 
 #: An option of a multiple-choice question, in the comment above its ``NAME = None``:
-#: ``#:   "a": text``, continued on ``#:`` lines indented past the letter.
-OPTION = re.compile(r'^#:\s+"(?P<letter>[a-z])":\s*(?P<text>.*)$')
+#: ``#:   - text``, continued on ``#:`` lines indented past the dash. No letter: each student
+#: has their own (``exercises/options.py``).
+OPTION = re.compile(r"^#:\s+- (?P<text>.*)$")
 #: The longest option may be at most this many times the shortest.
 MOST_LENGTH_RATIO = 1.2
 
 
-def multiple_choice(path: Path) -> dict[str, dict[str, str]]:
-    """``{NAME: {letter: option text}}`` for each ``NAME = None`` of a student file whose comment
-    lists lettered options."""
+def multiple_choice(path: Path) -> dict[str, list[str]]:
+    """``{NAME: [option text, ...]}`` for each ``NAME = None`` of a student file whose comment
+    lists options, in the file's order."""
     lines = path.read_text().splitlines()
     holes = {
         node.lineno: target.id
@@ -53,33 +58,31 @@ def multiple_choice(path: Path) -> dict[str, dict[str, str]]:
             if not line.startswith("#:"):
                 break
             comment.insert(0, line)
-        options: dict[str, list[str]] = {}
-        letter = None
+        options: list[list[str]] = []
         for line in comment:
             match = OPTION.match(line)
             if match:
-                letter = match["letter"]
-                options[letter] = [match["text"].strip()]
-            elif letter is not None:
-                options[letter].append(line[2:].strip())
+                options.append([match["text"].strip()])
+            elif options and line.startswith("#:     "):
+                options[-1].append(line[2:].strip())
         if options:
-            questions[name] = {key: " ".join(words) for key, words in options.items()}
+            questions[name] = [" ".join(words) for words in options]
     return questions
 
 
-def length_problems(options: dict[str, str], right: str) -> list[str]:
-    """What gives the right answer away by its length: options of uneven length, or the right
-    one the only longest or only shortest. Empty when nothing does."""
-    lengths = {letter: len(text) for letter, text in options.items()}
-    others = [length for letter, length in lengths.items() if letter != right]
-    longest, shortest = max(lengths.values()), min(lengths.values())
+def length_problems(options: list[str], right: int) -> list[str]:
+    """What gives the right answer (``options[right]``) away by its length: options of uneven
+    length, or the right one the only longest or only shortest. Empty when nothing does."""
+    lengths = [len(text) for text in options]
+    others = [length for at, length in enumerate(lengths) if at != right]
+    longest, shortest = max(lengths), min(lengths)
     problems = []
     if longest > MOST_LENGTH_RATIO * shortest:
         problems.append(f"lengths differ by more than {MOST_LENGTH_RATIO - 1:.0%}: {lengths}")
     if lengths[right] == longest and longest not in others:
-        problems.append(f"the right answer {right!r} is the only longest option: {lengths}")
+        problems.append(f"the right answer {right} is the only longest option: {lengths}")
     if lengths[right] == shortest and shortest not in others:
-        problems.append(f"the right answer {right!r} is the only shortest option: {lengths}")
+        problems.append(f"the right answer {right} is the only shortest option: {lengths}")
     return problems
 
 
@@ -87,42 +90,74 @@ def test_the_option_reader_and_the_length_check_catch_a_telltale_question(tmp_pa
     path = tmp_path / "q9_probe.py"
     path.write_text(
         "#: Which?\n"
-        '#:   "a": a short option\n'
-        '#:   "b": the right option, which explains itself at length, as the right one\n'
-        "#:        tends to do when nobody counts\n"
-        '#:   "c": another short one\n'
+        "#:   - a short option\n"
+        "#:   - the right option, which explains itself at length, as the right one\n"
+        "#:     tends to do when nobody counts\n"
+        "#:   - another short one\n"
         "WHICH = None\n"
         "NUMBER = None\n"
     )
     options = multiple_choice(path)["WHICH"]
-    assert options["b"].endswith("as the right one tends to do when nobody counts")
+    assert options[1].endswith("as the right one tends to do when nobody counts")
     assert set(multiple_choice(path)) == {"WHICH"}
-    problems = length_problems(options, "b")
+    problems = length_problems(options, 1)
     assert len(problems) == 2 and "only longest" in problems[1], problems
-    even = {"a": "x" * 100, "b": "y" * 110, "c": "z" * 110}
-    assert length_problems(even, "b") == []
-    assert [problem[:40] for problem in length_problems(even, "a")] == [
-        "the right answer 'a' is the only shortes"
+    even = ["x" * 100, "y" * 110, "z" * 110]
+    assert length_problems(even, 1) == []
+    assert [problem[:40] for problem in length_problems(even, 0)] == [
+        "the right answer 0 is the only shortest "
     ]
 
 
-def test_no_multiple_choice_answer_can_be_told_by_its_length():
-    answers = release.answers()
+def test_each_multiple_choice_question_lists_the_options_each_student_letters():
+    """The stubs list each question's options, unlettered, as ``exercises/options.py`` has them
+    (in alphabetical order, which says nothing of which is right), and no answer can be told
+    by its length. Each student letters them with ``python -m exercises.options``."""
+    answers = release.answers()  # the solutions' letters, in the course's order (no student)
     questions = {
-        (path.name, name): options
+        name: (path.name, listed)
         for path in sorted(STUDENT.glob("q*.py"))
-        for name, options in multiple_choice(path).items()
+        for name, listed in multiple_choice(path).items()
     }
-    names = {name for _, name in questions}
-    assert {"WHAT_THE_MODEL_LEAVES_OUT", "WHY_SUBPROC_WORKERS_WAIT"} <= names, names
-    for (file, name), options in questions.items():
-        right = answers[name]
-        assert right in options, (
-            f"{file}: {name}'s answer {right!r} is not one of {sorted(options)}"
+    assert (
+        set(questions)
+        == set(options.QUESTIONS)
+        == {
+            "WHAT_THE_MODEL_LEAVES_OUT",
+            "WHY_SUBPROC_WORKERS_WAIT",
+        }
+    )
+    for name, (file, listed) in questions.items():
+        question = options.QUESTIONS[name]
+        assert (file, listed) == (question.file, list(question.options)), name
+        assert listed == sorted(listed), name
+        right = options.LETTERS.index(answers[name])
+        assert not length_problems(listed, right), (
+            f"{file}: {name}: {length_problems(listed, right)}"
         )
-        assert not length_problems(options, right), (
-            f"{file}: {name}: {length_problems(options, right)}"
-        )
+        assert "python -m exercises.options YOUR_STUDENT_ID" in (STUDENT / file).read_text()
+
+
+def test_each_student_letters_the_options_in_an_order_of_their_own():
+    """The order comes from the student id alone: the same every time, different between
+    students, the right letter spread over the letters; the command prints it."""
+    name = "WHY_SUBPROC_WORKERS_WAIT"
+    assert options.order(name, "") == [0, 1, 2]  # no student: the course's order
+    letters = {student: options.letter_of(name, 1, student) for student in map(str, range(300))}
+    assert letters == {student: options.letter_of(name, 1, student) for student in letters}
+    assert set(letters.values()) == {"a", "b", "c"}
+    assert min(collections.Counter(letters.values()).values()) > 60
+    printed = subprocess.run(
+        [sys.executable, "-m", "exercises.options", "s-7"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    for name in options.QUESTIONS:
+        for letter, text in options.lettered(name, "s-7").items():
+            assert f'"{letter}": {text[:40]}' in " ".join(printed.split()), (letter, printed)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -283,24 +318,27 @@ def test_the_notebook_reader_refuses_a_question_without_its_command(tmp_path):
 SOLUTIONS = REPO / "exercises" / "solutions"
 
 
-def worked_example(tmp_path: Path, report: dict) -> types.ModuleType:
-    """The q6 solution, run beside ``report`` as its q6_sweep.json (and question 2's solution)."""
+def worked_example(tmp_path: Path, report: dict, monkeypatch) -> types.ModuleType:
+    """The q6 solution, run beside ``report`` as its q6_sweep.json (and question 2's solution,
+    which it imports by name from its folder, as the checks' sandbox lets it)."""
     folder = tmp_path / f"worked-{len(list(tmp_path.iterdir()))}"
     folder.mkdir()
     for name in ("q2_overhead.py", "q6_measure.py"):
         shutil.copy(SOLUTIONS / name, folder / name)
     (folder / "q6_sweep.json").write_text(json.dumps(report))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "q2_overhead", raising=False)
     spec = importlib.util.spec_from_file_location("worked_q6", folder / "q6_measure.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_the_worked_example_says_what_its_file_measured(tmp_path):
+def test_the_worked_example_says_what_its_file_measured(tmp_path, monkeypatch):
     report = json.loads((SOLUTIONS / "q6_sweep.json").read_text())
     run = report["run"]
     assert run["command"].startswith("vecenvs bench ")
-    example = worked_example(tmp_path, report)
+    example = worked_example(tmp_path, report, monkeypatch)
     assert run["command"] == example.COMMAND
     medians = {
         (result["config"]["backend"], result["config"]["num_envs"]): result["median"]
@@ -321,7 +359,7 @@ def test_the_worked_example_says_what_its_file_measured(tmp_path):
     assert ("never kept up" in text) == (example.BREAK_EVEN_N is None), text
 
 
-def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
+def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path, monkeypatch):
     """The same file made quiet, its pool slower than the loop below N=6 and faster from there:
     the words change with the numbers."""
     report = json.loads((SOLUTIONS / "q6_sweep.json").read_text())
@@ -338,7 +376,7 @@ def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
         num_envs = result["config"]["num_envs"]
         if result["config"]["backend"] == "pool":
             result["median"] = loop[num_envs] * (1.3 if num_envs >= pivot else 0.6)
-    example = worked_example(tmp_path, report)
+    example = worked_example(tmp_path, report, monkeypatch)
     text = example.EXPLANATION
     assert pivot == example.BREAK_EVEN_N
     assert f"first kept up with the loop at N={pivot}:" in text
@@ -347,3 +385,23 @@ def test_the_worked_example_follows_a_quiet_sweep_with_a_break_even(tmp_path):
     assert "the machine was quiet" in text and "busy" not in text
     assert "never kept up" not in text
     assert 100 <= len(text.split()) <= 400
+
+
+def test_question_6_imports_question_2_by_name_as_a_script_too(tmp_path):
+    """The stub's way to use question 2 (``from q2_overhead import fit_model``) works when the
+    file runs as a script; the checks' sandbox puts the folder on the path (tests/test_exercises.py
+    grades a q6 that does it, in full)."""
+    stub = (REPO / "exercises" / "student" / "q6_measure.py").read_text()
+    assert "from q2_overhead import break_even_num_envs, fit_model" in stub
+    for name in ("q2_overhead.py", "q6_measure.py", "q6_sweep.json"):
+        shutil.copy(SOLUTIONS / name, tmp_path / name)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "q6_measure.py")],
+        cwd=REPO,  # not the file's folder: Python puts the script's folder on the path itself
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # (q2's Part B letter uses exercises/)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from exercises import options
 from exercises.grading import policy as grading_policy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -231,6 +233,8 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
     tmp_path,
 ):
     solutions = solution_files()
+    # carol's letter for q5's second Part B question: not the one her list gives the right option
+    wrong_letter = "a" if options.letter_of("WHY_SUBPROC_WORKERS_WAIT", 1, "carol") != "a" else "c"
     class_dir = tmp_path / "class"
     make_submissions(
         class_dir,
@@ -239,12 +243,15 @@ def test_one_grading_run_writes_the_gradebook_feedback_and_results_with_the_poli
             "carol": {
                 **solutions,
                 **BROKEN,
-                "q5_read_profile.py": solutions["q5_read_profile.py"]
-                .replace(
-                    'SUBPROC_PARENT_MOSTLY = busiest(_PROFILES[SUBPROC], "parent")',
-                    'SUBPROC_PARENT_MOSTLY = "pipe & shm I/O"',
-                )
-                .replace('WHY_SUBPROC_WORKERS_WAIT = "b"', 'WHY_SUBPROC_WORKERS_WAIT = "c"'),
+                "q5_read_profile.py": re.sub(
+                    r"^WHY_SUBPROC_WORKERS_WAIT = options\.letter_of\(.*?\n\)$",
+                    f'WHY_SUBPROC_WORKERS_WAIT = "{wrong_letter}"',
+                    solutions["q5_read_profile.py"].replace(
+                        'SUBPROC_PARENT_MOSTLY = busiest(_PROFILES[SUBPROC], "parent")',
+                        'SUBPROC_PARENT_MOSTLY = "pipe & shm I/O"',
+                    ),
+                    flags=re.M | re.S,
+                ),
             },
         },
     )
@@ -417,11 +424,11 @@ def test_jobs_grade_students_at_once_as_serially_and_one_student_can_be_graded_a
         (class_dir / "dee" / where).mkdir(parents=True)
         (class_dir / "dee" / where / "q1_chunks.py").write_text(solutions["q1_chunks.py"])
     runs = {}
-    for name, options in [("serial", ()), ("parallel", ("--jobs", "2"))]:
+    for name, how in [("serial", ()), ("parallel", ("--jobs", "2"))]:
         marker = uuid.uuid4().hex
         done = grade(
             class_dir,
-            *options,
+            *how,
             "--csv",
             str(tmp_path / f"{name}.csv"),
             "--feedback",
@@ -970,7 +977,9 @@ def test_without_bubblewrap_the_grader_warns_scores_right_and_leaves_nothing_run
     done = grade(class_dir, "--sandbox", kind, "--csv", str(tmp_path / "grades.csv"), marker=marker)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"student code runs in: {kind}" in done.stderr
-    assert "WARNING:" in done.stderr and "apt-get install bubblewrap" in done.stderr
+    assert "WARNING:" in done.stderr
+    advice = ("bubblewrap works here", "apt-get install bubblewrap", "allow namespaces here")
+    assert any(text in done.stderr for text in advice), done.stderr
     row = gradebook(tmp_path / "grades.csv")["escaper"]
     assert question_points(row) == points({"q1": "all", "q2": "all"}), row
     assert table_row(done.stdout, "escaper")[1:3] == ["16", "16"]
@@ -1045,10 +1054,122 @@ def shipped_worker_loops() -> list[tuple[str, str]]:
     return found
 
 
+#: One answer per question that only calls the course's own code, as a student could write it:
+#: each passed some checks before the grader noticed (q1's 4 points, q2's break-even 1, q4's 2, q5's
+#: 9 of 12 from Breakdown.by_role(), the issue's case; q6's model from vecenvs' own fit).
+DELEGATES = {
+    "q1_chunks.py": """
+        from vecenvs.core import split_evenly
+
+
+        def split_by_cost(costs, num_workers):
+            if not 1 <= num_workers <= len(costs) or not all(0 <= c < float("inf") for c in costs):
+                raise ValueError("impossible")
+            return split_evenly(len(costs), num_workers)
+    """,
+    "q3_step_wait.py": """
+        import numpy as np
+
+        from exercises.pipe_env import PipeVecEnv
+        from vecenvs import SubprocVecEnv
+
+
+        class MyPipeVecEnv(PipeVecEnv):
+            def __init__(self, env_fns, worker=None, timeout=10.0):
+                super().__init__([], timeout=timeout)
+                self.num_envs, self.inner = len(env_fns), SubprocVecEnv(env_fns)
+
+            def reset(self, seed=None):
+                return list(self.inner.reset(seed=seed)[0]), [{}] * self.num_envs
+
+            def step_async(self, actions):
+                self.inner.step_async(np.asarray(actions))
+                self.waiting = True
+
+            def step_wait(self, timeout=None):
+                self.waiting = False
+                return (*self.inner.step_wait()[:4], [{}] * self.num_envs)
+
+            def close(self):
+                self.inner.close()
+    """,
+    "q4_worker_errors.py": """
+        from exercises.pipe_env import basic_worker
+
+
+        def careful_worker(pipe, env_fn):
+            basic_worker(pipe, env_fn)
+    """,
+    "q5_read_profile.py": """
+        from vecenvs.profile.breakdown import Breakdown, BreakdownRow
+
+
+        def shares(rows, process):
+            mine = [r for r in rows if r["process"] == process or (process == "workers" and r["process"] != "parent")]
+            pooled = [BreakdownRow("worker", "main", r["category"], r["samples"], 0.0) for r in mine]
+            return Breakdown(pooled).by_role()["workers"]
+
+
+        def busiest(rows, process):
+            found = shares(rows, process)
+            return max(found, key=found.get)
+    """,
+}
+
+
+def delegating_q2_and_q6() -> dict[str, str]:
+    """q2 with the break-even N searched on vecenvs' own model; q6 with vecenvs' own fit (both
+    otherwise the reference solutions, which also give q6 the q2 it imports)."""
+    solutions = solution_files()
+    q2 = solutions["q2_overhead.py"]
+    start, end = q2.index("def break_even_num_envs"), q2.index("WHAT_THE_MODEL_LEAVES_OUT")
+    q2 = (
+        q2[:start]
+        + textwrap.dedent(
+            """
+        def break_even_num_envs(t_env, t_os, workers, cpus):
+            from vecenvs.bench.model import _speedup
+
+            if not t_env > 0 or not t_os >= 0 or workers < 1 or cpus < 1:
+                raise ValueError("bad arguments")
+            if min(workers, cpus) == 1:
+                return None
+            low, high = 1, 1
+            while _speedup(high, t_env, min(workers, high, cpus), t_os) < 1:
+                low, high = high, high * 2
+            while low < high:
+                middle = (low + high) // 2
+                if _speedup(middle, t_env, min(workers, middle, cpus), t_os) >= 1:
+                    high = middle
+                else:
+                    low = middle + 1
+            return high
+
+
+        """
+        )
+        + q2[end:]
+    )
+    fit = "_T_ENV, _T_OS = fit_model(\n    [(num_envs, num_envs / loop, num_envs / pool) for num_envs, loop, pool in SWEEP], WORKERS, CPUS\n)"
+    assert fit in solutions["q6_measure.py"]
+    q6 = solutions["q6_measure.py"].replace(
+        fit,
+        "from vecenvs.bench.engine import Measurement\n"
+        "from vecenvs.bench.model import fit_overhead_model\n\n"
+        '_MODEL = fit_overhead_model([Measurement.from_dict(r) for r in REPORT["results"]])\n'
+        "_T_ENV = next(iter(_MODEL.envs.values())).t_env_seconds\n"
+        "_T_OS = next(iter(_MODEL.backends.values())).t_os_seconds",
+    )
+    return {"q2_overhead.py": q2, "q6_measure.py": q6, "q6_sweep.json": solutions["q6_sweep.json"]}
+
+
 @pytest.mark.timeout(600)
-def test_a_worker_loop_the_release_ships_scores_nothing_as_question_4(tmp_path):
-    """The stub plus one line importing any worker loop of the release as ``careful_worker``
-    (the scaffolding's, the checks' sandbox's, the package's) scores 0 on question 4."""
+def test_an_answer_that_only_calls_the_courses_own_code_earns_nothing_on_every_question(tmp_path):
+    """One student whose every question delegates to the code the release ships (``DELEGATES``)
+    earns nothing for those parts, each check saying what was called; and the stub plus one line
+    importing any worker loop of the release as ``careful_worker`` (the scaffolding's, the
+    checks' sandbox's, the package's), or wrapping one, scores 0 on question 4. (The reference
+    solutions, which call the envs and their scaffolding, score in full: the tests above.)"""
     loops = shipped_worker_loops()
     names = {name for _, name in loops}
     assert {"basic_worker", "scripted_worker", "run_worker", "serve_with_control"} <= names, loops
@@ -1067,6 +1188,9 @@ def test_a_worker_loop_the_release_ships_scores_nothing_as_question_4(tmp_path):
     class_dir = make_submissions(tmp_path / "class", students)
     for student, files in students.items():  # (make_submissions dedents: these have no indent)
         (class_dir / student / "q4_worker_errors.py").write_text(files["q4_worker_errors.py"])
+    make_submissions(class_dir, {"delegator": DELEGATES})
+    for name, text in delegating_q2_and_q6().items():
+        (class_dir / "delegator" / name).write_text(text)
     done = grade(class_dir, "--csv", str(tmp_path / "scores.csv"), timeout=550)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = gradebook(tmp_path / "scores.csv")
@@ -1077,6 +1201,26 @@ def test_a_worker_loop_the_release_ships_scores_nothing_as_question_4(tmp_path):
     assert "careful_worker comes from exercises.pipe_env, not from q4_worker_errors.py" in (
         feedback.read_text()
     )
+    # The delegator: nothing for what it delegated (q2's throughput and fit are the solution's,
+    # as is its Part B); each public check says what was called.
+    own_q2 = {
+        "test_throughput_counts_every_env_step",
+        "test_fit_model_finds_t_env_and_t_os",
+        "test_part_b_answer_has_the_right_form",
+        "test_fit_model_on_new_measurements",
+        "test_part_b_answer",
+    }
+    assert question_points(rows["delegator"]) == points({"q2": own_q2}), done.stdout
+    said = (class_dir / "_feedback" / "delegator" / "feedback.txt").read_text()
+    for reason in [
+        "called the course's own code (vecenvs/core.py: split_evenly)",
+        "called the course's own code (vecenvs/bench/model.py: _speedup)",
+        "called the course's own code (vecenvs/subproc.py: ",  # (SubprocVecEnv.__init__, 3.11+)
+        "called the course's own code (exercises/pipe_env.py: basic_worker)",
+        "called the course's own code (vecenvs/profile/breakdown.py: ",  # (Breakdown.by_role)
+        "q6_measure.py called the course's own code as it ran (vecenvs/bench/model.py:",
+    ]:
+        assert reason in said, f"{reason!r} not in:\n{said}"
 
 
 @pytest.mark.timeout(600)

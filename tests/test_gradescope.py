@@ -5,6 +5,12 @@ Gradescope's layout: the zip unpacked at ``/autograder/source``, a submission at
 is a temporary folder bound at ``/autograder`` by bubblewrap, over a read-only view of this
 machine; ``setup.sh``'s apt and pip steps are not run here (no network): the unpacked
 source's ``.venv`` is this checkout's virtual environment.
+
+Whether Gradescope's containers let a process create namespaces is not known, so the layout also
+runs in a container that refuses them, as Docker's defaults do: an outer bubblewrap, as root with
+Docker's default capabilities (no CAP_SYS_ADMIN) and a seccomp filter that refuses to create
+namespaces, showing only what such a container holds (the system, Python, the venv; not this
+checkout).
 """
 
 from __future__ import annotations
@@ -12,7 +18,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import platform
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import uuid
@@ -80,6 +89,106 @@ def in_gradescope_layout(autograder: Path, marker: str) -> subprocess.CompletedP
     command += ["--bind", str(autograder), "/autograder", "--chdir", "/autograder"]
     command += ["--setenv", "GRADE_TEST_MARKER", marker, "--", "/autograder/run_autograder"]
     return subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
+
+
+#: Docker's default capabilities (no CAP_SYS_ADMIN: no namespace but a user namespace).
+DOCKER_CAPABILITIES = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+]
+#: machine -> its audit arch, and unshare's, setns's, clone's and clone3's syscall numbers
+SYSCALLS = {
+    "x86_64": (0xC000003E, 272, 308, 56, 435),
+    "aarch64": (0xC00000B7, 97, 268, 220, 435),
+}
+#: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET and NEWTIME together.
+CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000
+CLONE_NEW_ANY |= 0x40000000 | 0x00000080
+
+
+def no_namespaces_filter() -> bytes:
+    """A seccomp filter (classic BPF) refusing what Docker's default profile refuses a process
+    without CAP_SYS_ADMIN: unshare, setns, clone with a namespace flag (EPERM), and clone3,
+    whose flags it cannot read (ENOSYS: glibc falls back to clone)."""
+    if platform.machine() not in SYSCALLS:
+        pytest.skip(f"no namespace filter for {platform.machine()}")
+    arch, unshare, setns, clone, clone3 = SYSCALLS[platform.machine()]
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    load, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    flags = 16 + (4 if sys.byteorder == "big" else 0)
+    return b"".join(
+        [
+            op(load, 4),  # 0: ABI
+            op(jeq, arch, jt=1),  # 1: ours -> 3
+            op(ret, allow),  # 2
+            op(load, 0),  # 3: the call
+            op(jeq, unshare, jt=3),  # 4 -> 8
+            op(jeq, setns, jt=2),  # 5 -> 8
+            op(jeq, clone3, jt=3),  # 6 -> 10
+            op(jeq, clone, jt=3, jf=1),  # 7 -> 11, else 9
+            op(ret, eperm),  # 8
+            op(ret, allow),  # 9
+            op(ret, enosys),  # 10
+            op(load, flags),  # 11: clone's flags
+            op(jset, CLONE_NEW_ANY, jt=0, jf=1),  # 12: a namespace -> 13, else 14
+            op(ret, eperm),  # 13
+            op(ret, allow),  # 14
+        ]
+    )
+
+
+def in_a_container_without_namespaces(
+    autograder: Path, seccomp: Path
+) -> subprocess.CompletedProcess:
+    """Runs ``/autograder/run_autograder`` as root in a container that refuses namespaces
+    (module docstring): it shows the system folders, /etc, this Python and the venv, and
+    ``autograder`` at ``/autograder``, with /tmp a fresh tmpfs anyone may write to."""
+    command = ["bwrap", "--die-with-parent", "--unshare-pid", "--cap-drop", "ALL"]
+    for capability in DOCKER_CAPABILITIES:
+        command += ["--cap-add", f"CAP_{capability}"]
+    for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc"):
+        path = Path("/") / name
+        if path.is_symlink():
+            command += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            command += ["--ro-bind", str(path), str(path)]
+    # A Python under a folder others cannot enter (pyenv's in /root) is shown through a fresh
+    # folder that they can, as a system's Python is.
+    for folder in sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}):
+        top = Path("/", folder.parts[1])
+        if not top.stat().st_mode & 0o001:
+            command += ["--perms", "0755", "--tmpfs", str(top)]
+        for above in reversed(folder.parents[:-2]):  # (bubblewrap would make them 0700)
+            command += ["--perms", "0755", "--dir", str(above)]
+        command += ["--ro-bind", str(folder), str(folder)]
+    command += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    command += ["--bind", str(autograder), "/autograder", "--chdir", "/autograder"]
+    with open(seccomp, "rb") as rules:
+        command += ["--seccomp", str(rules.fileno()), "--", "/autograder/run_autograder"]
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=280,
+            check=False,
+            pass_fds=(rules.fileno(),),
+        )
 
 
 def build(out: Path, *options: str) -> Path:
@@ -180,9 +289,12 @@ def test_run_autograder_in_gradescopes_layout_grades_a_perfect_a_blank_and_a_hos
     assert results["score"] == expected_automatic, log
 
 
-def grade_in_layout(zip_file: Path, autograder: Path, name: str, files: dict) -> tuple[dict, str]:
+def grade_in_layout(
+    zip_file: Path, autograder: Path, name: str, files: dict, seccomp: Path | None = None
+) -> tuple[dict, str]:
     """Unpacks the zip as Gradescope's image build does, puts ``files`` in the submission, runs
-    ``run_autograder`` in the layout; returns the checked results.json and the log."""
+    ``run_autograder`` in the layout (in a container without namespaces, given its ``seccomp``
+    filter); returns the checked results.json and the log."""
     with zipfile.ZipFile(zip_file) as archive:
         archive.extractall(autograder / "source")
     for script in ("setup.sh", "run_autograder"):  # (zipfile does not keep modes)
@@ -196,7 +308,11 @@ def grade_in_layout(zip_file: Path, autograder: Path, name: str, files: dict) ->
         (autograder / "submission" / filename).write_text(text)
     metadata = {"users": [{"email": f"{name}@uni.example", "sid": f"s-{name}"}]}
     (autograder / "submission_metadata.json").write_text(json.dumps(metadata))
-    done = in_gradescope_layout(autograder, uuid.uuid4().hex)
+    autograder.chmod(0o755)  # (Gradescope's /autograder: anyone may enter it)
+    if seccomp is None:
+        done = in_gradescope_layout(autograder, uuid.uuid4().hex)
+    else:
+        done = in_a_container_without_namespaces(autograder, seccomp)
     log = f"{name}:\n{done.stdout}\n{done.stderr}"
     assert done.returncode == 0, log
     results = valid_results(autograder / "results" / "results.json")
@@ -267,3 +383,84 @@ def test_one_late_rule_on_gradescope_and_make_grade(tmp_path):
         row = next(iter(csv.DictReader(file)))
     assert float(row["total"]) == round(results["score"] + sum(hand.values()), 2)
     assert float(row["late_penalty"]) == -penalty["score"]
+
+
+#: What a hostile q1 tries to show through a public check (the failure message of
+#: test_covers_every_env_once_in_consecutive_chunks, which the student sees): the hidden checks'
+#: names, the course's seed, anything else under /autograder it can read, and what refused it.
+PEEKER = """
+import os
+import re
+
+SEEN = []
+for path in ("/autograder/source/exercises/policy.toml", "/autograder/submission_metadata.json"):
+    try:
+        SEEN += re.findall(r"seed\\s*=\\s*(\\S+)", open(path).read()) or ["read " + path]
+    except OSError as error:
+        SEEN.append(f"{os.path.basename(path)}: {type(error).__name__}")
+hidden = "/autograder/source/exercises/checks/hidden"
+try:
+    for name in sorted(os.listdir(hidden)):
+        SEEN.append(name)
+        SEEN += re.findall(r"def (test_\\w+)", open(os.path.join(hidden, name)).read())
+except OSError as error:
+    SEEN.append(f"hidden: {type(error).__name__}")
+for pid in os.listdir("/proc"):  # other processes' environments (the grader's is root's)
+    try:
+        SEEN += re.findall(r"seed\\S*", open(f"/proc/{pid}/environ").read())[:2]
+    except OSError:
+        pass
+
+
+def split_by_cost(costs, num_workers):
+    raise ValueError("LEAK " + " ".join(SEEN))
+"""
+
+
+@pytest.mark.timeout(900)
+def test_where_no_namespace_can_be_made_student_code_runs_as_another_user_and_sees_nothing_hidden(
+    autograder_zip, tmp_path
+):
+    """In a container that refuses namespaces (bubblewrap installed, and useless there), the
+    log names the sandbox that ran, the unprivileged user, and does not advise installing
+    bubblewrap; a q1 that tries to show the hidden checks' names and the course's seed through
+    a public check shows only what refused it; the reference solutions score in full. Without
+    that user (--sandbox none), the same q1 does show them: what keeps them hidden is the user."""
+    bwrap_or_skip()
+    seccomp = tmp_path / "no-namespaces.bpf"
+    seccomp.write_bytes(no_namespaces_filter())
+    hidden_names = {
+        name
+        for path in (EXERCISES / "checks" / "hidden").glob("test_*.py")
+        for name in [path.name, *re.findall(r"def (test_\w+)", path.read_text())]
+    }
+    blank = {path.name: path.read_text() for path in (EXERCISES / "student").glob("q*.py")}
+    peeker = {**blank, "q1_chunks.py": PEEKER}
+
+    results, log = grade_in_layout(autograder_zip, tmp_path / "peeker", "peeker", peeker, seccomp)
+    assert "student code runs in: user (as nobody, uid 65534; network off" in log, log
+    assert "bwrap: installed, but it cannot create namespaces here" in log, log
+    assert "Install bubblewrap" not in log, log
+    shown = json.dumps(results)
+    assert "LEAK policy.toml: PermissionError" in shown, shown  # it ran, and was refused
+    assert "hidden: PermissionError" in shown, shown
+    assert POLICY.seed not in shown and not any(name in shown for name in hidden_names), shown
+
+    solutions = {
+        path.name: path.read_text()
+        for path in [
+            *(EXERCISES / "solutions").glob("q*.py"),
+            EXERCISES / "solutions/q6_sweep.json",
+        ]
+    }
+    results, log = grade_in_layout(
+        autograder_zip, tmp_path / "perfect", "perfect", solutions, seccomp
+    )
+    assert "student code runs in: user" in log
+    assert results["score"] == sum(q.max_points for q in POLICY.questions.values()), log
+
+    # The control: as root (--sandbox none), the same code reads them and shows them.
+    unprotected = build(tmp_path / "none.zip", "--sandbox", "none")
+    results, log = grade_in_layout(unprotected, tmp_path / "none", "peeker", peeker, seccomp)
+    assert "student code runs in: none" in log, log
+    assert POLICY.seed in json.dumps(results), results

@@ -7,8 +7,8 @@ gets a sandboxed process of its own for the student's code (``exercises/sandbox`
 function there and returns its answer here, as plain data. A crash, a hang or a trick in one
 question's code costs that question's checks, nothing else.
 
-A question's checks are in ``test_qN_*.py``; in the instructor's copy, the grader's hidden checks
-of the same question are in ``hidden/test_qN_*.py`` (not in the student release). The checks run
+A question's checks are in ``test_qN_*.py``; the grader's hidden checks of the same question,
+where this folder has them, in ``hidden/test_qN_*.py``. The checks run
 question by question, public ones first, each question's in the same student process.
 """
 
@@ -32,6 +32,7 @@ if str(EXERCISES.parent) not in sys.path:
 
 from exercises.sandbox import isolation, processes  # noqa: E402
 from exercises.sandbox.client import (  # noqa: E402, F401  (re-exported for the checks)
+    OwnWork,
     RemoteFunction,
     RemoteObject,
     StudentCodeFailed,
@@ -50,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--sandbox", default="auto", choices=("auto", *isolation.KINDS), help=text)
     text = "the seed of every random case, a whole number (default: a new one each run)"
     add("--seed", type=int, default=None, help=text)
+    text = (
+        "whose work it is: Part B's options are lettered for this student id (exercises/options.py)"
+    )
+    add("--student", default="", help=text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,6 +78,13 @@ def seed(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture
+def student_id(request: pytest.FixtureRequest) -> str:
+    """Whose work this is (``--student``, from the grader): Part B's options are lettered for
+    this id (``exercises/options.py``); "" lets them keep the course's order."""
+    return request.config.getoption("--student")
+
+
+@pytest.fixture
 def rng(seed: int) -> random.Random:
     """A random number generator seeded with this check's :func:`seed`."""
     return random.Random(seed)
@@ -88,7 +100,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         sandbox = isolation.choose(config.getoption("--sandbox"))
     except RuntimeError as error:
         return [f"student code sandbox: {error}", seed]
-    return [f"student code sandbox: {sandbox.kind}", seed]
+    return [f"student code sandbox: {sandbox.description}", seed]
 
 
 @pytest.fixture(scope="session")
@@ -130,13 +142,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=key)
 
 
+#: What each question's answer may call of the course's own code (``vecenvs`` and the
+#: exercises' files, named as :mod:`exercises.sandbox.tracing` names them): the envs, and the
+#: scaffolding its file starts from. An answer that calls anything else of it (question 5's
+#: shares from ``Breakdown.by_role``, question 1's split from ``split_evenly``, a worker loop
+#: that runs ``basic_worker``) only delegates, and its checks fail, saying so. Question 6 is
+#: measured with ``vecenvs bench``; its model must come from the student's question 2.
+OWN_WORK = {
+    "q1": OwnWork(),
+    "q2": OwnWork(allowed=("exercises/options.py",)),  # (a Part B letter, computed)
+    "q3": OwnWork(
+        allowed=("vecenvs/envs/", "exercises/pipe_env.py"),
+        refused=("basic_worker",),
+    ),
+    "q4": OwnWork(
+        allowed=("vecenvs/envs/", "exercises/pipe_env.py", "exercises/sandbox/toolkit.py"),
+        refused=("basic_worker", "scripted_worker", "WorkerUnderTest"),
+    ),
+    "q5": OwnWork(allowed=("exercises/options.py",)),
+    "q6": OwnWork(allowed=("",), refused=("vecenvs/bench/model.py",)),
+}
+
+
 class Processes:
     """One student process per question, started when its first check needs it and stopped
     when the checks move on to the next question."""
 
-    def __init__(self, submission: Path, sandbox: isolation.Sandbox):
+    def __init__(self, submission: Path, sandbox: isolation.Sandbox, student_id: str = ""):
         self.submission = submission
         self.sandbox = sandbox
+        self.student_id = student_id
         self.question = ""
         self.process: StudentProcess | None = None
 
@@ -144,7 +179,9 @@ class Processes:
         if self.process is None or question != self.question:
             self.stop()
             self.question = question
-            self.process = StudentProcess(self.submission, self.sandbox)
+            self.process = StudentProcess(
+                self.submission, self.sandbox, OWN_WORK.get(question), self.student_id
+            )
         return self.process
 
     def stop(self) -> None:
@@ -154,8 +191,10 @@ class Processes:
 
 
 @pytest.fixture(scope="session")
-def processes_by_question(submission: Path, sandbox: isolation.Sandbox):
-    manager = Processes(submission, sandbox)
+def processes_by_question(
+    request: pytest.FixtureRequest, submission: Path, sandbox: isolation.Sandbox
+):
+    manager = Processes(submission, sandbox, request.config.getoption("--student"))
     yield manager
     manager.stop()
 
@@ -193,6 +232,16 @@ def expect_error(name: str, hint: str, function: RemoteFunction, *args: Any, **k
             return error
         fail(f"{hint}; it raised {error.type_name}: {error.message}")
     fail(f"{hint}; it returned without an error")
+
+
+def right_letter(name: str, starts: str, student_id: str) -> str:
+    """The letter under which ``student_id`` sees the option of Part B's question ``name``
+    (``exercises/options.py``) that starts with ``starts``."""
+    from exercises import options
+
+    texts = options.QUESTIONS[name].options
+    index = next(at for at, text in enumerate(texts) if text.startswith(starts))
+    return options.letter_of(name, index, student_id)
 
 
 def fail(message: str) -> NoReturn:

@@ -145,7 +145,10 @@ def test_break_even_num_envs_none_and_bad_arguments(q2):
 def test_part_b_answer_has_the_right_form(q2):
     answer = q2.get("WHAT_THE_MODEL_LEAVES_OUT")
     if answer is None:
-        fail("WHAT_THE_MODEL_LEAVES_OUT is still None: answer 'a', 'b' or 'c'")
+        fail(
+            "WHAT_THE_MODEL_LEAVES_OUT is still None: answer 'a', 'b' or 'c', your letter: "
+            "`python -m exercises.options YOUR_STUDENT_ID` letters the options for you"
+        )
     assert answer in ("a", "b", "c"), (
         f"WHAT_THE_MODEL_LEAVES_OUT = {answer!r}: answer 'a', 'b' or 'c'"
     )

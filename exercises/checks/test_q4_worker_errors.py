@@ -10,12 +10,11 @@ import contextlib
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import RemoteFunction, StudentCodeFailed, call, fail, toolkit
+from conftest import StudentCodeFailed, call, fail, toolkit
 
 from exercises.pipe_env import Command
 
 ANSWER_SECONDS = 5.0
-FILE = "q4_worker_errors.py"
 
 
 class Worker:
@@ -78,12 +77,8 @@ class Worker:
 
 @pytest.fixture
 def start_worker(student):
+    # (One the course ships, imported or wrapped, is refused: conftest's OWN_WORK.)
     worker_function = student.module("q4_worker_errors.py").get("careful_worker")
-    if isinstance(worker_function, RemoteFunction) and worker_function.defined_in != FILE:
-        fail(
-            f"careful_worker comes from {worker_function.defined_in}, not from {FILE}: the "
-            "exercise is to write the worker loop there yourself (start from basic_worker)"
-        )
     started = []
 
     def start(env_fn):

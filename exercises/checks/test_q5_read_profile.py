@@ -146,7 +146,12 @@ def test_part_b_answers_have_the_right_form(q5):
         f"SUBPROC_WORKERS_ENV_SHARE = {share!r}: expected the share as a number from 0 to 1 (not "
         "a percentage)"
     )
-    answer = answered(q5, "WHY_SUBPROC_WORKERS_WAIT", "answer 'a', 'b' or 'c'")
+    answer = answered(
+        q5,
+        "WHY_SUBPROC_WORKERS_WAIT",
+        "answer 'a', 'b' or 'c', your letter: `python -m exercises.options YOUR_STUDENT_ID` "
+        "letters the options for you",
+    )
     assert answer in ("a", "b", "c"), (
         f"WHY_SUBPROC_WORKERS_WAIT = {answer!r}: answer 'a', 'b' or 'c'"
     )

@@ -33,6 +33,8 @@ MANUAL_SHEET, MANUAL_PARTS = "_manual-scores.csv", "_manual-parts.txt"
 
 #: What a student's seed means, said beside it.
 SEED_NOTE = "from the course and your student id: a regrade draws the same cases"
+#: Whose order Part B's options were lettered in (exercises/options.py), said beside the seed.
+LETTERS_NOTE = "the options lettered for student id {id} (python -m exercises.options {id})"
 
 
 def plain(text: str) -> str:
@@ -113,6 +115,7 @@ def feedback_text(grade: Grade) -> str:
         lines.append(f"  grading: {grade.status}")
     if grade.seed is not None:
         lines.append(f"  random cases: seed {grade.seed} ({SEED_NOTE})")
+        lines.append(f"  Part B's letters: {LETTERS_NOTE.format(id=grade.student_id)}")
     for question in policy.questions.values():
         outcomes = [o for o in grade.outcomes if o.check.question == question.id]
         lines += [
@@ -229,6 +232,7 @@ def results_json(grade: Grade) -> dict[str, Any]:
         summary += f"; grading: {grade.status}"
     if grade.seed is not None:
         summary += f"\nrandom cases: seed {grade.seed} ({SEED_NOTE})"
+        summary += f"\nPart B's letters: {LETTERS_NOTE.format(id=grade.student_id)}"
     for part in pending:
         summary += (
             f"\npending: {part['title']} ({number(part['max_score'])} points), graded by hand, "

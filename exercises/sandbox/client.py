@@ -13,6 +13,12 @@ Every request has a deadline. When the student's process misses one, dies, or an
 unreadable, it is stopped with everything it started, and the request raises a
 :class:`StudentCodeFailed` whose message is written for the student; the next request starts a
 fresh process. Objects kept over there (a :class:`RemoteObject`) die with their process.
+
+Given an :class:`OwnWork`, the answers must be the student's own work: a function the checks
+ask for must be written in the student's files, and the code it runs (and, for a value, the
+code its file ran to compute it) may call only the parts of the course's own code that the
+question hands out (:mod:`exercises.sandbox.tracing` notes what it calls). Otherwise the request
+raises :class:`StudentDelegated`, saying what was called.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exercises.sandbox import isolation, processes, wire
+from exercises.sandbox import isolation, processes, tracing, wire
 from exercises.sandbox.wire import Expr
 
 #: Seconds a request may take unless the check says otherwise.
@@ -75,6 +83,34 @@ class StudentError(StudentCodeFailed):
         return any(kind == name or kind.rsplit(".", 1)[-1] == name for kind in self.types)
 
 
+class StudentDelegated(StudentCodeFailed):
+    """The answer is the course's own code, not the student's: it earns nothing."""
+
+
+@dataclass(frozen=True)
+class OwnWork:
+    """What a question's answer may call of the course's own code, as
+    :mod:`~exercises.sandbox.tracing` names it (``"exercises/pipe_env.py: answer"``): entries
+    that start with one of ``allowed`` (``""`` allows all), unless they start with one of
+    ``refused`` or name one of them (``"basic_worker"``). Switching the tracing off is refused
+    everywhere."""
+
+    allowed: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+
+    def refuses(self, entry: str) -> bool:
+        if entry == tracing.SWITCHED_OFF:
+            return True
+        name = entry.partition(": ")[2]
+        if entry.startswith(self.refused) or set(name.split(".")) & set(self.refused):
+            return True
+        return not entry.startswith(self.allowed)
+
+    def refused_of(self, entries: Iterable[Any]) -> list[str]:
+        """The entries this question's answer may not have (at most 3, each cut short)."""
+        return [str(entry)[:100] for entry in entries if self.refuses(str(entry))][:3]
+
+
 class SandboxFailed(RuntimeError):
     """The sandbox did not start (before any of the student's code ran): not the student's fault."""
 
@@ -83,9 +119,25 @@ class StudentProcess:
     """One student's folder, run in a sandboxed process started when first needed (each start
     copies the folder to a fresh workspace)."""
 
-    def __init__(self, submission: Path, sandbox: isolation.Sandbox):
+    def __init__(
+        self,
+        submission: Path,
+        sandbox: isolation.Sandbox,
+        own_work: OwnWork | None = None,
+        student_id: str = "",
+    ):
         self.submission = Path(submission)
         self.sandbox = sandbox
+        self.own_work = own_work
+        #: Whose work it is, told to their process as $VECENVS_STUDENT (Part B's letters).
+        self.student_id = student_id
+        #: file -> what importing it called of the course's own code (this process's import)
+        self.import_calls: dict[str, list[str]] = {}
+        #: An answer ("q2_overhead.py: break_even_num_envs") once found delegating -> why: its
+        #: later calls fail too, even those that happen not to reach the course's code (the
+        #: checks run in a fixed order, so a regrade finds the same).
+        self.delegated: dict[str, str] = {}
+        self._origins: dict[tuple[int, int], str] = {}  # kept object -> the answer that made it
         self.generation = 0  # counts starts: an object kept by an earlier process is gone
         # Files whose import missed its deadline: not tried again (each try would hang again).
         self.hung_imports: set[str] = set()
@@ -111,7 +163,10 @@ class StudentProcess:
         ours, theirs = socket.socketpair()
         inside = isolation.paths(self.sandbox, self._workspace)["submission"]
         program = [sys.executable, "-m", "exercises.sandbox.runner", str(theirs.fileno()), inside]
+        self.sandbox.hand_over(self._workspace)
         command, environment, folder = self.sandbox.command(self._workspace, program)
+        if self.student_id:
+            environment["VECENVS_STUDENT"] = self.student_id
         try:
             # A session of its own: its process group is what stop() kills.
             self._process = subprocess.Popen(
@@ -121,12 +176,14 @@ class StudentProcess:
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
+                **self.sandbox.popen_options(),
             )
         finally:
             theirs.close()
         self._channel = ours
         self.generation += 1
         self._imported = set()
+        self.import_calls = {}
         self._fresh = True
         try:
             if "hello" not in wire.receive(self._channel, time.perf_counter() + STARTUP_SECONDS):
@@ -161,6 +218,9 @@ class StudentProcess:
             )
         if "handle" in target.root and target.root.get("generation") != self.generation:
             raise StudentCodeFailed(f"{doing}: the process holding that object was stopped earlier")
+        answer = self._answer_of(target)
+        if answer in self.delegated:
+            raise StudentDelegated(self.delegated[answer])
         try:
             reply = self._exchange(
                 {"op": op, "target": wire.encode(_as_sent(target)), **fields}, doing, seconds
@@ -169,12 +229,31 @@ class StudentProcess:
             if importing and filename not in self._imported:
                 self.hung_imports.add(filename)
             raise
+        imported = reply.get("imported")
+        if isinstance(imported, dict):
+            for name, entries in imported.items():
+                if isinstance(entries, list):
+                    self.import_calls[str(name)] = [str(entry) for entry in entries]
+        # Before anything else: a delegating answer that raised the expected error is not right.
+        self._check_own_work(reply, doing, answer)
         if "error" in reply:
             raise self._failure(reply, target, doing)
         if importing:
             self._imported.add(filename)
         if isinstance(reply.get("callable"), dict):
             info = reply["callable"]
+            if self.own_work is not None and info.get("own") is not True and filename:
+                name = (
+                    target.steps[-1][1] if target.steps and target.steps[-1][0] == "attr" else "?"
+                )
+                why = (
+                    f"{name} comes from {str(info.get('defined_in', '?'))[:80]}, not from "
+                    f"{filename}: the exercise is to write it yourself, in your files; what "
+                    "the course ships earns nothing as an answer"
+                )
+                if answer:
+                    self.delegated[answer] = why
+                raise StudentDelegated(why)
             return RemoteFunction(
                 self,
                 target,
@@ -183,23 +262,65 @@ class StudentProcess:
                 str(info.get("defined_in", "?"))[:200],
             )
         if type(reply.get("handle")) is int:
+            if answer:
+                self._origins[(self.generation, reply["handle"])] = answer
             handle = Expr({"handle": reply["handle"], "generation": self.generation})
             return RemoteObject(self, handle, str(reply.get("type", "?")))
         if "value" not in reply:
             raise StudentCodeFailed(f"{doing}: the answer could not be read")
+        if op == "get" and filename and self.own_work is not None:  # a value the file computed
+            refused = self.own_work.refused_of(self.import_calls.get(filename, []))
+            if refused:
+                name = target.steps[-1][1] if target.steps else filename
+                raise StudentDelegated(
+                    f"{filename} called the course's own code as it ran ({'; '.join(refused)}), "
+                    f"and {name} is one of the values it computed: what the course's code "
+                    "computes earns nothing as an answer; compute it with your own functions"
+                )
         try:
             return wire.decode(reply["value"])
         except wire.WireError as error:
             raise StudentCodeFailed(f"{doing}: the answer could not be read ({error})") from None
 
+    def _answer_of(self, target: Expr) -> str | None:
+        """The answer a request is about: a file's function or class (``"q1_chunks.py:
+        split_by_cost"``), also through an object it made; None for the checks' own helpers."""
+        root = target.root
+        if "file" in root and target.steps and target.steps[0][0] == "attr":
+            return f"{root['file']}: {target.steps[0][1]}"
+        if "handle" in root:
+            return self._origins.get((root.get("generation"), root.get("handle")))  # type: ignore[arg-type]
+        return None
+
+    def _check_own_work(self, reply: dict, doing: str, answer: str | None = None) -> None:
+        """Raises StudentDelegated when the student's code called what it may not (and
+        remembers it of ``answer``)."""
+        shipped = reply.get("shipped")
+        if self.own_work is None or not isinstance(shipped, list):
+            return
+        refused = self.own_work.refused_of(shipped)
+        if refused:
+            why = (
+                f"{doing} called the course's own code ({'; '.join(refused)}), which does what "
+                "this question asks you to write: an answer that calls it earns nothing. Write "
+                "it yourself (the standard library and numpy are yours to use)"
+            )
+            if answer:
+                self.delegated[answer] = why
+            raise StudentDelegated(why)
+
     def clean_up(self) -> None:
-        """Kills the processes the student's code started and left running (between checks)."""
+        """Kills the processes the student's code started and left running (between checks).
+        Raises StudentDelegated when a process of theirs (a worker) was found calling what its
+        question's answer may not."""
         if self._process is None:
             return
         try:
-            self._exchange({"op": "clean"}, "cleaning up", DEFAULT_SECONDS)
+            reply = self._exchange({"op": "clean"}, "cleaning up", DEFAULT_SECONDS)
         except StudentCodeFailed:
             self.stop()
+            return
+        self._check_own_work(reply, "a process your code started")
 
     def stop(self) -> None:
         """Ends the student's process and everything it started; safe to call twice."""
@@ -255,7 +376,8 @@ class StudentProcess:
         except subprocess.TimeoutExpired:
             return "it closed its connection to the checks"
         # bwrap and unshare report a signal that killed their child as 128 + its number.
-        if code > 128 and self.sandbox.kind != "none" and code - 128 in signal.valid_signals():
+        wrapped = self.sandbox.kind in ("bwrap", "unshare")
+        if code > 128 and wrapped and code - 128 in signal.valid_signals():
             code = -(code - 128)  # as if it had been killed directly
         return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 

@@ -1,4 +1,4 @@
-"""Where a student's code runs: in a sandbox made by bubblewrap, or by unshare, or in none.
+"""Where a student's code runs: in a sandbox made by bubblewrap, as another user, by unshare, or none.
 
 :func:`choose` takes the best kind that works on this machine:
 
@@ -9,12 +9,19 @@
   the other students and the grader's reports are not in it at all. Also its own PID namespace
   (when the sandbox ends, the kernel kills every process in it), no network, no capabilities,
   no new user namespaces, a session of its own.
+- ``user``: where no namespace can be made (a container that refuses them, as Gradescope's may)
+  and the grader runs as root, the student's process runs as an unprivileged user (``nobody``,
+  or ``$VECENVS_SANDBOX_USER``), the usual Gradescope hardening. It cannot read what only root
+  may (the hidden checks, the policy with the course's seed, the solutions: the Gradescope
+  autograder makes them so before grading, and this kind is refused while that user could read
+  them), change the grader's files or signal its processes; a seccomp filter turns its network
+  off (:mod:`~.network`). It still sees what every user may see of the file system.
 - ``unshare`` (util-linux): its own PID namespace and network, so every process still ends with
   the sandbox; but the whole file system is visible, solutions included. A fallback, with a
   warning.
 - ``none``: an ordinary child in a session of its own; the checks' process is a subreaper, so
-  its descendants are still found and killed. Enough to check one's own work; for grading, a
-  warning says what is not protected.
+  its descendants are still found and killed, and the seccomp filter turns its network off where
+  it can. Enough to check one's own work; for grading, a warning says what is not protected.
 
 The student's process starts in a *workspace*, a temporary folder holding ``lab/exercises``
 (the parts of the package student files import, a copy), ``packages/vecenvs`` and
@@ -25,7 +32,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
+import pwd
 import shutil
 import site
 import subprocess
@@ -33,17 +42,24 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 EXERCISES = Path(__file__).resolve().parent.parent
 #: What a student's process sees of ``exercises/``: the scaffolding their files import, question
 #: 5's data and this package. Never the checks or the solutions.
-SHARED_WITH_STUDENTS = ("__init__.py", "pipe_env.py", "data", "sandbox")
+SHARED_WITH_STUDENTS = ("__init__.py", "pipe_env.py", "options.py", "data", "sandbox")
 #: The workspace's parts; inside the bwrap sandbox, part ``x`` is at ``/x``.
 PARTS = ("lab", "packages", "submission", "tmp")
 #: Limits on what is copied from a student's folder.
 MAX_FILES, MAX_BYTES = 500, 50 * 1024 * 1024
-#: Best first.
-KINDS = ("bwrap", "unshare", "none")
+#: Best first (``user`` before ``unshare``: what it protects, the hidden checks and the seed,
+#: is what a student would look for).
+KINDS = ("bwrap", "user", "unshare", "none")
+#: What only the instructor may read, in ``exercises/``: the ``user`` kind needs them unreadable
+#: by its user.
+SECRETS = ("checks/hidden", "policy.toml", "solutions")
+#: The unprivileged user of the ``user`` kind, unless ``$VECENVS_SANDBOX_USER`` names another.
+SANDBOX_USER = "nobody"
 
 # Namespaces for bwrap, most isolated first: a user namespace of its own lets us forbid nested
 # ones (--disable-userns, bubblewrap >= 0.8); the second works for root with an older bwrap.
@@ -63,24 +79,83 @@ class Sandbox:
     kind: str  # one of KINDS
     bwrap_flags: tuple[str, ...] = ()  # the namespace flags that worked here (bwrap only)
     why_not_better: str = ""  # why a better kind could not be used
+    user: str = ""  # the user student code runs as (user only)
+    uid: int = -1
+    gid: int = -1
+    network: str = ""  # what holds of the network, where no namespace turns it off
+
+    @property
+    def description(self) -> str:
+        """What runs the student's code, for the grader's log: ``"user (as nobody, uid 65534;
+        network off (a seccomp filter))"``."""
+        if self.kind in ("bwrap", "unshare"):
+            return f"{self.kind} (namespaces of its own; network off)"
+        who = f"as {self.user}, uid {self.uid}" if self.kind == "user" else "as the grader's user"
+        return f"{self.kind} ({who}; network {self.network or 'on'})"
 
     @property
     def warning(self) -> str:
         """What an instructor should know about this kind ("" when nothing)."""
         if self.kind == "bwrap":
             return ""
-        install = "Install bubblewrap (apt-get install bubblewrap) to grade in a sandbox."
+        why = (
+            f"The better sandboxes do not work here ({self.why_not_better})."
+            if self.why_not_better
+            else ""
+        )
+        network = (
+            "its network is off (a seccomp filter)"
+            if self.network.startswith("off")
+            else f"its network is {self.network or 'on'}"
+        )
+        if self.kind == "user":
+            return (
+                f"{why} Student code runs as the unprivileged user {self.user} (uid {self.uid}): "
+                "it cannot read the hidden checks, the policy (with the course's seed) or the "
+                "solutions, readable by root only, nor signal the grader's processes; "
+                f"{network}. It sees what any user may see of this machine, and shares its "
+                f"process list. {_advice()}"
+            ).strip()
         if self.kind == "unshare":
             return (
-                f"bubblewrap is not usable here ({self.why_not_better}). Student code runs in "
-                "a PID namespace of its own (unshare), so nothing it starts survives it, but it "
-                f"can read and change every file this user can, solutions included. {install}"
-            )
-        return (
-            f"no sandbox could be made here ({self.why_not_better}). Student code runs as an "
-            "ordinary process: it can read and change every file this user can and signal "
-            f"its processes; only what it starts is still killed afterwards. {install}"
+                f"{why} Student code runs in a PID namespace of its own (unshare), so nothing "
+                "it starts survives it, but it can read and change every file this user can, "
+                f"solutions and hidden checks included. {_advice()}"
+            ).strip()
+        where = (
+            f"No sandbox could be made here ({self.why_not_better})."
+            if self.why_not_better
+            else "No sandbox (--sandbox none)."
         )
+        return (
+            f"{where} Student code runs as an "
+            "ordinary process: it can read and change every file this user can (the hidden "
+            f"checks and the policy included) and signal its processes; {network}; only what "
+            f"it starts is still killed afterwards. {_advice()}"
+        ).strip()
+
+    def popen_options(self) -> dict[str, Any]:
+        """What ``subprocess.Popen`` needs besides the command: the user and groups to run as."""
+        if self.kind != "user":
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+    def hand_over(self, workspace: Path) -> None:
+        """Makes a prepared workspace fit for this kind: with ``user``, its user may read the
+        copies of the scaffolding and write only its own folders (the submission, its tmp)."""
+        if self.kind != "user":
+            return
+        os.chmod(workspace, 0o711)
+        for part in ("lab", "packages"):
+            for root, _, files in os.walk(workspace / part):
+                os.chmod(root, 0o755)
+                for name in files:
+                    os.chmod(os.path.join(root, name), 0o644)
+        for part in ("submission", "tmp"):
+            for root, folders, files in os.walk(workspace / part):
+                for name in [*folders, *files, "."]:
+                    os.chown(os.path.join(root, name), self.uid, self.gid, follow_symlinks=False)
+            os.chmod(workspace / part, 0o700)
 
     def command(
         self, workspace: Path, program: list[str]
@@ -103,7 +178,7 @@ class Sandbox:
             "PYTHONSAFEPATH": "1",
             "VECENVS_SANDBOX": self.kind,
         }
-        if self.kind == "none":
+        if self.kind in ("none", "user"):
             return program, environment, workspace / "submission"
         if self.kind == "unshare":
             return [*_unshare_prefix(), *program], environment, workspace / "submission"
@@ -139,7 +214,7 @@ def prepare_workspace(submission: Path, workspace: Path) -> None:
 
 def copy_submission(folder: Path, into: Path) -> list[str]:
     """Copies the regular files under ``folder`` into ``into``; returns a note per thing left
-    out: links (one to ``exercises/solutions`` would copy the solutions), devices, pipes,
+    out: links (one to the instructor's files would copy them), devices, pipes,
     hidden folders, ``__pycache__``, and what exceeds :data:`MAX_FILES` or :data:`MAX_BYTES`."""
     into.mkdir()
     notes: list[str] = []
@@ -248,19 +323,45 @@ def choose(requested: str = "auto") -> Sandbox:
     for kind in KINDS if requested == "auto" else (requested,):
         works, detail = _probe(kind)
         if works:
-            flags = detail if kind == "bwrap" else ()
-            return Sandbox(kind, bwrap_flags=flags, why_not_better="; ".join(reasons))
+            why = "; ".join(reasons)
+            if kind == "bwrap":
+                return Sandbox(kind, bwrap_flags=detail, why_not_better=why)
+            if kind == "user":
+                name, uid, gid, network = detail
+                return Sandbox(
+                    kind, why_not_better=why, user=name, uid=uid, gid=gid, network=network
+                )
+            network = _network_probe() if kind == "none" else "off"
+            return Sandbox(kind, why_not_better=why, network=network)
         if requested == kind:
             raise RuntimeError(f"the {kind} sandbox does not work here: {detail}")
         reasons.append(f"{kind}: {detail}")
     raise AssertionError("'none' always works")
 
 
+def _advice() -> str:
+    """What to do for a better sandbox, from why bubblewrap's does not work here."""
+    works, why = _probe("bwrap")
+    if works:
+        return "bubblewrap works here: leave --sandbox at auto to grade in its sandbox."
+    if "not installed" in why:
+        return "Install bubblewrap (apt-get install bubblewrap) to grade in a sandbox."
+    if "cannot create namespaces" in why:
+        return (
+            "To grade in bubblewrap's sandbox, allow namespaces here (unprivileged user "
+            "namespaces, or CAP_SYS_ADMIN): installing it again will not help."
+            + ("" if os.geteuid() == 0 else " As root, student code would run as another user.")
+        )
+    return ""
+
+
 @functools.cache
 def _probe(kind: str):
-    """(works, flags or why not) for one kind, by running ``true`` in it."""
+    """(works, detail or why not) for one kind, by running ``true`` (or a probe) in it."""
     if kind == "none":
         return True, ()
+    if kind == "user":
+        return _probe_user()
     if kind == "unshare":
         if shutil.which("unshare") is None:
             return False, "the unshare command is not installed (Debian: util-linux)"
@@ -276,7 +377,95 @@ def _probe(kind: str):
         ok, error = _runs([*_bwrap_prefix(flags), "true"])
         if ok:
             return True, flags
-    return False, error
+    return (
+        False,
+        f"installed, but it cannot create namespaces here ({error.removeprefix('bwrap: ')})",
+    )
+
+
+#: Run as the ``user`` kind's user: what it can read of what it needs and of the secrets, and
+#: whether the network filter works (``network.py``, run by path: arguments are JSON).
+_USER_PROBE = """
+import json, os, sys
+need, secrets, sandbox = json.loads(sys.argv[1])
+sys.path.insert(0, sandbox)
+import network
+state = network.turn_off()
+if state.startswith("off"):
+    import socket
+    try:
+        socket.socket(socket.AF_INET).close()
+        state = "on: the seccomp filter let a socket through"
+    except PermissionError:
+        pass
+print(json.dumps({
+    "unreadable": [path for path in need if not os.access(path, os.R_OK)],
+    "readable": [path for path in secrets if os.access(path, os.R_OK)],
+    "network": state,
+}))
+"""
+
+
+def _probe_user():
+    """(works, (user, uid, gid, network) or why not) for the ``user`` kind."""
+    if os.geteuid() != 0:
+        return False, "only root can run student code as another user"
+    name = os.environ.get("VECENVS_SANDBOX_USER") or SANDBOX_USER
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return False, f"there is no user {name!r} to run student code as (useradd {name})"
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        return False, f"the user {name!r} is root, or in root's group"
+    need = [sys.executable, str(vecenvs_folder() / "__init__.py"), str(EXERCISES / "sandbox")]
+    secrets = [str(EXERCISES / secret) for secret in SECRETS if (EXERCISES / secret).exists()]
+    argument = json.dumps([need, secrets, str(EXERCISES / "sandbox")])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", _USER_PROBE, argument],
+            user=entry.pw_uid,
+            group=entry.pw_gid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        found = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        return False, f"student code cannot run as {name} here ({error})"
+    if done.returncode != 0 or not isinstance(found, dict):
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return False, f"Python cannot run as {name} here ({last})"
+    if found.get("unreadable"):
+        return (
+            False,
+            f"{name} cannot read {', '.join(found['unreadable'])}, which student code needs",
+        )
+    if found.get("readable"):
+        return False, (
+            f"{name} could read {', '.join(found['readable'])}: make them readable by root only "
+            "(chmod -R go-rwx; the Gradescope autograder does it before grading)"
+        )
+    return True, (name, entry.pw_uid, entry.pw_gid, str(found.get("network", "on")))
+
+
+@functools.cache
+def _network_probe() -> str:
+    """What the network filter does for student code run as the grader's user (``none``)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", str(EXERCISES / "sandbox" / "network.py")],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"on: {error}"
+    return (done.stdout.strip().splitlines() or ["on: the probe said nothing"])[-1]
 
 
 def _runs(command: list[str]) -> tuple[bool, str]:
@@ -284,7 +473,7 @@ def _runs(command: list[str]) -> tuple[bool, str]:
         done = subprocess.run(
             command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
+    except (OSError, subprocess.SubprocessError) as error:
         return False, str(error)
     last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
     return done.returncode == 0, last

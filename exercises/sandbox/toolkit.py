@@ -23,6 +23,7 @@ import gymnasium as gym
 
 import vecenvs  # noqa: F401  (registers vecenvs/Costly-v0 and vecenvs/Faulty-v0)
 from exercises.pipe_env import Command, PipeVecEnv, answer
+from exercises.sandbox import tracing
 from vecenvs.envs import FaultyEnv, faulty_env_fns  # noqa: F401  (checks ask for it by name)
 
 
@@ -143,6 +144,13 @@ class _CloseRecorder(gym.Wrapper):
         super().close()
 
 
+def _traced(worker_function: Callable, pipe: Any, env_fn: Callable[[], gym.Env]) -> None:
+    """Runs a student's worker function in its forked process with the course's own functions
+    it calls noted (:mod:`exercises.sandbox.tracing`): the runner reads them from there."""
+    tracing.watch_this_process()
+    worker_function(pipe, env_fn)
+
+
 class WorkerUnderTest:
     """A student's worker function in a forked process, and the parent's end of its pipe;
     question 4's checks call its methods, each returning plain data saying what happened."""
@@ -151,7 +159,8 @@ class WorkerUnderTest:
         self.marker = os.path.join(tempfile.mkdtemp(prefix="closed-"), "env-closed")
         recorded = functools.partial(_CloseRecorder, env_fn, self.marker)
         # Started as the exercises' vector env starts its workers; then driven from here.
-        envs = PipeVecEnv([recorded], worker=worker_function)
+        worker = functools.partial(_traced, worker_function)
+        envs = PipeVecEnv([recorded], worker=worker)
         self.pipe, self.process = envs.parent_pipes[0], envs.processes[0]
 
     def ask(self, command: str, data: Any = None, seconds: float = 5.0) -> dict:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+
+from exercises import options
 
 
 def throughput(num_envs: int, steps: int, seconds: float) -> float:
@@ -47,4 +50,8 @@ def break_even_num_envs(t_env: float, t_os: float, workers: int, cpus: int) -> i
     return max(most, math.ceil(t_os * most / (t_env * (most - 1))))
 
 
-WHAT_THE_MODEL_LEAVES_OUT = "b"
+# The letter is the student's own (exercises/options.py): the option "t_os is one constant...".
+# The grader tells the student's process whose work it grades (VECENVS_STUDENT).
+WHAT_THE_MODEL_LEAVES_OUT = options.letter_of(
+    "WHAT_THE_MODEL_LEAVES_OUT", 2, os.environ.get("VECENVS_STUDENT", "")
+)

@@ -3,7 +3,8 @@
 An open-ended question has no single answer. This one is a real measurement, and nothing in it
 is typed: every number below and in the explanation is read from the JSON file that ``vecenvs
 bench --json`` wrote (the command, the machine, its load before and after, the medians), and
-the model is fitted with question 2's functions (``q2_overhead.py`` beside this file). The
+the model is fitted with question 2's functions (``q2_overhead.py`` beside this file, imported
+by name as the student's file does: the checks put the folder on the path). The
 words that depend on the numbers (whether the pool caught up, whether the model agrees, whether
 the machine was quiet) are chosen from them. To measure again, run ``COMMAND`` from the
 repository's root with ``--json exercises/solutions/q6_sweep.json``: this file follows.
@@ -12,9 +13,9 @@ repository's root with ``--json exercises/solutions/q6_sweep.json``: this file f
 from __future__ import annotations
 
 import json
-import runpy
 from pathlib import Path
-from types import SimpleNamespace
+
+from q2_overhead import break_even_num_envs, fit_model
 
 BESIDE = Path(__file__).resolve().parent
 REPORT = json.loads((BESIDE / "q6_sweep.json").read_text())
@@ -22,9 +23,6 @@ REPORT = json.loads((BESIDE / "q6_sweep.json").read_text())
 #: same share of the CPUs for other programs' CPU time).
 BUSY_LOAD_PER_CPU = 0.2
 
-
-# Question 2's solution, beside this file (the student's folder is not on sys.path).
-q2 = SimpleNamespace(**runpy.run_path(str(BESIDE / "q2_overhead.py")))
 _POOL = next(
     result["config"] for result in REPORT["results"] if result["config"]["backend"] == "pool"
 )
@@ -49,13 +47,13 @@ SWEEP = [
 BREAK_EVEN_N = next((num_envs for num_envs, loop, pool in SWEEP if pool >= loop), None)
 
 # Question 2's fit takes the mean time of one step() call: N / (env steps per second).
-_T_ENV, _T_OS = q2.fit_model(
+_T_ENV, _T_OS = fit_model(
     [(num_envs, num_envs / loop, num_envs / pool) for num_envs, loop, pool in SWEEP], WORKERS, CPUS
 )
 _T_OS = max(_T_OS, 0.0)  # a noisy fit can dip below 0; an overhead cannot
 T_ENV_US = _T_ENV * 1e6
 T_OS_US = _T_OS * 1e6
-PREDICTED_BREAK_EVEN_N = q2.break_even_num_envs(_T_ENV, _T_OS, WORKERS, CPUS)
+PREDICTED_BREAK_EVEN_N = break_even_num_envs(_T_ENV, _T_OS, WORKERS, CPUS)
 
 
 def _explanation() -> str:

@@ -47,10 +47,12 @@ def break_even_num_envs(t_env: float, t_os: float, workers: int, cpus: int) -> i
 
 #: Notebook 4 measured a pool of 8 workers on 2 CPUs stepping slower than a pool of 2, while the
 #: model predicts the same speed-up for both. Which part of a real pool does the model leave out?
-#:   "a": t_env is one constant, but each env step slows with more workers: 8 processes share
-#:        the CPUs' caches and memory
-#:   "b": t_os is one constant, but each step() costs more with more workers: each is woken and
-#:        waited for, 8 taking turns on 2 CPUs
-#:   "c": nothing: c = min(K, N, cpus) is 2 for both pools, so the model is right that they tie;
-#:        the gap is noise in the measurement
+#: One letter, from your own list: `python -m exercises.options YOUR_STUDENT_ID` letters these
+#: options in an order of your own (your id as your instructor's class list has it).
+#:   - nothing: c = min(K, N, cpus) is 2 for both pools, so the model is right that they tie;
+#:     the gap is noise in the measurement
+#:   - t_env is one constant, but each env step slows with more workers: 8 processes share
+#:     the CPUs' caches and memory
+#:   - t_os is one constant, but each step() costs more with more workers: each is woken and
+#:     waited for, 8 taking turns on 2 CPUs
 WHAT_THE_MODEL_LEAVES_OUT = None

@@ -62,11 +62,13 @@ SUBPROC_WORKERS_ENV_SHARE = None
 #: The pool, N=128: where does its worker spend most of its time?
 POOL_WORKERS_MOSTLY = None
 
-#: Why are SubprocVecEnv's workers idle most of the time on CartPole? One letter:
-#:   "a": a CartPole step is slow (milliseconds of physics), so each worker is mostly waiting
-#:        for its own env to finish
-#:   "b": one CartPole step takes microseconds; then each worker waits for the parent to gather
-#:        all 8 answers and reply
-#:   "c": the GIL lets one worker run Python at a time, so the other 7 wait for the lock while
-#:        the one holding it steps
+#: Why are SubprocVecEnv's workers idle most of the time on CartPole?
+#: One letter, from your own list: `python -m exercises.options YOUR_STUDENT_ID` letters these
+#: options in an order of your own (your id as your instructor's class list has it).
+#:   - a CartPole step is slow (milliseconds of physics), so each worker is mostly waiting
+#:     for its own env to finish
+#:   - one CartPole step takes microseconds; then each worker waits for the parent to gather
+#:     all 8 answers and reply
+#:   - the GIL lets one worker run Python at a time, so the other 7 wait for the lock while
+#:     the one holding it steps
 WHY_SUBPROC_WORKERS_WAIT = None

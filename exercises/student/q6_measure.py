@@ -19,7 +19,14 @@ Hand in this file, filled in, and the file ``--json`` wrote (``q6_sweep.json``, 
 it in ``exercises/student``: the grader reads both from there.
 The checks you run say whether your numbers agree with each other and with the JSON; whether
 they are plausible is checked later, and your explanation is read by your instructor.
+
+Fit the model with your own question 2: ``q2_overhead.py``, beside this file, is imported by
+name. That works when the checks run this file (they put your folder on the path) and when you
+run it yourself (``python exercises/student/q6_measure.py``). The model's numbers must come from
+your functions: computed with ``vecenvs.bench.model`` they earn nothing.
 """
+
+from q2_overhead import break_even_num_envs, fit_model  # noqa: F401  (your question 2's)
 
 #: The CPUs the lab may use on your machine: ``vecenvs.available_cpus()`` (a whole number).
 CPUS = None

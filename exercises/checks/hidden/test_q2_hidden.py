@@ -9,7 +9,7 @@ Part B's answer is checked here too.
 import math
 from fractions import Fraction
 
-from conftest import call, fail
+from conftest import call, fail, right_letter
 from test_q2_overhead import fit_is_close
 
 
@@ -80,9 +80,11 @@ def test_break_even_on_new_numbers(student, seed, rng):
             )
 
 
-def test_part_b_answer(student):
+def test_part_b_answer(student, student_id):
     answer = student.module("q2_overhead.py").get("WHAT_THE_MODEL_LEAVES_OUT")
-    assert answer == "b", (
-        f"WHAT_THE_MODEL_LEAVES_OUT = {answer!r}: the model's t_os is one constant, but every "
-        "worker adds its own wake-up and answer to each step, and 8 processes take turns on 2 CPUs"
+    right = right_letter("WHAT_THE_MODEL_LEAVES_OUT", "t_os is one constant", student_id)
+    assert answer == right, (
+        f"WHAT_THE_MODEL_LEAVES_OUT = {answer!r} (the options lettered for student id "
+        f"{student_id!r}): the model's t_os is one constant, but every worker adds its own "
+        "wake-up and answer to each step, and 8 processes take turns on 2 CPUs"
     )

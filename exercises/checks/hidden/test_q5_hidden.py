@@ -8,7 +8,7 @@ the recorded profiles, and Part B's answers.
 import math
 from collections import Counter
 
-from conftest import call
+from conftest import call, right_letter
 from test_q5_read_profile import CATEGORIES, POOL, PROFILES, SUBPROC
 
 
@@ -83,7 +83,7 @@ def test_every_process_of_the_recorded_profiles(student):
             same_shares(call(shares, rows, process), true_shares(rows, process), where)
 
 
-def test_part_b_answers(student):
+def test_part_b_answers(student, student_id):
     q5 = student.module("q5_read_profile.py")
     for name, profile, process in [
         ("SUBPROC_PARENT_MOSTLY", SUBPROC, "parent"),
@@ -100,8 +100,10 @@ def test_part_b_answers(student):
         f"SUBPROC_WORKERS_ENV_SHARE = {share!r}: expected {expected:.3f}"
     )
     answer = q5.get("WHY_SUBPROC_WORKERS_WAIT")
-    assert answer == "b", (
-        f"WHY_SUBPROC_WORKERS_WAIT = {answer!r}: compare the workers' 'env compute' share with "
+    right = right_letter("WHY_SUBPROC_WORKERS_WAIT", "one CartPole step takes", student_id)
+    assert answer == right, (
+        f"WHY_SUBPROC_WORKERS_WAIT = {answer!r} (the options lettered for student id "
+        f"{student_id!r}): compare the workers' 'env compute' share with "
         "their 'waiting' share (if the env were slow, which would be large?); and processes have "
         "a GIL each, not one between them"
     )
