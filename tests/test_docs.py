@@ -313,7 +313,7 @@ def test_every_argument_is_listed_with_its_default(site, name):
 
 def test_the_pool_lists_env_fns_and_make_vec_num_envs_with_an_example(site):
     assert "env_fns" in parameters(site, "PoolVecEnv")
-    assert "functions that each make one env" in parameters(site, "PoolVecEnv")["env_fns"]
+    assert "one function per env" in parameters(site, "PoolVecEnv")["env_fns"]
     assert "num_envs" in parameters(site, "make_vec")
     text = site.text("api/generated/make_vec.html")
     assert "Example" in text and 'make_vec ("CartPole-v1", num_envs = 8' in text, text[-1500:]
