@@ -12,6 +12,7 @@ env as gymnasium names it: ``mymodule:MyEnv-v0`` (the module imported first) or 
     python -m vecenvs autotune --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3 --num-envs 16
     python -m vecenvs autotune --env mycart:MyCart-v0 --env-kwarg physics_steps=1000
     python -m vecenvs autotune --num-envs 4 --budget 5 --no-store --json autotune.json
+    python -m vecenvs autotune --env mycart:MyCart-v0 --start-method spawn --check-timeout 120
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
 130 interrupted with Ctrl-C.
@@ -24,7 +25,7 @@ import inspect
 from typing import Any
 
 from vecenvs.autotune import autotune
-from vecenvs.bench import BenchConfig
+from vecenvs.bench import BenchConfig, SweepConfig
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -38,6 +39,8 @@ from vecenvs.cli.common import (
     positive_float,
     saved_as,
     say,
+    start_method_option,
+    telling_slow_checks,
     write_json,
 )
 
@@ -64,6 +67,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="seconds the whole search may take, process startup included (default: %(default)g)",
     )
     config_option(parser, BenchConfig, "seed")
+    start_method_option(parser, "the pool, the async pool and subproc")
+    config_option(parser, SweepConfig, "check_timeout")
     add_output_options(parser, "also write the result (table and measurements) as JSON")
 
 
@@ -90,7 +95,7 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             f"{measurement.median:,.0f} steps/s"
         )
 
-    with measuring(parser, store, bad_input=(ValueError,)):
+    with measuring(parser, store, bad_input=(ValueError,)), telling_slow_checks(parser):
         result = autotune(
             args.env_id,
             args.num_envs,
@@ -100,6 +105,8 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             on_result=show,
             store=store,
             label=args.label,
+            start_method=args.start_method,
+            check_timeout=args.check_timeout,
         )
 
     print(result.format_table())

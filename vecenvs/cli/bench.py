@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import multiprocessing
 import os
 import platform
 import shlex
@@ -60,6 +59,8 @@ from vecenvs.cli.common import (
     positive_int,
     saved_as,
     say,
+    start_method_option,
+    telling_slow_checks,
     unique,
     write_json,
 )
@@ -170,12 +171,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "and the ceiling (default 1; 'none' leaves them alone); repeat to measure each, side "
         "by side (e.g. --worker-threads 1 --worker-threads none)",
     )
-    add(
-        "--start-method",
-        choices=multiprocessing.get_all_start_methods(),
-        help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
-        "sb3-subproc (default: Python's default on this system)",
+    start_method_option(
+        parser, "subproc, pool, pool-async, gym-async(-shm), sb3-subproc and the ceiling"
     )
+    config_option(parser, SweepConfig, "check_timeout")
     add(
         "--preset",
         choices=["seeds", *CORE_PRESETS],
@@ -223,7 +222,8 @@ def worker_threads(text: str) -> int | None:
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         config, notes = _sweep_config(args)
-        validate_sweep(config)
+        with telling_slow_checks(parser):
+            validate_sweep(config)
         store = open_outputs(args, "json", "html")
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
@@ -347,6 +347,7 @@ def _sweep_config(args: argparse.Namespace) -> tuple[SweepConfig, list[str]]:
         seed=args.seed,
         interleave=args.interleave,
         only=only,
+        check_timeout=args.check_timeout,
         **timing,
     )
     return config, notes

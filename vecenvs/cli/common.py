@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import shutil
 import sys
@@ -154,6 +155,39 @@ def measuring(
     finally:
         if store is not None:
             store.close()
+
+
+#: A check of an env taking longer than this (in one phase) says so on stderr.
+SLOW_CHECK_SECONDS = 3.0
+
+
+@contextlib.contextmanager
+def telling_slow_checks(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Within the ``with`` block, a check of an env (:func:`vecenvs.envspec.check_env`) whose
+    phase (making it, reset, a step) takes more than :data:`SLOW_CHECK_SECONDS` says on stderr,
+    once per phase, what it is doing and its time limit: a slow constructor is not a hang."""
+    from vecenvs.envspec import CheckProgress, reporting_checks
+
+    said: set[tuple[str, str]] = set()
+
+    def tell(progress: CheckProgress) -> None:
+        key = (progress.env, progress.phase)
+        if progress.phase_seconds >= SLOW_CHECK_SECONDS and key not in said:
+            said.add(key)
+            say(f"{parser.prog}: {progress}; --check-timeout sets the limit")
+
+    with reporting_checks(tell):
+        yield
+
+
+def start_method_option(parser: argparse.ArgumentParser, backends: str) -> None:
+    """``--start-method``: how worker processes are started, for ``backends`` (in words)."""
+    parser.add_argument(
+        "--start-method",
+        choices=multiprocessing.get_all_start_methods(),
+        help=f"how worker processes are started, for {backends} (default: Python's default on "
+        "this system; spawn is macOS's, forkserver Python 3.14's on Linux)",
+    )
 
 
 def say(text: str) -> None:

@@ -9,6 +9,7 @@ Examples::
     python -m vecenvs profile --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3
     python -m vecenvs profile --backend gym-async --out profiles/async
     python -m vecenvs profile --env mycart.env:MyCartEnv --env-kwarg physics_steps=1000
+    python -m vecenvs profile --backend pool --start-method spawn --check-timeout 120
 
 py-spy must be allowed to read other processes (ptrace): as root, or with
 ``/proc/sys/kernel/yama/ptrace_scope`` at 0 on Linux, ``--cap-add SYS_PTRACE`` in Docker,
@@ -21,6 +22,7 @@ process crashed), 2 bad command-line input, 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from vecenvs import profile as profiling
 from vecenvs.cli.common import (
@@ -35,12 +37,17 @@ from vecenvs.cli.common import (
     machine_turn,
     positive_int,
     say,
+    start_method_option,
+    telling_slow_checks,
 )
-from vecenvs.factory import BACKENDS
+from vecenvs.factory import BACKEND_INFO, BACKENDS
 
 __all__ = ["add_parser"]
 
 QUICK_SECONDS = 2
+
+#: The backends whose worker processes ``--start-method`` starts.
+_STARTING_BACKENDS = [name for name, info in BACKEND_INFO.items() if info.start_method_kwarg]
 
 _FILES_HELP = """\
 files in {directory}:
@@ -97,35 +104,46 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     config_option(parser, config, "output_dir", shown="profiles/<date>-<time>-<backend>-<env>-N<n>")
     config_option(parser, config, "seed")
     config_option(parser, config, "nonblocking")
+    start_method_option(parser, ", ".join(_STARTING_BACKENDS))
+    config_option(parser, config, "check_timeout")
 
 
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    backend_kwargs: dict[str, Any] = {}
+    if args.workers is not None and args.backend == "pool":
+        backend_kwargs["num_workers"] = args.workers
+    keyword = BACKEND_INFO[args.backend].start_method_kwarg
+    if args.start_method is not None and keyword is not None:
+        backend_kwargs[keyword] = args.start_method
     config = profiling.ProfileConfig(
         env_id=args.env_id,
         num_envs=args.num_envs,
         backend=args.backend,
-        backend_kwargs=(
-            {"num_workers": args.workers}
-            if args.workers is not None and args.backend == "pool"
-            else {}
-        ),
+        backend_kwargs=backend_kwargs,
         env_kwargs=dict(args.env_kwargs),
         seconds=args.seconds or (QUICK_SECONDS if args.quick else profiling.ProfileConfig.seconds),
         rate=args.rate,
         seed=args.seed,
         nonblocking=args.nonblocking,
+        check_timeout=args.check_timeout,
     )
     config.output_dir = (
         args.output_dir if args.output_dir is not None else profiling.default_output_dir(config)
     )
     try:
-        profiling.validate_profile(config)
+        with telling_slow_checks(parser):
+            profiling.validate_profile(config)
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers is not None and args.backend != "pool":
         say(
             f"{parser.prog}: note: --workers only applies to the pool backend, not to "
             f"{args.backend}"
+        )
+    if args.start_method is not None and keyword is None:
+        say(
+            f"{parser.prog}: note: --start-method only applies to backends that start worker "
+            f"processes ({', '.join(_STARTING_BACKENDS)}), not to {args.backend}"
         )
 
     say(

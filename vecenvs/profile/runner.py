@@ -40,8 +40,9 @@ import vecenvs
 from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
 from vecenvs.bench.engine import cli_option
+from vecenvs.bench.sweep import CHECK_TIMEOUT_OPTION
 from vecenvs.checks import check_seconds, check_whole_number
-from vecenvs.envspec import check_env
+from vecenvs.envspec import CHECK_SECONDS, check_env
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
 from vecenvs.profile.flamegraph import write_flamegraph
@@ -141,6 +142,9 @@ class ProfileConfig:
             action="store_true",
         ),
     )
+    #: How long the check of the env (made, reset, stepped once before anything starts) may
+    #: take: an env that is slow to build needs more than the default.
+    check_timeout: float = field(default=CHECK_SECONDS, metadata=CHECK_TIMEOUT_OPTION)
 
 
 @dataclass
@@ -213,6 +217,7 @@ def validate_profile(config: ProfileConfig) -> None:
     config.rate = check_whole_number("rate", config.rate, 1, 1000)
     check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
     check_seconds("start_timeout", config.start_timeout)
+    check_seconds("check_timeout", config.check_timeout)
     for name in ("env_kwargs", "backend_kwargs"):
         for key, value in getattr(config, name).items():
             if not isinstance(key, str) or not key.isidentifier():
@@ -224,7 +229,7 @@ def validate_profile(config: ProfileConfig) -> None:
                     "or dict of them)"
                 )
     # Made, reset, stepped and checked once here: an env that fails says why in one line.
-    check_env(config.env_id, config.env_kwargs)
+    check_env(config.env_id, config.env_kwargs, timeout=config.check_timeout)
     if config.output_dir is not None:
         if not isinstance(config.output_dir, (str, os.PathLike)):
             raise ValueError(f"output_dir must be a path, got {config.output_dir!r}")
