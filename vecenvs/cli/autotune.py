@@ -15,7 +15,7 @@ env as gymnasium names it: ``mymodule:MyEnv-v0`` (the module imported first) or 
     python -m vecenvs autotune --env mycart:MyCart-v0 --start-method spawn --check-timeout 120
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
-130 interrupted with Ctrl-C.
+130 interrupted with Ctrl-C (what was measured by then is kept in the store and ``--json``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import argparse
 import inspect
 from typing import Any
 
-from vecenvs.autotune import autotune
-from vecenvs.bench import BenchConfig, SweepConfig
+from vecenvs.autotune import AutotuneProgress, AutotuneResult, autotune
+from vecenvs.bench import BenchConfig, Measurement, SweepConfig
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -43,6 +43,8 @@ from vecenvs.cli.common import (
     telling_slow_checks,
     write_json,
 )
+from vecenvs.cpus import available_cpus
+from vecenvs.envspec import describe_env
 
 __all__ = ["add_parser"]
 
@@ -88,14 +90,41 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
 
-    def show(progress) -> None:
+    measured: list[Measurement] = []
+
+    def show(progress: AutotuneProgress) -> None:
         measurement = progress.measurement
+        measured.append(measurement)
         say(
             f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
             f"{measurement.median:,.0f} steps/s"
         )
 
-    with measuring(parser, store, bad_input=(ValueError,)), telling_slow_checks(parser):
+    def keep(how: str) -> list[str] | None:
+        """Stopped early: the candidates measured so far are in the store; they, and the best
+        of them, go to --json."""
+        if not measured:
+            return None
+        places = [] if store is None else [str(store.path)]
+        if not args.json:
+            return places
+        partial = AutotuneResult(
+            measured[0].config.env_label,
+            args.num_envs,
+            available_cpus(),
+            args.budget,
+            measurements=measured,
+            cancelled=True,
+            env=describe_env(args.env_id).to_dict(),
+            env_kwargs=env_kwargs,
+        )
+        write_json(args.json, {**partial.to_dict(), "stopped": how})
+        return [*places, args.json]
+
+    with (
+        measuring(parser, store, bad_input=(ValueError,), keep=keep) as interrupted,
+        telling_slow_checks(parser),
+    ):
         result = autotune(
             args.env_id,
             args.num_envs,
@@ -107,6 +136,7 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             label=args.label,
             start_method=args.start_method,
             check_timeout=args.check_timeout,
+            cancel=interrupted,
         )
 
     print(result.format_table())

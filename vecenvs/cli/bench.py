@@ -17,7 +17,7 @@ to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only on
 is, by default, the ``ceiling`` (:mod:`vecenvs.bench.ceiling`), and each row's share of it.
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
-130 interrupted with Ctrl-C (what was measured by then is kept in the store).
+130 interrupted with Ctrl-C (what was measured by then is kept in the store and ``--json``).
 """
 
 from __future__ import annotations
@@ -250,7 +250,10 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         f"{'' if store is None else f'; saving to {store.path}'}"
     )
 
+    measured: list[bench.Measurement] = []
+
     def show(progress: SweepProgress) -> None:
+        measured.extend(progress.measurements)
         _write(
             format_table(
                 progress.measurements, reference=config.reference, interleaved=config.interleave
@@ -258,10 +261,27 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             + "\n"
         )
 
+    def keep(how: str) -> list[str] | None:
+        """Stopped early: the points measured so far are in the store, and go to --json."""
+        if not measured:
+            return None
+        places = [] if store is None else [str(store.path)]
+        if args.json:
+            _write_json(args.json, measured, {**provenance, "stopped": how, "finished": utc_now()})
+            places.append(args.json)
+        return places
+
     # Before measuring: the load the run started under. (main() sets args.argv.)
     provenance = _provenance(getattr(args, "argv", sys.argv[1:]))
-    with measuring(parser, store, kept=True):
-        result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
+    with measuring(parser, store, keep=keep) as interrupted:
+        result = run_sweep(
+            config,
+            on_result=show,
+            store=store,
+            label=args.label,
+            progress=True,
+            cancel=interrupted,
+        )
     provenance["finished"] = utc_now()
     provenance["load_after"] = _load_average()
     provenance["elapsed_seconds"] = result.elapsed_seconds

@@ -22,6 +22,8 @@ process crashed), 2 bad command-line input, 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 from vecenvs import profile as profiling
@@ -35,6 +37,7 @@ from vecenvs.cli.common import (
     config_option,
     fail,
     machine_turn,
+    noting_ctrl_c,
     positive_int,
     say,
     start_method_option,
@@ -150,14 +153,18 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
         f"py-spy samples for {config.seconds} s (plus start-up)..."
     )
+    pressed = lambda: False  # noqa: E731 - until the block below says otherwise
     try:
-        with machine_turn(parser):
+        with noting_ctrl_c() as pressed, machine_turn(parser):
             result = profiling.profile(config)
     except KeyboardInterrupt:
-        say(f"{parser.prog}: interrupted (every process it started has been stopped)")
-        return EXIT_INTERRUPTED
-    except profiling.ProfilerError as error:  # py-spy missing or not allowed, target crashed
-        return fail(parser, error, code=EXIT_FAILED)
+        return _interrupted(parser, config)
+    except Exception as error:
+        if pressed():  # Ctrl-C reached py-spy or the profiled process first
+            return _interrupted(parser, config)
+        if isinstance(error, profiling.ProfilerError):  # py-spy missing or not allowed, ...
+            return fail(parser, error, code=EXIT_FAILED)
+        raise
 
     print(
         f"{config.backend} stepping {config.num_envs} x {config.env_id}: share of each "
@@ -192,3 +199,25 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         )
     )
     return EXIT_OK
+
+
+def _interrupted(parser: argparse.ArgumentParser, config: profiling.ProfileConfig) -> int:
+    """Say that Ctrl-C stopped the profile, and where py-spy's recording so far is."""
+    recording = Path(str(config.output_dir)) / "speedscope.json"
+    kept = (
+        f"; py-spy's recording so far is in {recording}, for https://www.speedscope.app"
+        if _has_samples(recording)
+        else ""
+    )
+    say(f"{parser.prog}: interrupted (every process it started has been stopped{kept})")
+    return EXIT_INTERRUPTED
+
+
+def _has_samples(path: Path) -> bool:
+    """Whether py-spy's speedscope file at ``path`` holds any sample (stopped at once, it is
+    written with none)."""
+    try:
+        profiles = json.loads(path.read_text(encoding="utf-8")).get("profiles") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return any(isinstance(p, dict) and p.get("samples") for p in profiles)

@@ -72,6 +72,8 @@ PY_SPY_GRACE_SECONDS = 30.0
 STOP_SECONDS = 30.0
 #: How long the target's leftover processes get to exit on their own before being killed.
 LEFTOVER_SECONDS = 5.0
+#: How long py-spy gets to write what it recorded when Ctrl-C stops it.
+STOP_RECORDING_SECONDS = 5.0
 #: The signal that cannot be ignored (None where there is none, as on Windows).
 _SIGKILL = getattr(signal, "SIGKILL", None)
 
@@ -378,6 +380,9 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
                     f"sampling with py-spy ({int(min(elapsed, seconds))} of {seconds} s)",
                     0.1 + 0.8 * min(elapsed / seconds, 1.0),
                 )
+    except KeyboardInterrupt:
+        _stop_recording(spy)  # what py-spy recorded so far is kept: its file is written
+        raise
     finally:
         if spy.poll() is None:  # interrupted or too slow: py-spy must not outlive us
             spy.kill()
@@ -391,6 +396,19 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
     output_path = Path(command[command.index("--output") + 1])
     if not output_path.is_file():
         raise ProfilerError(f"py-spy exited without writing {output_path}: {output.strip()}")
+
+
+def _stop_recording(spy: subprocess.Popen) -> None:
+    """Ctrl-C while py-spy records: it stops on SIGINT and writes what it recorded so far
+    (Ctrl-C in a terminal reached it already; sent here otherwise), given a few seconds."""
+    try:
+        spy.wait(0.5)
+    except subprocess.TimeoutExpired:
+        spy.send_signal(signal.SIGINT)
+    try:
+        spy.wait(STOP_RECORDING_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass  # killed by the caller
 
 
 class _Target:
