@@ -280,8 +280,8 @@ def _sb3_vec_env(
 ) -> Any:
     """SB3's own vec env for ``sb3-*``; otherwise ours, in SAME_STEP mode, through to_sb3.
 
-    Either way each episode's return and length are recorded, as SB3 users do: ``make_vec_env``
-    puts a ``Monitor`` on each env, and ours get one ``VecMonitor`` around the batch.
+    Either way each episode's return and length are recorded, as SB3 users have them:
+    ``make_vec_env`` puts a ``Monitor`` on each env, and ``to_sb3`` records them itself.
     """
     if backend in SB3_OWN:
         from stable_baselines3.common.env_util import make_vec_env
@@ -289,14 +289,10 @@ def _sb3_vec_env(
 
         vec_env_cls = DummyVecEnv if backend == "sb3-dummy" else SubprocVecEnv
         return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=vec_env_cls)
-    from stable_baselines3.common.vec_env import VecMonitor
-
     from vecenvs.sb3 import to_sb3
 
-    return VecMonitor(
-        to_sb3(
-            make_vec(env_id, num_envs, backend=backend, autoreset_mode="SameStep", **backend_kwargs)
-        )
+    return to_sb3(
+        make_vec(env_id, num_envs, backend=backend, autoreset_mode="SameStep", **backend_kwargs)
     )
 
 
