@@ -22,6 +22,7 @@ from vecenvs.bench.verdict import (
     TIE,
     TOO_FEW,
     fit_quality,
+    format_verdicts,
     verdict_rows,
     verdicts,
 )
@@ -246,3 +247,35 @@ def test_a_fit_through_as_many_points_as_numbers_claims_nothing_and_draws_no_cur
     data = synthetic({"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(4, 64))
     (fit,) = fit_overhead_model(data).backends.values()
     assert (fit.distinct_points, fit.parameters()) == (2, 2) and not fit.enough_points()
+
+
+def test_a_model_too_thin_to_judge_is_one_line_in_the_terminal_not_a_table():
+    """A first quick run measures two N: every fit goes through its points exactly."""
+    overheads = {"pool": (300 * US, 0.0), "subproc": (900 * US, 0.0)}
+    two = synthetic(overheads, envs={CHEAP: 20 * US}, num_envs=(4, 64))
+    model = fit_overhead_model(two)
+    assert not model.judged
+
+    text = format_verdicts(two, model)
+
+    [line] = [line for line in text.splitlines() if "Overhead model" in line]
+    assert line == (
+        "Overhead model: too few points to judge it: 2 point(s) of env and N for 2 numbers "
+        "(t_env per env and t_os); measure at 3 or more values of N to see it."
+    )
+    assert "too few points to judge the model" not in text  # not once per backend
+
+    # Enough points for some: their fit in words, the others named in one line.
+    many = synthetic({"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(2, 8, 32))
+    many += synthetic({"subproc": (900 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(8,))[1:]
+    model = fit_overhead_model(many)
+    assert model.judged
+    text = format_verdicts(many, model)
+    assert "pool: the model fits good" in text
+    assert (
+        "  Overhead model: too few points to judge it for subproc: 1 point(s) of env and N for "
+        "2 numbers (t_env per env and t_os); measure at 3 or more values of N to see it."
+    ) in text
+    table = model.format_table()
+    assert "\npool " in table and "\nsubproc " not in table
+    assert "Not shown, too few points to judge their fit: subproc" in table

@@ -72,6 +72,7 @@ __all__ = [
     "fit_quality",
     "format_verdicts",
     "model_qualities",
+    "too_few_points",
     "verdict_rows",
     "verdicts",
 ]
@@ -377,6 +378,29 @@ def format_verdicts(
     else:
         lines.append("  nothing measured with a speed-up yet")
     if model is not None:
-        lines.append("Overhead model, how well it fits:")
-        lines += [f"  {'WARNING: ' * q.poor}{q.sentence}" for q in model_qualities(model)]
+        qualities = model_qualities(model)
+        judged = [quality for quality in qualities if quality.word != TOO_FEW]
+        if judged:
+            lines.append("Overhead model, how well it fits:")
+            lines += [f"  {'WARNING: ' * q.poor}{q.sentence}" for q in judged]
+        too_few = too_few_points(model)
+        if too_few is not None:
+            lines.append(too_few if not judged else f"  {too_few}")
     return "\n".join(lines)
+
+
+def too_few_points(model: OverheadModel, variant: str = "constant") -> str | None:
+    """One line for every backend with too few points to judge its fit (None if there is
+    none): the model is not shown for them, and what would let it be judged. A first quick
+    run measures two values of N, which fit every backend's two numbers exactly."""
+    few = [fit for fit in model.backends.values() if not fit.enough_points(variant)]
+    if not few:
+        return None
+    points = max(fit.distinct_points for fit in few)
+    numbers = max(fit.parameters(variant) for fit in few)
+    whom = "" if len(few) == len(model.backends) else f" for {', '.join(f.label for f in few)}"
+    more = f"{numbers + 1} or more values of N" if len(model.envs) == 1 else "more values of N"
+    return (
+        f"Overhead model: too few points to judge it{whom}: {points} point(s) of env and N for "
+        f"{numbers} numbers (t_env per env and {_overhead(variant)}); measure at {more} to see it."
+    )

@@ -288,7 +288,9 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
     model = _fit(result)
     report = [_LEGEND, format_speedups(result.measurements, reference=config.reference)]
-    report += [] if model is None else [model.format_table()]
+    # A model fitted through as many points as it has numbers says nothing (a first --quick run
+    # measures two N): the verdict says so in one line instead.
+    report += [model.format_table()] if model is not None and model.judged else []
     report += [format_verdicts(result.measurements, model, reference=config.reference)]
     print("\n\n".join(report))
     if args.json:
