@@ -19,6 +19,7 @@ from vecenvs.bench.verdict import (
     ONE_WINDOW,
     POOR,
     ROUGH,
+    SUSPECT,
     TIE,
     TOO_FEW,
     fit_quality,
@@ -92,6 +93,34 @@ def test_the_runner_up_is_the_second_fastest_and_a_lost_round_makes_it_likely():
     assert verdict.wins == 3 and verdict.confidence == CLEAR  # it beat pool every round
     (verdict,) = verdicts(point(multi=[150, 90, 140], gym_sync=REFERENCE))
     assert verdict.wins == 2 and verdict.confidence == LIKELY
+
+
+def test_no_call_is_clear_beside_a_flag_saying_every_speed_up_at_that_n_is_suspect():
+    # The dashboard said "clear" for 1.52x beside "the loop was disturbed: every speed-up at
+    # this N is suspect". The rounds alone would call it clear; the flag makes it suspect.
+    disturbed_loop = [100.0, 60.0, 101.0]  # fastest 1.68x the slowest: a stall
+    (verdict,) = verdicts(
+        point(pool=[152, 150, 155], multi=[100, 101, 99], gym_sync=disturbed_loop)
+    )
+
+    assert ratios.REFERENCE_DISTURBED in verdict.checks
+    assert verdict.confidence == SUSPECT and verdict.close
+    assert verdict.windows_to_measure == 6
+    assert verdict.advice == (
+        "suspect: the windows of gym-sync (the loop) disagree, so every speed-up here is "
+        "suspect; measure again, on a quieter machine or with 6 windows"
+    )
+    (row,) = verdict_rows([verdict])
+    assert (row["use"], row["confidence"]) == ("no call yet", "suspect")
+    assert "clear" not in verdict.sentence()
+    # A tie, and a call against the loop itself, are suspect too; noise stays noise.
+    (tie,) = verdicts(point(pool=[101, 61, 102], gym_sync=disturbed_loop))
+    assert tie.confidence == SUSPECT
+    (noisy,) = verdicts(point(multi=[150, 40, 100], gym_sync=disturbed_loop))
+    assert noisy.confidence == NOISY
+    # Steady loop, same rounds: clear.
+    (verdict,) = verdicts(point(pool=[152, 150, 155], multi=[100, 101, 99], gym_sync=REFERENCE))
+    assert verdict.confidence == CLEAR
 
 
 def test_less_than_five_percent_apart_in_steady_windows_is_a_tie():

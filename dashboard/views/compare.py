@@ -63,6 +63,7 @@ VERDICT_HELP = (
     "the ceiling's ('?' when a check flags it), all from the measurements below. "
     "Confidence: clear = faster in every one of 3+ paired windows, by 5%+; likely = in most "
     "of them; tie = within 5%; noisy = the windows disagree more than the backends differ; "
+    "suspect = the loop's own windows disagree, so every speed-up at that N is suspect; "
     "one window = nothing to judge by."
 )
 
