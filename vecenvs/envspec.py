@@ -116,7 +116,7 @@ class EnvError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class CheckProgress:
     """Where a :func:`check_env` stands, as it tells :func:`reporting_checks`' callback: when
-    a phase starts and every :data:`PROGRESS_SECONDS` while it lasts."""
+    a phase starts and every ``PROGRESS_SECONDS`` while it lasts."""
 
     env: str  # the env and its arguments, as messages name them
     phase: str  # "making it", "reset(seed=0)", "step() number 2 after reset", ...

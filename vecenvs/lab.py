@@ -109,10 +109,19 @@ class LabQueue(JobQueue):
         torch_threads: int | None = None,
         label: str | None = None,
         start_runner: bool = True,
+        env_kwargs: Mapping[str, Any] | None = None,
+        check_timeout: float = CHECK_SECONDS,
     ) -> int:
         """Queue :func:`~vecenvs.bench.training.compare_training`; return the job's id."""
         settings = training_settings(
-            env_id, num_envs, backends, timesteps, repeats, torch_threads=torch_threads
+            env_id,
+            num_envs,
+            backends,
+            timesteps,
+            repeats,
+            torch_threads=torch_threads,
+            env_kwargs=env_kwargs,
+            check_timeout=check_timeout,
         )
         return self.submit("train", settings, label, start_runner)
 

@@ -185,7 +185,12 @@ def training_code(settings: Mapping[str, Any]) -> str:
             f"{list(settings['backends'])!r},",
             f"                           timesteps={settings['timesteps']!r}, "
             f"repeats={settings['repeats']!r}, "
-            f"torch_threads={settings.get('torch_threads')!r})",
+            f"torch_threads={settings.get('torch_threads')!r}"
+            + (
+                f",\n                           env_kwargs={dict(settings['env_kwargs'])!r})"
+                if settings.get("env_kwargs")
+                else ")"
+            ),
             "for result in results:",
             "    m = result.measurement",
             "    print(f'{m.config.backend:12s} {m.median:8,.0f} env steps/s in training, '",

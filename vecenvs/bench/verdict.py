@@ -136,7 +136,7 @@ class Verdict:
 
     @property
     def reference_disturbed(self) -> bool:
-        """Whether the reference's windows were disturbed (:data:`ratios.REFERENCE_DISTURBED`):
+        """Whether the reference's windows were disturbed (:data:`vecenvs.bench.ratios.REFERENCE_DISTURBED`):
         every speed-up at this point is divided by its throughput, so every one is suspect."""
         flagged = ratios.REFERENCE_DISTURBED in (*self.checks, *self.runner_up_checks)
         own = (self.best == self.reference and ratios.DISTURBED in self.checks) or (

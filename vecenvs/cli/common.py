@@ -205,7 +205,7 @@ SLOW_CHECK_SECONDS = 3.0
 @contextlib.contextmanager
 def telling_slow_checks(parser: argparse.ArgumentParser) -> Iterator[None]:
     """Within the ``with`` block, a check of an env (:func:`vecenvs.envspec.check_env`) whose
-    phase (making it, reset, a step) takes more than :data:`SLOW_CHECK_SECONDS` says on stderr,
+    phase (making it, reset, a step) takes more than ``SLOW_CHECK_SECONDS`` says on stderr,
     once per phase, what it is doing and its time limit: a slow constructor is not a hang."""
     from vecenvs.envspec import CheckProgress, reporting_checks
 
