@@ -164,7 +164,7 @@ def measure_training(
         env_kwargs,
         check_timeout,
     )
-    env_kwargs = settings["env_kwargs"]
+    own_kwargs: dict[str, Any] = settings["env_kwargs"]
     backend_kwargs = dict(backend_kwargs or {})
     warmup_steps = N_STEPS * num_envs
     all_steps = warmup_steps + repeats * timesteps
@@ -181,7 +181,7 @@ def measure_training(
         if torch_threads is not None:
             torch.set_num_threads(torch_threads)
         started = time.perf_counter()
-        venv = _timed(_sb3_vec_env(env_id, num_envs, backend, backend_kwargs, seed, env_kwargs))
+        venv = _timed(_sb3_vec_env(env_id, num_envs, backend, backend_kwargs, seed, own_kwargs))
         stack.enter_context(closing(venv))
         if on_progress is not None:
             on_progress(f"{backend}: built, warming up", 0.0)
@@ -214,7 +214,7 @@ def measure_training(
         num_envs,
         backend,
         backend_kwargs,
-        env_kwargs,
+        own_kwargs,
         warmup_seconds=0.0,
         measure_seconds=max(window_seconds),
         repeats=repeats,
