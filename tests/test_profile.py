@@ -29,6 +29,7 @@ import pytest
 from conftest import live_children, press_ctrl_c, wait_gone
 
 from vecenvs import cli
+from vecenvs.bench.store import RunCancelled
 from vecenvs.profile import (
     CATEGORIES,
     CATEGORY_COLORS,
@@ -847,21 +848,27 @@ def test_profile_a_real_run_end_to_end(attach, tmp_path, no_leftover_processes):
     assert not any(psutil.pid_exists(pid) and _is_ours(pid) for pid in result.processes)
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RunCancelled])
 def test_profile_cancelled_from_on_progress_stops_everything(
-    attach, tmp_path, no_leftover_processes
+    attach, tmp_path, no_leftover_processes, stop
 ):
     def cancel(message, fraction):
         if message.startswith("sampling"):
-            raise KeyboardInterrupt
+            raise stop
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(stop):
         profile(
             ProfileConfig(
                 "CartPole-v1", num_envs=2, backend="subproc", seconds=5, output_dir=tmp_path / "out"
             ),
             on_progress=cancel,
         )
-    assert not (tmp_path / "out").exists()
+    if stop is KeyboardInterrupt:  # Ctrl-C: py-spy is stopped as Ctrl-C stops it, and what it
+        # recorded so far is kept (and nothing else: the folder holds no half-written file)
+        assert [path.name for path in (tmp_path / "out").iterdir()] == ["speedscope.json"]
+        json.loads((tmp_path / "out" / "speedscope.json").read_text())
+    else:  # cancelled (the dashboard's Cancel): py-spy killed, no empty folder left behind
+        assert not (tmp_path / "out").exists()
 
 
 def test_cli_profiles_a_real_run(attach, tmp_path):

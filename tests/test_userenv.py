@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from conftest import describe, wait_gone
+from conftest import describe, press_ctrl_c, wait_gone
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Text, Tuple
 
 from vecenvs import make_vec
@@ -626,3 +626,32 @@ def test_the_child_checking_an_env_exits_when_the_process_that_asked_is_killed()
         asking.wait(10)
     alive = wait_gone(children, timeout=30)
     assert alive == [], f"the checking child outlived its parent: {describe(alive)}"
+
+
+SLOW = ["--env-kwarg", "make_seconds=60", "--no-store"]
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
+def test_ctrl_c_while_the_env_is_checked_says_interrupted_and_ends_the_check(tmp_path):
+    command = subprocess.Popen(
+        [sys.executable, "-m", "vecenvs", "bench", "--env", "slowmake:SlowMake-v0", *SLOW],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=user_env(),
+        cwd=ROOT,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        parent = psutil.Process(command.pid)
+        deadline = time.monotonic() + 60
+        while not parent.children() and time.monotonic() < deadline:  # the checking child
+            time.sleep(0.05)
+        time.sleep(0.5)  # ... in the env's constructor, which Ctrl-C reaches too
+        processes = press_ctrl_c(command)
+        _, errors = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert len(processes) == 2, describe(processes)
+    assert command.returncode == 130 and errors.strip() == "vecenvs bench: interrupted", errors
+    assert wait_gone(processes, timeout=10) == []

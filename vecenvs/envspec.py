@@ -365,6 +365,9 @@ def _ran_out(phase: str, timeout: float) -> str:
 def _check_in_child(env: EnvSource, env_kwargs: dict[str, Any], pipe: Any, parent_pid: int) -> None:
     """The child's side of :func:`check_env`: ``("phase", what it starts)`` as it goes, then
     ``("done", making_failed, one line or None)``."""
+    # Ctrl-C in a terminal reaches this process too: the parent stops the check (and kills
+    # this process), and its reply must not be an env that "raised KeyboardInterrupt".
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_when_orphaned(parent_pid)
     try:
         _exercise(env, env_kwargs, lambda phase: pipe.send(("phase", phase)))
