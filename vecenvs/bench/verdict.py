@@ -21,8 +21,9 @@ verdict reads it the way the measurement allows, every number from the numbers b
     will do;
   - *noisy*: the rounds disagree more than that: the windows, not the backends, decided;
   - *suspect*: what would have been *clear*, *likely* or a *tie*, where the reference's
-    windows were disturbed (:data:`~vecenvs.bench.ratios.REFERENCE_DISTURBED`): every speed-up
-    at that N is divided by its throughput, so a call is never *clear* beside that flag;
+    windows were disturbed (``REFERENCE_DISTURBED`` of :mod:`vecenvs.bench.ratios`): every
+    speed-up at that N is divided by its throughput, so a call is never *clear* beside that
+    flag;
   - *one window*: nothing to judge by.
 
   *Noisy*, *suspect* and *one window* say what to do (:attr:`Verdict.advice`): measure again
@@ -136,8 +137,9 @@ class Verdict:
 
     @property
     def reference_disturbed(self) -> bool:
-        """Whether the reference's windows were disturbed (:data:`vecenvs.bench.ratios.REFERENCE_DISTURBED`):
-        every speed-up at this point is divided by its throughput, so every one is suspect."""
+        """Whether the reference's windows were disturbed (``REFERENCE_DISTURBED`` of
+        :mod:`vecenvs.bench.ratios`): every speed-up at this point is divided by its throughput,
+        so every one is suspect."""
         flagged = ratios.REFERENCE_DISTURBED in (*self.checks, *self.runner_up_checks)
         own = (self.best == self.reference and ratios.DISTURBED in self.checks) or (
             self.runner_up == self.reference and ratios.DISTURBED in self.runner_up_checks
