@@ -444,8 +444,7 @@ def test_cli_bench_measures_the_ceiling_prints_the_verdict_and_stores_efficiency
         [
             "bench",
             "--quick",
-            "--num-envs",
-            "2",
+            *("--num-envs", "2", "--num-envs", "4", "--num-envs", "8"),  # a model to judge
             "--backend",
             "multi",
             "--backend",
