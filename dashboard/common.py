@@ -30,6 +30,7 @@ from vecenvs.bench import ResultsStore, StoreError, default_store_path
 from vecenvs.bench.jobs import Job
 from vecenvs.bench.machine import machine_load
 from vecenvs.cpus import available_cpus
+from vecenvs.envspec import CHECK_SECONDS, CheckProgress, reporting_checks
 from vecenvs.factory import BACKENDS, available_backends
 from vecenvs.lab import LabQueue
 
@@ -217,19 +218,30 @@ USER_ENV_HELP = (
     "Your own env, named as gymnasium names envs: a registered id (Taxi-v3), "
     "module:EnvId (mycart:MyCart-v0: the module is imported on this machine, so it must be "
     "installed or on the dashboard's PYTHONPATH), or an entry point package.module:Class. It "
-    "is made, reset and stepped once before the job is queued: a broken env is refused in one "
-    "line. Filled in, it is measured besides (Live comparison) or instead of (Profile, "
-    "Autotune) the env picked above."
+    "is made, reset and stepped once before the job is queued, and what it returns compared "
+    "with its spaces: a broken env is refused in one line. Filled in, it is measured besides "
+    "(Live comparison) or instead of (Profile, Autotune, Train) the env picked above."
+)
+#: What the "Check timeout" field is for.
+CHECK_TIMEOUT_HELP = (
+    "How long the check of the env may take, in seconds: it is made, reset and stepped once, "
+    "in a process of its own, before the job is queued (and again when it runs). Raise it for "
+    "an env that is slow to build."
 )
 #: The longest env name and argument text the fields take: a name, not a program.
 USER_ENV_MAX_CHARS = 200
 
 
 def user_env_fields(
-    container: Any, start_env: str = "", start_kwargs: Mapping[str, Any] | None = None
-) -> tuple[str, str]:
-    """The "Your env" field and its arguments' field, as typed (``start_*``: a stored job's,
-    shown, never imported: only pressing the form's button makes the page resolve a name)."""
+    container: Any,
+    start_env: str = "",
+    start_kwargs: Mapping[str, Any] | None = None,
+    start_timeout: Any = None,
+) -> tuple[str, str, float]:
+    """The "Your env" field, its arguments' field, as typed, and the check's timeout
+    (``start_*``: a stored job's, shown, never imported: only pressing the form's button makes
+    the page resolve a name). Pressing Enter in them does not press the button: the forms
+    holding them are made with ``enter_to_submit=False`` (:func:`form`)."""
     env = container.text_input(
         "Your env (optional)",
         value=start_env[:USER_ENV_MAX_CHARS],
@@ -245,7 +257,46 @@ def user_env_fields(
         help="Keyword arguments for your env, as in Python: key=value, comma-separated; a "
         "value that is not a Python literal is taken as text.",
     )
-    return env.strip(), arguments
+    timeout = container.number_input(
+        "Check timeout, seconds",
+        min_value=1.0,
+        max_value=MAX_CHECK_SECONDS,
+        value=_within(start_timeout, CHECK_SECONDS, 1.0, MAX_CHECK_SECONDS),
+        step=10.0,
+        format="%g",
+        help=CHECK_TIMEOUT_HELP,
+    )
+    return env.strip(), arguments, float(timeout)
+
+
+#: The longest check the field allows: an hour.
+MAX_CHECK_SECONDS = 3600.0
+
+
+def form(key: str) -> Any:
+    """``st.form(key)`` whose text fields do not submit it on Enter: a user typing their env's
+    name and pressing Enter has not finished (its arguments come next), and Enter started a
+    run before they were typed."""
+    return st.form(key, enter_to_submit=False)
+
+
+class CheckShown:
+    """Shows where the check of an env stands while the page waits for it (making it, reset,
+    a step: :func:`vecenvs.envspec.reporting_checks`), in a place of its own above the job
+    below: the check of a slow env takes seconds, and the page used to show nothing new."""
+
+    def __init__(self) -> None:
+        self.place = st.empty()
+
+    def __call__(self, progress: CheckProgress) -> None:
+        self.place.info(
+            f"Checking {plain(progress.env)} before queueing it: {plain(progress.phase)} "
+            f"({progress.elapsed_seconds:.0f} s of at most {progress.timeout:g} s).",
+            icon=":material/hourglass_top:",
+        )
+
+    def clear(self) -> None:
+        self.place.empty()
 
 
 def parse_env_arguments(text: str) -> dict[str, Any]:
@@ -413,11 +464,15 @@ def queue_job(submit: Callable[[], int]) -> int | None:
     before = {job.id for job in jobs_queue.jobs(unfinished=True)}
     # Not while our own jobs run: they are what keeps the machine busy then.
     load = None if before else machine_load(0.5)
+    shown = CheckShown()
     try:
-        job_id = submit()
+        with reporting_checks(shown):
+            job_id = submit()
     except ValueError as error:
         st.error(f"Not started: {plain(error)}")
         return None
+    finally:
+        shown.clear()
     st.query_params["job"] = str(job_id)  # reopening the page's address shows this job
     if job_id in before:  # said by the job's status line, after the page is drawn again
         st.session_state[f"flash-{job_id}"] = (
@@ -465,7 +520,14 @@ def show_job(
 
 
 #: Settings a job keeps that say how, not what: left out of its description.
-_INTERNAL_SETTINGS = {"output_dir", "nonblocking", "start_timeout", "warmup_seconds", "seed"}
+_INTERNAL_SETTINGS = {
+    "output_dir",
+    "nonblocking",
+    "start_timeout",
+    "warmup_seconds",
+    "seed",
+    "check_timeout",
+}
 
 
 def settings_in_words(job: Job) -> list[tuple[str, str]]:

@@ -12,7 +12,9 @@ never counted. Zombies (exited, not yet joined) are not counted either: they run
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -258,6 +260,40 @@ def ctrl_c_raises():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+def press_ctrl_c(command: subprocess.Popen) -> list[psutil.Process]:
+    """Ctrl-C as a terminal presses it: SIGINT to the whole foreground process group, the
+    command and every process it started there (start it with ``start_new_session=True``, so
+    that the group is its own). Returns the command and all its descendants as they were a
+    moment before, to check afterwards that none is left running. Use with ``ctrl_c_raises``."""
+    command_process = psutil.Process(command.pid)
+    processes = [command_process, *command_process.children(recursive=True)]
+    os.killpg(command.pid, signal.SIGINT)
+    return processes
+
+
+def measurements_in(store: Any) -> int:
+    """How many measurements the results store at path ``store`` holds so far (another process
+    may be writing it; 0 before it exists)."""
+    from vecenvs.bench.store import ResultsStore, StoreError
+
+    if not os.path.exists(store):
+        return 0
+    try:
+        with ResultsStore(store) as results:
+            return len(results.measurements())
+    except StoreError:  # being created
+        return 0
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    """Poll ``condition()`` every 0.1 s until it is true; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:g} s")
+        time.sleep(0.1)
 
 
 @pytest.fixture

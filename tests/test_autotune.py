@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import time
 
 import gymnasium as gym
 import pytest
+from conftest import describe, measurements_in, press_ctrl_c, wait_gone, wait_until
 
 import vecenvs.autotune
 from vecenvs.autotune import AutotuneResult, Candidate, autotune, candidates, is_close_call
@@ -277,3 +281,43 @@ def test_a_clear_call_is_not_measured_again():
     )
     assert result.best.backend == "pool"
     assert result.head_to_head == [], "2 workers sleeping in parallel: about 2x, not close"
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
+def test_ctrl_c_says_interrupted_and_keeps_the_candidates_measured(tmp_path):
+    """Ctrl-C in a terminal (SIGINT to the command's process group) mid-search: exit 130, the
+    candidates measured so far in the store and in --json (with the best of them), no process
+    left."""
+    store, output = tmp_path / "results.sqlite", tmp_path / "autotune.json"
+    options = ["--num-envs", "8", "--budget", "120", "--store", str(store), "--json", str(output)]
+    command = subprocess.Popen(
+        [sys.executable, "-m", "vecenvs", "autotune", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        wait_until(lambda: measurements_in(store) >= 2, 90, "two candidates measured")
+        time.sleep(1.0)  # into the next candidate's timed windows
+        processes = press_ctrl_c(command)
+        _, errors = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert command.returncode == 130, errors
+    assert errors.strip().splitlines()[-1] == (
+        f"vecenvs autotune: interrupted (what was measured so far is saved in {store} and {output})"
+    )
+    # (Python may print "Exception ignored" where the interrupt lands in a fork's hooks.)
+    assert "measuring failed" not in errors and "BrokenPipeError" not in errors, errors
+    saved = json.loads(output.read_text())
+    assert saved["stopped"] == "interrupted" and saved["cancelled"] is True
+    assert len(saved["measurements"]) >= 2 and saved["best"] is not None
+    assert "make_vec(" in saved["use_code"]
+    with ResultsStore(store) as results:
+        [run] = results.runs()
+        assert run.status == "cancelled"
+        assert len(results.measurements()) == len(saved["measurements"])
+    left = wait_gone(processes, timeout=10)
+    assert left == [], f"still running after Ctrl-C: {describe(left)}"

@@ -12,12 +12,15 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
+from conftest import describe, measurements_in, press_ctrl_c, wait_gone, wait_until
 
 from vecenvs import cli
 from vecenvs.bench import QUICK, BenchConfig, Measurement, compare, engine, measure
+from vecenvs.bench.store import ResultsStore
 
 
 def quick_config(**overrides) -> BenchConfig:
@@ -265,9 +268,16 @@ def test_cli_bench_prints_a_table_and_writes_json(tmp_path):
     assert document["results"][-1]["ratio"] == 1.0
     assert str(out) in run["command"], run
     assert run["load_after"] is None or run["load_after"] >= 0, run
-    # After the tables: the speed-ups, the fitted model, and where the run was saved.
+    # After the tables: the speed-ups, the verdict, and where the run was saved. One N fits
+    # every backend's two numbers exactly: no model table, no fit quality per backend (R^2
+    # -12.6, "med. error 313.5%"), one line saying why and what would show it.
     assert "speed-up over gym-sync" in done.stdout
-    assert "t_os" in done.stdout
+    assert done.stdout.count("Overhead model") == 1
+    assert (
+        "Overhead model: too few points to judge it: 1 point(s) of env and N for 2 numbers "
+        "(t_env per env and t_os); measure at 3 or more values of N to see it."
+    ) in done.stdout
+    assert "R^2" not in done.stdout and "med. error" not in done.stdout
     assert re.search(r"saved as run \d+", done.stdout)
 
 
@@ -434,8 +444,7 @@ def test_cli_bench_measures_the_ceiling_prints_the_verdict_and_stores_efficiency
         [
             "bench",
             "--quick",
-            "--num-envs",
-            "2",
+            *("--num-envs", "2", "--num-envs", "4", "--num-envs", "8"),  # a model to judge
             "--backend",
             "multi",
             "--backend",
@@ -463,3 +472,47 @@ def test_cli_bench_measures_the_ceiling_prints_the_verdict_and_stores_efficiency
     code = cli.main(["results", "show", "1", "--store", str(store)])
     shown = capsys.readouterr().out
     assert code == 0 and "of ceiling" in shown and "100%" in shown
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
+def test_ctrl_c_during_a_sweep_says_interrupted_keeps_what_was_measured_and_leaves_nothing(
+    tmp_path,
+):
+    """Ctrl-C in a terminal reaches every process of the command: gymnasium's workers die of
+    it and closing them then broke a pipe, so the command said "measuring failed:
+    BrokenPipeError". It is an interruption: exit 130, what was measured is in the store and
+    in --json, and no process is left."""
+    store, output = tmp_path / "results.sqlite", tmp_path / "results.json"
+    grid = ["--num-envs", "2", "--num-envs", "4", "--num-envs", "8", "--num-envs", "16"]
+    backends = ["--backend", "pool", "--backend", "gym-async", "--backend", "ceiling"]
+    options = ["--quick", "--repeats", "10", "--store", str(store), "--json", str(output)]
+    command = subprocess.Popen(
+        [sys.executable, "-m", "vecenvs", "bench", *grid, *backends, *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        wait_until(lambda: measurements_in(store) > 0, 90, "a first point measured")
+        time.sleep(2.0)  # into the timed windows of the next: gymnasium's workers idle between
+        processes = press_ctrl_c(command)
+        _, errors = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert command.returncode == 130, errors
+    assert errors.strip().splitlines()[-1] == (
+        f"vecenvs bench: interrupted (what was measured so far is saved in {store} and {output})"
+    )
+    # (Python may print "Exception ignored" where the interrupt lands in a fork's hooks.)
+    assert "measuring failed" not in errors and "BrokenPipeError" not in errors, errors
+    with ResultsStore(store) as results:
+        [run] = results.runs()
+        rows = results.measurements()
+    assert run.status == "cancelled" and len(rows) >= 4, (run.status, len(rows))
+    saved = json.loads(output.read_text())
+    assert saved["run"]["stopped"] == "interrupted"
+    assert len(saved["results"]) == len(rows)  # the same points, whole
+    left = wait_gone(processes, timeout=10)
+    assert left == [], f"still running after Ctrl-C: {describe(left)}"

@@ -897,14 +897,71 @@ def test_autotune_on_your_env_says_what_to_paste(queue, user_envs_on_path):
     assert any("to_sb3(make_vec(" in block for block in code)
 
 
+def test_your_env_trains_on_the_train_page(queue, user_envs_on_path):
+    at = app("train")
+    type_user_env(at, "mycart:MyCart-v0", "physics_steps=20")
+    widget(at.select_slider, "Number of envs N").set_value(2)
+    widget(at.multiselect, "Vector envs to train on").set_value(["sb3-dummy", "multi"])
+    widget(at.select_slider, "Env steps per timed learn()").set_value(512)
+    widget(at.slider, "Timed learn() calls").set_value(1)
+    press(at, "Train")
+    (job,) = queue.jobs()
+    assert (job.settings["env_id"], job.settings["env_kwargs"]) == (
+        "mycart:MyCart-v0",
+        {"physics_steps": 20},
+    )
+    assert rerun_until_finished(at, 180).endswith("done")
+    table = at.dataframe[0].value
+    assert table["vector env"].tolist() == ["sb3-dummy", "multi"]
+    rows = queue.store.measurements()
+    assert {row["env_id"] for row in rows} == {"mycart:MyCart-v0"}
+    assert all(row["env_kwargs"] == {"physics_steps": 20} for row in rows)
+    assert any("env_kwargs={'physics_steps': 20}" in block.value for block in at.code)
+
+
+@pytest.mark.parametrize("page", [None, "profile", "autotune", "train"])
+def test_enter_in_a_field_does_not_submit_the_form(page):
+    # Enter in "Your env" started a run before its arguments were typed. (The browser test
+    # presses Enter for real.)
+    at = app(page)
+    forms = at.get("form")
+    assert forms and all(form.proto.form.enter_to_submit is False for form in forms)
+
+
+def test_the_check_timeout_field_sets_the_checks_limit(queue, user_envs_on_path):
+    at = app("autotune")
+    type_user_env(at, "slowmake:SlowMake-v0", "make_seconds=3")
+    widget(at.number_input, "Check timeout, seconds").set_value(1.0)
+    press(at, "Autotune")
+    errors = [shown(box.value) for box in at.error]
+    assert any(
+        "env slowmake:SlowMake-v0 (make_seconds=3): making it took more than 1 s" in error
+        for error in errors
+    ), errors
+    assert queue.jobs() == []
+    # Given the time, it passes, and the job keeps the limit for its runner's own check.
+    widget(at.number_input, "Check timeout, seconds").set_value(20.0)
+    type_user_env(at, "slowmake:SlowMake-v0", "make_seconds=0.5")
+    widget(at.slider, "Time budget, seconds").set_value(5)
+    press(at, "Autotune")
+    (job,) = queue.jobs()
+    assert job.settings["check_timeout"] == 20.0
+
+
 @pytest.mark.parametrize(
     "page, button",
-    [(None, "Run"), ("profile", "Profile"), ("autotune", "Autotune")],
+    [(None, "Run"), ("profile", "Profile"), ("autotune", "Autotune"), ("train", "Train")],
 )
 @pytest.mark.parametrize(
     "env, arguments, reason",
     [
         ("raisingstep:RaisingStep-v0", "", "step() number 3 after reset raised ZeroDivisionError"),
+        (
+            "mismatch:WrongDtype-v0",
+            "",
+            "does not fit its observation_space: expected float32 of shape (2,), got float64",
+        ),
+        ("RoboWalk-v0", "", "Did you mean `robowalk:RoboWalk-v0`?"),
         (
             "brokenimport:BrokenImport-v0",
             "",

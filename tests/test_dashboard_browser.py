@@ -81,7 +81,12 @@ def server(tmp_path):
     port = free_port()
     # The example env package importable, as a user's own installed package would be: the
     # server and its job runner find "mycart:MyCart-v0" when it is typed in.
-    paths = [str(ROOT), str(ROOT / "examples" / "mycart"), os.environ.get("PYTHONPATH", "")]
+    paths = [
+        str(ROOT),
+        str(ROOT / "examples" / "mycart"),
+        str(ROOT / "tests" / "data" / "userenvs"),
+    ]
+    paths.append(os.environ.get("PYTHONPATH", ""))
     env = {
         **os.environ,
         "VECENVS_STORE": str(tmp_path / "results.sqlite"),
@@ -605,10 +610,40 @@ def test_your_env_typed_in_gets_a_verdict_and_a_module_in_the_address_is_not_imp
     queue = LabQueue(ResultsStore(tmp_path / "results.sqlite"))
     assert queue.jobs() == []
 
-    # Typed into the form: checked, queued, measured, and answered with a verdict table.
+    # Enter in "Your env" is not the Run button: the arguments come next.
     page.get_by_role("button", name="Remove CartPole-v1", exact=True).click()
-    page.get_by_role("textbox", name="Your env (optional)").fill("mycart:MyCart-v0")
-    page.get_by_role("textbox", name="Your env's arguments (optional)").fill("physics_steps=20")
+    env_field = page.get_by_role("textbox", name="Your env (optional)")
+    arguments = page.get_by_role("textbox", name="Your env's arguments (optional)")
+    timeout = page.get_by_role("spinbutton", name="Check timeout, seconds")
+    env_field.fill("slowmake:SlowMake-v0")
+    env_field.press("Enter")
+    time.sleep(3)  # what a submitted form would take to check and queue it
+    assert queue.jobs() == [] and "Checking" not in page.locator("body").inner_text()
+
+    # A slow env: the check's progress shows while the page waits, then it runs out of the
+    # time the field gives it, naming the phase; nothing is queued.
+    arguments.fill("make_seconds=6")
+    timeout.fill("3")
+    page.get_by_role("button", name="Run").click()
+    expect_text(
+        page,
+        "Checking slowmake:SlowMake-v0 (make_seconds=6) before queueing it: making it",
+        10_000,
+    )
+    expect_text(
+        page,
+        re.compile(
+            r"Not started: env slowmake:SlowMake-v0 \(make_seconds=6\): making it took "
+            r"more than 3 s, the check's time limit"
+        ),
+        30_000,
+    )
+    assert queue.jobs() == []
+
+    # Typed into the form: checked, queued, measured, and answered with a verdict table.
+    env_field.fill("mycart:MyCart-v0")
+    arguments.fill("physics_steps=20")
+    timeout.fill("30")
     fill_form(
         page,
         remove=["Remove 16", "Remove 64", "Remove subproc"],

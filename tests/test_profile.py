@@ -26,9 +26,10 @@ from xml.etree import ElementTree
 
 import psutil
 import pytest
-from conftest import live_children
+from conftest import live_children, press_ctrl_c, wait_gone
 
 from vecenvs import cli
+from vecenvs.bench.store import RunCancelled
 from vecenvs.profile import (
     CATEGORIES,
     CATEGORY_COLORS,
@@ -847,21 +848,27 @@ def test_profile_a_real_run_end_to_end(attach, tmp_path, no_leftover_processes):
     assert not any(psutil.pid_exists(pid) and _is_ours(pid) for pid in result.processes)
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RunCancelled])
 def test_profile_cancelled_from_on_progress_stops_everything(
-    attach, tmp_path, no_leftover_processes
+    attach, tmp_path, no_leftover_processes, stop
 ):
     def cancel(message, fraction):
         if message.startswith("sampling"):
-            raise KeyboardInterrupt
+            raise stop
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(stop):
         profile(
             ProfileConfig(
                 "CartPole-v1", num_envs=2, backend="subproc", seconds=5, output_dir=tmp_path / "out"
             ),
             on_progress=cancel,
         )
-    assert not (tmp_path / "out").exists()
+    if stop is KeyboardInterrupt:  # Ctrl-C: py-spy is stopped as Ctrl-C stops it, and what it
+        # recorded so far is kept (and nothing else: the folder holds no half-written file)
+        assert [path.name for path in (tmp_path / "out").iterdir()] == ["speedscope.json"]
+        json.loads((tmp_path / "out" / "speedscope.json").read_text())
+    else:  # cancelled (the dashboard's Cancel): py-spy killed, no empty folder left behind
+        assert not (tmp_path / "out").exists()
 
 
 def test_cli_profiles_a_real_run(attach, tmp_path):
@@ -903,8 +910,13 @@ def test_cli_profiles_a_real_run(attach, tmp_path):
 
 
 @pytest.mark.usefixtures("ctrl_c_raises")
-def test_cli_ctrl_c_exits_130_and_stops_everything(attach, tmp_path):
+@pytest.mark.parametrize("where", ["terminal", "process"])
+def test_cli_ctrl_c_exits_130_and_stops_everything(attach, tmp_path, where):
+    """Ctrl-C in a terminal signals the whole process group (py-spy too, which then writes
+    what it recorded); ``kill -INT`` only the command, which then stops py-spy the same way.
+    Either way: exit 130, py-spy's recording so far kept and named, nothing left running."""
     marker = "918273"  # an unusual seed, to find the profiled processes by their command line
+    out = tmp_path / "out"
     command = subprocess.Popen(
         [
             sys.executable,
@@ -918,25 +930,45 @@ def test_cli_ctrl_c_exits_130_and_stops_everything(attach, tmp_path):
             "--seed",
             marker,
             "--out",
-            str(tmp_path / "out"),
+            str(out),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
         deadline = time.monotonic() + 30
-        while not _profiled(marker) and time.monotonic() < deadline:  # wait for the target
+        while not _py_spy(command) and time.monotonic() < deadline:  # the target is ready
             time.sleep(0.1)
-        time.sleep(1.5)  # ... and for py-spy to be sampling it
-        command.send_signal(signal.SIGINT)
+        time.sleep(1.5)  # ... and py-spy has been sampling it
+        if where == "terminal":
+            processes = press_ctrl_c(command)
+        else:
+            processes = [psutil.Process(command.pid), *_profiled(marker)]
+            command.send_signal(signal.SIGINT)
         _, error = command.communicate(timeout=60)
     finally:
         if command.poll() is None:
             command.kill()
     assert command.returncode == 130, error
-    assert "interrupted" in error and "Traceback" not in error
+    recording = out / "speedscope.json"
+    assert error.strip().splitlines()[-1] == (
+        "vecenvs profile: interrupted (every process it started has been stopped; py-spy's "
+        f"recording so far is in {recording}, for https://www.speedscope.app)"
+    ), error
+    assert json.loads(recording.read_text())["profiles"], "what py-spy recorded, readable"
     assert not _profiled(marker)
+    assert wait_gone(processes, timeout=10) == []
+
+
+def _py_spy(command: subprocess.Popen) -> list[psutil.Process]:
+    """The py-spy recording the command started, once it has."""
+    try:
+        children = psutil.Process(command.pid).children()
+        return [p for p in children if "py-spy" in " ".join(p.cmdline())]
+    except psutil.Error:
+        return []
 
 
 def _profiled(marker: str) -> list[psutil.Process]:

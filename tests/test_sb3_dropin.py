@@ -10,6 +10,7 @@ in the training test instead.)
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 
 import gymnasium as gym
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from vecenvs import MultiEnv, PoolVecEnv
+from vecenvs import MultiEnv, PoolVecEnv, make_vec
 from vecenvs.factory import env_fns_for
 
 pytest.importorskip(
@@ -26,6 +27,7 @@ pytest.importorskip(
 
 from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.logger import configure
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import (
     DummyVecEnv,
@@ -55,11 +57,12 @@ def gym_sync(env_fns, autoreset_mode):
     return SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode)
 
 
-def adapt(vector_env):
-    """to_sb3, without the warning a mode other than SAME_STEP gives (tested on its own)."""
+def adapt(vector_env, monitor=False):
+    """to_sb3, without the warning a mode other than SAME_STEP gives (tested on its own), and
+    without episode statistics (DummyVecEnv, the reference, has none; tested on their own)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return to_sb3(vector_env)
+        return to_sb3(vector_env, monitor=monitor)
 
 
 def assert_same_as_dummy(got, expected, where):
@@ -290,13 +293,81 @@ class CountSteps(gym.Wrapper):
         return self.env.step(action)
 
 
+# ------------------------------------------------------------------------------------------------
+# Episode statistics: as SB3's VecMonitor records them, so that PPO logs ep_rew_mean
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [SAME_STEP, NEXT_STEP], ids=lambda mode: mode.value)
+def test_episode_statistics_are_vec_monitors(mode):
+    # 7-step time limit and pushes one way: episodes end by truncation and by termination.
+    env_fns = [functools.partial(gym.make, "CartPole-v1", max_episode_steps=7)] * 3
+    reference = VecMonitor(DummyVecEnv(env_fns))
+    envs = adapt(multi(env_fns, mode), monitor=True)
+    try:
+        assert envs.seed(3) == reference.seed(3)
+        envs.reset(), reference.reset()
+        episodes = 0
+        for step in range(40):
+            actions = np.array([step % 2, 1, 1])
+            _, _, dones, infos = envs.step(actions)
+            _, _, expected_dones, expected_infos = reference.step(actions)
+            assert dones.tolist() == expected_dones.tolist()
+            for info, expected in zip(infos, expected_infos):
+                assert ("episode" in info) == ("episode" in expected), f"step {step}"
+                if "episode" in expected:
+                    got, want = info["episode"], expected["episode"]
+                    assert (got["r"], got["l"]) == (want["r"], want["l"]), f"step {step}"
+                    assert got["r"].dtype == np.float32 and got["t"] >= 0
+                    episodes += 1
+        assert episodes >= 10 and envs.episode_count == episodes
+    finally:
+        envs.close(), reference.close()
+
+
+def test_monitoring_can_be_turned_off_and_a_vec_monitor_on_top_counts_each_episode_once():
+    env_fns = [functools.partial(gym.make, "CartPole-v1", max_episode_steps=5)] * 2
+    with adapt(multi(env_fns, SAME_STEP), monitor=False) as bare:
+        bare.reset()
+        _, _, dones, infos = [bare.step(np.zeros(2, dtype=np.int64)) for _ in range(5)][-1]
+        assert dones.all() and not any("episode" in info for info in infos)
+        assert bare.env_is_wrapped(Monitor) == [False, False]
+    with to_sb3(multi(env_fns, SAME_STEP)) as monitored:
+        assert monitored.env_is_wrapped(Monitor) == [True, True]
+        # SB3's own answer to a monitored env wrapped again: a warning, its numbers win.
+        with pytest.warns(UserWarning, match="already wrapped with a `Monitor`"):
+            envs = VecMonitor(monitored)
+        envs.reset()
+        for _ in range(10):
+            _, _, dones, infos = envs.step(np.zeros(2, dtype=np.int64))
+            assert [("episode" in info) for info in infos] == dones.tolist()
+            assert all(info["episode"]["l"] == 5 for info in infos if "episode" in info)
+        assert envs.episode_count == monitored.episode_count == 4  # 2 envs x 2 episodes
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_ppo_logs_episode_statistics_from_to_sb3_alone(capsys):
+    envs = to_sb3(make_vec("CartPole-v1", 4, "pool", num_workers=2, autoreset_mode="SameStep"))
+    try:
+        model = PPO("MlpPolicy", envs, n_steps=32, batch_size=64, n_epochs=1, device="cpu")
+        model.set_logger(configure(None, ["stdout"]))
+        model.learn(total_timesteps=128)  # one rollout: ~20-step episodes under a random policy
+    finally:
+        envs.close()
+    logged = capsys.readouterr().out
+    assert re.search(r"ep_rew_mean\s+\|\s+\d", logged), logged
+    assert re.search(r"ep_len_mean\s+\|\s+\d", logged), logged
+    assert len(model.ep_info_buffer) > 0
+
+
 @pytest.mark.usefixtures("no_leftover_processes")
 def test_ppo_trains_on_the_pool():
     num_envs, n_steps, total = 4, 128, 2048
     env_fns = [lambda: CountSteps(gym.make("CartPole-v1"))] * num_envs
     pool_envs = PoolVecEnv(env_fns, num_workers=2, autoreset_mode="SameStep", start_method="fork")
-    # SB3's own vec-env wrappers over the adapter: NaN checks on every step, episode statistics.
-    envs = VecMonitor(VecCheckNan(to_sb3(pool_envs), raise_exception=True))
+    # SB3's own vec-env wrapper over the adapter: NaN checks on every step. The episode
+    # statistics are the adapter's own.
+    envs = VecCheckNan(to_sb3(pool_envs), raise_exception=True)
     try:
         model = PPO(
             "MlpPolicy", envs, n_steps=n_steps, batch_size=256, n_epochs=2, seed=0, device="cpu"

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 import psutil
 import pytest
-from conftest import describe, wait_gone
+from conftest import describe, press_ctrl_c, wait_gone
+from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Text, Tuple
 
 from vecenvs import make_vec
 from vecenvs.autotune import Candidate, autotune
@@ -31,11 +33,14 @@ from vecenvs.envspec import (
     FACTORY,
     MODULE_ID,
     REGISTERED,
+    CheckProgress,
     EnvError,
     check_env,
     env_label,
     make_env,
+    reporting_checks,
     resolve_env,
+    space_mismatch,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,8 +141,140 @@ def test_a_broken_env_gets_one_line_saying_what_is_wrong(on_path, env, expected)
 
 
 def test_a_step_that_never_returns_is_given_up_on_at_the_deadline(on_path):
-    with pytest.raises(EnvError, match=r"took more than 0.5 s \(a step that never returns\?\)"):
+    with pytest.raises(EnvError) as raised:
         check_env("raisingstep:HangingStep-v0", timeout=0.5)
+    assert str(raised.value).startswith(
+        "env raisingstep:HangingStep-v0: step() number 1 after reset took more than 0.5 s, the "
+        "check's time limit (a step that never returns?); if it is only slow, raise the limit "
+        "(--check-timeout SECONDS"
+    ), raised.value
+
+
+def test_a_slow_constructor_is_named_as_such_and_passes_with_more_time(on_path):
+    with pytest.raises(EnvError) as raised:
+        check_env("slowmake:SlowMake-v0", {"make_seconds": 2.0}, timeout=0.5)
+    message = str(raised.value)
+    assert message.startswith(
+        "env slowmake:SlowMake-v0 (make_seconds=2.0): making it took more than 0.5 s"
+    ), message
+    assert "step" not in message and "\n" not in message
+    # Told where it stands as it goes: each phase, in order, while the caller waits.
+    seen: list[CheckProgress] = []
+    with reporting_checks(seen.append):
+        assert check_env("slowmake:SlowMake-v0", {"make_seconds": 1.0}, timeout=20).kind
+    phases = list(dict.fromkeys(progress.phase for progress in seen))
+    assert phases[1:4] == ["making it", "reset(seed=0)", "step() number 1 after reset"], phases
+    assert "gymnasium's env checker" in phases
+    making = [progress for progress in seen if progress.phase == "making it"]
+    assert len(making) >= 2, "the page is told again while a phase lasts"
+    assert max(progress.phase_seconds for progress in making) > 0.4
+    assert all(progress.timeout == 20 for progress in seen)
+
+
+@pytest.mark.parametrize(
+    "what, expected",
+    [
+        (
+            "dtype",
+            "an observation that does not fit its observation_space: expected float32 "
+            "of shape (2,), got float64 of shape (2,)",
+        ),
+        (
+            "shape",
+            "an observation that does not fit its observation_space: expected float32 "
+            "of shape (2,), got float32 of shape (3,)",
+        ),
+        (
+            "bounds",
+            "an observation that does not fit its observation_space: expected values "
+            "within the space's bounds, got 1.5 at index (1,), outside [-1, 1]",
+        ),
+        (
+            "reward",
+            "a reward that is not a number: expected a float or an int, got a numpy "
+            "array, float64 of shape (1,)",
+        ),
+        ("flag", "terminated that is not a bool: expected True or False, got int 0"),
+    ],
+)
+def test_what_a_step_returns_is_compared_with_the_spaces(on_path, what, expected):
+    # A vector env would cast the first silently and fail mid-measure on the second: both are
+    # refused before any worker starts, saying what was expected and what came.
+    with pytest.raises(EnvError) as raised:
+        check_env("mismatch:MismatchEnv", {"what": what})
+    assert str(raised.value) == (
+        f"env mismatch:MismatchEnv (what={what}): step() number 1 after reset returned {expected}"
+    )
+    assert check_env("mismatch:MismatchEnv", {"what": "nothing"}).kind == ENTRY_POINT
+
+
+@pytest.mark.parametrize(
+    "space, value, expected",
+    [
+        (
+            Dict({"position": Box(-1, 1, (2,))}),
+            {"position": np.zeros(2)},
+            "at ['position']: expected float32 of shape (2,), got float64 of shape (2,)",
+        ),
+        (Dict({"a": Discrete(2)}), {"b": 0}, "expected the keys ['a'], got ['b']"),
+        (
+            Tuple((Discrete(2), Discrete(3))),
+            (1, 3),
+            "at [1]: expected an integer from 0 to 2, got 3",
+        ),
+        (Discrete(3, start=-1), True, "expected an integer from -1 to 1, got bool True"),
+        (
+            Box(-1.0, 1.0, (2,)),
+            [0.0, 0.0],
+            "expected a numpy array, float32 of shape (2,), got list [0.0, 0.0]",
+        ),
+        (
+            Box(-1.0, 1.0, (2,)),
+            np.array([np.nan, 0.0], dtype=np.float32),
+            "expected values within the space's bounds, got nan at index (0,), outside [-1, 1]",
+        ),
+        (MultiBinary(3), np.array([0, 2, 1]), "expected values within MultiBinary(3), got [0 2 1]"),
+        (
+            MultiDiscrete([2, 2]),
+            np.zeros(2),
+            "expected integers of shape (2,), got float64 of shape (2,)",
+        ),
+    ],
+)
+def test_a_mismatch_names_the_part_and_what_was_expected(space, value, expected):
+    assert space_mismatch(space, value) == expected
+
+
+@pytest.mark.parametrize(
+    "space, value",
+    [
+        (Box(-np.inf, np.inf, (2,), dtype=np.float64), np.array([1e300, -np.inf])),
+        (Box(0, 255, (2,), dtype=np.uint8), np.array([0, 255], dtype=np.uint8)),
+        (Box(-1.0, 1.0, ()), 0.5),  # a number for a Box of shape ()
+        (Discrete(4), np.int64(3)),
+        (MultiBinary(2), np.array([True, False])),
+        (Dict({"a": Discrete(2), "b": Box(0, 1, (1,))}), {"a": 1, "b": np.ones(1, np.float32)}),
+        (Text(5), "abc"),
+    ],
+)
+def test_what_fits_is_not_refused(space, value):
+    assert space_mismatch(space, value) is None
+
+
+def test_a_missing_id_whose_module_can_be_imported_gets_the_module_id_form(on_path):
+    with pytest.raises(EnvError) as raised:
+        resolve_env("RoboWalk-v0")
+    assert str(raised.value) == (
+        "unknown env id 'RoboWalk-v0': Environment `RoboWalk` doesn't exist. Did you mean "
+        "`robowalk:RoboWalk-v0`? (a module named 'robowalk' can be imported, and importing it "
+        "first, as that form does, may register the id)"
+    )
+    assert "robowalk" not in sys.modules, "looked up, never imported"
+    assert resolve_env("robowalk:RoboWalk-v0").kind == MODULE_ID
+    # Python's own modules are never the user's (``test`` is the standard library's).
+    with pytest.raises(EnvError) as raised:
+        resolve_env("Test-v0")
+    assert "Did you mean" not in str(raised.value)
 
 
 @pytest.mark.parametrize("how, status", [("exit", "exit code 3"), ("kill", "killed by SIGKILL")])
@@ -295,6 +432,62 @@ def test_cli_refuses_a_broken_env_in_one_line_before_any_worker(tmp_path, comman
     assert "Traceback" not in done.stderr and "worker" not in done.stderr
 
 
+@pytest.mark.parametrize("env", ["mismatch:WrongDtype-v0", "mismatch:WrongShape-v0"])
+def test_cli_bench_refuses_a_step_its_spaces_do_not_declare(env):
+    # Before: float64 was cast without a word (exit 0), a wrong shape failed mid-measure with
+    # "The vector env has been closed (its envs are out of step)" (exit 1).
+    done = vecenvs_cli("bench", "--quick", "--no-store", "--env", env, "--num-envs", "2")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    got = "float64 of shape (2,)" if "Dtype" in env else "float32 of shape (3,)"
+    assert line == (
+        f"vecenvs bench: error: env {env}: step() number 1 after reset returned an observation "
+        f"that does not fit its observation_space: expected float32 of shape (2,), got {got}"
+    )
+
+
+@pytest.mark.parametrize("command", ["bench", "autotune", "profile"])
+def test_cli_check_timeout_sets_the_checks_limit_and_the_phase_is_named(tmp_path, command):
+    extra = {
+        "bench": ["--quick", "--backend", "multi", "--no-store"],
+        "autotune": ["--budget", "2", "--no-store"],
+        "profile": ["--quick", "--out", str(tmp_path / "out")],
+    }[command]
+    env = ["--env", "slowmake:SlowMake-v0", "--env-kwarg", "make_seconds=2", "--num-envs", "1"]
+    done = vecenvs_cli(command, *env, *extra, "--check-timeout", "0.5")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"vecenvs {command}: error: env slowmake:SlowMake-v0 (make_seconds=2): making it took "
+        "more than 0.5 s, the check's time limit; if it is only slow to build, raise the limit"
+    ), line
+
+
+def test_cli_autotune_starts_its_workers_as_told(tmp_path):
+    done = vecenvs_cli(
+        "autotune",
+        "--env",
+        "mycart:MyCart-v0",
+        "--num-envs",
+        "2",
+        "--budget",
+        "8",
+        "--start-method",
+        "spawn",
+        "--json",
+        str(tmp_path / "autotune.json"),
+        "--no-store",
+    )
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((tmp_path / "autotune.json").read_text())
+    kwargs = {m["config"]["backend"]: m["config"]["backend_kwargs"] for m in saved["measurements"]}
+    assert kwargs.get("multi") == {}, "the loop starts no process"
+    started = [kw for backend, kw in kwargs.items() if backend != "multi"]
+    assert started and all(kw["start_method"] == "spawn" for kw in started), kwargs
+    if saved["best"]["backend"] != "multi":  # the lines to paste say how it was measured
+        assert 'start_method="spawn"' in saved["use_code"], saved["use_code"]
+
+
 def test_cli_autotune_ends_with_the_lines_to_paste_and_they_run(tmp_path):
     done = vecenvs_cli(
         "autotune",
@@ -349,12 +542,15 @@ def test_cli_profile_profiles_a_user_env(tmp_path):
         "2",
         "--num-envs",
         "4",
+        "--start-method",
+        "spawn",  # the workers import mycart themselves, from its name
         "--out",
         str(out),
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["env_id"] == "mycart:MyCart-v0"
+    assert summary["config"]["backend_kwargs"] == {"num_workers": 2, "start_method": "spawn"}
     # The env's own code shows in the worker's stacks: it ran there, by name.
     assert "mycart/env.py" in (out / "stacks.collapsed.txt").read_text()
 
@@ -430,3 +626,32 @@ def test_the_child_checking_an_env_exits_when_the_process_that_asked_is_killed()
         asking.wait(10)
     alive = wait_gone(children, timeout=30)
     assert alive == [], f"the checking child outlived its parent: {describe(alive)}"
+
+
+SLOW = ["--env-kwarg", "make_seconds=60", "--no-store"]
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
+def test_ctrl_c_while_the_env_is_checked_says_interrupted_and_ends_the_check(tmp_path):
+    command = subprocess.Popen(
+        [sys.executable, "-m", "vecenvs", "bench", "--env", "slowmake:SlowMake-v0", *SLOW],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=user_env(),
+        cwd=ROOT,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        parent = psutil.Process(command.pid)
+        deadline = time.monotonic() + 60
+        while not parent.children() and time.monotonic() < deadline:  # the checking child
+            time.sleep(0.05)
+        time.sleep(0.5)  # ... in the env's constructor, which Ctrl-C reaches too
+        processes = press_ctrl_c(command)
+        _, errors = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert len(processes) == 2, describe(processes)
+    assert command.returncode == 130 and errors.strip() == "vecenvs bench: interrupted", errors
+    assert wait_gone(processes, timeout=10) == []

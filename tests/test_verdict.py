@@ -19,9 +19,11 @@ from vecenvs.bench.verdict import (
     ONE_WINDOW,
     POOR,
     ROUGH,
+    SUSPECT,
     TIE,
     TOO_FEW,
     fit_quality,
+    format_verdicts,
     verdict_rows,
     verdicts,
 )
@@ -91,6 +93,34 @@ def test_the_runner_up_is_the_second_fastest_and_a_lost_round_makes_it_likely():
     assert verdict.wins == 3 and verdict.confidence == CLEAR  # it beat pool every round
     (verdict,) = verdicts(point(multi=[150, 90, 140], gym_sync=REFERENCE))
     assert verdict.wins == 2 and verdict.confidence == LIKELY
+
+
+def test_no_call_is_clear_beside_a_flag_saying_every_speed_up_at_that_n_is_suspect():
+    # The dashboard said "clear" for 1.52x beside "the loop was disturbed: every speed-up at
+    # this N is suspect". The rounds alone would call it clear; the flag makes it suspect.
+    disturbed_loop = [100.0, 60.0, 101.0]  # fastest 1.68x the slowest: a stall
+    (verdict,) = verdicts(
+        point(pool=[152, 150, 155], multi=[100, 101, 99], gym_sync=disturbed_loop)
+    )
+
+    assert ratios.REFERENCE_DISTURBED in verdict.checks
+    assert verdict.confidence == SUSPECT and verdict.close
+    assert verdict.windows_to_measure == 6
+    assert verdict.advice == (
+        "suspect: the windows of gym-sync (the loop) disagree, so every speed-up here is "
+        "suspect; measure again, on a quieter machine or with 6 windows"
+    )
+    (row,) = verdict_rows([verdict])
+    assert (row["use"], row["confidence"]) == ("no call yet", "suspect")
+    assert "clear" not in verdict.sentence()
+    # A tie, and a call against the loop itself, are suspect too; noise stays noise.
+    (tie,) = verdicts(point(pool=[101, 61, 102], gym_sync=disturbed_loop))
+    assert tie.confidence == SUSPECT
+    (noisy,) = verdicts(point(multi=[150, 40, 100], gym_sync=disturbed_loop))
+    assert noisy.confidence == NOISY
+    # Steady loop, same rounds: clear.
+    (verdict,) = verdicts(point(pool=[152, 150, 155], multi=[100, 101, 99], gym_sync=REFERENCE))
+    assert verdict.confidence == CLEAR
 
 
 def test_less_than_five_percent_apart_in_steady_windows_is_a_tie():
@@ -246,3 +276,35 @@ def test_a_fit_through_as_many_points_as_numbers_claims_nothing_and_draws_no_cur
     data = synthetic({"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(4, 64))
     (fit,) = fit_overhead_model(data).backends.values()
     assert (fit.distinct_points, fit.parameters()) == (2, 2) and not fit.enough_points()
+
+
+def test_a_model_too_thin_to_judge_is_one_line_in_the_terminal_not_a_table():
+    """A first quick run measures two N: every fit goes through its points exactly."""
+    overheads = {"pool": (300 * US, 0.0), "subproc": (900 * US, 0.0)}
+    two = synthetic(overheads, envs={CHEAP: 20 * US}, num_envs=(4, 64))
+    model = fit_overhead_model(two)
+    assert not model.judged
+
+    text = format_verdicts(two, model)
+
+    [line] = [line for line in text.splitlines() if "Overhead model" in line]
+    assert line == (
+        "Overhead model: too few points to judge it: 2 point(s) of env and N for 2 numbers "
+        "(t_env per env and t_os); measure at 3 or more values of N to see it."
+    )
+    assert "too few points to judge the model" not in text  # not once per backend
+
+    # Enough points for some: their fit in words, the others named in one line.
+    many = synthetic({"pool": (300 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(2, 8, 32))
+    many += synthetic({"subproc": (900 * US, 0.0)}, envs={CHEAP: 20 * US}, num_envs=(8,))[1:]
+    model = fit_overhead_model(many)
+    assert model.judged
+    text = format_verdicts(many, model)
+    assert "pool: the model fits good" in text
+    assert (
+        "  Overhead model: too few points to judge it for subproc: 1 point(s) of env and N for "
+        "2 numbers (t_env per env and t_os); measure at 3 or more values of N to see it."
+    ) in text
+    table = model.format_table()
+    assert "\npool " in table and "\nsubproc " not in table
+    assert "Not shown, too few points to judge their fit: subproc" in table

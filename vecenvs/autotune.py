@@ -33,7 +33,7 @@ from vecenvs.bench.store import recording
 from vecenvs.bench.sweep import TIMING, Backend, BenchEnv, check_env
 from vecenvs.checks import check_seconds, check_whole_number
 from vecenvs.cpus import available_cpus
-from vecenvs.envspec import EnvSource, describe_env, env_label
+from vecenvs.envspec import CHECK_SECONDS, EnvSource, describe_env, env_label
 from vecenvs.factory import BACKEND_INFO
 from vecenvs.table import format_table
 
@@ -326,6 +326,8 @@ def autotune(
     store: ResultsStore | None = None,
     label: str | None = None,
     run_id: int | None = None,
+    start_method: str | None = None,
+    check_timeout: float = CHECK_SECONDS,
 ) -> AutotuneResult:
     """Measure the candidates for ``num_envs`` copies of ``env`` within ``budget_seconds``.
 
@@ -338,13 +340,26 @@ def autotune(
     and True stops the search with what it measured (``cancelled=True``). ``store`` saves the
     run (kind ``"autotune"``) candidate by candidate, under ``label``, or into its run
     ``run_id`` already started by the caller (the dashboard's job runner does).
+    ``start_method`` (``"fork"``, ``"spawn"``, ``"forkserver"``; None: Python's default) is how
+    every candidate that starts processes starts them, as measured and as the lines to paste
+    say. ``check_timeout``: the seconds the check of the env may take (an env slow to build
+    needs more); the budget starts after it.
 
     Raises ValueError for a bad argument, before anything is measured.
     """
-    started = time.perf_counter()
     env_id = env
     env_kwargs = dict(env_kwargs or {})
-    planned, configs = _plan(env_id, num_envs, budget_seconds, env_kwargs, candidates_to_try, seed)
+    planned, configs = _plan(
+        env_id,
+        num_envs,
+        budget_seconds,
+        env_kwargs,
+        candidates_to_try,
+        seed,
+        start_method=start_method,
+        check_timeout=check_timeout,
+    )
+    started = time.perf_counter()  # the search: the check above has its own deadline
     deadline = started + budget_seconds
     settings: dict[str, Any] = {
         "env_id": env_label(env_id),
@@ -353,6 +368,7 @@ def autotune(
         "num_envs": num_envs,
         "budget_seconds": budget_seconds,
         "candidates": [c.label for c in planned],
+        "check_timeout": check_timeout,
     }
     with recording(store, "autotune", settings, label=label, run_id=run_id) as run:
         result = AutotuneResult(
@@ -395,10 +411,21 @@ def validate_autotune(
     budget_seconds: float = 20.0,
     *,
     env_kwargs: Mapping[str, Any] | None = None,
+    start_method: str | None = None,
+    check_timeout: float = CHECK_SECONDS,
 ) -> None:
     """Check :func:`autotune`'s arguments without measuring anything (the dashboard does, before
     it queues a search). Raises ValueError naming the bad value."""
-    _plan(env_id, num_envs, budget_seconds, dict(env_kwargs or {}), None, 0)
+    _plan(
+        env_id,
+        num_envs,
+        budget_seconds,
+        dict(env_kwargs or {}),
+        None,
+        0,
+        start_method=start_method,
+        check_timeout=check_timeout,
+    )
 
 
 def _plan(
@@ -408,13 +435,19 @@ def _plan(
     env_kwargs: dict[str, Any],
     candidates_to_try: list[Candidate] | None,
     seed: int,
+    *,
+    start_method: str | None = None,
+    check_timeout: float = CHECK_SECONDS,
 ) -> tuple[list[Candidate], list[BenchConfig]]:
     """The candidates and their configs, every one checked: a typo fails before anything runs."""
     check_seconds("budget_seconds", budget_seconds)
+    check_seconds("check_timeout", check_timeout)
     check_whole_number("num_envs", num_envs)
     planned = list(candidates_to_try) if candidates_to_try is not None else candidates(num_envs)
     if not planned:
         raise ValueError("candidates_to_try is empty; expected at least one candidate")
+    if start_method is not None:  # each backend that starts processes, under its own keyword
+        planned = [_started_by(candidate, start_method) for candidate in planned]
     window = _window_seconds(budget_seconds, planned, num_envs)
     timing: dict[str, Any] = {
         "warmup_seconds": window,
@@ -428,8 +461,17 @@ def _plan(
     ]
     for config in configs:
         validate_config(config)
-    check_env(BenchEnv(env_id, env_kwargs))
+    check_env(BenchEnv(env_id, env_kwargs), check_timeout)
     return planned, configs
+
+
+def _started_by(candidate: Candidate, start_method: str) -> Candidate:
+    """``candidate`` with ``start_method`` among its arguments, under the name its backend
+    gives it (``start_method``, gymnasium's ``context``); as it is for one that starts none."""
+    keyword = BACKEND_INFO[candidate.backend].start_method_kwarg
+    if keyword is None:
+        return candidate
+    return Candidate(candidate.name, {**candidate.kwargs, keyword: start_method})
 
 
 def _window_seconds(budget_seconds: float, planned: list[Candidate], num_envs: int) -> float:

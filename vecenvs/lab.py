@@ -39,6 +39,7 @@ from vecenvs.bench.ratios import DEFAULT_REFERENCE
 from vecenvs.bench.store import ResultsStore, Run, RunCancelled
 from vecenvs.bench.sweep import SweepConfig, run_sweep, validate_sweep
 from vecenvs.bench.training import compare_training, training_settings
+from vecenvs.envspec import CHECK_SECONDS
 from vecenvs.profile.runner import ProfileConfig, profile, validate_profile
 
 __all__ = ["JOB_KINDS", "LabQueue", "main"]
@@ -82,14 +83,18 @@ class LabQueue(JobQueue):
         env_kwargs: Mapping[str, Any] | None = None,
         label: str | None = None,
         start_runner: bool = True,
+        check_timeout: float = CHECK_SECONDS,
     ) -> int:
         """Queue an :func:`~vecenvs.autotune.autotune` search; return the job's id."""
-        validate_autotune(env_id, num_envs, budget_seconds, env_kwargs=env_kwargs)
+        validate_autotune(
+            env_id, num_envs, budget_seconds, env_kwargs=env_kwargs, check_timeout=check_timeout
+        )
         settings = {
             "env_id": env_id,
             "num_envs": num_envs,
             "budget_seconds": budget_seconds,
             "env_kwargs": dict(env_kwargs or {}),
+            "check_timeout": check_timeout,
         }
         return self.submit("autotune", settings, label, start_runner)
 
@@ -104,10 +109,19 @@ class LabQueue(JobQueue):
         torch_threads: int | None = None,
         label: str | None = None,
         start_runner: bool = True,
+        env_kwargs: Mapping[str, Any] | None = None,
+        check_timeout: float = CHECK_SECONDS,
     ) -> int:
         """Queue :func:`~vecenvs.bench.training.compare_training`; return the job's id."""
         settings = training_settings(
-            env_id, num_envs, backends, timesteps, repeats, torch_threads=torch_threads
+            env_id,
+            num_envs,
+            backends,
+            timesteps,
+            repeats,
+            torch_threads=torch_threads,
+            env_kwargs=env_kwargs,
+            check_timeout=check_timeout,
         )
         return self.submit("train", settings, label, start_runner)
 
@@ -171,6 +185,7 @@ class LabQueue(JobQueue):
             settings["num_envs"],
             settings["budget_seconds"],
             env_kwargs=settings.get("env_kwargs"),
+            check_timeout=settings.get("check_timeout", CHECK_SECONDS),
             candidates_to_try=to_try,
             on_result=on_result,
             cancel=lambda: self.cancel_requested(job.id),

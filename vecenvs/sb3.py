@@ -18,6 +18,14 @@ options are reset in groups, one masked reset each), which returns only the obse
 ``truncated and not terminated`` (PPO then bootstraps the last state's value) and, for an ended
 env, ``"terminal_observation"``: the observation returned is already the next episode's first.
 
+Each ended episode's return and length are in its info, ``info["episode"] = {"r": return,
+"l": length, "t": seconds since the adapter was made}``, as SB3's ``VecMonitor`` records them
+(and ``make_vec_env`` does, with a ``Monitor`` on each env): so PPO logs ``ep_rew_mean`` and
+``ep_len_mean``, and ``evaluate_policy`` counts whole episodes. ``to_sb3(envs, monitor=False)``
+leaves them out. Wrapped in a ``VecMonitor`` anyway, the adapter says it is monitored
+(``env_is_wrapped(Monitor)``), so SB3 warns that its statistics replace these: each episode is
+still counted once.
+
 That is gymnasium's SAME_STEP autoreset mode, SB3's only one. In NEXT_STEP (our backends'
 default) or DISABLED mode the adapter resets the ended envs itself, with a masked
 ``reset(options={"reset_mask": dones})``: the same results (tested step by step against SB3's
@@ -30,6 +38,7 @@ once: import ``vecenvs.sb3`` only when you train.
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from copy import deepcopy
@@ -44,6 +53,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from vecenvs.multi_env import tree_map
 
 try:
+    from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.preprocessing import check_for_nested_spaces
     from stable_baselines3.common.vec_env import VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import (
@@ -62,24 +72,28 @@ if TYPE_CHECKING:
 __all__ = ["VectorEnvAsSB3", "to_sb3", "unbatch_infos"]
 
 
-def to_sb3(vector_env: VectorEnv) -> VectorEnvAsSB3:
+def to_sb3(vector_env: VectorEnv, *, monitor: bool = True) -> VectorEnvAsSB3:
     """``vector_env`` as a Stable-Baselines3 ``VecEnv``: ``PPO("MlpPolicy", to_sb3(envs))``.
 
     Build ``vector_env`` with ``autoreset_mode="SameStep"`` when you can: it is SB3's own mode
     and saves a reset round trip on every step in which an episode ends (see the module's
-    docstring). Closing the adapter closes ``vector_env``.
+    docstring). ``monitor``: record each episode's return and length in its info, as SB3's
+    ``VecMonitor`` does, so that training logs ``ep_rew_mean`` (False: leave them out). Closing
+    the adapter closes ``vector_env``.
     """
-    return VectorEnvAsSB3(vector_env)
+    return VectorEnvAsSB3(vector_env, monitor=monitor)
 
 
 class VectorEnvAsSB3(VecEnv):
     """A gymnasium ``VectorEnv`` behind Stable-Baselines3's ``VecEnv`` API (see the module docstring).
 
     ``vector_env`` autoresets as its ``metadata["autoreset_mode"]`` says (NEXT_STEP, gymnasium's
-    default, if it does not say): that mode is :attr:`autoreset_mode`.
+    default, if it does not say): that mode is :attr:`autoreset_mode`. With ``monitor`` each
+    ended episode's ``info["episode"]`` holds its return and length (:attr:`episode_returns`
+    and :attr:`episode_lengths` are the running ones).
     """
 
-    def __init__(self, vector_env: VectorEnv):
+    def __init__(self, vector_env: VectorEnv, *, monitor: bool = True):
         # Nested spaces are refused, as SB3's own vec envs refuse them.
         check_for_nested_spaces(vector_env.single_observation_space)
         # Any: besides VectorEnv's API, call/get_attr/set_attr and maybe step_async/step_wait.
@@ -102,6 +116,12 @@ class VectorEnvAsSB3(VecEnv):
         super().__init__(
             vector_env.num_envs, vector_env.single_observation_space, vector_env.single_action_space
         )
+        # Episode statistics, kept as SB3's VecMonitor keeps them (float32 returns).
+        self.monitor = bool(monitor)
+        self.started_at = time.time()
+        self.episode_returns = np.zeros(self.num_envs, dtype=np.float32)
+        self.episode_lengths = np.zeros(self.num_envs, dtype=np.int32)
+        self.episode_count = 0
 
     def reset(self) -> Any:
         """Resets every env with the seeds and options set beforehand; returns the observations.
@@ -131,6 +151,8 @@ class VectorEnvAsSB3(VecEnv):
                 for index, info in enumerate(unbatch_infos(infos, self.num_envs)):
                     if mask[index]:
                         self.reset_infos[index] = info
+        self.episode_returns[:] = 0  # every episode starts again
+        self.episode_lengths[:] = 0
         # As in SB3's own vec envs, seeds and options are used once.
         self._reset_seeds()
         self._reset_options()
@@ -189,9 +211,29 @@ class VectorEnvAsSB3(VecEnv):
                 observations = self._reset_ended_envs(dones, env_infos, observations)
         for index, info in enumerate(env_infos):
             info["TimeLimit.truncated"] = bool(truncations[index] and not terminations[index])
+        rewards = rewards.astype(np.float32)
+        if self.monitor:
+            self._record_episodes(rewards, dones, env_infos)
         if self._copy_observations:
             observations = deepcopy(observations)
-        return observations, rewards.astype(np.float32), dones, env_infos
+        return observations, rewards, dones, env_infos
+
+    def _record_episodes(
+        self, rewards: np.ndarray, dones: np.ndarray, env_infos: list[dict[str, Any]]
+    ) -> None:
+        """Add the step to each env's episode; an ended episode's return, length and time go in
+        its info as ``"episode"`` (what SB3's logger and ``evaluate_policy`` read)."""
+        self.episode_returns += rewards
+        self.episode_lengths += 1
+        for index in np.flatnonzero(dones):
+            env_infos[index]["episode"] = {
+                "r": self.episode_returns[index],
+                "l": self.episode_lengths[index],
+                "t": round(time.time() - self.started_at, 6),
+            }
+            self.episode_returns[index] = 0
+            self.episode_lengths[index] = 0
+            self.episode_count += 1
 
     def _reset_ended_envs(
         self, dones: np.ndarray, env_infos: list[dict[str, Any]], observations: Any
@@ -286,8 +328,13 @@ class VectorEnvAsSB3(VecEnv):
 
         The envs may live in other processes, where only a method's name can reach them: so each
         env's ``str(env)`` (``<Monitor<TimeLimit<...>>>``) is searched for the class's name. (A
-        subclass of ``wrapper_class`` is not recognised, unlike ``isinstance``.)
+        subclass of ``wrapper_class`` is not recognised, unlike ``isinstance``.) With
+        ``monitor``, every env counts as wrapped in SB3's ``Monitor``: its episodes are recorded
+        as a Monitor records them (SB3's ``VecMonitor`` then warns that it replaces them, and
+        ``evaluate_policy`` reads them).
         """
+        if self.monitor and wrapper_class is Monitor:
+            return [True for _ in self._get_indices(indices)]
         descriptions = self.vector_env.call("__str__")
         return [
             wrapper_class.__name__ in re.findall(r"<(\w+)", descriptions[index])

@@ -17,10 +17,10 @@ from vecenvs.bench.snippets import autotune_code
 
 
 def form() -> None:
-    with st.form("autotune"):
+    with common.form("autotune"):
         left, middle, right = st.columns(3)
         env_id = left.selectbox("Environment", common.env_choices())
-        user_env, user_args = common.user_env_fields(left)
+        user_env, user_args, check_timeout = common.user_env_fields(left)
         num_envs = middle.select_slider("Number of envs N", common.N_CHOICES, value=16)
         budget = right.slider(
             "Time budget, seconds",
@@ -40,6 +40,7 @@ def form() -> None:
                 float(budget),
                 env_kwargs=common.parse_env_arguments(user_args),
                 label=label,
+                check_timeout=check_timeout,
             )
         env_kwargs = {}
         if env_id == common.TEACHING_ENV:  # "abc" used to become 1000 us without a word
@@ -48,7 +49,12 @@ def form() -> None:
                 raise ValueError(f"autotune takes one step time, got {len(step_seconds)}")
             env_kwargs = {"step_seconds": step_seconds[0], **knobs}
         return common.queue().submit_autotune(
-            env_id, num_envs, float(budget), env_kwargs=env_kwargs, label=label
+            env_id,
+            num_envs,
+            float(budget),
+            env_kwargs=env_kwargs,
+            label=label,
+            check_timeout=check_timeout,
         )
 
     if submitted:

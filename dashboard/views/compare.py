@@ -38,6 +38,7 @@ from vecenvs.bench.jobs import Job
 from vecenvs.bench.ratios import ABOVE_CEILING, DISTURBED, measurement_row, relate
 from vecenvs.bench.snippets import sweep_code
 from vecenvs.bench.verdict import TOO_FEW, model_qualities, verdict_rows, verdicts
+from vecenvs.envspec import CHECK_SECONDS
 
 #: What the form starts with: cheap to run (~30 s), and already telling.
 DEFAULT_ENVS = ["CartPole-v1"]
@@ -63,6 +64,7 @@ VERDICT_HELP = (
     "the ceiling's ('?' when a check flags it), all from the measurements below. "
     "Confidence: clear = faster in every one of 3+ paired windows, by 5%+; likely = in most "
     "of them; tie = within 5%; noisy = the windows disagree more than the backends differ; "
+    "suspect = the loop's own windows disagree, so every speed-up at that N is suspect; "
     "one window = nothing to judge by."
 )
 
@@ -102,6 +104,7 @@ def build_config(values: dict) -> SweepConfig:
         warmup_seconds=values["warmup_seconds"],
         measure_seconds=values["measure_seconds"],
         repeats=values["repeats"],
+        check_timeout=values.get("check_timeout", CHECK_SECONDS),
     )
 
 
@@ -120,6 +123,7 @@ def form_values(job: Job | None) -> dict[str, Any]:
         "knobs": {},
         "user_env": "",
         "user_kwargs": {},
+        "check_timeout": CHECK_SECONDS,
     }
     if job is None:
         return values
@@ -143,6 +147,7 @@ def form_values(job: Job | None) -> dict[str, Any]:
         knobs={k: v for k, v in (teaching[0].kwargs if teaching else {}).items()},
         user_env=str(user[0].env_id) if user else "",
         user_kwargs=dict(user[0].kwargs) if user else {},
+        check_timeout=config.check_timeout,
     )
     return values
 
@@ -183,7 +188,7 @@ def form(job: Job | None) -> int | None:
     values: dict = {}
     with (
         st.expander(heading, expanded=job is None, icon=":material/tune:"),
-        st.form(f"sweep-{'new' if job is None else job.id}"),
+        common.form(f"sweep-{'new' if job is None else job.id}"),
     ):
         left, middle, right = st.columns(3)
         envs = common.env_choices()
@@ -193,8 +198,8 @@ def form(job: Job | None) -> int | None:
             default=start["envs"],
             help="Cheapest first. The teaching env's cost is set below.",
         )
-        values["user_env"], values["user_args"] = common.user_env_fields(
-            left, start["user_env"], start["user_kwargs"]
+        values["user_env"], values["user_args"], values["check_timeout"] = common.user_env_fields(
+            left, start["user_env"], start["user_kwargs"], start["check_timeout"]
         )
         values["num_envs"] = left.multiselect(
             "Numbers of envs N",

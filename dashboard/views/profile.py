@@ -28,10 +28,10 @@ DOWNLOADS = {"svg": "image/svg+xml", "speedscope": "application/json", "collapse
 def form() -> None:
     cpus = common.cpus()
     backends = available_backends()
-    with st.form("profile"):
+    with common.form("profile"):
         left, middle, right = st.columns(3)
         env_id = left.selectbox("Environment", common.env_choices())
-        user_env, user_args = common.user_env_fields(left)
+        user_env, user_args, check_timeout = common.user_env_fields(left)
         num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
         backend = middle.selectbox(
             "Backend", backends, index=backends.index("subproc"), format_func=describe_backend
@@ -58,6 +58,7 @@ def form() -> None:
             ),
             seconds=seconds,
             rate=rate,
+            check_timeout=check_timeout,
         )
         return common.queue().submit_profile(config, label=label)
 

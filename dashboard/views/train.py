@@ -33,11 +33,12 @@ def form() -> None:
         )
         return
     backends = [name for name in TRAINABLE if name in installed]
-    with st.form("train"):
+    with common.form("train"):
         left, middle, right = st.columns(3)
         env_id = left.selectbox(
             "Environment", [e for e in common.env_choices() if e != common.TEACHING_ENV]
         )
+        user_env, user_args, check_timeout = common.user_env_fields(left)
         num_envs = left.select_slider("Number of envs N", common.N_CHOICES, value=8)
         chosen = middle.multiselect(
             "Vector envs to train on",
@@ -61,18 +62,24 @@ def form() -> None:
             f"{SMALL_MACHINE_CPUS} CPUs or fewer it gets 1 unless you say otherwise.",
         )
         label, submitted = common.label_and_button("Train")
-    if submitted:
-        common.queue_job(
-            lambda: common.queue().submit_training(
-                env_id,
-                num_envs,
-                chosen,
-                timesteps=timesteps,
-                repeats=repeats,
-                torch_threads=None if threads == "default" else threads,
-                label=label,
-            )
+
+    def submit() -> int:
+        # Your env, typed in, instead of the one picked: resolved (its module imported) only
+        # now, when the job is queued.
+        return common.queue().submit_training(
+            user_env or env_id,
+            num_envs,
+            chosen,
+            timesteps=timesteps,
+            repeats=repeats,
+            torch_threads=None if threads == "default" else threads,
+            label=label,
+            env_kwargs=common.parse_env_arguments(user_args) if user_env else {},
+            check_timeout=check_timeout,
         )
+
+    if submitted:
+        common.queue_job(submit)
 
 
 def training_figure(trained: list[tuple[Measurement, float]]) -> go.Figure:

@@ -528,14 +528,29 @@ class _Run:
             raise
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        if error is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception:
+            # The error on its way out says what went wrong; closing after it may fail because
+            # of it (Ctrl-C reached gymnasium's workers too, and closing writes to their
+            # pipes: BrokenPipeError), and must not take its place. (A Ctrl-C while closing
+            # still goes up: the user's interrupt wins.)
+            pass
 
     def close(self) -> None:
-        """Close the vector env (its worker processes end with it); safe to call twice."""
+        """Close the vector env (its worker processes end with it); safe to call twice. A
+        close that fails half-way still leaves none of the backend's processes running."""
         if self.envs is not None:
             envs, self.envs = self.envs, None
-            envs.close()
+            try:
+                envs.close()
+            except BaseException:
+                _end(self.children)
+                raise
 
     def warm_up(self) -> None:
         if self.config.warmup_seconds > 0:
@@ -684,3 +699,22 @@ def _memory(processes: Iterable[psutil.Process], unique: bool = False) -> int | 
                 return None
             raise
     return total
+
+
+def _end(processes: Iterable[psutil.Process], grace_seconds: float = 3.0) -> None:
+    """Terminate those of ``processes`` still running, then kill what is left after
+    ``grace_seconds``: what a vector env whose close failed half-way leaves behind."""
+    alive = []
+    for process in processes:
+        try:
+            process.terminate()
+            alive.append(process)
+        except psutil.Error:  # already gone (or its pid reused: psutil checks the start time)
+            pass
+    _, left = psutil.wait_procs(alive, timeout=grace_seconds)
+    for process in left:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=grace_seconds)

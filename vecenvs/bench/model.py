@@ -463,9 +463,18 @@ class OverheadModel:
             "skipped": list(self.skipped),
         }
 
+    @property
+    def judged(self) -> bool:
+        """Whether any backend's fit can be judged (:meth:`BackendFit.enough_points`): a model
+        fitted through as many points as it has numbers says nothing, and is not worth showing."""
+        return any(fit.enough_points() for fit in self.backends.values())
+
     def format_table(self) -> str:
-        """The envs and the backends as aligned plain-text tables, for a terminal."""
-        envs, backends = self.env_table(), self.table()
+        """The envs and the backends as aligned plain-text tables, for a terminal; a backend
+        with too few points to judge its fit is named below, not shown with its numbers."""
+        envs, rows = self.env_table(), self.table()
+        few = [row["backend"] for row in rows if row["enough_points"] is False]
+        backends = [row for row in rows if row["enough_points"] is not False]
         env_cells = _cells(envs, _ENV_COLUMNS)
         for cells, row in zip(env_cells, envs):
             cells[3] += "" if row["ceiling_measured"] else "~"
@@ -493,11 +502,11 @@ class OverheadModel:
         ]
         if any(row["clamped"] for row in backends):
             lines.append("*: clamped to 0 (the best fit wanted a negative overhead).")
-        few = [row["backend"] for row in backends if row["enough_points"] is False]
         if few:
             lines.append(
-                f"Too few points to judge the fit of {', '.join(few)}: no more (env, N) points "
-                "than the numbers of their curves (t_env per env, t_os); measure at more N."
+                f"Not shown, too few points to judge their fit: {', '.join(few)} (no more (env, "
+                "N) points than the numbers of their curves: t_env per env, t_os); measure at "
+                "more N."
             )
         if self.skipped:
             lines.append(f"Left out of the fit ({len(self.skipped)}):")

@@ -22,6 +22,7 @@ from typing import Any
 
 from vecenvs.bench.engine import DEFAULT_REFERENCE
 from vecenvs.bench.sweep import SweepConfig
+from vecenvs.envspec import CHECK_SECONDS
 
 __all__ = [
     "FIGURES",
@@ -73,6 +74,8 @@ def sweep_code(settings: Mapping[str, Any], figure: str = "throughput") -> str:
         arguments.append(f"reference={config.reference!r}")
     defaults = SweepConfig(envs=[], num_envs=[], backends=[]).timing
     arguments += [f"{k}={v!r}" for k, v in config.timing.items() if v != defaults[k]]
+    if config.check_timeout != CHECK_SECONDS:  # an env slow to build: the limit it was given
+        arguments.append(f"check_timeout={config.check_timeout!r}")
     lines = [
         f"from vecenvs.bench import {', '.join(sorted(imports))}",
         "",
@@ -93,6 +96,8 @@ def profile_code(settings: Mapping[str, Any]) -> str:
     arguments = [
         f"    {k}={v!r}," for k, v in settings.items() if k in names and v not in ({}, None)
     ]
+    if settings.get("check_timeout", CHECK_SECONDS) != CHECK_SECONDS:
+        arguments.append(f"    check_timeout={settings['check_timeout']!r},")
     return "\n".join(
         [
             "from vecenvs.profile import ProfileConfig, breakdown_figure, profile",
@@ -116,6 +121,8 @@ def autotune_code(settings: Mapping[str, Any]) -> str:
     ]
     if settings.get("env_kwargs"):
         arguments.append(f"env_kwargs={dict(settings['env_kwargs'])!r}")
+    if settings.get("check_timeout", CHECK_SECONDS) != CHECK_SECONDS:
+        arguments.append(f"check_timeout={settings['check_timeout']!r}")
     return dedent(f"""\
         from vecenvs.autotune import autotune
         from vecenvs.bench import figures
@@ -185,7 +192,18 @@ def training_code(settings: Mapping[str, Any]) -> str:
             f"{list(settings['backends'])!r},",
             f"                           timesteps={settings['timesteps']!r}, "
             f"repeats={settings['repeats']!r}, "
-            f"torch_threads={settings.get('torch_threads')!r})",
+            f"torch_threads={settings.get('torch_threads')!r}"
+            + (
+                f",\n                           env_kwargs={dict(settings['env_kwargs'])!r}"
+                if settings.get("env_kwargs")
+                else ""
+            )
+            + (
+                f",\n                           check_timeout={settings['check_timeout']!r}"
+                if settings.get("check_timeout", CHECK_SECONDS) != CHECK_SECONDS
+                else ""
+            )
+            + ")",
             "for result in results:",
             "    m = result.measurement",
             "    print(f'{m.config.backend:12s} {m.median:8,.0f} env steps/s in training, '",

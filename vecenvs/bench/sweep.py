@@ -38,8 +38,9 @@ from vecenvs.bench.engine import (
     compare_configs,
 )
 from vecenvs.bench.store import recording
+from vecenvs.checks import check_seconds
 from vecenvs.cpus import available_cpus
-from vecenvs.envspec import EnvName, EnvSource, env_label
+from vecenvs.envspec import CHECK_SECONDS, EnvName, EnvSource, env_label
 from vecenvs.envspec import check_env as check_env_once
 from vecenvs.factory import BACKEND_INFO
 from vecenvs.table import describe_kwargs
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # only for type hints: the store and the model are imported w
     from vecenvs.bench.store import ResultsStore
 
 __all__ = [
+    "CHECK_TIMEOUT_OPTION",
     "TIMING",
     "Backend",
     "BenchEnv",
@@ -64,6 +66,15 @@ __all__ = [
 
 #: The settings a sweep passes to every measurement unchanged (:attr:`SweepConfig.timing`).
 TIMING = ("warmup_seconds", "measure_seconds", "repeats", "seed")
+
+#: The command-line option of every config's ``check_timeout`` (bench, profile, autotune).
+CHECK_TIMEOUT_OPTION = cli_option(
+    "seconds the check of the env may take: it is made, reset and stepped once, in a process "
+    "of its own, before anything is measured; raise it for an env that is slow to build",
+    "SECONDS",
+    "positive_float",
+    flag="--check-timeout",
+)
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,9 @@ class SweepConfig:
     # Measure only these (env label, N) points of the grid (None: all): for a table whose envs
     # are measured at different N, as the core's targets are.
     only: Sequence[tuple[str, int]] | None = None
+    # How long the check of each env (:func:`check_env`, before anything is measured) may take:
+    # an env that is slow to build needs more than the default.
+    check_timeout: float = field(default=CHECK_SECONDS, metadata=CHECK_TIMEOUT_OPTION)
 
     def env_specs(self) -> list[BenchEnv]:
         return [env if isinstance(env, BenchEnv) else BenchEnv(env) for env in self.envs]
@@ -235,6 +249,7 @@ def validate_sweep(config: SweepConfig) -> None:
     for name, values in (("envs", envs), ("num_envs", config.num_envs), ("backends", backends)):
         if not values:
             raise ValueError(f"{name} is empty; expected at least one")
+    check_seconds("check_timeout", config.check_timeout)
     for env in envs:
         for num_envs in config.num_envs:
             compare_configs(
@@ -245,15 +260,17 @@ def validate_sweep(config: SweepConfig) -> None:
                 env_kwargs=env.kwargs,
                 **config.timing,
             )
-        check_env(env)
+        check_env(env, config.check_timeout)
 
 
-def check_env(env: BenchEnv) -> EnvName:
-    """Make ``env`` once, reset it, step it and run gymnasium's env checker on it
-    (:func:`vecenvs.envspec.check_env`), so that a misspelt env argument or a step that raises
-    fails now, in one line (an ``EnvError``, a ValueError), not inside N worker processes half
-    an hour from now. Returns what the env is, for the results store."""
-    return check_env_once(env.env_id, env.kwargs)
+def check_env(env: BenchEnv, timeout: float = CHECK_SECONDS) -> EnvName:
+    """Make ``env`` once, reset it, step it, compare what it returns with its spaces and run
+    gymnasium's env checker on it, within ``timeout`` seconds
+    (:func:`vecenvs.envspec.check_env`), so that a misspelt env argument, a step that raises or
+    an observation of the wrong dtype fails now, in one line (an ``EnvError``, a ValueError),
+    not inside N worker processes half an hour from now. Returns what the env is, for the
+    results store."""
+    return check_env_once(env.env_id, env.kwargs, timeout=timeout)
 
 
 def run_sweep(

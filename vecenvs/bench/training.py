@@ -24,13 +24,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psutil
 
 from vecenvs.bench.engine import BenchConfig, Measurement, validate_config
 from vecenvs.bench.store import recording
-from vecenvs.checks import check_whole_number
+from vecenvs.bench.sweep import BenchEnv, check_env
+from vecenvs.checks import check_seconds, check_whole_number
+from vecenvs.envspec import CHECK_SECONDS, make_env
 from vecenvs.factory import BACKEND_INFO, check_backend_available, make_vec
 
 __all__ = ["SB3_OWN", "TrainingResult", "compare_training", "measure_training", "training_settings"]
@@ -73,11 +76,19 @@ def training_settings(
     repeats: int = 2,
     seed: int = 0,
     torch_threads: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    check_timeout: float = CHECK_SECONDS,
 ) -> dict[str, Any]:
     """The arguments of :func:`compare_training`, checked (ValueError naming the bad value: an
-    unknown backend, SB3 missing, N < 1...), as the settings a run or a job keeps; the job queue
-    passes them back to :func:`compare_training` as they are."""
+    unknown backend, SB3 missing, N < 1, an env that fails its check...), as the settings a run
+    or a job keeps; the job queue passes them back to :func:`compare_training` as they are.
+
+    ``env_id`` is any named form :mod:`vecenvs.envspec` reads (``"mycart:MyCart-v0"``, an entry
+    point ``"mycart.env:MyCartEnv"``), made with ``env_kwargs``; it is checked once
+    (:func:`vecenvs.envspec.check_env`, within ``check_timeout`` seconds) before anything trains.
+    """
     check_backend_available("sb3-dummy")  # SB3 itself: the learner
+    env_kwargs = dict(env_kwargs or {})
     if not backends:
         raise ValueError("backends is empty; expected at least one, e.g. ['sb3-dummy', 'pool']")
     check_whole_number("timesteps", timesteps)
@@ -91,7 +102,13 @@ def training_settings(
                 "(SB3 steps every env in lock-step, and envpool brings its own "
                 "envs); pick another"
             )
-        validate_config(BenchConfig(env_id, num_envs, backend))
+        validate_config(BenchConfig(env_id, num_envs, backend, env_kwargs=env_kwargs))
+    if not isinstance(env_id, str):
+        raise ValueError(
+            f"env_id {env_id!r:.60} is not a name: a training job keeps its settings as text; "
+            "give an id, 'module:EnvId' or 'package.module:Class'"
+        )
+    check_env(BenchEnv(env_id, env_kwargs), check_seconds("check_timeout", check_timeout))
     return {
         "env_id": env_id,
         "num_envs": num_envs,
@@ -100,6 +117,8 @@ def training_settings(
         "repeats": repeats,
         "seed": seed,
         "torch_threads": torch_threads,
+        "env_kwargs": env_kwargs,
+        "check_timeout": check_timeout,
     }
 
 
@@ -114,6 +133,8 @@ def measure_training(
     seed: int = 0,
     torch_threads: int | None = None,
     on_progress: Callable[[str, float], None] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    check_timeout: float = CHECK_SECONDS,
 ) -> TrainingResult:
     """Train PPO on ``num_envs`` copies of ``env_id`` stepped by ``backend`` and time it.
 
@@ -132,7 +153,18 @@ def measure_training(
     import torch
     from stable_baselines3 import PPO
 
-    training_settings(env_id, num_envs, [backend], timesteps, repeats, seed, torch_threads)
+    settings = training_settings(
+        env_id,
+        num_envs,
+        [backend],
+        timesteps,
+        repeats,
+        seed,
+        torch_threads,
+        env_kwargs,
+        check_timeout,
+    )
+    own_kwargs: dict[str, Any] = settings["env_kwargs"]
     backend_kwargs = dict(backend_kwargs or {})
     warmup_steps = N_STEPS * num_envs
     all_steps = warmup_steps + repeats * timesteps
@@ -149,7 +181,7 @@ def measure_training(
         if torch_threads is not None:
             torch.set_num_threads(torch_threads)
         started = time.perf_counter()
-        venv = _timed(_sb3_vec_env(env_id, num_envs, backend, backend_kwargs, seed))
+        venv = _timed(_sb3_vec_env(env_id, num_envs, backend, backend_kwargs, seed, own_kwargs))
         stack.enter_context(closing(venv))
         if on_progress is not None:
             on_progress(f"{backend}: built, warming up", 0.0)
@@ -182,6 +214,7 @@ def measure_training(
         num_envs,
         backend,
         backend_kwargs,
+        own_kwargs,
         warmup_seconds=0.0,
         measure_seconds=max(window_seconds),
         repeats=repeats,
@@ -217,6 +250,8 @@ def compare_training(
     store: Any = None,
     run_id: int | None = None,
     on_progress: Callable[[str, float], None] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    check_timeout: float = CHECK_SECONDS,
 ) -> list[TrainingResult]:
     """:func:`measure_training` for each backend in turn; save each result in ``store``.
 
@@ -227,7 +262,15 @@ def compare_training(
     :func:`~vecenvs.bench.store.recording`).
     """
     settings = training_settings(
-        env_id, num_envs, backends, timesteps, repeats, seed, torch_threads
+        env_id,
+        num_envs,
+        backends,
+        timesteps,
+        repeats,
+        seed,
+        torch_threads,
+        env_kwargs,
+        check_timeout,
     )
     results: list[TrainingResult] = []
     with recording(store, "train", settings, run_id=run_id) as run:
@@ -253,6 +296,8 @@ def compare_training(
                 seed=seed,
                 torch_threads=torch_threads,
                 on_progress=overall,
+                env_kwargs=settings["env_kwargs"],
+                check_timeout=check_timeout,
             )
             results.append(result)
             run.add(result.to_dict())
@@ -276,26 +321,41 @@ def _rollout_callback(report: Callable[[int], None]) -> Any:
 
 
 def _sb3_vec_env(
-    env_id: str, num_envs: int, backend: str, backend_kwargs: dict[str, Any], seed: int
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    backend_kwargs: dict[str, Any],
+    seed: int,
+    env_kwargs: dict[str, Any],
 ) -> Any:
     """SB3's own vec env for ``sb3-*``; otherwise ours, in SAME_STEP mode, through to_sb3.
 
-    Either way each episode's return and length are recorded, as SB3 users do: ``make_vec_env``
-    puts a ``Monitor`` on each env, and ours get one ``VecMonitor`` around the batch.
+    Either way each episode's return and length are recorded, as SB3 users have them:
+    ``make_vec_env`` puts a ``Monitor`` on each env, and ``to_sb3`` records them itself.
     """
     if backend in SB3_OWN:
         from stable_baselines3.common.env_util import make_vec_env
         from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
         vec_env_cls = DummyVecEnv if backend == "sb3-dummy" else SubprocVecEnv
-        return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=vec_env_cls)
-    from stable_baselines3.common.vec_env import VecMonitor
-
+        # Every form of name (an entry point too), made as the other backends make it.
+        return make_vec_env(
+            partial(make_env, env_id),
+            n_envs=num_envs,
+            seed=seed,
+            vec_env_cls=vec_env_cls,
+            env_kwargs=env_kwargs,
+        )
     from vecenvs.sb3 import to_sb3
 
-    return VecMonitor(
-        to_sb3(
-            make_vec(env_id, num_envs, backend=backend, autoreset_mode="SameStep", **backend_kwargs)
+    return to_sb3(
+        make_vec(
+            env_id,
+            num_envs,
+            backend=backend,
+            autoreset_mode="SameStep",
+            env_kwargs=env_kwargs,
+            **backend_kwargs,
         )
     )
 

@@ -20,10 +20,14 @@ verdict reads it the way the measurement allows, every number from the numbers b
   - *tie*: less than 5% apart, and no round more than 15% apart (:data:`TIE_WINDOW`): either
     will do;
   - *noisy*: the rounds disagree more than that: the windows, not the backends, decided;
+  - *suspect*: what would have been *clear*, *likely* or a *tie*, where the reference's
+    windows were disturbed (``REFERENCE_DISTURBED`` of :mod:`vecenvs.bench.ratios`): every
+    speed-up at that N is divided by its throughput, so a call is never *clear* beside that
+    flag;
   - *one window*: nothing to judge by.
 
-  *Noisy* and *one window* say what to do (:attr:`Verdict.advice`): measure again with more
-  windows (:attr:`Verdict.windows_to_measure`), which the dashboard does in one click.
+  *Noisy*, *suspect* and *one window* say what to do (:attr:`Verdict.advice`): measure again
+  with more windows (:attr:`Verdict.windows_to_measure`), which the dashboard does in one click.
 - **Checks**: the winner's efficiency is shown only when it is a result (a disturbed ceiling,
   or a throughput above it, is flagged instead: :func:`vecenvs.bench.ratios.shown_efficiency`).
 
@@ -65,6 +69,7 @@ __all__ = [
     "ONE_WINDOW",
     "POOR",
     "ROUGH",
+    "SUSPECT",
     "TIE",
     "TOO_FEW",
     "FitQuality",
@@ -72,14 +77,19 @@ __all__ = [
     "fit_quality",
     "format_verdicts",
     "model_qualities",
+    "too_few_points",
     "verdict_rows",
     "verdicts",
 ]
 
 GOOD, ROUGH, POOR, TOO_FEW = "good", "rough", "poor", "too few points"
 CLEAR, LIKELY, TIE, NOISY, ONE_WINDOW = "clear", "likely", "tie", "noisy", "one window"
+SUSPECT = "suspect"
 #: The confidence words, surest first.
-CONFIDENCES = (CLEAR, LIKELY, TIE, NOISY, ONE_WINDOW)
+CONFIDENCES = (CLEAR, LIKELY, TIE, NOISY, SUSPECT, ONE_WINDOW)
+#: The checks that make a call's ratios suspect: the reference's windows (every speed-up is
+#: divided by its throughput), or a contender's own.
+_SUSPECT_CHECKS = (ratios.DISTURBED, ratios.REFERENCE_DISTURBED)
 
 #: Ahead by less than this factor (5%) is not a win.
 MARGIN = 1.05
@@ -123,14 +133,33 @@ class Verdict:
     margin: float | None = None
     wins: int = 0
     checks: tuple[str, ...] = field(default_factory=tuple)
+    runner_up_checks: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def reference_disturbed(self) -> bool:
+        """Whether the reference's windows were disturbed (``REFERENCE_DISTURBED`` of
+        :mod:`vecenvs.bench.ratios`): every speed-up at this point is divided by its throughput,
+        so every one is suspect."""
+        flagged = ratios.REFERENCE_DISTURBED in (*self.checks, *self.runner_up_checks)
+        own = (self.best == self.reference and ratios.DISTURBED in self.checks) or (
+            self.runner_up == self.reference and ratios.DISTURBED in self.runner_up_checks
+        )
+        return flagged or own
 
     @property
     def confidence(self) -> str:
         """How sure the call is: one of :data:`CONFIDENCES` (see the module docstring)."""
         if self.runner_up is None:
-            return CLEAR if self.windows >= 2 else ONE_WINDOW
-        if self.windows < 2:
-            return ONE_WINDOW
+            found = CLEAR if self.windows >= 2 else ONE_WINDOW
+        elif self.windows < 2:
+            found = ONE_WINDOW
+        else:
+            found = self._paired_confidence()
+        # Never clear (nor likely, nor a tie) beside a flag saying its speed-ups are suspect.
+        return SUSPECT if found in (CLEAR, LIKELY, TIE) and self.reference_disturbed else found
+
+    def _paired_confidence(self) -> str:
+        """What the paired windows of the winner and the runner-up say."""
         margin, low, high = self.margin or 1.0, self.margin_low or 1.0, self.margin_high or 1.0
         if margin >= MARGIN and self.wins == self.windows and self.windows >= CLEAR_ROUNDS:
             return CLEAR
@@ -142,14 +171,14 @@ class Verdict:
 
     @property
     def close(self) -> bool:
-        """No winner to name: a tie, noise, or a single window."""
-        return self.confidence in (TIE, NOISY, ONE_WINDOW)
+        """No winner to name: a tie, noise, suspect numbers, or a single window."""
+        return self.confidence in (TIE, NOISY, SUSPECT, ONE_WINDOW)
 
     @property
     def windows_to_measure(self) -> int | None:
         """How many windows a new measurement should have, when this one could not decide;
         None when it did."""
-        if self.confidence not in (NOISY, ONE_WINDOW):
+        if self.confidence not in (NOISY, SUSPECT, ONE_WINDOW):
             return None
         return min(MOST_WINDOWS, max(5, 2 * self.windows))
 
@@ -163,6 +192,12 @@ class Verdict:
             return (
                 f"noisy: {self.windows} windows ranged {self.margin_low:.2f}-"
                 f"{self.margin_high:.2f}x {rival}; measure {self.windows_to_measure} windows"
+            )
+        if confidence == SUSPECT:
+            return (
+                f"suspect: the windows of {_name(self.reference, self.reference)} disagree, so "
+                f"every speed-up here is suspect; measure again, on a quieter machine or with "
+                f"{self.windows_to_measure} windows"
             )
         if confidence == TIE:
             return f"within {MARGIN - 1:.0%} of {rival} in every window: either will do"
@@ -178,9 +213,10 @@ class Verdict:
         flag = ratios.efficiency_flag(self.checks)
         ceiling += "" if flag is None else f"; efficiency not shown: {flag}"
         if self.runner_up is None:
+            trust = f"; {self.advice}" if self.confidence in (SUSPECT, ONE_WINDOW) else ""
             return (
                 f"{where}: {best} is the only backend measured: "
-                f"{self.speedup:.2f}x {self.reference}{ceiling}."
+                f"{self.speedup:.2f}x {self.reference}{ceiling}{trust}."
             )
         versus = (
             f"{best} at {self.speedup:.2f}x {self.reference} and {rival} at "
@@ -189,7 +225,7 @@ class Verdict:
         confidence = self.confidence
         if confidence == TIE:
             return f"{where}: a tie between {versus}: {self.advice}."
-        if confidence in (NOISY, ONE_WINDOW):
+        if confidence in (NOISY, SUSPECT, ONE_WINDOW):
             return f"{where}: no call between {versus}: {self.advice}."
         return (
             f"{where}: use {best}: {self.speedup:.2f}x {self.reference}, {self.margin:.2f}x "
@@ -238,6 +274,7 @@ def verdicts(
                 margin=None if runner is None else best.throughput / runner.throughput,
                 wins=sum(margin > 1.0 for margin in margins),
                 checks=tuple(best.checks),
+                runner_up_checks=() if runner is None else tuple(runner.checks),
             )
         )
     return found
@@ -252,7 +289,12 @@ def verdict_rows(
     for verdict in found:
         rival = verdict.runner_up
         over_rival = "-" if rival is None else f"{verdict.margin:.2f}x {rival}"
-        use = {TIE: f"{verdict.best} or {rival}", NOISY: "no call yet", ONE_WINDOW: "no call yet"}
+        use = {
+            TIE: f"{verdict.best} or {rival}",
+            NOISY: "no call yet",
+            SUSPECT: "no call yet",
+            ONE_WINDOW: "no call yet",
+        }
         rows.append(
             {
                 "env": (env_names or {}).get(verdict.env_label, verdict.env_label),
@@ -377,6 +419,29 @@ def format_verdicts(
     else:
         lines.append("  nothing measured with a speed-up yet")
     if model is not None:
-        lines.append("Overhead model, how well it fits:")
-        lines += [f"  {'WARNING: ' * q.poor}{q.sentence}" for q in model_qualities(model)]
+        qualities = model_qualities(model)
+        judged = [quality for quality in qualities if quality.word != TOO_FEW]
+        if judged:
+            lines.append("Overhead model, how well it fits:")
+            lines += [f"  {'WARNING: ' * q.poor}{q.sentence}" for q in judged]
+        too_few = too_few_points(model)
+        if too_few is not None:
+            lines.append(too_few if not judged else f"  {too_few}")
     return "\n".join(lines)
+
+
+def too_few_points(model: OverheadModel, variant: str = "constant") -> str | None:
+    """One line for every backend with too few points to judge its fit (None if there is
+    none): the model is not shown for them, and what would let it be judged. A first quick
+    run measures two values of N, which fit every backend's two numbers exactly."""
+    few = [fit for fit in model.backends.values() if not fit.enough_points(variant)]
+    if not few:
+        return None
+    points = max(fit.distinct_points for fit in few)
+    numbers = max(fit.parameters(variant) for fit in few)
+    whom = "" if len(few) == len(model.backends) else f" for {', '.join(f.label for f in few)}"
+    more = f"{numbers + 1} or more values of N" if len(model.envs) == 1 else "more values of N"
+    return (
+        f"Overhead model: too few points to judge it{whom}: {points} point(s) of env and N for "
+        f"{numbers} numbers (t_env per env and {_overhead(variant)}); measure at {more} to see it."
+    )

@@ -16,7 +16,7 @@ from vecenvs.cli import bench as bench_command
 from vecenvs.cli import profile as profile_command
 from vecenvs.cli import results as results_command
 from vecenvs.cli.bench import format_table
-from vecenvs.cli.common import EXIT_BAD_INPUT, Parser, Stop
+from vecenvs.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Parser, Stop
 
 __all__ = ["build_parser", "format_table", "main"]
 
@@ -49,3 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Stop as stop:
         print(f"{args.parser.prog}: {stop}", file=sys.stderr)
         return stop.code
+    except KeyboardInterrupt:  # before or after the measuring (checking the env, say)
+        print(f"{args.parser.prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

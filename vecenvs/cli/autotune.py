@@ -12,9 +12,10 @@ env as gymnasium names it: ``mymodule:MyEnv-v0`` (the module imported first) or 
     python -m vecenvs autotune --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3 --num-envs 16
     python -m vecenvs autotune --env mycart:MyCart-v0 --env-kwarg physics_steps=1000
     python -m vecenvs autotune --num-envs 4 --budget 5 --no-store --json autotune.json
+    python -m vecenvs autotune --env mycart:MyCart-v0 --start-method spawn --check-timeout 120
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
-130 interrupted with Ctrl-C.
+130 interrupted with Ctrl-C (what was measured by then is kept in the store and ``--json``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import argparse
 import inspect
 from typing import Any
 
-from vecenvs.autotune import autotune
-from vecenvs.bench import BenchConfig
+from vecenvs.autotune import AutotuneProgress, AutotuneResult, autotune
+from vecenvs.bench import BenchConfig, Measurement, SweepConfig
 from vecenvs.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -38,8 +39,12 @@ from vecenvs.cli.common import (
     positive_float,
     saved_as,
     say,
+    start_method_option,
+    telling_slow_checks,
     write_json,
 )
+from vecenvs.cpus import available_cpus
+from vecenvs.envspec import describe_env
 
 __all__ = ["add_parser"]
 
@@ -64,6 +69,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="seconds the whole search may take, process startup included (default: %(default)g)",
     )
     config_option(parser, BenchConfig, "seed")
+    start_method_option(parser, "the pool, the async pool and subproc")
+    config_option(parser, SweepConfig, "check_timeout")
     add_output_options(parser, "also write the result (table and measurements) as JSON")
 
 
@@ -83,14 +90,41 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
 
-    def show(progress) -> None:
+    measured: list[Measurement] = []
+
+    def show(progress: AutotuneProgress) -> None:
         measurement = progress.measurement
+        measured.append(measurement)
         say(
             f"  [{progress.done}/{progress.total}] {measurement.config.backend_label}: "
             f"{measurement.median:,.0f} steps/s"
         )
 
-    with measuring(parser, store, bad_input=(ValueError,)):
+    def keep(how: str) -> list[str] | None:
+        """Stopped early: the candidates measured so far are in the store; they, and the best
+        of them, go to --json."""
+        if not measured:
+            return None
+        places = [] if store is None else [str(store.path)]
+        if not args.json:
+            return places
+        partial = AutotuneResult(
+            measured[0].config.env_label,
+            args.num_envs,
+            available_cpus(),
+            args.budget,
+            measurements=measured,
+            cancelled=True,
+            env=describe_env(args.env_id).to_dict(),
+            env_kwargs=env_kwargs,
+        )
+        write_json(args.json, {**partial.to_dict(), "stopped": how})
+        return [*places, args.json]
+
+    with (
+        measuring(parser, store, bad_input=(ValueError,), keep=keep) as interrupted,
+        telling_slow_checks(parser),
+    ):
         result = autotune(
             args.env_id,
             args.num_envs,
@@ -100,6 +134,9 @@ def _run_autotune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             on_result=show,
             store=store,
             label=args.label,
+            start_method=args.start_method,
+            check_timeout=args.check_timeout,
+            cancel=interrupted,
         )
 
     print(result.format_table())

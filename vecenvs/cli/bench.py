@@ -17,14 +17,13 @@ to it: "3.1x gym-sync" means something on any machine, "250,000 steps/s" only on
 is, by default, the ``ceiling`` (:mod:`vecenvs.bench.ceiling`), and each row's share of it.
 
 Exit codes: 0 done, 1 a backend failed while being measured, 2 bad command-line input,
-130 interrupted with Ctrl-C (what was measured by then is kept in the store).
+130 interrupted with Ctrl-C (what was measured by then is kept in the store and ``--json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import multiprocessing
 import os
 import platform
 import shlex
@@ -60,6 +59,8 @@ from vecenvs.cli.common import (
     positive_int,
     saved_as,
     say,
+    start_method_option,
+    telling_slow_checks,
     unique,
     write_json,
 )
@@ -170,12 +171,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "and the ceiling (default 1; 'none' leaves them alone); repeat to measure each, side "
         "by side (e.g. --worker-threads 1 --worker-threads none)",
     )
-    add(
-        "--start-method",
-        choices=multiprocessing.get_all_start_methods(),
-        help="how worker processes are started, for subproc, pool, gym-async(-shm) and "
-        "sb3-subproc (default: Python's default on this system)",
+    start_method_option(
+        parser, "subproc, pool, pool-async, gym-async(-shm), sb3-subproc and the ceiling"
     )
+    config_option(parser, SweepConfig, "check_timeout")
     add(
         "--preset",
         choices=["seeds", *CORE_PRESETS],
@@ -223,7 +222,8 @@ def worker_threads(text: str) -> int | None:
 def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         config, notes = _sweep_config(args)
-        validate_sweep(config)
+        with telling_slow_checks(parser):
+            validate_sweep(config)
         store = open_outputs(args, "json", "html")
     except ValueError as error:  # every bad input, named, before anything is measured
         return fail(parser, error, code=EXIT_BAD_INPUT)
@@ -250,7 +250,10 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         f"{'' if store is None else f'; saving to {store.path}'}"
     )
 
+    measured: list[bench.Measurement] = []
+
     def show(progress: SweepProgress) -> None:
+        measured.extend(progress.measurements)
         _write(
             format_table(
                 progress.measurements, reference=config.reference, interleaved=config.interleave
@@ -258,17 +261,36 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             + "\n"
         )
 
+    def keep(how: str) -> list[str] | None:
+        """Stopped early: the points measured so far are in the store, and go to --json."""
+        if not measured:
+            return None
+        places = [] if store is None else [str(store.path)]
+        if args.json:
+            _write_json(args.json, measured, {**provenance, "stopped": how, "finished": utc_now()})
+            places.append(args.json)
+        return places
+
     # Before measuring: the load the run started under. (main() sets args.argv.)
     provenance = _provenance(getattr(args, "argv", sys.argv[1:]))
-    with measuring(parser, store, kept=True):
-        result = run_sweep(config, on_result=show, store=store, label=args.label, progress=True)
+    with measuring(parser, store, keep=keep) as interrupted:
+        result = run_sweep(
+            config,
+            on_result=show,
+            store=store,
+            label=args.label,
+            progress=True,
+            cancel=interrupted,
+        )
     provenance["finished"] = utc_now()
     provenance["load_after"] = _load_average()
     provenance["elapsed_seconds"] = result.elapsed_seconds
 
     model = _fit(result)
     report = [_LEGEND, format_speedups(result.measurements, reference=config.reference)]
-    report += [] if model is None else [model.format_table()]
+    # A model fitted through as many points as it has numbers says nothing (a first --quick run
+    # measures two N): the verdict says so in one line instead.
+    report += [model.format_table()] if model is not None and model.judged else []
     report += [format_verdicts(result.measurements, model, reference=config.reference)]
     print("\n\n".join(report))
     if args.json:
@@ -358,6 +380,7 @@ def _sweep_config(args: argparse.Namespace) -> tuple[SweepConfig, list[str]]:
         seed=args.seed,
         interleave=args.interleave,
         only=only,
+        check_timeout=args.check_timeout,
         **timing,
     )
     return config, notes

@@ -12,10 +12,13 @@ import contextlib
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -130,30 +133,102 @@ def measuring(
     parser: argparse.ArgumentParser,
     store: Any,
     *,
-    kept: bool = False,
     bad_input: tuple[type[Exception], ...] = (),
-) -> Iterator[None]:
+    keep: Callable[[str], list[str] | None] | None = None,
+) -> Iterator[Callable[[], bool]]:
     """Measure in this machine's turn (see :func:`machine_turn`), then close ``store``.
 
-    Ctrl-C and a failure stop the command (exit codes 130 and 1; ``bad_input`` exceptions: 2),
-    saying, with ``kept``, that what was measured so far is in the store.
+    Ctrl-C and a failure stop the command (exit codes 130 and 1; ``bad_input`` exceptions: 2).
+    Ctrl-C is "interrupted" however it lands: in a terminal it reaches every process of the
+    command, and a library's worker may die of it first, so that the error this process sees
+    is a broken pipe; one pressed while measuring makes any error an interruption. ``keep``
+    (told ``"interrupted"`` or ``"failed"``) saves what was measured so far and returns where
+    it is (the store, files it wrote), or None when nothing was measured yet: the message says
+    which. It gives the block a function saying whether Ctrl-C was pressed, to pass as the
+    measuring's ``cancel``: an interrupt that lands while a process forks is swallowed there
+    (Python ignores exceptions in its at-fork hooks), and would otherwise be lost.
     """
-    saved = (
-        "" if store is None or not kept else f" (what was measured so far is saved in {store.path})"
-    )
+
+    def saved(how: str) -> str:
+        places = None if keep is None else keep(how)
+        if places is None:
+            return "" if keep is None else " (nothing had been measured yet)"
+        return f" (what was measured so far is saved in {' and '.join(places)})" if places else ""
+
     try:
-        with machine_turn(parser):
-            yield
+        with noting_ctrl_c() as pressed, machine_turn(parser):
+            yield pressed
+            if pressed():  # the measuring stopped early (its cancel said so), not raising
+                raise KeyboardInterrupt
     except KeyboardInterrupt:
-        raise Stop(f"interrupted{saved}", EXIT_INTERRUPTED) from None
-    except bad_input as error:  # checked before anything was measured
-        raise Stop(f"error: {error}", EXIT_BAD_INPUT) from None
-    except Exception as error:  # a backend crashed or could not be built
-        message = f"error: measuring failed: {type(error).__name__}: {error}{saved}"
-        raise Stop(message, EXIT_FAILED) from None
+        raise Stop(f"interrupted{saved('interrupted')}", EXIT_INTERRUPTED) from None
+    except Exception as error:
+        if pressed():  # the interrupt, seen as the error it caused first
+            raise Stop(f"interrupted{saved('interrupted')}", EXIT_INTERRUPTED) from None
+        if isinstance(error, bad_input):  # checked before anything was measured
+            raise Stop(f"error: {error}", EXIT_BAD_INPUT) from None
+        # A backend crashed or could not be built.
+        message = f"error: measuring failed: {type(error).__name__}: {error}"
+        raise Stop(message + saved("failed"), EXIT_FAILED) from None
     finally:
         if store is not None:
             store.close()
+
+
+@contextlib.contextmanager
+def noting_ctrl_c() -> Iterator[Callable[[], bool]]:
+    """Within the ``with`` block, SIGINT still raises KeyboardInterrupt (or does whatever its
+    handler did), and the function given says whether it came. Where this process ignores
+    SIGINT (started in the background) or is not in its main thread, nothing changes."""
+    pressed = False
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield lambda: False
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal pressed
+        pressed = True
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+#: A check of an env taking longer than this (in one phase) says so on stderr.
+SLOW_CHECK_SECONDS = 3.0
+
+
+@contextlib.contextmanager
+def telling_slow_checks(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Within the ``with`` block, a check of an env (:func:`vecenvs.envspec.check_env`) whose
+    phase (making it, reset, a step) takes more than ``SLOW_CHECK_SECONDS`` says on stderr,
+    once per phase, what it is doing and its time limit: a slow constructor is not a hang."""
+    from vecenvs.envspec import CheckProgress, reporting_checks
+
+    said: set[tuple[str, str]] = set()
+
+    def tell(progress: CheckProgress) -> None:
+        key = (progress.env, progress.phase)
+        if progress.phase_seconds >= SLOW_CHECK_SECONDS and key not in said:
+            said.add(key)
+            say(f"{parser.prog}: {progress}; --check-timeout sets the limit")
+
+    with reporting_checks(tell):
+        yield
+
+
+def start_method_option(parser: argparse.ArgumentParser, backends: str) -> None:
+    """``--start-method``: how worker processes are started, for ``backends`` (in words)."""
+    parser.add_argument(
+        "--start-method",
+        choices=multiprocessing.get_all_start_methods(),
+        help=f"how worker processes are started, for {backends} (default: Python's default on "
+        "this system; spawn is macOS's, forkserver Python 3.14's on Linux)",
+    )
 
 
 def say(text: str) -> None:

@@ -9,6 +9,7 @@ Examples::
     python -m vecenvs profile --env vecenvs/Costly-v0 --env-kwarg step_seconds=1e-3
     python -m vecenvs profile --backend gym-async --out profiles/async
     python -m vecenvs profile --env mycart.env:MyCartEnv --env-kwarg physics_steps=1000
+    python -m vecenvs profile --backend pool --start-method spawn --check-timeout 120
 
 py-spy must be allowed to read other processes (ptrace): as root, or with
 ``/proc/sys/kernel/yama/ptrace_scope`` at 0 on Linux, ``--cap-add SYS_PTRACE`` in Docker,
@@ -21,6 +22,9 @@ process crashed), 2 bad command-line input, 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import Any
 
 from vecenvs import profile as profiling
 from vecenvs.cli.common import (
@@ -33,14 +37,20 @@ from vecenvs.cli.common import (
     config_option,
     fail,
     machine_turn,
+    noting_ctrl_c,
     positive_int,
     say,
+    start_method_option,
+    telling_slow_checks,
 )
-from vecenvs.factory import BACKENDS
+from vecenvs.factory import BACKEND_INFO, BACKENDS
 
 __all__ = ["add_parser"]
 
 QUICK_SECONDS = 2
+
+#: The backends whose worker processes ``--start-method`` starts.
+_STARTING_BACKENDS = [name for name, info in BACKEND_INFO.items() if info.start_method_kwarg]
 
 _FILES_HELP = """\
 files in {directory}:
@@ -97,29 +107,35 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     config_option(parser, config, "output_dir", shown="profiles/<date>-<time>-<backend>-<env>-N<n>")
     config_option(parser, config, "seed")
     config_option(parser, config, "nonblocking")
+    start_method_option(parser, ", ".join(_STARTING_BACKENDS))
+    config_option(parser, config, "check_timeout")
 
 
 def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    backend_kwargs: dict[str, Any] = {}
+    if args.workers is not None and args.backend == "pool":
+        backend_kwargs["num_workers"] = args.workers
+    keyword = BACKEND_INFO[args.backend].start_method_kwarg
+    if args.start_method is not None and keyword is not None:
+        backend_kwargs[keyword] = args.start_method
     config = profiling.ProfileConfig(
         env_id=args.env_id,
         num_envs=args.num_envs,
         backend=args.backend,
-        backend_kwargs=(
-            {"num_workers": args.workers}
-            if args.workers is not None and args.backend == "pool"
-            else {}
-        ),
+        backend_kwargs=backend_kwargs,
         env_kwargs=dict(args.env_kwargs),
         seconds=args.seconds or (QUICK_SECONDS if args.quick else profiling.ProfileConfig.seconds),
         rate=args.rate,
         seed=args.seed,
         nonblocking=args.nonblocking,
+        check_timeout=args.check_timeout,
     )
     config.output_dir = (
         args.output_dir if args.output_dir is not None else profiling.default_output_dir(config)
     )
     try:
-        profiling.validate_profile(config)
+        with telling_slow_checks(parser):
+            profiling.validate_profile(config)
     except ValueError as error:
         return fail(parser, error, code=EXIT_BAD_INPUT)
     if args.workers is not None and args.backend != "pool":
@@ -127,19 +143,28 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             f"{parser.prog}: note: --workers only applies to the pool backend, not to "
             f"{args.backend}"
         )
+    if args.start_method is not None and keyword is None:
+        say(
+            f"{parser.prog}: note: --start-method only applies to backends that start worker "
+            f"processes ({', '.join(_STARTING_BACKENDS)}), not to {args.backend}"
+        )
 
     say(
         f"profiling {config.backend} stepping {config.num_envs} x {config.env_id}: "
         f"py-spy samples for {config.seconds} s (plus start-up)..."
     )
+    pressed = lambda: False  # noqa: E731 - until the block below says otherwise
     try:
-        with machine_turn(parser):
+        with noting_ctrl_c() as pressed, machine_turn(parser):
             result = profiling.profile(config)
     except KeyboardInterrupt:
-        say(f"{parser.prog}: interrupted (every process it started has been stopped)")
-        return EXIT_INTERRUPTED
-    except profiling.ProfilerError as error:  # py-spy missing or not allowed, target crashed
-        return fail(parser, error, code=EXIT_FAILED)
+        return _interrupted(parser, config)
+    except Exception as error:
+        if pressed():  # Ctrl-C reached py-spy or the profiled process first
+            return _interrupted(parser, config)
+        if isinstance(error, profiling.ProfilerError):  # py-spy missing or not allowed, ...
+            return fail(parser, error, code=EXIT_FAILED)
+        raise
 
     print(
         f"{config.backend} stepping {config.num_envs} x {config.env_id}: share of each "
@@ -174,3 +199,25 @@ def _run_profile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         )
     )
     return EXIT_OK
+
+
+def _interrupted(parser: argparse.ArgumentParser, config: profiling.ProfileConfig) -> int:
+    """Say that Ctrl-C stopped the profile, and where py-spy's recording so far is."""
+    recording = Path(str(config.output_dir)) / "speedscope.json"
+    kept = (
+        f"; py-spy's recording so far is in {recording}, for https://www.speedscope.app"
+        if _has_samples(recording)
+        else ""
+    )
+    say(f"{parser.prog}: interrupted (every process it started has been stopped{kept})")
+    return EXIT_INTERRUPTED
+
+
+def _has_samples(path: Path) -> bool:
+    """Whether py-spy's speedscope file at ``path`` holds any sample (stopped at once, it is
+    written with none)."""
+    try:
+        profiles = json.loads(path.read_text(encoding="utf-8")).get("profiles") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return any(isinstance(p, dict) and p.get("samples") for p in profiles)

@@ -40,8 +40,9 @@ import vecenvs
 from vecenvs.bench import BenchConfig
 from vecenvs.bench import validate_config as validate_bench_config
 from vecenvs.bench.engine import cli_option
+from vecenvs.bench.sweep import CHECK_TIMEOUT_OPTION
 from vecenvs.checks import check_seconds, check_whole_number
-from vecenvs.envspec import check_env
+from vecenvs.envspec import CHECK_SECONDS, check_env
 from vecenvs.factory import check_backend_available
 from vecenvs.profile.breakdown import Breakdown, breakdown, is_counted
 from vecenvs.profile.flamegraph import write_flamegraph
@@ -71,6 +72,8 @@ PY_SPY_GRACE_SECONDS = 30.0
 STOP_SECONDS = 30.0
 #: How long the target's leftover processes get to exit on their own before being killed.
 LEFTOVER_SECONDS = 5.0
+#: How long py-spy gets to write what it recorded when Ctrl-C stops it.
+STOP_RECORDING_SECONDS = 5.0
 #: The signal that cannot be ignored (None where there is none, as on Windows).
 _SIGKILL = getattr(signal, "SIGKILL", None)
 
@@ -141,6 +144,9 @@ class ProfileConfig:
             action="store_true",
         ),
     )
+    #: How long the check of the env (made, reset, stepped once before anything starts) may
+    #: take: an env that is slow to build needs more than the default.
+    check_timeout: float = field(default=CHECK_SECONDS, metadata=CHECK_TIMEOUT_OPTION)
 
 
 @dataclass
@@ -213,6 +219,7 @@ def validate_profile(config: ProfileConfig) -> None:
     config.rate = check_whole_number("rate", config.rate, 1, 1000)
     check_seconds("warmup_seconds", config.warmup_seconds, zero_ok=True)
     check_seconds("start_timeout", config.start_timeout)
+    check_seconds("check_timeout", config.check_timeout)
     for name in ("env_kwargs", "backend_kwargs"):
         for key, value in getattr(config, name).items():
             if not isinstance(key, str) or not key.isidentifier():
@@ -224,7 +231,7 @@ def validate_profile(config: ProfileConfig) -> None:
                     "or dict of them)"
                 )
     # Made, reset, stepped and checked once here: an env that fails says why in one line.
-    check_env(config.env_id, config.env_kwargs)
+    check_env(config.env_id, config.env_kwargs, timeout=config.check_timeout)
     if config.output_dir is not None:
         if not isinstance(config.output_dir, (str, os.PathLike)):
             raise ValueError(f"output_dir must be a path, got {config.output_dir!r}")
@@ -373,6 +380,9 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
                     f"sampling with py-spy ({int(min(elapsed, seconds))} of {seconds} s)",
                     0.1 + 0.8 * min(elapsed / seconds, 1.0),
                 )
+    except KeyboardInterrupt:
+        _stop_recording(spy)  # what py-spy recorded so far is kept: its file is written
+        raise
     finally:
         if spy.poll() is None:  # interrupted or too slow: py-spy must not outlive us
             spy.kill()
@@ -386,6 +396,19 @@ def _record(command: list[str], seconds: int, target: _Target, report: ProgressC
     output_path = Path(command[command.index("--output") + 1])
     if not output_path.is_file():
         raise ProfilerError(f"py-spy exited without writing {output_path}: {output.strip()}")
+
+
+def _stop_recording(spy: subprocess.Popen) -> None:
+    """Ctrl-C while py-spy records: it stops on SIGINT and writes what it recorded so far
+    (Ctrl-C in a terminal reached it already; sent here otherwise), given a few seconds."""
+    try:
+        spy.wait(0.5)
+    except subprocess.TimeoutExpired:
+        spy.send_signal(signal.SIGINT)
+    try:
+        spy.wait(STOP_RECORDING_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass  # killed by the caller
 
 
 class _Target:
