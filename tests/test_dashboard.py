@@ -196,7 +196,7 @@ def test_a_comparison_runs_and_its_verdict_charts_table_and_code_appear(queue):
         assert row["x gym-sync"] == listed, "the verdict's speed-up is the table's"
         loop = rates["gym-sync"]
         assert float(listed.rstrip("x")) == pytest.approx(rates[fastest] / loop, abs=0.006)
-        assert row["confidence"] in ("clear", "likely", "tie", "noisy", "one window")
+        assert row["confidence"] in ("clear", "likely", "tie", "noisy", "suspect", "one window")
         share = row["of ceiling"]
         assert share.startswith("?") or int(share.rstrip("%")) <= 100, "never above the ceiling"
     assert any("multi: every env in this process" in shown(c.value) for c in at.caption), (

@@ -626,7 +626,8 @@ GENERIC = [
     ),
     Check(
         rf"→ .+?, N=\d+: no call between .+? at {N}x \S+ and .+? at {N}x: (?:noisy: \d+ windows "
-        rf"ranged (?P<low>{N})-(?P<high>{N})x .+; measure \d+ windows|one window: no spread)",
+        rf"ranged (?P<low>{N})-(?P<high>{N})x .+; measure \d+ windows|one window: no spread|"
+        r"suspect: the windows of .+? disagree, so every speed-up here is suspect; measure again)",
         _verdict_no_call,
         required=False,
     ),

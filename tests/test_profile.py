@@ -210,7 +210,7 @@ CLASSIFIED = {
     ),
     "our pickling is serialization": (
         frames(
-            ("ProcessWorker._send", "/repo/vecenvs/workers.py"),
+            ("ProcessWorker.send_message", "/repo/vecenvs/workers.py"),
             ("dumps", "/repo/vecenvs/workers.py"),
         ),
         SERIALIZATION,
@@ -232,7 +232,7 @@ CLASSIFIED = {
     ),
     "writing to a pipe is pipe I/O": (
         frames(
-            ("ProcessWorker._send", "/repo/vecenvs/workers.py"),
+            ("ProcessWorker.send_message", "/repo/vecenvs/workers.py"),
             ("_ConnectionBase.send_bytes", site("multiprocess/connection.py")),
             ("Connection._send_bytes", site("multiprocess/connection.py")),
             ("Connection._send", site("multiprocess/connection.py")),

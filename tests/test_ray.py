@@ -298,7 +298,7 @@ def test_sb3_trains_on_it_through_the_drop_in():
 
     env_fns = env_fns_for("CartPole-v1", 4)
     reference = DummyVecEnv(env_fns)
-    with to_sb3(ray_backend(env_fns, autoreset_mode="SameStep")) as envs:
+    with to_sb3(ray_backend(env_fns, autoreset_mode="SameStep"), monitor=False) as envs:
         envs.seed(3)
         reference.seed(3)
         np.testing.assert_array_equal(envs.reset(), reference.reset())
