@@ -385,7 +385,9 @@ def test_a_two_env_comparison_reads_at_a_glance_and_two_tabs_queue(server, brows
     assert re.findall(r"\d+", numbers) == ["1", "4", "16"], numbers
     label = reopened.get_by_label("Label (optional)")
     assert value_once_settled(label, "first tab") == "first tab"
-    assert reopened.get_by_role("button", name="Run again").count() == 1
+    run_again = reopened.get_by_role("button", name="Run again")
+    run_again.first.wait_for()  # (the form settles over a rerun or two, as the label above)
+    assert run_again.count() == 1
     reopened.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for(timeout=60_000)
 
 
