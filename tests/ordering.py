@@ -147,6 +147,14 @@ class TracedWords:
     def __len__(self) -> int:
         return len(self.view)
 
+    def __iter__(self) -> Iterator[int]:  # (Python's min, any and sum read every word)
+        return (self[index] for index in range(len(self.view)))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        for index in range(len(self.view)):
+            self.log("R", self.names[index])
+        return np.asarray(self.view, dtype=dtype)
+
 
 class TracedArray(np.ndarray):
     """A numpy view of shared memory whose reads and writes are logged under its ``name``.
@@ -283,9 +291,10 @@ def recording() -> Iterator[_Log]:
     log = _Log(folder)
     saved = (
         shm.SharedArea._allocate, shm.SharedArea.line, shm.SharedArea.column,
-        shm.SharedArea.info_arrays, doorbell._RELEASE, doorbell._ACQUIRE, doorbell._FULL,
+        shm.SharedArea.words, shm.SharedArea.info_arrays,
+        doorbell._RELEASE, doorbell._ACQUIRE, doorbell._FULL,
     )  # fmt: skip
-    allocate, line, column, info_arrays = saved[:4]
+    allocate, line, column, words, info_arrays = saved[:5]
 
     def traced_allocate(self: shm.SharedArea, allocator: Any) -> None:
         allocate(self, allocator)
@@ -297,6 +306,10 @@ def recording() -> Iterator[_Log]:
 
     def traced_column(self: shm.SharedArea, word: int, first: int = 0) -> Any:
         return TracedArray.of(column(self, word, first), LINE[word], log)
+
+    def traced_words(self: shm.SharedArea, word: int, first: int = 0) -> Any:
+        view = words(self, word, first)
+        return TracedWords(view, [LINE[word]] * len(view), log)
 
     def traced_info_arrays(self: shm.SharedArea, layout: Any) -> Any:
         arrays = info_arrays(self, layout)
@@ -315,6 +328,7 @@ def recording() -> Iterator[_Log]:
     shm.SharedArea._allocate = traced_allocate  # type: ignore[method-assign]
     shm.SharedArea.line = traced_line  # type: ignore[method-assign]
     shm.SharedArea.column = traced_column  # type: ignore[method-assign]
+    shm.SharedArea.words = traced_words  # type: ignore[method-assign]
     shm.SharedArea.info_arrays = traced_info_arrays  # type: ignore[method-assign]
     doorbell._RELEASE, doorbell._ACQUIRE, doorbell._FULL = barrier("P"), barrier("O"), barrier("F")
     try:
@@ -322,7 +336,8 @@ def recording() -> Iterator[_Log]:
     finally:
         (
             shm.SharedArea._allocate, shm.SharedArea.line, shm.SharedArea.column,  # type: ignore[method-assign]
-            shm.SharedArea.info_arrays, doorbell._RELEASE, doorbell._ACQUIRE, doorbell._FULL,  # type: ignore[method-assign]
+            shm.SharedArea.words, shm.SharedArea.info_arrays,  # type: ignore[method-assign]
+            doorbell._RELEASE, doorbell._ACQUIRE, doorbell._FULL,
         ) = saved  # fmt: skip
 
 

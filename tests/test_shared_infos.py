@@ -114,7 +114,7 @@ def test_only_the_workers_with_other_infos_are_read_from_their_pipes():
             envs.step(np.zeros(6, dtype=np.int64))
         assert envs.info_arrays, "learnt"
         for _ in range(10):
-            read = envs.crew.read.copy()
+            read = np.array(envs.crew.read)
             infos = envs.step(np.zeros(6, dtype=np.int64))[-1]
             pickled = {"note", "episode", "sometimes", "start"}
             having = set()
@@ -122,7 +122,7 @@ def test_only_the_workers_with_other_infos_are_read_from_their_pipes():
                 if not key.startswith("_"):
                     having |= set(np.flatnonzero(infos[f"_{key}"]).tolist())
             with_message = {env // 2 for env in having}
-            assert set(np.flatnonzero(envs.crew.read - read).tolist()) == with_message
+            assert set(np.flatnonzero(np.array(envs.crew.read) - read).tolist()) == with_message
 
 
 def test_mujoco_infos_are_shared_and_equal():

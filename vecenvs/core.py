@@ -535,21 +535,22 @@ class ChunkedVecEnv(EnvsVectorEnv):
         for key, (values, mask) in info_arrays.items():  # the numbers, from shared memory
             if mask.any():
                 infos[key], infos[f"_{key}"] = values.copy(), mask.copy()
-        if chunk_infos and infos and any(key in infos for _, part in chunk_infos for key in part):
-            chunk_infos = self._infos_by_chunk(infos, chunk_infos)  # a key both ways: rare
-            infos = {}
-        if chunk_infos:
-            infos.update(merge_infos(chunk_infos, self.num_envs))
+        if chunk_infos:  # and the infos that came pickled
+            infos = self._with_pickled(infos, chunk_infos)
         if self.copy:
             observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
 
-    def _infos_by_chunk(
+    def _with_pickled(
         self, shared: dict[str, Any], pickled: list[tuple[int, dict[str, Any]]]
-    ) -> list[tuple[int, dict[str, Any]]]:
-        """Where some chunk pickled a key that others wrote into shared memory (its values were
-        of another dtype), every chunk's infos in chunk order, so that :func:`merge_infos` gives
-        the key the dtype of the first env that had it, as gymnasium does."""
+    ) -> dict[str, Any]:
+        """The infos from shared memory with those the chunks pickled, ``(first env, infos)``.
+        Where a chunk pickled a key that others wrote into shared memory (its values were of
+        another dtype: rare), every chunk's infos are merged in chunk order, so that
+        :func:`merge_infos` gives the key the dtype of the first env that had it, as gymnasium
+        does."""
+        if not any(key in shared for _, part in pickled for key in part):
+            return {**shared, **merge_infos(pickled, self.num_envs)}
         parts = []
         for chunk in self.chunks:
             rows = slice(chunk.start, chunk.stop)
@@ -560,7 +561,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             }
             part.update({f"_{k}": shared[f"_{k}"][rows] for k in list(part)})
             parts.append((chunk.start, part))
-        return sorted(parts + pickled, key=lambda part: part[0])
+        return merge_infos(sorted(parts + pickled, key=lambda part: part[0]), self.num_envs)
 
     def _learn_infos(self, infos: dict[str, Any]) -> None:
         """In the first steps: once two steps running have the same numeric infos, has them

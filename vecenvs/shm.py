@@ -138,6 +138,12 @@ class SharedArea:
         view, to read or write all of them in one operation."""
         return np.frombuffer(self.control, dtype=np.int64)[LINE * (1 + first) + word :: LINE]
 
+    def words(self, word: int, first: int = 0) -> memoryview:
+        """The same words as :meth:`column`, as a strided ``memoryview``: Python's own ``min``,
+        ``any`` and ``sum`` read all of them in C, several times faster than numpy's for a few
+        words (what a spin reads again and again)."""
+        return self.control[LINE * (1 + first) + word :: LINE]
+
     def info_arrays(self, layout: InfoLayout) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The infos of ``layout`` in shared memory: ``{key: (values of every env, mask)}``,
         views of the room kept for them (``layout`` must :meth:`~InfoLayout.fit` it)."""

@@ -492,12 +492,15 @@ class WordCrew(Crew):
     def __init__(self, workers: list[Any], area: SharedArea, spin_seconds: float):
         super().__init__(workers)
         self.header, self.workers_bell = area.header, area.worker_bell
-        self.messages, self.done, self.replies, self.sleeping = (
-            area.column(word, self.first) for word in (MESSAGES, DONE, REPLIES, SLEEPING)
+        # Every worker's word, read in one C call each (Python's min, any, sum over a strided
+        # memoryview), and as numpy views for the rarer work on several at once.
+        self.done, self.replies, self.sleeping = (
+            area.words(word, self.first) for word in (DONE, REPLIES, SLEEPING)
         )
+        self.messages = area.column(MESSAGES, self.first)
         self.given = self.heard = 0  # the generation last given, and the last heard
-        self.read = np.zeros(len(workers), dtype=np.int64)  # each worker's replies read so far
-        self.unread = np.zeros(len(workers), dtype=np.bool_)  # answers waiting in their pipes
+        self.read = [0] * len(workers)  # each worker's replies read so far
+        self.to_read: list[int] = []  # the workers whose answers wait in their pipes
         self.sentinels = [worker.process.sentinel for worker in workers]
         self.waiter = Waiter(
             bell=area.parent_bell,
@@ -505,14 +508,15 @@ class WordCrew(Crew):
             spin=Spin(spin_seconds),
             alive=self._alive,
         )
+        self.all_done = functools.partial(min, self.done)  # the oldest generation done
 
     @property
     def due(self) -> bool:
-        return self.heard < self.given or bool(self.unread.any())
+        return self.heard < self.given or bool(self.to_read)
 
     def late(self) -> list[int]:
-        late = (self.done < self.given) | self.unread
-        return [worker.index for worker in self.workers if late[worker.index - self.first]]
+        late = [done < self.given or p in self.to_read for p, done in enumerate(self.done)]
+        return [worker.index for worker, is_late in zip(self.workers, late) if is_late]
 
     def give_step(self) -> None:
         """A STEP to every worker, its actions already in shared memory: no pickle, no pipe."""
@@ -541,18 +545,19 @@ class WordCrew(Crew):
         publish()  # what we wrote (and read) before the word that says it is there
         self.header[GENERATION] = self.given
         fence()  # the word is seen before we look who sleeps (they look after saying so)
-        if self.sleeping.any():
+        if any(self.sleeping):
             self.workers_bell.ring()  # one system call wakes every sleeping worker
 
     def hear(self, deadline: float, command: Any) -> tuple[dict[int, Any], list[EnvCrashedError]]:
         if self.heard < self.given:
-            if self.waiter.wait(read=self.done.min, target=self.given, deadline=deadline) is None:
+            if self.waiter.wait(read=self.all_done, target=self.given, deadline=deadline) is None:
                 raise self._failure(command)
             self.heard = self.given
-            self.unread = self.replies > self.read
+            if sum(self.replies) > sum(self.read):  # (rare: someone has something to say)
+                self.to_read = [p for p, (n, r) in enumerate(zip(self.replies, self.read)) if n > r]
         answers, crashes = {}, []
-        for position in np.flatnonzero(self.unread):  # (only workers with something to say)
-            self.unread[position] = False
+        while self.to_read:
+            position = self.to_read.pop(0)
             self.read[position] += 1
             worker = self.workers[position]
             ok, payload = worker.read_message(deadline, command)[1:]
