@@ -277,11 +277,13 @@ def _bare_pool_section(folder: Path) -> list[str]:
         "",
         "`tests/bare_pool.py` times, round by round, the ceiling, a bare pool (workers spinning "
         "on a word in shared memory; no errors, deadlines, infos or checks) and `PoolVecEnv`, "
-        "each built for its window and closed after it. Medians of the windows, env steps per "
-        "second; the last column is the pool's median over the bare pool's.",
+        "each built for its window and closed after it; with `--no-infos`, also `PoolVecEnv` "
+        "stepping the same envs with their infos dropped (what the infos cost it). Medians of "
+        "the windows, env steps per second; the ratios are of those medians.",
         "",
-        "| env | N | K | load before / after | ceiling | bare pool | `PoolVecEnv` | pool / bare |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| env | N | K | load before / after | ceiling | bare pool | `PoolVecEnv` | pool / bare "
+        "| infos dropped | pool / infos dropped |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     commands = []
     documents = [(path, json.loads(path.read_text(encoding="utf-8"))) for path in paths]
@@ -294,11 +296,14 @@ def _bare_pool_section(folder: Path) -> list[str]:
             document["run"],
             {name: statistics.median(values) for name, values in document["throughputs"].items()},
         )
+        pool = medians["PoolVecEnv"]
+        dropped = medians.get("PoolVecEnv, infos dropped")
+        without = "| | |" if dropped is None else f"| {dropped:,.0f} | {pool / dropped:.2f} |"
         lines.append(
             f"| `{document['env_id']}` | {document['num_envs']} | {document['num_workers']} "
             f"| {run['load_before']} / {run['load_after']} | {medians['ceiling']:,.0f} "
-            f"| {medians['bare pool']:,.0f} | {medians['PoolVecEnv']:,.0f} "
-            f"| {medians['PoolVecEnv'] / medians['bare pool']:.2f} |"
+            f"| {medians['bare pool']:,.0f} | {pool:,.0f} "
+            f"| {pool / medians['bare pool']:.2f} {without}"
         )
         commands.append(
             f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
