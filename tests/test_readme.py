@@ -107,8 +107,9 @@ def test_every_figure_of_the_headline_table_is_in_its_results_file():
 
 
 def test_the_headline_counts_as_wins_only_rows_with_no_flag(tmp_path):
-    """A row with a flag (here the committed file's "reference disturbed") is not a win: the
-    summary says how many rows were counted and how many were flagged."""
+    """A row with a flag ("reference disturbed", as a busy run gives) is not a win: the summary
+    says how many rows were counted and how many were flagged. The committed file says what it
+    says of itself; one of its rows flagged says the rest."""
 
     def summary(document: dict) -> str:
         path = tmp_path / "core2.json"
@@ -123,12 +124,15 @@ def test_the_headline_counts_as_wins_only_rows_with_no_flag(tmp_path):
             result
         )
     flagged = sum(any(r.get("checks") for r in row) for row in rows.values())
-    assert flagged >= 1, "the committed file has a flagged row: the case this test is about"
+    said = summary(document)
+    assert said.split(". Numbers:")[0] in readme(), "the README says what its file gives"
+    if not flagged:  # a quiet run: flag one row, as a disturbed reference would be
+        next(iter(rows.values()))[0]["checks"] = ["reference disturbed"]
+        flagged = 1
     said = summary(document)
     assert (
         f"of the {len(rows) - flagged} rows with no flag ({flagged} flagged, not counted)" in said
     )
-    assert said.split(". Numbers:")[0] in readme(), "the README says what its file gives"
 
     for result in document["results"]:  # a clean run: every row counts
         result["checks"] = []
