@@ -176,11 +176,13 @@ def guide_text(document: dict[str, Any], path: str) -> str:
     commit = str(run["commit"])
     commit = commit[:10] + (" with changes not committed" if commit.endswith("+") else "")
     same = "the same" if document["same_totals"] else "NOT the same"
+    # Busy: other programs' load on top of the grading's own (about one process per job).
+    busy = "; the machine was shared" if max(run["load_before"], run["load_after"]) > 3 else ""
     paragraph = (
         f"Measured on {run['started'][:10]} by `{run['command']}` (its results file: `{path}`, "
         f"commit {commit}), on {document['cpus_usable']} CPUs ({machine.get('cpu_model', '?')}) "
         f"at a load average of {run['load_before']:g} before and {run['load_after']:g} after "
-        f"(before each run: {loads}; the machine was shared): a class of {document['students']} "
+        f"(before each run: {loads}{busy}): a class of {document['students']} "
         "copies of the reference solutions, where every check runs to its end, took "
         f"{document['serial_seconds_per_student']:g} s per student graded serially and "
         f"{numbers['seconds_per_student']:g} s with `--jobs {jobs}`, "
