@@ -18,7 +18,7 @@ actors). Read one step top to bottom:
    travel over its pipe.
 3. :meth:`~ChunkedVecEnv.step_wait` steps the caller's own chunk (a pool's first, :attr:`own`)
    while the workers step theirs, then waits for all of them at once: a short spin on their
-   done words, checked in one numpy comparison, then a sleep on the parent's doorbell, with a
+   done words, read in one C call (Python's ``min``), then a sleep on the parent's doorbell, with a
    deadline, watching the processes
    (:meth:`WordCrew.hear <vecenvs.workers.WordCrew.hear>`).
 4. It returns the observations (a copy of shared memory, unless ``copy=False``), rewards,
