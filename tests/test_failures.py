@@ -10,6 +10,7 @@ the vector env's own timeout), never claims about speed.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import re
@@ -21,6 +22,7 @@ import threading
 import time
 
 import dill
+import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
@@ -277,6 +279,25 @@ def test_hung_make_times_out_with_start_timeout(children_before):
     assert time.monotonic() - start < REPORTED_WITHIN
     assert info.value.worker_indices == [1]
     assert_no_new_children(children_before, when="after the failed start ")
+
+
+def _slow_to_make(seconds: float) -> gym.Env:
+    time.sleep(seconds)
+    return gym.make("CartPole-v1")
+
+
+def test_envs_slow_to_make_are_waited_for_one_by_one(children_before):
+    """start_timeout is for each env a worker makes: four envs of 0.6 s each in one worker take
+    2.4 s, past a start_timeout of 1.5 s, and the pool starts all the same (a hung constructor,
+    above, is still reported after 1.5 s)."""
+    env_fns = [functools.partial(_slow_to_make, 0.6)] * 8
+    with PoolVecEnv(
+        env_fns, num_workers=2, step_in_caller=False, start_timeout=1.5, start_method="fork"
+    ) as envs:
+        assert envs.reset(seed=0)[0].shape == (8, 4)
+    with SubprocVecEnv(env_fns[:2], start_timeout=1.5, start_method="fork") as envs:
+        assert envs.reset(seed=0)[0].shape == (2, 4)
+    assert_no_new_children(children_before, when="after closing ")
 
 
 # ================================================================================================

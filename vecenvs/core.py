@@ -18,7 +18,7 @@ actors). Read one step top to bottom:
    travel over its pipe.
 3. :meth:`~ChunkedVecEnv.step_wait` steps the caller's own chunk (a pool's first, :attr:`own`)
    while the workers step theirs, then waits for all of them at once: a short spin on their
-   done words, checked in one numpy comparison, then a sleep on the parent's doorbell, with a
+   done words, read in one C call (Python's ``min``), then a sleep on the parent's doorbell, with a
    deadline, watching the processes
    (:meth:`WordCrew.hear <vecenvs.workers.WordCrew.hear>`).
 4. It returns the observations (a copy of shared memory, unless ``copy=False``), rewards,
@@ -143,7 +143,9 @@ class ChunkedVecEnv(EnvsVectorEnv):
         observation_mode, autoreset_mode: as for :class:`~vecenvs.multi_env.MultiEnv`.
         shared_memory: observations, rewards, flags and actions through shared memory.
         timeout: seconds to wait for any answer from the workers (``*_wait`` take their own).
-        start_timeout: seconds to wait for the workers to make their envs.
+        start_timeout: seconds a worker may take to make an env (and to start): the deadline
+            moves on with each env it makes, so an env slow to make is waited for, and one whose
+            constructor hangs is not.
     """
 
     #: Whether the workers share control words (and, with ``shared_memory``, data) with us.
@@ -198,7 +200,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
     def _greet(self, start_timeout: float, shared_memory: bool) -> None:
         """Waits for every worker's hello, checks the spaces, sets up shared memory."""
         deadline = time.perf_counter() + start_timeout
-        hellos = [worker.hello(deadline) for worker in self.workers]
+        hellos = [worker.hello(deadline, start_timeout) for worker in self.workers]
         if self.own is not None:
             hellos.insert(0, self.own.hello())
         observation_spaces = [space for hello in hellos for space in hello[0]]
@@ -230,6 +232,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self.own.share(self.area)
         for worker in self.workers:
             worker.setup(self.area)
+        deadline = time.perf_counter() + start_timeout  # (the hellos may have moved theirs on)
         for worker in self.workers:
             worker.finish_setup(deadline)
         if self.workers and isinstance(self.workers[0], SharedMemoryWorker):

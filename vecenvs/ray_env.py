@@ -25,6 +25,7 @@ Ray is optional (``pip install 'vecenvs[ray]'``) and imported only when a ``RayV
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -184,7 +185,8 @@ class RayWorker:
     def due(self) -> int:
         return len(self.answers)
 
-    def hello(self, deadline: float) -> tuple[Any, ...]:
+    def hello(self, deadline: float, patience: float = math.inf) -> tuple[Any, ...]:
+        """Waits for the actor to make its envs (one remote call: ``deadline`` does not move)."""
         *hello, (host, pid, self.node) = self.receive(deadline, Command.HELLO)
         self.location = (host, pid)
         return tuple(hello)

@@ -42,7 +42,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Protocol
 
@@ -287,8 +287,9 @@ class Worker(Protocol):
     def due(self) -> int:
         """How many answers are still to be received."""
 
-    def hello(self, deadline: float) -> tuple[Any, ...]:
-        """Waits for the envs to be made: their spaces, metadata and render mode."""
+    def hello(self, deadline: float, patience: float) -> tuple[Any, ...]:
+        """Waits for the envs to be made: their spaces, metadata and render mode. ``deadline``
+        moves on by ``patience`` seconds with each env made, where the worker says so."""
 
     def setup(self, area: SharedArea | None) -> None:
         """Hands the worker the shared area (None: there is none)."""
@@ -348,8 +349,19 @@ class ProcessWorker:
         """How many answers are still to be received."""
         return self.messages_due
 
-    def hello(self, deadline: float) -> tuple[Any, ...]:
-        return ProcessWorker.receive(self, deadline, Command.HELLO)
+    def hello(self, deadline: float, patience: float) -> tuple[Any, ...]:
+        """Waits for the hello. The worker says each env it has made (``(index, None, None)``),
+        and each gives the next ``patience`` seconds more: an env slow to make is waited for,
+        one whose constructor hangs is not."""
+        while True:
+            ok, payload = self.read_message(deadline, Command.HELLO)[1:]
+            if ok is not None:
+                break
+            deadline = max(deadline, time.perf_counter() + patience)
+        self.messages_due -= 1
+        if not ok:
+            raise payload.to_error()
+        return payload
 
     def setup(self, area: SharedArea | None) -> None:
         """Tells the worker there is no shared area: everything goes over the pipe."""
@@ -621,7 +633,10 @@ def run_worker(
     chunk: Chunk | None = None
     try:
         try:
-            chunk = Chunk(spec)
+            made = [
+                _saying_made(env_fn, index, pipe) for index, env_fn in zip(spec.rows, spec.env_fns)
+            ]
+            chunk = Chunk(replace(spec, env_fns=made))
         except EnvCrashedError as crash:
             send(pipe, (None, False, crash.report()))
             return
@@ -645,6 +660,18 @@ def run_worker(
                 chunk.envs.close()
             except Exception:
                 pass  # closing after a failure: the failure is what the parent reports
+
+
+def _saying_made(env_fn: Callable[[], gym.Env], index: int, pipe: Any) -> Callable[[], gym.Env]:
+    """``env_fn``, telling the parent once it has made env ``index``: ``(index, None, None)``
+    (the parent's start-up deadline then moves on: see :meth:`ProcessWorker.hello`)."""
+
+    def make() -> gym.Env:
+        env = env_fn()
+        send(pipe, (index, None, None))
+        return env
+
+    return make
 
 
 def send(pipe: Any, message: tuple[Any, ...]) -> None:
