@@ -140,8 +140,8 @@ class AsyncPoolVecEnv(ChunkedVecEnv):
             (default); False pickles them over the pipes.
         start_method: ``"fork"``, ``"forkserver"`` or ``"spawn"``; None for the platform's default.
         spin_seconds: the longest a process spins before it sleeps. None (default): as
-            :func:`~vecenvs.doorbell.who_spins` decides, the caller (which only waits) sleeping
-            first: at K = CPUs the workers spin and the caller sleeps.
+            :func:`~vecenvs.doorbell.spin_limits` decides, the caller (which only waits)
+            sleeping first: at K = CPUs the caller sleeps and the workers spin briefly.
         worker_threads: the BLAS, OpenMP and torch threads each worker may use (default 1);
             None leaves them alone.
         **kwargs: ``copy``, ``observation_mode``, ``autoreset_mode``, ``timeout``,

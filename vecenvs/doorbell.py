@@ -8,8 +8,9 @@ moment, then sleeps on a :class:`Doorbell` until another process rings it; :func
 
 Why both: a process spinning on a word sees it change within a fraction of a microsecond but
 burns a CPU while it spins; a process asleep costs nothing but takes 50 µs to over 500 µs to
-wake on a VM. So a side spins only where it has a CPU to itself (:func:`who_spins`), for about
-as long as its waits have lasted (:class:`Spin`), then sleeps. That policy is all in this file.
+wake on a VM. So a side spins only where it has a CPU to itself (:func:`spin_limits`), for a
+few times as long as its waits have lasted (:class:`Spin`), then sleeps. That policy is all in
+this file.
 
 The doorbell is Linux's *futex* where there is one. Elsewhere (macOS, or with :data:`FUTEX`
 set to False, as the tests do to try that path on Linux) sleepers poll the word every
@@ -32,13 +33,14 @@ __all__ = [
     "DEFAULT_SPIN_SECONDS",
     "FUTEX",
     "FUTEX_FOUND",
+    "SHARED_SPIN_SECONDS",
     "Doorbell",
     "Spin",
     "Waiter",
     "fence",
     "observe",
     "publish",
-    "who_spins",
+    "spin_limits",
 ]
 
 
@@ -236,30 +238,41 @@ def refuse_spinning_why() -> str | None:
 
 # ----------------------------------------------------------------- the spin policy
 #
-# All of it is here: who spins (who_spins), for how long (Spin), and what a wait does (Waiter).
+# All of it is here: how long each side may spin (spin_limits), for how long it does (Spin), and
+# what a wait does (Waiter).
 
 #: The longest spin, by default: a spin that would last longer is not made; the side sleeps at
 #: once. Waking a sleeping process cost 50 µs to over 500 µs on our 2-core VM: a spin of this
 #: length covers the gap between two steps of a tight loop and the usual skew between workers,
 #: while a policy that thinks for longer between steps lets the workers sleep.
 DEFAULT_SPIN_SECONDS = 1e-3
+#: The longest spin of workers that share the CPUs with a caller that only waits (one process
+#: more than CPUs): long enough to catch work that follows at once, short enough to leave the
+#: caller the CPU it needs between its waits (measured in docs/results/core2.md's spin runs).
+SHARED_SPIN_SECONDS = 100e-6
 
 
-def who_spins(workers: int, caller_steps: bool, cpus: int) -> tuple[bool, bool]:
-    """``(whether the caller spins, whether the workers spin)``, for ``workers`` worker processes
-    on ``cpus`` CPUs. Spin only where the process waited for has a CPU of its own: a spinner on
-    a CPU another process needs holds up the very process it waits for.
+def spin_limits(
+    workers: int, caller_steps: bool, cpus: int, longest: float = DEFAULT_SPIN_SECONDS
+) -> tuple[float, float]:
+    """``(the caller's longest spin, the workers')``, in seconds, for ``workers`` worker
+    processes on ``cpus`` CPUs. Spin only where the process waited for has a CPU of its own: a
+    spinner on a CPU another process needs holds up the very process it waits for.
 
-    With a CPU for every process, all spin. One process too many, when the caller only waits
-    (``caller_steps`` False: the async pool, or ``step_in_caller=False``), the caller sleeps and
-    leaves the CPUs to the workers, which spin. More than that, nobody spins.
+    With a CPU for every process, all may spin ``longest``. One process too many, when the
+    caller only waits (``caller_steps`` False: the async pool, or ``step_in_caller=False``), the
+    caller sleeps, and the workers spin for at most :data:`SHARED_SPIN_SECONDS`: the caller is
+    not idle between its waits (it hands out batches, runs the policy), and a long spin would
+    take its CPU. More processes than that, nobody spins.
 
-    >>> who_spins(15, caller_steps=True, cpus=16), who_spins(16, caller_steps=False, cpus=16)
-    ((True, True), (False, True))
+    >>> spin_limits(15, caller_steps=True, cpus=16), spin_limits(16, caller_steps=False, cpus=16)
+    ((0.001, 0.001), (0.0, 0.0001))
     """
     if workers + 1 <= cpus:
-        return True, True
-    return False, workers + 1 == cpus + 1 and not caller_steps
+        return longest, longest
+    if workers == cpus and not caller_steps:
+        return 0.0, min(longest, SHARED_SPIN_SECONDS)
+    return 0.0, 0.0
 
 
 class Spin:

@@ -76,7 +76,7 @@ class PoolVecEnv(ChunkedVecEnv):
             sleeps; each spins for a few times as long as its waits have lasted, and not at
             all while they last longer than this (a policy that thinks between steps). None
             (default): :data:`DEFAULT_SPIN_SECONDS` for the processes that have a CPU of their
-            own (:func:`~vecenvs.doorbell.who_spins`), else 0 (the CPU is needed by the process
+            own (:func:`~vecenvs.doorbell.spin_limits`), else 0 (the CPU is needed by the process
             we would wait for); 0 as well without ``shared_memory``, where every answer is a
             message read with a system call anyway, so a spin saves little and takes a core.
         worker_threads: the BLAS, OpenMP and torch threads each worker process may use
@@ -164,12 +164,10 @@ class WorkerStarter:
     ):
         self.worker_threads = check_worker_threads(worker_threads)
         if spin_seconds is None:
-            caller_spins, workers_spin = doorbell.who_spins(
-                processes, caller_steps, available_cpus()
-            )
             longest = DEFAULT_SPIN_SECONDS if shared_memory else 0.0
-            self.spin_seconds = longest if workers_spin else 0.0
-            self.caller_spin_seconds = longest if caller_spins else 0.0
+            self.caller_spin_seconds, self.spin_seconds = doorbell.spin_limits(
+                processes, caller_steps, available_cpus(), longest
+            )
         else:
             self.spin_seconds = check_seconds("spin_seconds", spin_seconds, zero_ok=True)
             self.caller_spin_seconds = self.spin_seconds
