@@ -227,6 +227,7 @@ def page(preset: Preset, folder: Path = DATA) -> str:
     ]
     if preset.name == "core2":
         lines += _bare_pool_section(folder)
+        lines += _spin_section(folder)
     if preset.name == "core16":
         lines += _peers_section(folder)
     return "\n".join(lines)
@@ -304,6 +305,44 @@ def _bare_pool_section(folder: Path) -> list[str]:
             f"| {run['load_before']} / {run['load_after']} | {medians['ceiling']:,.0f} "
             f"| {medians['bare pool']:,.0f} | {pool:,.0f} "
             f"| {pool / medians['bare pool']:.2f} {without}"
+        )
+        commands.append(
+            f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
+            f"commit `{(run.get('commit') or 'not recorded')[:12]}`"
+        )
+    return [*lines, "", "Each row's file and command:", "", *commands, ""]
+
+
+def _spin_section(folder: Path) -> list[str]:
+    """How long the async pool's workers may spin at K = CPUs (``tests/spin_policy.py --json``,
+    one file per point, ``spin-async-*.json``): what chose ``doorbell.SHARED_SPIN_SECONDS``."""
+    paths = sorted(folder.glob("spin-async-*.json"))
+    if not paths:
+        return []
+    documents = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    limits = [row["workers_longest_spin"] for row in documents[0]["rows"]]
+    lines = [
+        "## How long the async pool's workers spin at K = CPUs",
+        "",
+        "With its caller, the async pool at K = CPUs has one process more than CPUs: the caller "
+        "sleeps while it waits, and the workers may spin for at most "
+        "`doorbell.SHARED_SPIN_SECONDS`. `tests/spin_policy.py` measures that limit set to each "
+        "value below (0: nobody spins), each beside `gym-sync` in the same windows: the speed-up "
+        "over the loop (ratio of the median throughputs).",
+        "",
+        "| env | N | K | load before / after | "
+        + " | ".join(f"at most {limit * 1e6:g} µs" for limit in limits)
+        + " |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in limits) + " |",
+    ]
+    commands = []
+    for path, document in zip(paths, documents):
+        run, rows = document["run"], document["rows"]
+        lines.append(
+            f"| `{document['env_id']}` | {document['num_envs']} | {rows[0]['num_workers']} "
+            f"| {run['load_before']} / {run['load_after']} | "
+            + " | ".join(f"{row['speedup']:.2f}x" for row in rows)
+            + " |"
         )
         commands.append(
             f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "

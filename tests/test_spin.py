@@ -1,31 +1,35 @@
-"""The spin policy, all of it in ``vecenvs/doorbell.py``: who spins (a process with a CPU to
-itself; the caller that only waits sleeps first), and for how long (sized from the waits a side
-measured, not from its own step time; none while the other side thinks for longer)."""
+"""The spin policy, all of it in ``vecenvs/doorbell.py``: how long each side may spin (a process
+with a CPU to itself; the caller that only waits sleeps first, its workers spin briefly), and
+for how long it does (sized from the waits a side measured, not from its own step time; none
+while the other side thinks for longer)."""
 
 from __future__ import annotations
 
 import pytest
 
 from vecenvs import AsyncPoolVecEnv, PoolVecEnv, doorbell, pool
-from vecenvs.doorbell import DEFAULT_SPIN_SECONDS, Spin, who_spins
+from vecenvs.doorbell import DEFAULT_SPIN_SECONDS, SHARED_SPIN_SECONDS, Spin, spin_limits
 from vecenvs.factory import env_fns_for
+
+ALL, BRIEF = (DEFAULT_SPIN_SECONDS, DEFAULT_SPIN_SECONDS), (0.0, SHARED_SPIN_SECONDS)
 
 
 @pytest.mark.parametrize(
     ("workers", "caller_steps", "cpus", "expected"),
     [
-        (1, True, 2, (True, True)),  # the pool on 2 CPUs: caller and one worker, a CPU each
-        (2, True, 2, (False, False)),  # one process too many, and the caller steps too
-        (2, False, 2, (False, True)),  # the async pool at K = CPUs: the caller only waits
-        (15, True, 16, (True, True)),
-        (16, False, 16, (False, True)),
-        (17, False, 16, (False, False)),  # two too many: nobody spins
-        (63, True, 64, (True, True)),
-        (1, False, 1, (False, True)),  # one CPU: the worker spins while the caller sleeps
+        (1, True, 2, ALL),  # the pool on 2 CPUs: caller and one worker, a CPU each
+        (2, True, 2, (0.0, 0.0)),  # one process too many, and the caller steps too
+        (2, False, 2, BRIEF),  # the async pool at K = CPUs: the caller only waits
+        (15, True, 16, ALL),
+        (16, False, 16, BRIEF),
+        (17, False, 16, (0.0, 0.0)),  # two too many: nobody spins
+        (63, True, 64, ALL),
+        (1, False, 1, BRIEF),  # one CPU: the worker spins briefly while the caller sleeps
     ],
 )
-def test_who_spins(workers, caller_steps, cpus, expected):
-    assert who_spins(workers, caller_steps, cpus) == expected
+def test_spin_limits(workers, caller_steps, cpus, expected):
+    assert spin_limits(workers, caller_steps, cpus) == expected
+    assert spin_limits(workers, caller_steps, cpus, longest=0.0) == (0.0, 0.0)
 
 
 def test_a_spin_is_sized_from_the_waits_measured():
@@ -69,10 +73,12 @@ def test_the_pool_spins_where_each_process_has_a_cpu(
         assert envs.crew.waiter.spin.longest == caller
 
 
-def test_the_async_pool_at_k_equal_cpus_lets_its_caller_sleep_and_its_workers_spin(monkeypatch):
+def test_the_async_pool_at_k_equal_cpus_lets_its_caller_sleep_and_its_workers_spin_briefly(
+    monkeypatch,
+):
     monkeypatch.setattr(pool, "available_cpus", lambda: 2)
     with AsyncPoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2) as envs:
-        assert envs.caller_spin_seconds == 0.0 and envs.spin_seconds == DEFAULT_SPIN_SECONDS
+        assert envs.caller_spin_seconds == 0.0 and envs.spin_seconds == SHARED_SPIN_SECONDS
 
 
 def test_spin_seconds_given_is_for_both_sides_and_pickled_results_never_spin(monkeypatch):

@@ -248,7 +248,8 @@ def refuse_spinning_why() -> str | None:
 DEFAULT_SPIN_SECONDS = 1e-3
 #: The longest spin of workers that share the CPUs with a caller that only waits (one process
 #: more than CPUs): long enough to catch work that follows at once, short enough to leave the
-#: caller the CPU it needs between its waits (measured in docs/results/core2.md's spin runs).
+#: caller the CPU it needs between its waits (``tests/spin_policy.py``; the runs that chose it
+#: are on the core2 results page).
 SHARED_SPIN_SECONDS = 100e-6
 
 
