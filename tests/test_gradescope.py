@@ -168,6 +168,8 @@ def in_a_container_without_namespaces(
             command += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             command += ["--ro-bind", str(path), str(path)]
+    # A fresh /tmp first: a venv in /tmp (a checkout there) is bound into it below, not hidden.
+    command += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
     # A Python under a folder others cannot enter (pyenv's in /root) is shown through a fresh
     # folder that they can, as a system's Python is.
     for folder in sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}):
@@ -177,7 +179,6 @@ def in_a_container_without_namespaces(
         for above in reversed(folder.parents[:-2]):  # (bubblewrap would make them 0700)
             command += ["--perms", "0755", "--dir", str(above)]
         command += ["--ro-bind", str(folder), str(folder)]
-    command += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
     command += ["--bind", str(autograder), "/autograder", "--chdir", "/autograder"]
     with open(seccomp, "rb") as rules:
         command += ["--seccomp", str(rules.fileno()), "--", "/autograder/run_autograder"]
