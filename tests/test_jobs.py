@@ -355,3 +355,20 @@ def test_a_job_keeps_its_notes_for_whoever_opens_it_later(queue):
     with pytest.raises(StoreError, match="unknown job id 999"):
         queue.add_notes(999, {"busy": None})
     again.store.close()
+
+
+def test_a_runner_told_to_stop_cancels_its_job_and_takes_no_other(queue, monkeypatch):
+    """SIGTERM raises KeyboardInterrupt in the runner, and also sets ``lab.STOPPING``: where the
+    interrupt is lost (Python drops one that lands in a fork's hooks), the running job's cancel
+    check still sees the stop, and no queued job is taken after it."""
+    import threading
+
+    from vecenvs import lab
+
+    monkeypatch.setattr(lab, "STOPPING", threading.Event())
+    waiting = queue.submit_sweep(slow_sweep(), start_runner=False)
+    job = queue.get(waiting)
+    assert queue._next_queued() == waiting and not queue._cancelled(job)
+    lab.STOPPING.set()
+    assert queue._next_queued() is None and queue._cancelled(job)
+    queue.cancel(waiting)

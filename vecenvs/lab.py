@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import signal
 import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -130,6 +131,15 @@ class LabQueue(JobQueue):
             raise ValueError(f"unknown job kind {job.kind!r}; expected one of {JOB_KINDS}")
         getattr(self, f"_execute_{job.kind}")(job, run, progress)
 
+    def _next_queued(self) -> int | None:
+        """The next job to run; none once this runner is told to stop (it leaves the queue to
+        the next runner)."""
+        return None if STOPPING.is_set() else super()._next_queued()
+
+    def _cancelled(self, job: Job) -> bool:
+        """Whether the job is to stop: cancelled from a page, or this runner told to stop."""
+        return STOPPING.is_set() or self.cancel_requested(job.id)
+
     def _execute_sweep(self, job: Job, run: Run, progress: Progress) -> None:
         config = SweepConfig.from_dict(job.settings)
         total = config.windows
@@ -150,7 +160,7 @@ class LabQueue(JobQueue):
             run_id=job.run_id,
             on_window=on_window,
             on_stage=on_stage,
-            cancel=lambda: self.cancel_requested(job.id),
+            cancel=lambda: self._cancelled(job),
         )
         progress.update(done, total, "cancelled" if result.cancelled else "done", force=True)
 
@@ -160,7 +170,7 @@ class LabQueue(JobQueue):
 
         def on_progress(message: str, fraction: float) -> None:
             progress.update(round(fraction * 100), 100, message)
-            if self.cancel_requested(job.id):
+            if self._cancelled(job):
                 raise RunCancelled  # the profiler cleans up on any exception
 
         run.summary = profile(config, on_progress=on_progress).to_dict()
@@ -188,7 +198,7 @@ class LabQueue(JobQueue):
             check_timeout=settings.get("check_timeout", CHECK_SECONDS),
             candidates_to_try=to_try,
             on_result=on_result,
-            cancel=lambda: self.cancel_requested(job.id),
+            cancel=lambda: self._cancelled(job),
             store=self.store,
             run_id=job.run_id,
         )
@@ -209,7 +219,7 @@ class LabQueue(JobQueue):
         def on_progress(message: str, fraction: float) -> None:
             progress.update(round(fraction * steps), steps, message)
 
-        cancelled = lambda: self.cancel_requested(job.id)  # noqa: E731
+        cancelled = lambda: self._cancelled(job)  # noqa: E731
         compare_training(
             **settings,
             on_progress=on_progress,
@@ -220,6 +230,16 @@ class LabQueue(JobQueue):
         progress.update(steps, steps, "cancelled" if cancelled() else "done", force=True)
 
 
+#: Set when the runner is told to stop (SIGTERM): the job's cancel checks see it even where the
+#: KeyboardInterrupt raised with it was lost (Python drops one that lands in a fork's hooks).
+STOPPING = threading.Event()
+
+
+def _stop(signum: int, frame: Any) -> None:
+    STOPPING.set()
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """The runner process: ``python -m vecenvs.lab --store PATH``."""
     parser = argparse.ArgumentParser(
@@ -228,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", required=True, help="the results store (SQLite file)")
     arguments = parser.parse_args(argv)
     # SIGTERM (e.g. `kill`) stops the current job the way Ctrl-C does: envs closed, run cancelled.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
     try:
         LabQueue(ResultsStore(arguments.store)).serve()
     except KeyboardInterrupt:
