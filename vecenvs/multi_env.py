@@ -456,7 +456,7 @@ def batch_observations(space: gym.Space, items: list[Any], out: Any) -> Any:
     if type(space) in _ARRAY_SPACES and out.nbytes <= 4096 * len(items):
         batch = np.array(items)
         if batch.shape == out.shape and batch.dtype == out.dtype:
-            np.copyto(out, batch)
+            out[...] = batch  # (numpy's copyto, without its Python wrapper: same shape and dtype)
             return out
     return concatenate(space, items, out)
 

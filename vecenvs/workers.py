@@ -221,7 +221,9 @@ class Chunk:
         """
         if command is Command.STEP:
             if payload is None:  # a copy: an env may keep its action
-                payload = iterate(self.envs.action_space, tree_map(np.copy, self.actions_in))
+                payload = tree_map(np.ndarray.copy, self.actions_in)
+                if not isinstance(payload, np.ndarray):  # (an array's rows are its envs' actions)
+                    payload = iterate(self.envs.action_space, payload)
             return self._results(self.envs.step_envs(payload), self.info_rows)
         return _SERVE[command](self, payload)
 
