@@ -226,9 +226,10 @@ def page(preset: Preset, folder: Path = DATA) -> str:
         "",
     ]
     if preset.name == "core2":
-        lines += _bare_pool_section(folder)
+        lines += _bare_pool_section(folder, "bare-pool-*.json")
         lines += _spin_section(folder)
     if preset.name == "core16":
+        lines += _bare_pool_section(folder, "bare16-*.json")
         lines += _peers_section(folder)
     return "\n".join(lines)
 
@@ -265,12 +266,13 @@ def _peers_section(folder: Path) -> list[str]:
     return lines
 
 
-def _bare_pool_section(folder: Path) -> list[str]:
-    """The pool against the bare pool (``tests/bare_pool.py --json``, one file per point,
-    ``bare-pool-*.json``): what the pool's guarantees cost, measured in the same rounds."""
+def _bare_pool_section(folder: Path, pattern: str) -> list[str]:
+    """The pool against the bare pool (``tests/bare_pool.py --json``, one file per point and
+    run, named by ``pattern``: ``bare-pool-*.json`` on 2 cores, ``bare16-*.json`` on 16): what
+    the pool's guarantees cost, measured in the same rounds."""
     import statistics
 
-    paths = sorted(folder.glob("bare-pool-*.json"))
+    paths = sorted(folder.glob(pattern))
     if not paths:
         return []
     lines = [
@@ -306,9 +308,11 @@ def _bare_pool_section(folder: Path) -> list[str]:
             f"| {medians['bare pool']:,.0f} | {pool:,.0f} "
             f"| {pool / medians['bare pool']:.2f} {without}"
         )
+        note = f" ({run['commit_note']})" if run.get("commit_note") else ""
+        where = f", on {run['machine']}" if run.get("machine") else ""
         commands.append(
             f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
-            f"commit `{(run.get('commit') or 'not recorded')[:12]}`"
+            f"commit `{(run.get('commit') or 'not recorded')[:12]}`{note}{where}"
         )
     return [*lines, "", "Each row's file and command:", "", *commands, ""]
 
@@ -344,9 +348,11 @@ def _spin_section(folder: Path) -> list[str]:
             + " | ".join(f"{row['speedup']:.2f}x" for row in rows)
             + " |"
         )
+        note = f" ({run['commit_note']})" if run.get("commit_note") else ""
+        where = f", on {run['machine']}" if run.get("machine") else ""
         commands.append(
             f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
-            f"commit `{(run.get('commit') or 'not recorded')[:12]}`"
+            f"commit `{(run.get('commit') or 'not recorded')[:12]}`{note}{where}"
         )
     return [*lines, "", "Each row's file and command:", "", *commands, ""]
 
