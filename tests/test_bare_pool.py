@@ -38,3 +38,30 @@ def test_the_bare_pool_steps_as_sync_vector_env_does():
     finally:
         bare.close()
         reference.close()
+
+
+def test_the_step_breakdown_times_every_process_and_puts_the_methods_back():
+    import step_breakdown
+    from step_breakdown import COUNTERS, FIELDS, clocks
+
+    from vecenvs import PoolVecEnv, workers
+
+    serve = workers.Chunk.serve
+    with clocks(True):
+        assert workers.Chunk.serve is not serve
+        COUNTERS[:] = 0
+        pool = PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2)
+        try:
+            pool.reset(seed=0)
+            for _ in range(20):
+                pool.step(np.zeros(4, dtype=np.int64))
+        finally:
+            pool.close()
+    assert workers.Chunk.serve is serve, "the clocks stayed on"
+    rows = COUNTERS[COUNTERS[:, FIELDS.index("serves")] > 0]
+    assert len(rows) == 2, f"expected the caller and one worker, got {rows[:, 0]}"
+    for row in rows:
+        values = dict(zip(FIELDS, row))
+        assert values["serves"] >= 20, values  # (the reset is served too)
+        assert values["serve"] > values["envs"] > 0, values  # the envs' steps inside the chunk's
+    assert step_breakdown.ANNOUNCED[0] > 0, "the generation word's moves were not timed"

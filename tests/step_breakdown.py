@@ -1,0 +1,198 @@
+"""Where one lock-step pool step goes, process by process, beside the bare pool.
+
+``tests/bare_pool.py`` says how far ``PoolVecEnv`` is from a bare lock-step pool; this says
+where the difference sits. It times, in rotating rounds, the bare pool and ``PoolVecEnv`` as
+they are, then each again with clocks around their parts, and prints, for every process of the
+timed versions, per step:
+
+- ``wait``: time in the waits for the other side (the caller's for the workers, a worker's for
+  the next command), and how often a wait fell asleep on its doorbell instead of spinning;
+- ``lag``: from the caller moving the generation word to a worker seeing it;
+- ``serve``: a chunk's step as the protocol serves it (``Chunk.serve``), and ``envs`` the part
+  of it in the envs' own steps (``MultiEnv.step_envs``); the bare pool's ``envs`` is its whole
+  loop over its envs, which does nothing else.
+
+``serve - envs`` is what the pool's chunk adds to a step: on the critical path of every step
+when the workers are the last to finish. The clocks cost time themselves: compare the timed
+versions with each other, and the untimed ones for throughput. Linux (fork) only::
+
+    python tests/step_breakdown.py --env CartPole-v1 --num-envs 64 --workers 16
+
+It is a diagnostic for a machine at hand, not a test; the core16 page's results come from
+``tests/bare_pool.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from bare_pool import BarePool, _window  # (this folder is the script's: first on sys.path)
+
+from vecenvs import PoolVecEnv, doorbell, workers
+from vecenvs.bench.ceiling import ACTION_RING_SIZE
+from vecenvs.factory import env_fns_for
+from vecenvs.multi_env import MultiEnv
+
+# Counters in memory the forked workers share: one row per process, found by its pid.
+FIELDS = ("pid", "waits", "sleeps", "wait", "lag", "serve", "serves", "envs")
+SLOTS = 256
+COUNTERS = np.frombuffer(mmap.mmap(-1, SLOTS * len(FIELDS) * 8), np.float64).reshape(SLOTS, -1)
+ANNOUNCED = np.frombuffer(mmap.mmap(-1, 8), np.float64)  # when the generation word last moved
+clock = time.perf_counter
+
+
+def _row(field: str) -> tuple[int, int]:
+    """This process's row (claimed on first use) and the column of ``field``."""
+    pid = os.getpid()
+    row = pid % SLOTS
+    while COUNTERS[row, 0] not in (0, pid):  # taken by another pid: the next free row
+        row = (row + 1) % SLOTS
+    COUNTERS[row, 0] = pid
+    return row, FIELDS.index(field)
+
+
+def _add(field: str, value: float) -> None:
+    COUNTERS[_row(field)] += value
+
+
+def _timed_methods() -> dict[tuple[Any, str], Callable[..., Any]]:
+    """The methods to wrap with clocks: ``{(class, name): wrapper}``."""
+    wait, sleep = doorbell.Waiter.wait, doorbell.Waiter._sleep
+    announce, serve = workers.WordCrew.announce, workers.Chunk.serve
+    step_envs, bare_step = MultiEnv.step_envs, BarePool._step
+
+    def timed_wait(self: Any, read: Any, target: Any, deadline: float) -> Any:
+        started = clock()
+        value = wait(self, read, target, deadline)
+        now = clock()
+        _add("waits", 1)
+        _add("wait", now - started)
+        if self.alive is None:  # a worker's wait (the caller's watches its workers)
+            _add("lag", now - ANNOUNCED[0])
+        return value
+
+    def timed_sleep(self: Any, *args: Any) -> Any:
+        _add("sleeps", 1)
+        return sleep(self, *args)
+
+    def timed_announce(self: Any) -> None:
+        ANNOUNCED[0] = clock()
+        announce(self)
+
+    def timed_serve(self: Any, command: Any, payload: Any) -> Any:
+        started = clock()
+        answer = serve(self, command, payload)
+        _add("serve", clock() - started)
+        _add("serves", 1)
+        return answer
+
+    def timed_step_envs(self: Any, actions: Any) -> Any:
+        started = clock()
+        infos = step_envs(self, actions)
+        _add("envs", clock() - started)
+        return infos
+
+    def timed_bare_step(self: Any, envs: Any, rows: range) -> None:
+        started = clock()
+        bare_step(self, envs, rows)
+        _add("envs", clock() - started)
+        _add("serves", 1)
+
+    return {
+        (doorbell.Waiter, "wait"): timed_wait,
+        (doorbell.Waiter, "_sleep"): timed_sleep,
+        (workers.WordCrew, "announce"): timed_announce,
+        (workers.Chunk, "serve"): timed_serve,
+        (MultiEnv, "step_envs"): timed_step_envs,
+        (BarePool, "_step"): timed_bare_step,
+    }
+
+
+@contextmanager
+def clocks(on: bool) -> Iterator[None]:
+    """The methods wrapped with clocks while inside (in the workers forked meanwhile too)."""
+    if not on:
+        yield
+        return
+    wrappers = _timed_methods()
+    originals = {key: getattr(*key) for key in wrappers}
+    for (owner, name), wrapper in wrappers.items():
+        setattr(owner, name, wrapper)
+    try:
+        yield
+    finally:
+        for (owner, name), method in originals.items():
+            setattr(owner, name, method)
+
+
+def _report(name: str, steps: float) -> None:
+    me = os.getpid()
+    for row in COUNTERS[COUNTERS[:, FIELDS.index("serves")] > 0]:
+        values = dict(zip(FIELDS, row))
+        who = "caller" if int(values["pid"]) == me else "worker"
+        per = max(values["serves"], 1)
+        waits = max(values["waits"], 1)
+        print(
+            f"  {name:>4s} {who:6s} wait {values['wait'] / waits * 1e6:6.1f} us "
+            f"(asleep in {values['sleeps'] / steps:.1%} of steps)  lag "
+            f"{values['lag'] / waits * 1e6:4.1f} us  serve {values['serve'] / per * 1e6:6.1f} us  "
+            f"envs {values['envs'] / per * 1e6:6.1f} us"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=2)
+    arguments = parser.parse_args()
+    env_id, n, k = arguments.env, arguments.num_envs, arguments.workers
+    space = gym.make(env_id).action_space
+    space.seed(0)
+    actions = [np.stack([space.sample() for _ in range(n)]) for _ in range(ACTION_RING_SIZE)]
+    names = ["bare", "pool", "bare, timed", "pool, timed"]
+    throughputs: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(arguments.repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            timed = name.endswith("timed")
+            with clocks(timed):
+                if name.startswith("bare"):
+                    bare = BarePool(env_id, n, k)
+                    step, close = bare.step, bare.close
+                else:
+                    pool = PoolVecEnv(env_fns_for(env_id, n), num_workers=k)
+                    pool.reset(seed=0)
+                    step, close = pool.step, pool.close
+                try:
+                    _window(step, actions, min(arguments.seconds, 0.5))  # warm-up
+                    COUNTERS[:] = 0
+                    throughputs[name].append(_window(step, actions, arguments.seconds))
+                    if timed:
+                        steps = throughputs[name][-1] * arguments.seconds / n
+                        print(f"{name}: {n / throughputs[name][-1] * 1e6:.1f} us per step")
+                        _report(name.split(",")[0], steps)
+                finally:
+                    close()
+    bare_median = statistics.median(throughputs["bare"])
+    for name, values in throughputs.items():
+        median = statistics.median(values)
+        print(
+            f"{env_id} N={n} K={k} {name:12s} {median:10,.0f} env steps/s, "
+            f"{n / median * 1e6:6.1f} us per step, {median / bare_median:.2f} of the bare pool"
+        )
+
+
+if __name__ == "__main__":
+    main()
