@@ -308,12 +308,7 @@ def _bare_pool_section(folder: Path, pattern: str) -> list[str]:
             f"| {medians['bare pool']:,.0f} | {pool:,.0f} "
             f"| {pool / medians['bare pool']:.2f} {without}"
         )
-        note = f" ({run['commit_note']})" if run.get("commit_note") else ""
-        where = f", on {run['machine']}" if run.get("machine") else ""
-        commands.append(
-            f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
-            f"commit `{(run.get('commit') or 'not recorded')[:12]}`{note}{where}"
-        )
+        commands.append(_provenance(path.name, run))
     return [*lines, "", "Each row's file and command:", "", *commands, ""]
 
 
@@ -348,13 +343,19 @@ def _spin_section(folder: Path) -> list[str]:
             + " | ".join(f"{row['speedup']:.2f}x" for row in rows)
             + " |"
         )
-        note = f" ({run['commit_note']})" if run.get("commit_note") else ""
-        where = f", on {run['machine']}" if run.get("machine") else ""
-        commands.append(
-            f"- `{path.name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
-            f"commit `{(run.get('commit') or 'not recorded')[:12]}`{note}{where}"
-        )
+        commands.append(_provenance(path.name, run))
     return [*lines, "", "Each row's file and command:", "", *commands, ""]
+
+
+def _provenance(name: str, run: dict[str, Any]) -> str:
+    """A results file's line under its table: the command that wrote it, when, at which commit
+    (with what its stamp says of that commit) and where."""
+    note = f" ({run['commit_note']})" if run.get("commit_note") else ""
+    where = f", on {run['machine']}" if run.get("machine") else ""
+    return (
+        f"- `{name}`: `{run['command']}`, {run['started']} to {run['finished']}, "
+        f"commit `{(run.get('commit') or 'not recorded')[:12]}`{note}{where}"
+    )
 
 
 def write_pages(folder: Path = DOCS / "results") -> list[Path]:

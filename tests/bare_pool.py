@@ -24,12 +24,9 @@ import functools
 import json
 import mmap
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from typing import Any
 
 import gymnasium as gym
@@ -39,6 +36,7 @@ import numpy as np
 from vecenvs import PoolVecEnv
 from vecenvs.bench import machine_load
 from vecenvs.bench.ceiling import ACTION_RING_SIZE, Ceiling
+from vecenvs.cli.bench import finished, provenance
 from vecenvs.core import split_evenly
 from vecenvs.factory import env_fns_for
 
@@ -217,11 +215,6 @@ def compare(
     return throughputs
 
 
-def _commit() -> str | None:
-    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
@@ -235,12 +228,7 @@ def main() -> None:
     )
     arguments = parser.parse_args()
     contenders = (*CONTENDERS, NO_INFOS) if arguments.no_infos else CONTENDERS
-    run = {
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", "tests/bare_pool.py", *sys.argv[1:]]),
-        "commit": _commit(),
-        "load_before": round(os.getloadavg()[0], 2),
-    }
+    run = provenance(["python", "tests/bare_pool.py", *sys.argv[1:]])
     print(machine_load().sentence(), f"(uptime: {os.getloadavg()[0]:.2f})")
     throughputs = compare(
         arguments.env,
@@ -250,8 +238,7 @@ def main() -> None:
         arguments.repeats,
         contenders,
     )
-    run["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run["load_after"] = round(os.getloadavg()[0], 2)
+    finished(run)
     ceiling = throughputs["ceiling"]
     for name, values in throughputs.items():
         shares = [value / limit for value, limit in zip(values, ceiling)]

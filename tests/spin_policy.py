@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
-import subprocess
 import sys
-from datetime import datetime, timezone
 
 from vecenvs import doorbell
 from vecenvs.bench import compare
+from vecenvs.cli.bench import finished, provenance
 from vecenvs.cpus import available_cpus
 
 #: The workers' longest spins tried, in seconds: the old default, the limit, shorter, none.
@@ -67,18 +64,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write the run to this file")
     arguments = parser.parse_args()
     run = {
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", "tests/spin_policy.py", *sys.argv[1:]]),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        or None,
-        "load_before": round(os.getloadavg()[0], 2),
+        **provenance(["python", "tests/spin_policy.py", *sys.argv[1:]]),
         "cpus": available_cpus(),
     }
     rows = measure(arguments.env, arguments.num_envs, arguments.seconds, arguments.repeats)
-    run["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run["load_after"] = round(os.getloadavg()[0], 2)
+    finished(run)
     for row in rows:
         print(
             f"{arguments.env} N={arguments.num_envs} K={row['num_workers']} workers spin at most "

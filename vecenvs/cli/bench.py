@@ -267,12 +267,12 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             return None
         places = [] if store is None else [str(store.path)]
         if args.json:
-            _write_json(args.json, measured, {**provenance, "stopped": how, "finished": utc_now()})
+            _write_json(args.json, measured, {**facts, "stopped": how, "finished": utc_now()})
             places.append(args.json)
         return places
 
     # Before measuring: the load the run started under. (main() sets args.argv.)
-    provenance = _provenance(getattr(args, "argv", sys.argv[1:]))
+    facts = provenance(["vecenvs", *getattr(args, "argv", sys.argv[1:])])
     with measuring(parser, store, keep=keep) as interrupted:
         result = run_sweep(
             config,
@@ -282,9 +282,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             progress=True,
             cancel=interrupted,
         )
-    provenance["finished"] = utc_now()
-    provenance["load_after"] = _load_average()
-    provenance["elapsed_seconds"] = result.elapsed_seconds
+    finished(facts)["elapsed_seconds"] = result.elapsed_seconds
 
     model = _fit(result)
     report = [_LEGEND, format_speedups(result.measurements, reference=config.reference)]
@@ -294,7 +292,7 @@ def _run_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     report += [format_verdicts(result.measurements, model, reference=config.reference)]
     print("\n\n".join(report))
     if args.json:
-        _write_json(args.json, result.measurements, provenance)
+        _write_json(args.json, result.measurements, facts)
         print(f"\nwrote {len(result.measurements)} measurements to {args.json}")
     if args.html:
         _write_html(args.html, result, model)
@@ -480,14 +478,21 @@ def _commit() -> str | None:
     return commit + ("+" if changed else "")
 
 
-def _provenance(argv: Sequence[str]) -> dict[str, Any]:
-    """What a results file says about how it was made: when, the command, the load, the commit."""
+def provenance(command: Sequence[str]) -> dict[str, Any]:
+    """What a results file says about how it was made: when, the command, the load, the commit.
+    :func:`finished` completes it after the run. (Also the measuring scripts' in ``tests/``.)"""
     return {
         "started": utc_now(),
-        "command": shlex.join(["vecenvs", *argv]),
+        "command": shlex.join(command),
         "commit": _commit(),
         "load_before": _load_average(),
     }
+
+
+def finished(facts: dict[str, Any]) -> dict[str, Any]:
+    """``facts`` from :func:`provenance`, with when the run finished and the load then."""
+    facts.update(finished=utc_now(), load_after=_load_average())
+    return facts
 
 
 def _write_json(
