@@ -4,7 +4,7 @@ Every parallel backend is this one class with a different kind of worker
 (:mod:`vecenvs.workers`): :class:`~vecenvs.pool.PoolVecEnv` (processes, plus the caller stepping
 a chunk itself), :class:`~vecenvs.subproc.SubprocVecEnv` (one process per env, pipes only),
 :class:`~vecenvs.async_pool.AsyncPoolVecEnv` and :class:`~vecenvs.ray_env.RayVecEnv` (Ray
-actors). Read one step top to bottom:
+actors). Read one step top to bottom (``step`` is ``step_async`` then ``step_wait``, in one call):
 
 1. :meth:`~ChunkedVecEnv.step_async` checks the whole batch of actions first (no env sees a
    bad one). With shared memory, and actions of the space's own dtype, it copies them into
@@ -13,9 +13,9 @@ actors). Read one step top to bottom:
    are woken with one ring of their doorbell. Otherwise each worker gets its envs' actions,
    exactly as given, pickled over its pipe.
 2. Each worker steps its chunk (:class:`~vecenvs.workers.Chunk`, a
-   :class:`~vecenvs.multi_env.MultiEnv`), writes observations, rewards, flags and its numeric
-   infos into its rows of shared memory, and flags its *done* word; other infos, if any,
-   travel over its pipe.
+   :class:`~vecenvs.multi_env.MultiEnv` whose rewards and flags are its rows of shared
+   memory), writes the observations and its numeric infos there too, and flags its *done*
+   word; other infos, if any, travel over its pipe.
 3. :meth:`~ChunkedVecEnv.step_wait` steps the caller's own chunk (a pool's first, :attr:`own`)
    while the workers step theirs, then waits for all of them at once: a short spin on their
    done words, read in one C call (Python's ``min``), then a sleep on the parent's doorbell, with a
@@ -321,14 +321,27 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     # ----------------------------------------------------------------- step
 
+    @one_caller()
     def step(self, actions: Any) -> StepResult:
-        """Steps every env; returns observations, rewards, terminations, truncations, infos."""
-        self.step_async(actions)
-        return self.step_wait()
+        """Steps every env; returns observations, rewards, terminations, truncations, infos:
+        :meth:`step_async` then :meth:`step_wait`, in one call."""
+        self._send_step(actions)
+        return self._step_results(self.timeout)
 
     @one_caller()
     def step_async(self, actions: Any) -> None:
         """Sends the actions to the workers and returns at once; collect with :meth:`step_wait`."""
+        self._send_step(actions)
+
+    @one_caller()
+    def step_wait(self, timeout: float | None = None) -> StepResult:
+        """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
+        With a chunk of its own, this is where the calling process steps it. ``timeout``: by
+        default the constructor's."""
+        timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
+        return self._step_results(timeout)
+
+    def _send_step(self, actions: Any) -> None:
         self._check_idle("step_async")
         if self._needs_reset:
             raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
@@ -336,7 +349,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
         area = self.area
         if exact and self.shared_memory and area is not None:
             # The fast path: the actions go into shared memory, and one word tells every worker.
-            tree_map(np.copyto, area.actions, actions)
+            if isinstance(actions, np.ndarray):  # (copyto, without numpy's Python wrapper)
+                area.actions[...] = actions
+            else:  # a dict or tuple of them
+                tree_map(np.copyto, area.actions, actions)
             if self.own is not None:
                 self._own_order = (Command.STEP, None)
             self.crew.give_step()
@@ -346,12 +362,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self._give({index: (Command.STEP, payload) for index, payload in enumerate(steps)})
         self._state = AsyncState.WAITING_STEP
 
-    @one_caller()
-    def step_wait(self, timeout: float | None = None) -> StepResult:
-        """Waits for the step sent by :meth:`step_async`; returns the 5-tuple of batched results.
-        With a chunk of its own, this is where the calling process steps it. ``timeout``: by
-        default the constructor's."""
-        timeout = self._check_waiting(AsyncState.WAITING_STEP, "step_wait", "step_async", timeout)
+    def _step_results(self, timeout: float) -> StepResult:
         answers = self._gather(Command.STEP, timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
         results = self._results(answers, self.info_arrays)

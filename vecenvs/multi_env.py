@@ -230,6 +230,16 @@ class MultiEnv(EnvsVectorEnv):
         """
         return self._rewards, self._terminations, self._truncations
 
+    def keep_results_in(
+        self, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray
+    ) -> None:
+        """From now on each env's reward and flags go straight into these arrays (a pool
+        worker's rows of shared memory, which then need no copy per step), which take the
+        latest ones now."""
+        for new, latest in zip((rewards, terminations, truncations), self.latest_results()):
+            new[:] = latest
+        self._rewards, self._terminations, self._truncations = rewards, terminations, truncations
+
     # ----------------------------------------------------------------- reset and step
 
     def reset(

@@ -179,9 +179,9 @@ class Chunk:
         if area is None or not area.has_data:
             return
         rows = slice(self.rows.start, self.rows.stop)
-        self.rewards_out = area.rewards[rows]
-        self.terminations_out = area.terminations[rows]
-        self.truncations_out = area.truncations[rows]
+        self.envs.keep_results_in(
+            area.rewards[rows], area.terminations[rows], area.truncations[rows]
+        )
         if area.array_observations:
             self.observations_out = area.observation_rows(rows)
         if area.actions is not None:
@@ -236,9 +236,10 @@ class Chunk:
         return self.envs.call_at(indices, name, *args, **kwargs)
 
     def _results(self, infos: dict[str, Any], info_rows: dict[str, Any]) -> Any:
-        """The answer to RESET or STEP: with shared memory, the results copied into the chunk's
-        rows, and only the infos that did not go into ``info_rows`` (or None); without,
-        everything answered. (A reset's infos are all answered: not every chunk resets.)"""
+        """The answer to RESET or STEP: with shared memory, the observations copied into the
+        chunk's rows (the envs wrote their rewards and flags there already), and only the infos
+        that did not go into ``info_rows`` (or None); without, everything answered. (A reset's
+        infos are all answered: not every chunk resets.)"""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
             envs.batch_into()  # an observation that does not fit is an error here, naming its env
@@ -248,10 +249,6 @@ class Chunk:
         else:  # (batched first all the same, for the error naming an env that does not fit)
             envs.batch_into()
             area.write_observations(self.rows, envs.env_observations)
-        rewards, terminations, truncations = envs.latest_results()
-        self.rewards_out[:] = rewards
-        self.terminations_out[:] = terminations
-        self.truncations_out[:] = truncations
         for key, (values, mask) in info_rows.items():  # numbers into shared memory
             value, given = infos.pop(key, None), infos.pop(f"_{key}", None)
             if value is not None and value.dtype == values.dtype and value.shape == values.shape:
