@@ -12,6 +12,11 @@ timed versions, per step:
   of it in the envs' own steps (``MultiEnv.step_envs``); the bare pool's ``envs`` is its whole
   loop over its envs, which does nothing else.
 
+and, for the caller, where one ``step`` goes: ``before`` the generation word moves (checks,
+the actions into shared memory), its ``own`` chunk, and ``after`` it (waiting for the workers,
+the results copied out). The bare pool's ``before`` ends where it starts its own chunk, a few
+stores after its words.
+
 ``serve - envs`` is what the pool's chunk adds to a step: on the critical path of every step
 when the workers are the last to finish. The clocks cost time themselves: compare the timed
 versions with each other, and the untimed ones for throughput. Linux (fork) only::
@@ -44,24 +49,42 @@ from vecenvs.multi_env import MultiEnv
 
 # Counters in memory the forked workers share: one row per process, found by its pid.
 FIELDS = ("pid", "waits", "sleeps", "wait", "lag", "serve", "serves", "envs")
+CALLER = ("steps", "step", "before", "own", "after")  # the caller's clocks, this process only
 SLOTS = 256
 COUNTERS = np.frombuffer(mmap.mmap(-1, SLOTS * len(FIELDS) * 8), np.float64).reshape(SLOTS, -1)
 ANNOUNCED = np.frombuffer(mmap.mmap(-1, 8), np.float64)  # when the generation word last moved
+CALLER_CLOCKS = dict.fromkeys(CALLER, 0.0)
+OWN = {"started": 0.0, "ended": 0.0}  # this process's last chunk: when it started, and ended
 clock = time.perf_counter
 
 
-def _row(field: str) -> tuple[int, int]:
-    """This process's row (claimed on first use) and the column of ``field``."""
+ROWS: dict[int, int] = {}  # each process's row, once claimed (a forked copy adds its own)
+COLUMNS = {field: column for column, field in enumerate(FIELDS)}
+
+
+def _row() -> int:
+    """This process's row, claimed on first use: a clock reads it, cheaply, every time."""
     pid = os.getpid()
-    row = pid % SLOTS
-    while COUNTERS[row, 0] not in (0, pid):  # taken by another pid: the next free row
-        row = (row + 1) % SLOTS
-    COUNTERS[row, 0] = pid
-    return row, FIELDS.index(field)
+    row = ROWS.get(pid)
+    if row is None:
+        row = pid % SLOTS
+        while COUNTERS[row, 0] not in (0, pid):  # taken by another pid: the next free row
+            row = (row + 1) % SLOTS
+        COUNTERS[row, 0], ROWS[pid] = pid, row
+    return row
 
 
 def _add(field: str, value: float) -> None:
-    COUNTERS[_row(field)] += value
+    COUNTERS[_row(), COLUMNS[field]] += value
+
+
+def _zero() -> None:
+    """Every counter to 0, the caller's too: this process keeps its row (the workers, which
+    keep theirs, stay in this window)."""
+    row = _row()
+    COUNTERS[:] = 0
+    COUNTERS[row, 0] = os.getpid()
+    CALLER_CLOCKS.update(dict.fromkeys(CALLER, 0.0))
 
 
 def _timed_methods() -> dict[tuple[Any, str], Callable[..., Any]]:
@@ -69,6 +92,21 @@ def _timed_methods() -> dict[tuple[Any, str], Callable[..., Any]]:
     wait, sleep = doorbell.Waiter.wait, doorbell.Waiter._sleep
     announce, serve = workers.WordCrew.announce, workers.Chunk.serve
     step_envs, bare_step = MultiEnv.step_envs, BarePool._step
+    pool_step, bare_whole_step = PoolVecEnv.step, BarePool.step
+
+    def caller_step(step: Callable[..., Any], bare: bool) -> Callable[..., Any]:
+        def timed_step(self: Any, actions: Any) -> Any:
+            started = clock()
+            result = step(self, actions)
+            now = clock()
+            word_moved = OWN["started"] if bare else ANNOUNCED[0]
+            own = OWN["ended"] - OWN["started"]
+            times = (1, now - started, word_moved - started, own, now - OWN["ended"])
+            for field, value in zip(CALLER, times):
+                CALLER_CLOCKS[field] += value
+            return result
+
+        return timed_step
 
     def timed_wait(self: Any, read: Any, target: Any, deadline: float) -> Any:
         started = clock()
@@ -89,9 +127,10 @@ def _timed_methods() -> dict[tuple[Any, str], Callable[..., Any]]:
         announce(self)
 
     def timed_serve(self: Any, command: Any, payload: Any) -> Any:
-        started = clock()
+        OWN["started"] = started = clock()
         answer = serve(self, command, payload)
-        _add("serve", clock() - started)
+        OWN["ended"] = clock()
+        _add("serve", OWN["ended"] - started)
         _add("serves", 1)
         return answer
 
@@ -102,9 +141,10 @@ def _timed_methods() -> dict[tuple[Any, str], Callable[..., Any]]:
         return infos
 
     def timed_bare_step(self: Any, envs: Any, rows: range) -> None:
-        started = clock()
+        OWN["started"] = started = clock()
         bare_step(self, envs, rows)
-        _add("envs", clock() - started)
+        OWN["ended"] = clock()
+        _add("envs", OWN["ended"] - started)
         _add("serves", 1)
 
     return {
@@ -114,6 +154,8 @@ def _timed_methods() -> dict[tuple[Any, str], Callable[..., Any]]:
         (workers.Chunk, "serve"): timed_serve,
         (MultiEnv, "step_envs"): timed_step_envs,
         (BarePool, "_step"): timed_bare_step,
+        (PoolVecEnv, "step"): caller_step(pool_step, bare=False),
+        (BarePool, "step"): caller_step(bare_whole_step, bare=True),
     }
 
 
@@ -124,14 +166,17 @@ def clocks(on: bool) -> Iterator[None]:
         yield
         return
     wrappers = _timed_methods()
-    originals = {key: getattr(*key) for key in wrappers}
+    originals = {key: key[0].__dict__.get(key[1]) for key in wrappers}  # None: inherited
     for (owner, name), wrapper in wrappers.items():
         setattr(owner, name, wrapper)
     try:
         yield
     finally:
         for (owner, name), method in originals.items():
-            setattr(owner, name, method)
+            if method is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, method)
 
 
 def _report(name: str, steps: float) -> None:
@@ -147,6 +192,13 @@ def _report(name: str, steps: float) -> None:
             f"{values['lag'] / waits * 1e6:4.1f} us  serve {values['serve'] / per * 1e6:6.1f} us  "
             f"envs {values['envs'] / per * 1e6:6.1f} us"
         )
+    steps_timed = max(CALLER_CLOCKS["steps"], 1)
+    per_step = {field: CALLER_CLOCKS[field] / steps_timed * 1e6 for field in CALLER}
+    print(
+        f"  {name:>4s} caller step {per_step['step']:6.1f} us: before the word "
+        f"{per_step['before']:4.1f} us, own chunk {per_step['own']:6.1f} us, after it "
+        f"{per_step['after']:5.1f} us"
+    )
 
 
 def main() -> None:
@@ -177,7 +229,7 @@ def main() -> None:
                     step, close = pool.step, pool.close
                 try:
                     _window(step, actions, min(arguments.seconds, 0.5))  # warm-up
-                    COUNTERS[:] = 0
+                    _zero()
                     throughputs[name].append(_window(step, actions, arguments.seconds))
                     if timed:
                         steps = throughputs[name][-1] * arguments.seconds / n

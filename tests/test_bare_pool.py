@@ -42,14 +42,14 @@ def test_the_bare_pool_steps_as_sync_vector_env_does():
 
 def test_the_step_breakdown_times_every_process_and_puts_the_methods_back():
     import step_breakdown
-    from step_breakdown import COUNTERS, FIELDS, clocks
+    from step_breakdown import CALLER_CLOCKS, COUNTERS, FIELDS, clocks
 
     from vecenvs import PoolVecEnv, workers
 
-    serve = workers.Chunk.serve
+    serve, step = workers.Chunk.serve, PoolVecEnv.step
     with clocks(True):
         assert workers.Chunk.serve is not serve
-        COUNTERS[:] = 0
+        step_breakdown._zero()
         pool = PoolVecEnv(env_fns_for("CartPole-v1", 4), num_workers=2)
         try:
             pool.reset(seed=0)
@@ -57,7 +57,7 @@ def test_the_step_breakdown_times_every_process_and_puts_the_methods_back():
                 pool.step(np.zeros(4, dtype=np.int64))
         finally:
             pool.close()
-    assert workers.Chunk.serve is serve, "the clocks stayed on"
+    assert workers.Chunk.serve is serve and PoolVecEnv.step is step, "the clocks stayed on"
     rows = COUNTERS[COUNTERS[:, FIELDS.index("serves")] > 0]
     assert len(rows) == 2, f"expected the caller and one worker, got {rows[:, 0]}"
     for row in rows:
@@ -65,3 +65,7 @@ def test_the_step_breakdown_times_every_process_and_puts_the_methods_back():
         assert values["serves"] >= 20, values  # (the reset is served too)
         assert values["serve"] > values["envs"] > 0, values  # the envs' steps inside the chunk's
     assert step_breakdown.ANNOUNCED[0] > 0, "the generation word's moves were not timed"
+    caller = CALLER_CLOCKS
+    assert caller["steps"] == 20, caller  # every step, and the parts of each inside it
+    assert min(caller["before"], caller["own"], caller["after"]) > 0, caller
+    assert caller["before"] + caller["own"] + caller["after"] <= caller["step"], caller
