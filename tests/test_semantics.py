@@ -4,8 +4,8 @@ The behaviours code written for gymnasium's vector envs relies on, checked in ev
 ``np_random_seed``/``np_random``; ``RuntimeError`` for envs whose spaces differ,
 ``multiprocessing.TimeoutError`` for a deadline, ``TypeError``/``ValueError`` where gymnasium
 raises them; an env's own exception class still catchable; actions reaching the envs exactly as
-given and never changed by the caller after ``step_async``; timeouts of zero seconds and
-negative ones; numpy integers as counts.
+given and never changed by the caller after ``step_async``, nor, for an env that keeps them, by
+the next step; timeouts of zero seconds and negative ones; numpy integers as counts.
 """
 
 from __future__ import annotations
@@ -176,6 +176,43 @@ def test_actions_changed_after_step_async_do_not_reach_the_envs(backend, env_id)
             envs.step_async(actions)
             actions[...] = space.sample()  # the caller reuses its buffer before step_wait
             assert_same(envs.step_wait(), expected)
+
+
+class KeepsItsActions(gym.Env):
+    """Keeps every action it is given, as an env that logs or replays them might."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, action_space: gym.Space):
+        self.action_space, self.kept = action_space, []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.kept.append(action)
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("backend", EVERY)
+@pytest.mark.parametrize(
+    "action_space",
+    [gym.spaces.Discrete(5), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)],
+    ids=["Discrete", "Box"],
+)
+def test_an_env_that_keeps_its_actions_keeps_those_it_was_given(backend, action_space):
+    # In shared memory the next step's actions overwrite this one's: what an env keeps must
+    # not be a view of them (the pools copy a Box's rows; a Discrete's are numbers already).
+    action_space.seed(0)
+    given = [np.stack([action_space.sample() for _ in range(4)]) for _ in range(3)]
+    with backend([lambda: KeepsItsActions(action_space)] * 4) as envs:
+        envs.reset(seed=0)
+        for actions in given:
+            envs.step(actions)
+        kept = envs.get_attr("kept")
+    for index, env_kept in enumerate(kept):
+        assert np.array_equal(np.stack(env_kept), np.stack([a[index] for a in given])), index
 
 
 @pytest.mark.parametrize("backend", EVERY)

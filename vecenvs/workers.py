@@ -220,8 +220,11 @@ class Chunk:
         other commands are in :data:`_SERVE`.
         """
         if command is Command.STEP:
-            if payload is None:  # a copy: an env may keep its action
-                payload = tree_map(np.ndarray.copy, self.actions_in)
+            if payload is None:  # in shared memory, which the next step overwrites
+                payload = self.actions_in
+                if not isinstance(payload, np.ndarray) or payload.ndim > 1:
+                    # A copy, as an env may keep its action (a 1-D array's are numbers of their own).
+                    payload = tree_map(np.ndarray.copy, payload)
                 if not isinstance(payload, np.ndarray):  # (an array's rows are its envs' actions)
                     payload = iterate(self.envs.action_space, payload)
             return self._results(self.envs.step_envs(payload), self.info_rows)
