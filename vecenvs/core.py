@@ -342,6 +342,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         return self._step_results(timeout)
 
     def _send_step(self, actions: Any) -> None:
+        """The first half of a step: check the actions, then hand them to the workers."""
         self._check_idle("step_async")
         if self._needs_reset:
             raise VecEnvError(f"{self._needs_reset}: call reset() before stepping again")
@@ -363,6 +364,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         self._state = AsyncState.WAITING_STEP
 
     def _step_results(self, timeout: float) -> StepResult:
+        """The second half: step the caller's own chunk, hear the workers, batch the results."""
         answers = self._gather(Command.STEP, timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
         results = self._results(answers, self.info_arrays)
