@@ -596,14 +596,14 @@ def _serve_each(
 
 def _one_result(chunk: Chunk, area: SharedArea, local: int, infos: tuple[dict, ...]) -> Any:
     """Env ``local`` of the chunk's results: into its row of shared memory (the message is then
-    its infos, or None), else all in the message."""
+    its infos, or None: the env wrote its reward and flags there already, see
+    :meth:`Chunk.share <vecenvs.workers.Chunk.share>`), else all in the message."""
     envs, index = chunk.envs, chunk.rows.start + local
-    rewards, terminations, truncations = envs.latest_results()
-    results = rewards[local], terminations[local], truncations[local]
     if not area.has_data:
+        rewards, terminations, truncations = envs.latest_results()
+        results = rewards[local], terminations[local], truncations[local]
         return infos, envs.env_observations[local], *results
     area.write_observations(range(index, index + 1), envs.env_observations[local : local + 1])
-    area.rewards[index], area.terminations[index], area.truncations[index] = results
     return infos or None
 
 
