@@ -350,9 +350,9 @@ class ChunkedVecEnv(EnvsVectorEnv):
         area = self.area
         if exact and self.shared_memory and area is not None:
             # The fast path: the actions go into shared memory, and one word tells every worker.
-            if isinstance(actions, np.ndarray):  # (copyto, without numpy's Python wrapper)
+            if isinstance(area.actions, np.ndarray):  # (copyto, without its Python wrapper)
                 area.actions[...] = actions
-            else:  # a dict or tuple of them
+            else:  # a dict or tuple of arrays
                 tree_map(np.copyto, area.actions, actions)
             if self.own is not None:
                 self._own_order = (Command.STEP, None)
