@@ -179,6 +179,28 @@ def _contender(name: str, env_id: str, num_envs: int, num_workers: int) -> tuple
     return pool.step, pool.close
 
 
+def action_ring(env_id: str, num_envs: int) -> list[Any]:
+    """The batches of actions every contender steps with, in turn (seeded: the same each run)."""
+    space = gym.make(env_id).action_space
+    space.seed(0)
+    return [np.stack([space.sample() for _ in range(num_envs)]) for _ in range(ACTION_RING_SIZE)]
+
+
+def point_arguments(
+    description: str, num_envs: int, workers: int | None, seconds: float, repeats: int
+) -> argparse.ArgumentParser:
+    """The options a script measuring one point takes, with its defaults (``workers`` None:
+    no ``--workers``)."""
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--num-envs", type=int, default=num_envs)
+    if workers is not None:
+        parser.add_argument("--workers", type=int, default=workers)
+    parser.add_argument("--seconds", type=float, default=seconds)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    return parser
+
+
 CONTENDERS = ("ceiling", "bare pool", "PoolVecEnv")
 NO_INFOS = "PoolVecEnv, infos dropped"
 
@@ -194,9 +216,7 @@ def compare(
     """Each contender's throughput, window by window (rounds in rotating order). Each is built
     for its window and closed after it, so that no idle spinner of one takes a core from the
     next (a worker spinning between its windows would)."""
-    space = gym.make(env_id).action_space
-    space.seed(0)
-    actions = [np.stack([space.sample() for _ in range(num_envs)]) for _ in range(ACTION_RING_SIZE)]
+    actions = action_ring(env_id, num_envs)
     throughputs: dict[str, list[float]] = {name: [] for name in contenders}
     for round_index in range(repeats):
         shift = round_index % len(contenders)
@@ -216,12 +236,7 @@ def compare(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--num-envs", type=int, default=128)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = point_arguments(__doc__, num_envs=128, workers=2, seconds=2.0, repeats=5)
     parser.add_argument("--json", help="also write the windows and the run to this file")
     parser.add_argument(
         "--no-infos", action="store_true", help=f"add {NO_INFOS!r}: what the infos cost the pool"

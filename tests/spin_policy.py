@@ -12,9 +12,10 @@ It is what chose the limit (docs/results/core2.md shows the committed runs).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+
+from bare_pool import point_arguments  # (this folder is the script's: first on sys.path)
 
 from vecenvs import doorbell
 from vecenvs.bench import compare
@@ -56,11 +57,7 @@ def measure(env_id: str, num_envs: int, seconds: float, repeats: int) -> list[di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--num-envs", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = point_arguments(__doc__, num_envs=32, workers=None, seconds=1.0, repeats=3)
     parser.add_argument("--json", help="also write the run to this file")
     arguments = parser.parse_args()
     run = {

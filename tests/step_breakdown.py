@@ -29,7 +29,6 @@ It is a diagnostic for a machine at hand, not a test; the core16 page's results 
 
 from __future__ import annotations
 
-import argparse
 import mmap
 import os
 import statistics
@@ -38,12 +37,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from bare_pool import BarePool, _window  # (this folder is the script's: first on sys.path)
+from bare_pool import (  # (this folder is the script's: first on sys.path)
+    BarePool,
+    _window,
+    action_ring,
+    point_arguments,
+)
 
 from vecenvs import PoolVecEnv, doorbell, workers
-from vecenvs.bench.ceiling import ACTION_RING_SIZE
 from vecenvs.factory import env_fns_for
 from vecenvs.multi_env import MultiEnv
 
@@ -202,17 +204,10 @@ def _report(name: str, steps: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--num-envs", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser = point_arguments(__doc__, num_envs=64, workers=16, seconds=1.0, repeats=2)
     arguments = parser.parse_args()
     env_id, n, k = arguments.env, arguments.num_envs, arguments.workers
-    space = gym.make(env_id).action_space
-    space.seed(0)
-    actions = [np.stack([space.sample() for _ in range(n)]) for _ in range(ACTION_RING_SIZE)]
+    actions = action_ring(env_id, n)
     names = ["bare", "pool", "bare, timed", "pool, timed"]
     throughputs: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(arguments.repeats):
