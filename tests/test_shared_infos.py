@@ -20,7 +20,8 @@ pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 class InfoMixEnv(gym.Env):
     """An env whose infos have every kind: a float, an int, a bool and an array every step; a
     key that comes and goes; a string now and then; a nested dict at an episode's end; and, in
-    the envs ``odd_envs`` after step 12, a float key that turns int (its dtype changes)."""
+    the envs ``odd_envs`` after step 12, a float key that turns int and a float32 array that
+    turns float64 (their dtypes change)."""
 
     observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     action_space = gym.spaces.Discrete(3)
@@ -36,12 +37,12 @@ class InfoMixEnv(gym.Env):
     def step(self, action):
         self.t += 1
         self.steps += 1
-        speed = float(self.np_random.random())
+        speed, odd = float(self.np_random.random()), self.index in self.odd_envs and self.steps > 12
         info = {
-            "speed": speed if not (self.index in self.odd_envs and self.steps > 12) else 7,
+            "speed": speed if not odd else 7,
             "count": self.t,
             "fast": speed > 0.5,
-            "where": np.array([speed, -speed], dtype=np.float32),
+            "where": np.array([speed, -speed], dtype=np.float64 if odd else np.float32),
         }
         if self.t % 4 == 0:
             info["sometimes"] = self.t
@@ -86,12 +87,22 @@ def test_numeric_infos_go_through_shared_memory_and_the_infos_stay_gymnasiums(mo
 
 
 def test_a_key_whose_dtype_changes_in_a_chunk_is_merged_as_gymnasium_merges_it():
-    """Envs 4 and 5 (worker 2's chunk) turn their float "speed" into an int after step 12: that
-    worker pickles it, and the merged array takes the dtype of the first env that has the key,
-    as gymnasium's does. (Where the envs of one chunk disagree on a key's dtype, the chunk's
-    batch already cast their values: a limit of batching infos per chunk, shared memory or not.)"""
+    """Envs 4 and 5 (worker 2's chunk) turn their float "speed" into an int after step 12 (and
+    "where" into float64): that worker pickles them, and each merged array takes the dtype of
+    the first env that has the key, as gymnasium's does. (Where the envs of one chunk disagree
+    on a key's dtype, the chunk's batch already cast their values: a limit of batching infos
+    per chunk, shared memory or not.)"""
     shared = _same_as_sync(lambda fns, **kw: PoolVecEnv(fns, num_workers=3, **kw), odd_envs=(4, 5))
     assert "speed" in shared
+
+
+def test_a_key_whose_dtype_changes_in_the_first_env_takes_the_new_dtype_as_gymnasiums_does():
+    """Env 0's float "speed" turns int after step 12, and its float32 "where" float64:
+    gymnasium's batches of them then take those dtypes (the first env that has a key gives its
+    dtype), so they cannot be written into the rows learnt in the first steps: they travel
+    pickled, and the caller merges them."""
+    shared = _same_as_sync(lambda fns, **kw: PoolVecEnv(fns, num_workers=3, **kw), odd_envs=(0,))
+    assert {"speed", "where"} <= set(shared)
 
 
 @pytest.mark.parametrize(

@@ -217,6 +217,7 @@ class MultiEnv(EnvsVectorEnv):
             raise
         self._make_batch()
         self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these
+        self._info_rows: Any = None  # (see keep_infos_in)
 
     @property
     def env_observations(self) -> list[Any]:
@@ -239,6 +240,11 @@ class MultiEnv(EnvsVectorEnv):
         for new, latest in zip((rewards, terminations, truncations), self.latest_results()):
             new[:] = latest
         self._rewards, self._terminations, self._truncations = rewards, terminations, truncations
+
+    def keep_infos_in(self, rows: Any) -> None:
+        """From now on :meth:`step_envs` writes each env's numeric infos into ``rows`` (a pool
+        chunk's :class:`~vecenvs.shm.InfoRows`) as it comes, and returns only the others."""
+        self._info_rows = rows
 
     # ----------------------------------------------------------------- reset and step
 
@@ -291,7 +297,10 @@ class MultiEnv(EnvsVectorEnv):
         if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs.any():
             self._refuse_ended_envs()
         infos: dict[str, Any] = {}
-        count, step_one, add_info = 0, self._step_one, self._add_info
+        count, step_one, add_info, shared = 0, self._step_one, self._add_info, self._info_rows
+        if shared is not None:  # (see keep_infos_in)
+            shared.clear()
+            add_info = shared.add
         for index, action in enumerate(env_actions):
             for info in step_one(index, action):
                 infos = add_info(infos, info, index)
@@ -301,7 +310,7 @@ class MultiEnv(EnvsVectorEnv):
                 f"step_each: expected {self.num_envs} actions (one per env), got {count}"
             )
         np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
-        return infos
+        return infos if shared is None else shared.rest(infos)
 
     def _refuse_ended_envs(self) -> NoReturn:
         ended = (self.first_index + np.flatnonzero(self._autoreset_envs)).tolist()

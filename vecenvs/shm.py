@@ -32,7 +32,7 @@ from gymnasium.vector.utils import (
 from vecenvs.doorbell import Doorbell
 from vecenvs.multi_env import tree_map
 
-__all__ = ["LINE", "InfoLayout", "Layout", "SharedArea", "is_array_space"]
+__all__ = ["LINE", "InfoLayout", "InfoRows", "Layout", "SharedArea", "is_array_space"]
 
 #: Words (64-bit) per control line: 64 bytes, one cache line, so that no two workers write the
 #: same line. :mod:`vecenvs.workers` says what each word means.
@@ -220,6 +220,83 @@ class InfoLayout:
                 break
             keys.append((key, dtype, shape))
         return InfoLayout(tuple(keys))
+
+
+class InfoRows:
+    """A chunk's rows of the shared numeric infos, and how its envs' infos go into them.
+
+    Each env's value of a shared key is written into its row as it comes (:meth:`add`), where
+    gymnasium's ``_add_info`` would batch it: the batched infos are then the same, without
+    building arrays to copy. A key the layout does not share is batched by ``_add_info`` into
+    the infos that travel pickled, and so is a shared key for a step where one of its values
+    is not of the learnt type (:meth:`rest`): an env's int for a float, say, which
+    ``_add_info`` would cast or not by which env came first.
+
+    Args:
+        rows: ``{key: (values, mask)}``, the chunk's rows of :meth:`SharedArea.info_arrays`.
+        add_info: gymnasium's ``VectorEnv._add_info`` of the chunk's envs.
+    """
+
+    def __init__(
+        self, rows: dict[str, tuple[np.ndarray, np.ndarray]], add_info: Callable[..., Any]
+    ):
+        self.add_info = add_info
+        self.rows = {
+            key: (values, mask, _batched_as(values.dtype, values.shape[1:]), values.dtype, values.shape[1:])
+            for key, (values, mask) in rows.items()
+        }  # fmt: skip
+        self.given: list[tuple[int, dict[str, Any]]] = []  # this step's infos, env by env
+        self.misfits: set[str] = set()  # shared keys batched by _add_info this step
+
+    def clear(self) -> None:
+        """Before a step: no env has any shared key yet."""
+        for values, mask, *_ in self.rows.values():
+            values[...], mask[...] = 0, False
+        self.given, self.misfits = [], set()
+
+    def add(self, infos: dict[str, Any], info: dict[str, Any], index: int) -> dict[str, Any]:
+        """``_add_info(infos, info, index)``, the shared keys' values written into their rows."""
+        self.given.append((index, info))
+        rows, misfits = self.rows, self.misfits
+        for key, value in info.items():
+            row = rows.get(key)
+            if row is None:  # not shared (_add_info batches each key on its own)
+                infos = self.add_info(infos, {key: value}, index)
+            elif key not in misfits:
+                values, mask, types, dtype, shape = row
+                kind = type(value)
+                if kind in types or (
+                    kind is np.ndarray and value.shape == shape and value.dtype == dtype
+                ):
+                    values[index], mask[index] = value, True
+                else:
+                    misfits.add(key)
+        return infos
+
+    def rest(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """After a step: the infos to pickle, with every misfit key batched by ``_add_info`` (its
+        rows then say that no env of the chunk has it)."""
+        for key in self.misfits:
+            values, mask, *_ = self.rows[key]
+            values[...], mask[...] = 0, False
+            for index, info in self.given:
+                if key in info:
+                    infos = self.add_info(infos, {key: info[key]}, index)
+        return infos
+
+
+def _batched_as(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
+    """The types of one env's value, other than an array of ``dtype`` and ``shape``, that
+    ``_add_info`` batches into an array of ``dtype`` (a number's own type: ``int``, ``float``,
+    ``bool`` or a numpy number)."""
+    if shape:
+        return frozenset()
+    kinds = (int, float, bool, dtype.type)
+    return frozenset(
+        kind
+        for kind in kinds
+        if (kind in (int, float, bool) or issubclass(kind, np.number)) and np.dtype(kind) == dtype
+    )
 
 
 class _Allocator:

@@ -64,7 +64,7 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import MultiEnv, tree_map
-from vecenvs.shm import InfoLayout, SharedArea
+from vecenvs.shm import InfoLayout, InfoRows, SharedArea
 
 __all__ = [
     "START_METHODS",
@@ -170,7 +170,6 @@ class Chunk:
             observation_mode=spec.observation_mode,
         )
         self.area: SharedArea | None = None
-        self.info_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # (see share_infos)
 
     def share(self, area: SharedArea | None) -> None:
         """Results go into ``area`` from now on (None: into the answers): the rows of the shared
@@ -192,7 +191,8 @@ class Chunk:
         assert self.area is not None, "infos are shared only with a shared area"
         rows = slice(self.rows.start, self.rows.stop)
         arrays = self.area.info_arrays(layout).items()
-        self.info_rows = {key: (values[rows], mask[rows]) for key, (values, mask) in arrays}
+        info_rows = {key: (values[rows], mask[rows]) for key, (values, mask) in arrays}
+        self.envs.keep_infos_in(InfoRows(info_rows, self.envs._add_info))
 
     def hello(self) -> tuple[Any, ...]:
         """What the parent needs to know: every env's spaces, the metadata and render mode."""
@@ -227,22 +227,22 @@ class Chunk:
                     payload = tree_map(np.ndarray.copy, payload)
                 if not isinstance(payload, np.ndarray):  # (an array's rows are its envs' actions)
                     payload = iterate(self.envs.action_space, payload)
-            return self._results(self.envs.step_envs(payload), self.info_rows)
+            return self._results(self.envs.step_envs(payload))
         return _SERVE[command](self, payload)
 
     def _reset(self, payload: Any) -> Any:
         seeds, options = payload
-        return self._results(self.envs.reset(seed=seeds, options=options)[1], {})
+        return self._results(self.envs.reset(seed=seeds, options=options)[1])
 
     def _call(self, payload: Any) -> Any:
         indices, name, args, kwargs = payload
         return self.envs.call_at(indices, name, *args, **kwargs)
 
-    def _results(self, infos: dict[str, Any], info_rows: dict[str, Any]) -> Any:
+    def _results(self, infos: dict[str, Any]) -> Any:
         """The answer to RESET or STEP: with shared memory, the observations copied into the
-        chunk's rows (the envs wrote their rewards and flags there already), and only the infos
-        that did not go into ``info_rows`` (or None); without, everything answered. (A reset's
-        infos are all answered: not every chunk resets.)"""
+        chunk's rows (the envs wrote their rewards, flags and a step's numeric infos there
+        already: see :meth:`share_infos`), and only the other infos (or None); without,
+        everything answered. (A reset's infos are all answered: not every chunk resets.)"""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
             envs.batch_into()  # an observation that does not fit is an error here, naming its env
@@ -252,14 +252,6 @@ class Chunk:
         else:  # (batched first all the same, for the error naming an env that does not fit)
             envs.batch_into()
             area.write_observations(self.rows, envs.env_observations)
-        for key, (values, mask) in info_rows.items():  # numbers into shared memory
-            value, given = infos.pop(key, None), infos.pop(f"_{key}", None)
-            if value is not None and value.dtype == values.dtype and value.shape == values.shape:
-                values[:], mask[:] = value, given
-            else:  # not there, or not as learnt: pickled (this chunk's rows say "no such key")
-                values[:], mask[:] = 0, False
-                if value is not None:
-                    infos[key], infos[f"_{key}"] = value, given
         return infos or None
 
 
