@@ -105,6 +105,14 @@ def test_a_key_whose_dtype_changes_in_the_first_env_takes_the_new_dtype_as_gymna
     assert {"speed", "where"} <= set(shared)
 
 
+def test_a_key_whose_dtype_changes_after_the_first_env_of_a_chunk_is_cast_as_gymnasium_casts_it():
+    """Env 1, the second of its chunk of three, turns its float "speed" int (and "where"
+    float64): gymnasium's batch already has the dtype of env 0, so env 1's value is cast into
+    it, and env 2's float stays a float (a batch of env 1's dtype would have truncated it)."""
+    shared = _same_as_sync(lambda fns, **kw: PoolVecEnv(fns, num_workers=2, **kw), odd_envs=(1,))
+    assert {"speed", "where"} <= set(shared)
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -134,6 +142,41 @@ def test_only_the_workers_with_other_infos_are_read_from_their_pipes():
                     having |= set(np.flatnonzero(infos[f"_{key}"]).tolist())
             with_message = {env // 2 for env in having}
             assert set(np.flatnonzero(np.array(envs.crew.read) - read).tolist()) == with_message
+
+
+class OnceIntEnv(gym.Env):
+    """Only numeric infos: a float "speed", which is an int at step 8 alone."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        speed = 8 if self.t == 8 else float(self.np_random.random())
+        return np.zeros(1, np.float32), 1.0, False, False, {"speed": speed}
+
+
+def test_a_key_pickled_for_one_step_is_shared_again_at_the_next():
+    """Step 8's int "speed" goes pickled from every worker (the first value of each chunk is
+    an int); from step 9 on it is a float again and goes through shared memory: no worker is
+    read from its pipe."""
+    env_fns = [OnceIntEnv] * 4
+    reference = SyncVectorEnv(env_fns)
+    with PoolVecEnv(env_fns, num_workers=2, step_in_caller=False) as envs:
+        assert data_equivalence(envs.reset(seed=1), reference.reset(seed=1), exact=True)
+        actions = np.zeros(4, dtype=np.int64)
+        for step in range(1, 16):
+            read, learnt = list(envs.crew.read), bool(envs.info_arrays)
+            got, expected = envs.step(actions), reference.step(actions)
+            assert data_equivalence(got, expected, exact=True), step
+            assert learnt or step <= core.LEARN_STEPS
+            assert (envs.crew.read != read) == (step == 8 or not learnt), step
+    reference.close()
 
 
 def test_mujoco_infos_are_shared_and_equal():

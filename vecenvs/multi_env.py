@@ -288,7 +288,8 @@ class MultiEnv(EnvsVectorEnv):
         )
 
     def step_envs(self, env_actions: Iterable[Any]) -> dict[str, Any]:
-        """The hot loop: steps env i with the i-th of ``env_actions``; returns the batched infos.
+        """The hot loop: steps env i with the i-th of ``env_actions``; returns the batched infos
+        (but those written into shared memory: see :meth:`keep_infos_in`).
 
         The results stay where they are, for the caller to batch where it wants them: each
         env's observation in :attr:`env_observations` (see :meth:`batch_into`), rewards and
@@ -310,7 +311,7 @@ class MultiEnv(EnvsVectorEnv):
                 f"step_each: expected {self.num_envs} actions (one per env), got {count}"
             )
         np.logical_or(self._terminations, self._truncations, out=self._autoreset_envs)
-        return infos if shared is None else shared.rest(infos)
+        return infos
 
     def _refuse_ended_envs(self) -> NoReturn:
         ended = (self.first_index + np.flatnonzero(self._autoreset_envs)).tolist()

@@ -228,9 +228,9 @@ class InfoRows:
     Each env's value of a shared key is written into its row as it comes (:meth:`add`), where
     gymnasium's ``_add_info`` would batch it: the batched infos are then the same, without
     building arrays to copy. A key the layout does not share is batched by ``_add_info`` into
-    the infos that travel pickled, and so is a shared key for a step where one of its values
-    is not of the learnt type (:meth:`rest`): an env's int for a float, say, which
-    ``_add_info`` would cast or not by which env came first.
+    the infos that travel pickled, and so is a shared key for a step where the chunk's first
+    value of it is not of the learnt type (an int for a float, say): ``_add_info``'s batch
+    takes the type of its first value.
 
     Args:
         rows: ``{key: (values, mask)}``, the chunk's rows of :meth:`SharedArea.info_arrays`.
@@ -245,43 +245,33 @@ class InfoRows:
             key: (values, mask, _batched_as(values.dtype, values.shape[1:]), values.dtype, values.shape[1:])
             for key, (values, mask) in rows.items()
         }  # fmt: skip
-        self.given: list[tuple[int, dict[str, Any]]] = []  # this step's infos, env by env
         self.misfits: set[str] = set()  # shared keys batched by _add_info this step
 
     def clear(self) -> None:
         """Before a step: no env has any shared key yet."""
         for values, mask, *_ in self.rows.values():
             values[...], mask[...] = 0, False
-        self.given, self.misfits = [], set()
+        self.misfits.clear()
 
     def add(self, infos: dict[str, Any], info: dict[str, Any], index: int) -> dict[str, Any]:
         """``_add_info(infos, info, index)``, the shared keys' values written into their rows."""
-        self.given.append((index, info))
         rows, misfits = self.rows, self.misfits
         for key, value in info.items():
             row = rows.get(key)
-            if row is None:  # not shared (_add_info batches each key on its own)
+            if row is None or key in misfits:  # (_add_info batches each key on its own)
                 infos = self.add_info(infos, {key: value}, index)
-            elif key not in misfits:
-                values, mask, types, dtype, shape = row
-                kind = type(value)
-                if kind in types or (
-                    kind is np.ndarray and value.shape == shape and value.dtype == dtype
-                ):
-                    values[index], mask[index] = value, True
-                else:
-                    misfits.add(key)
-        return infos
-
-    def rest(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """After a step: the infos to pickle, with every misfit key batched by ``_add_info`` (its
-        rows then say that no env of the chunk has it)."""
-        for key in self.misfits:
-            values, mask, *_ = self.rows[key]
-            values[...], mask[...] = 0, False
-            for index, info in self.given:
-                if key in info:
-                    infos = self.add_info(infos, {key: info[key]}, index)
+                continue
+            values, mask, types, dtype, shape = row
+            kind = type(value)
+            if (
+                kind in types
+                or (kind is np.ndarray and value.shape == shape and value.dtype == dtype)
+                or mask.any()  # not the first: cast into the batch, as _add_info casts it
+            ):
+                values[index], mask[index] = value, True
+            else:  # the first of another type: _add_info's batch takes its type
+                misfits.add(key)
+                infos = self.add_info(infos, {key: value}, index)
         return infos
 
 
