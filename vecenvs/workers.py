@@ -187,7 +187,8 @@ class Chunk:
             self.actions_in = tree_map(lambda leaf: leaf[rows], area.actions)
 
     def share_infos(self, layout: InfoLayout) -> None:
-        """The infos of ``layout`` go into the chunk's rows of shared memory from now on."""
+        """The infos of ``layout`` go into the chunk's rows of shared memory from now on, each
+        env's written there as it steps (:class:`~vecenvs.shm.InfoRows`)."""
         assert self.area is not None, "infos are shared only with a shared area"
         rows = slice(self.rows.start, self.rows.stop)
         arrays = self.area.info_arrays(layout).items()
