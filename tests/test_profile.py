@@ -258,15 +258,13 @@ CLASSIFIED = {
     "a worker copying its results into shared memory is shm I/O": (
         frames(
             WORKER_LOOP,
-            ("Chunk._results", "/repo/vecenvs/workers.py"),
+            ("Chunk._reply", "/repo/vecenvs/workers.py"),
             ("SharedArea.write_observations", "/repo/vecenvs/workers.py"),
         ),
         PIPE_IO,
     ),
     "copying the batch out is bookkeeping": (
-        frames(
-            ("ChunkedVecEnv._results", "/repo/vecenvs/core.py"), ("deepcopy", stdlib("copy.py"))
-        ),
+        frames(("ChunkedVecEnv._batch", "/repo/vecenvs/core.py"), ("deepcopy", stdlib("copy.py"))),
         BOOKKEEPING,
     ),
     "the parent's sleep on its doorbell is waiting": (

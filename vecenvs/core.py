@@ -316,7 +316,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         )
         answers = self._gather(Command.RESET, timeout, close_on_crash=True)
         self._state, self._needs_reset = AsyncState.DEFAULT, ""
-        observations, _, _, _, infos = self._results(answers, {})
+        observations, _, _, _, infos = self._batch(answers, {})
         return observations, infos
 
     # ----------------------------------------------------------------- step
@@ -367,7 +367,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         """The second half: step the caller's own chunk, hear the workers, batch the results."""
         answers = self._gather(Command.STEP, timeout, close_on_crash=True)
         self._state = AsyncState.DEFAULT
-        results = self._results(answers, self.info_arrays)
+        results = self._batch(answers, self.info_arrays)
         if self._learning:
             self._learn_infos(results[-1])
         return results
@@ -533,7 +533,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
             first.args = (f"{first.args[0]}\n\n{closed}",)
         raise first
 
-    def _results(self, answers: dict[int, Any], info_arrays: dict[str, Any]) -> tuple[Any, ...]:
+    def _batch(self, answers: dict[int, Any], info_arrays: dict[str, Any]) -> tuple[Any, ...]:
         """The batched 5-tuple from the answers to RESET or STEP: read from shared memory, where
         the chunks wrote them (numeric infos too: ``info_arrays``), only the other infos
         answered (else see :meth:`_unpack`)."""

@@ -228,18 +228,18 @@ class Chunk:
                     payload = tree_map(np.ndarray.copy, payload)
                 if not isinstance(payload, np.ndarray):  # (an array's rows are its envs' actions)
                     payload = iterate(self.envs.action_space, payload)
-            return self._results(self.envs.step_envs(payload))
+            return self._reply(self.envs.step_envs(payload))
         return _SERVE[command](self, payload)
 
     def _reset(self, payload: Any) -> Any:
         seeds, options = payload
-        return self._results(self.envs.reset(seed=seeds, options=options)[1])
+        return self._reply(self.envs.reset(seed=seeds, options=options)[1])
 
     def _call(self, payload: Any) -> Any:
         indices, name, args, kwargs = payload
         return self.envs.call_at(indices, name, *args, **kwargs)
 
-    def _results(self, infos: dict[str, Any]) -> Any:
+    def _reply(self, infos: dict[str, Any]) -> Any:
         """The answer to RESET or STEP: with shared memory, the observations copied into the
         chunk's rows (the envs wrote their rewards, flags and a step's numeric infos there
         already: see :meth:`share_infos`), and only the other infos (or None); without,
