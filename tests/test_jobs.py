@@ -20,7 +20,7 @@ import pytest
 from conftest import describe, wait_gone
 
 from vecenvs.bench import QUICK, BenchEnv, ResultsStore, SweepConfig
-from vecenvs.bench.jobs import machine_lock_path, try_lock
+from vecenvs.bench.jobs import Progress, machine_lock_path, try_lock
 from vecenvs.bench.store import SCHEMA_VERSION, StoreError
 from vecenvs.bench.store.schema import MIGRATIONS
 from vecenvs.lab import LabQueue
@@ -75,6 +75,21 @@ def test_a_job_runs_in_a_runner_process_and_saves_every_measurement(queue):
     assert job.progress["done"] == job.progress["total"] == 6
     assert job.fraction_done == 1.0
     assert job.run.summary["overhead_model"], "the fitted model is saved with the run"
+
+
+def test_the_last_count_is_written_at_once_whatever_the_time_since_the_last_write(
+    queue, monkeypatch
+):
+    """A sweep's run is marked done as the sweep returns, before the job's last words: its
+    final count must not wait for the next write (CI once saw a finished sweep at 3 of 6)."""
+    monkeypatch.setattr("vecenvs.bench.jobs.PROGRESS_SECONDS", 3600.0)
+    job_id = queue.submit_sweep(tiny_sweep(), label="not run", start_runner=False)
+    progress = Progress(queue, job_id)
+    progress.update(1, 3, "one", force=True)
+    progress.update(2, 3, "two")  # within PROGRESS_SECONDS of the last write: held back
+    assert queue.get(job_id).progress["done"] == 1
+    progress.update(3, 3, "three")
+    assert queue.get(job_id).progress == {"done": 3, "total": 3, "message": "three"}
 
 
 def test_two_submissions_run_one_after_the_other_in_order(queue):

@@ -396,7 +396,10 @@ class JobQueue:
 
 
 class Progress:
-    """Writes a job's progress to the store, at most every PROGRESS_SECONDS."""
+    """Writes a job's progress to the store, at most every PROGRESS_SECONDS, but the last
+    count (``done`` reaching ``total``) at once: a sweep's or a training's own run is marked
+    done as it returns, before the job's last words, and whoever sees the job done must see
+    its final count."""
 
     def __init__(self, queue: JobQueue, job_id: int):
         self._queue, self._job_id = queue, job_id
@@ -405,7 +408,8 @@ class Progress:
 
     def update(self, done: int, total: int, message: str, *, force: bool = False) -> None:
         self._pending = {"done": done, "total": total, "message": message}
-        if force or time.monotonic() - self._last_write >= PROGRESS_SECONDS:
+        last = 0 < total <= done
+        if force or last or time.monotonic() - self._last_write >= PROGRESS_SECONDS:
             self.flush()
 
     def flush(self) -> None:
