@@ -39,6 +39,7 @@ from vecenvs.errors import ClosedEnvironmentError, CrashReport
 __all__ = [
     "ActionChecker",
     "EnvsVectorEnv",
+    "InfoRows",
     "MultiEnv",
     "ResetResult",
     "StepResult",
@@ -217,7 +218,7 @@ class MultiEnv(EnvsVectorEnv):
             raise
         self._make_batch()
         self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these
-        self._info_rows: Any = None  # (see keep_infos_in)
+        self._info_rows: InfoRows | None = None  # (see keep_infos_in)
 
     @property
     def env_observations(self) -> list[Any]:
@@ -241,10 +242,11 @@ class MultiEnv(EnvsVectorEnv):
             new[:] = latest
         self._rewards, self._terminations, self._truncations = rewards, terminations, truncations
 
-    def keep_infos_in(self, rows: Any) -> None:
-        """From now on :meth:`step_envs` writes each env's numeric infos into ``rows`` (a pool
-        chunk's :class:`~vecenvs.shm.InfoRows`) as it comes, and returns only the others."""
-        self._info_rows = rows
+    def keep_infos_in(self, rows: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """From now on :meth:`step_envs` writes each env's value of these infos into ``rows``,
+        ``{key: (values, mask)}`` (a pool chunk's rows of shared memory), as it comes, and
+        returns only the other infos (see :class:`InfoRows`)."""
+        self._info_rows = InfoRows(rows, self._add_info)
 
     # ----------------------------------------------------------------- reset and step
 
@@ -827,6 +829,76 @@ def _merge_into(merged: dict[str, Any], infos: dict[str, Any], start: int, num_e
             mask = infos.get(f"_{key}")
             for row in np.flatnonzero(mask) if mask is not None else range(len(value)):
                 target[start + row] = value[row]
+
+
+class InfoRows:
+    """A chunk's rows of the shared numeric infos, and how its envs' infos go into them.
+
+    Each env's value of a shared key is written into its row as it comes (:meth:`add`), where
+    gymnasium's ``_add_info`` would batch it: the batched infos are then the same, without
+    building arrays to copy. A key the layout does not share is batched by ``_add_info`` into
+    the infos that travel pickled, and so is a shared key for a step where the chunk's first
+    value of it is not of the learnt type (an int for a float, say): ``_add_info``'s batch
+    takes the type of its first value.
+
+    Args:
+        rows: ``{key: (values, mask)}``, the chunk's rows of
+            :meth:`~vecenvs.shm.SharedArea.info_arrays`.
+        add_info: gymnasium's ``VectorEnv._add_info`` of the chunk's envs.
+    """
+
+    def __init__(
+        self, rows: dict[str, tuple[np.ndarray, np.ndarray]], add_info: Callable[..., Any]
+    ):
+        self.add_info = add_info
+        self.rows = {
+            key: (values, mask, _batched_as(values.dtype, values.shape[1:]), values.dtype, values.shape[1:])
+            for key, (values, mask) in rows.items()
+        }  # fmt: skip
+        self.misfits: set[str] = set()  # shared keys batched by _add_info this step
+
+    def clear(self) -> None:
+        """Before a step: no env has any shared key yet."""
+        for values, mask, *_ in self.rows.values():
+            values[...], mask[...] = 0, False
+        self.misfits.clear()
+
+    def add(
+        self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
+    ) -> dict[str, Any]:
+        """``_add_info`` (with its arguments), the shared keys' values written into their rows."""
+        rows, misfits = self.rows, self.misfits
+        for key, value in env_info.items():
+            row = rows.get(key)
+            if row is None or key in misfits:  # (_add_info batches each key on its own)
+                vector_infos = self.add_info(vector_infos, {key: value}, env_num)
+                continue
+            values, mask, types, dtype, shape = row
+            kind = type(value)
+            if (
+                kind in types
+                or (kind is np.ndarray and value.shape == shape and value.dtype == dtype)
+                or mask.any()  # not the first: cast into the batch, as _add_info casts it
+            ):
+                values[env_num], mask[env_num] = value, True
+            else:  # the first of another type: _add_info's batch takes its type
+                misfits.add(key)
+                vector_infos = self.add_info(vector_infos, {key: value}, env_num)
+        return vector_infos
+
+
+def _batched_as(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
+    """The types of one env's value, other than an array of ``dtype`` and ``shape``, that
+    ``_add_info`` batches into an array of ``dtype`` (a number's own type: ``int``, ``float``,
+    ``bool`` or a numpy number)."""
+    if shape:
+        return frozenset()
+    kinds = (int, float, bool, dtype.type)
+    return frozenset(
+        kind
+        for kind in kinds
+        if (kind in (int, float, bool) or issubclass(kind, np.number)) and np.dtype(kind) == dtype
+    )
 
 
 def tree_map(function: Callable[..., Any], *trees: Any) -> Any:

@@ -32,7 +32,7 @@ from gymnasium.vector.utils import (
 from vecenvs.doorbell import Doorbell
 from vecenvs.multi_env import tree_map
 
-__all__ = ["LINE", "InfoLayout", "InfoRows", "Layout", "SharedArea", "is_array_space"]
+__all__ = ["LINE", "InfoLayout", "Layout", "SharedArea", "is_array_space"]
 
 #: Words (64-bit) per control line: 64 bytes, one cache line, so that no two workers write the
 #: same line. :mod:`vecenvs.workers` says what each word means.
@@ -220,73 +220,6 @@ class InfoLayout:
                 break
             keys.append((key, dtype, shape))
         return InfoLayout(tuple(keys))
-
-
-class InfoRows:
-    """A chunk's rows of the shared numeric infos, and how its envs' infos go into them.
-
-    Each env's value of a shared key is written into its row as it comes (:meth:`add`), where
-    gymnasium's ``_add_info`` would batch it: the batched infos are then the same, without
-    building arrays to copy. A key the layout does not share is batched by ``_add_info`` into
-    the infos that travel pickled, and so is a shared key for a step where the chunk's first
-    value of it is not of the learnt type (an int for a float, say): ``_add_info``'s batch
-    takes the type of its first value.
-
-    Args:
-        rows: ``{key: (values, mask)}``, the chunk's rows of :meth:`SharedArea.info_arrays`.
-        add_info: gymnasium's ``VectorEnv._add_info`` of the chunk's envs.
-    """
-
-    def __init__(
-        self, rows: dict[str, tuple[np.ndarray, np.ndarray]], add_info: Callable[..., Any]
-    ):
-        self.add_info = add_info
-        self.rows = {
-            key: (values, mask, _batched_as(values.dtype, values.shape[1:]), values.dtype, values.shape[1:])
-            for key, (values, mask) in rows.items()
-        }  # fmt: skip
-        self.misfits: set[str] = set()  # shared keys batched by _add_info this step
-
-    def clear(self) -> None:
-        """Before a step: no env has any shared key yet."""
-        for values, mask, *_ in self.rows.values():
-            values[...], mask[...] = 0, False
-        self.misfits.clear()
-
-    def add(self, infos: dict[str, Any], info: dict[str, Any], index: int) -> dict[str, Any]:
-        """``_add_info(infos, info, index)``, the shared keys' values written into their rows."""
-        rows, misfits = self.rows, self.misfits
-        for key, value in info.items():
-            row = rows.get(key)
-            if row is None or key in misfits:  # (_add_info batches each key on its own)
-                infos = self.add_info(infos, {key: value}, index)
-                continue
-            values, mask, types, dtype, shape = row
-            kind = type(value)
-            if (
-                kind in types
-                or (kind is np.ndarray and value.shape == shape and value.dtype == dtype)
-                or mask.any()  # not the first: cast into the batch, as _add_info casts it
-            ):
-                values[index], mask[index] = value, True
-            else:  # the first of another type: _add_info's batch takes its type
-                misfits.add(key)
-                infos = self.add_info(infos, {key: value}, index)
-        return infos
-
-
-def _batched_as(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
-    """The types of one env's value, other than an array of ``dtype`` and ``shape``, that
-    ``_add_info`` batches into an array of ``dtype`` (a number's own type: ``int``, ``float``,
-    ``bool`` or a numpy number)."""
-    if shape:
-        return frozenset()
-    kinds = (int, float, bool, dtype.type)
-    return frozenset(
-        kind
-        for kind in kinds
-        if (kind in (int, float, bool) or issubclass(kind, np.number)) and np.dtype(kind) == dtype
-    )
 
 
 class _Allocator:

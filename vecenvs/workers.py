@@ -64,7 +64,7 @@ from vecenvs.errors import (
     WorkerTimeoutError,
 )
 from vecenvs.multi_env import MultiEnv, tree_map
-from vecenvs.shm import InfoLayout, InfoRows, SharedArea
+from vecenvs.shm import InfoLayout, SharedArea
 
 __all__ = [
     "START_METHODS",
@@ -188,12 +188,11 @@ class Chunk:
 
     def share_infos(self, layout: InfoLayout) -> None:
         """The infos of ``layout`` go into the chunk's rows of shared memory from now on, each
-        env's written there as it steps (:class:`~vecenvs.shm.InfoRows`)."""
+        env's written there as it steps (:meth:`~vecenvs.multi_env.MultiEnv.keep_infos_in`)."""
         assert self.area is not None, "infos are shared only with a shared area"
         rows = slice(self.rows.start, self.rows.stop)
         arrays = self.area.info_arrays(layout).items()
-        info_rows = {key: (values[rows], mask[rows]) for key, (values, mask) in arrays}
-        self.envs.keep_infos_in(InfoRows(info_rows, self.envs._add_info))
+        self.envs.keep_infos_in({key: (values[rows], mask[rows]) for key, (values, mask) in arrays})
 
     def hello(self) -> tuple[Any, ...]:
         """What the parent needs to know: every env's spaces, the metadata and render mode."""
