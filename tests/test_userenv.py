@@ -8,6 +8,7 @@ or never returns) must each be refused in one line before any worker starts.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -608,6 +609,24 @@ def test_the_lines_to_paste_name_a_factory_the_way_a_script_can():
     assert f"from {make_cart.__module__} import make_cart" in code(make_cart)
     # A lambda has no name: the lines say where yours goes.
     assert "from my_code import make_env  # your function" in code(lambda: make_cart())
+
+
+def test_the_lines_to_paste_write_every_string_in_one_quote_style():
+    # A CI run where the pool won wrote start_method='spawn' beside "pool": both are Python,
+    # but lines a user pastes should read as one hand wrote them, whichever backend wins.
+    from vecenvs.bench.snippets import use_code
+
+    env = {"text": "CartPole-v1", "kind": "id"}
+    kwargs = {"num_workers": 2, "start_method": "spawn", "worker_threads": None}
+    odd = {"mode": 'say "hi"', "names": ["a", "b"], "pair": ("x",), "it's": 1.5}
+    code = use_code(env, 4, "pool", kwargs, odd)
+    call = code.splitlines()[-1]
+    assert 'start_method="spawn"' in call and "'" not in call.replace("it's", ""), call
+    # What it wrote is the very values it was given, quotes and all.
+    tree = ast.parse(code)
+    made = next(node for node in ast.walk(tree) if isinstance(node, ast.Call))
+    given = {k.arg: ast.literal_eval(k.value) for k in made.keywords}
+    assert given == {**kwargs, "env_kwargs": odd}
 
 
 def test_the_child_checking_an_env_exits_when_the_process_that_asked_is_killed():

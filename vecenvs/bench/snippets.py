@@ -133,6 +133,21 @@ def autotune_code(settings: Mapping[str, Any]) -> str:
         figures.autotune_figure(result.table).show()""")
 
 
+def _literal(value: Any) -> str:
+    """``value`` as Python source in one quote style: strings in double quotes, as the rest
+    of the lines to paste (and black) write them; ``repr`` would mix in single quotes."""
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid Python string literal
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_literal, value)) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(map(_literal, value))
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
 def use_code(
     env: Mapping[str, Any],
     num_envs: int,
@@ -148,10 +163,11 @@ def use_code(
 
     Example:
         >>> env = {"text": "mycart:MyCart-v0", "kind": "module:id", "module": "mycart"}
-        >>> print(use_code(env, 16, "pool", {"num_workers": 2}, {"physics_steps": 1000}))
+        >>> kwargs = {"num_workers": 2, "start_method": "spawn"}
+        >>> print(use_code(env, 16, "pool", kwargs, {"physics_steps": 1000}))
         from vecenvs import make_vec
         <BLANKLINE>
-        envs = make_vec("mycart:MyCart-v0", 16, "pool", num_workers=2, env_kwargs={"physics_steps": 1000})
+        envs = make_vec("mycart:MyCart-v0", 16, "pool", num_workers=2, start_method="spawn", env_kwargs={"physics_steps": 1000})
     """
     imports = ["from vecenvs import make_vec"]
     if env.get("kind") == "factory":  # a function: import it by name where it has one
@@ -171,10 +187,9 @@ def use_code(
     arguments = [what, str(num_envs), json.dumps(backend)]
     if sb3:
         arguments.append('autoreset_mode="SameStep"')
-    arguments += [f"{key}={value!r}" for key, value in backend_kwargs.items()]
+    arguments += [f"{key}={_literal(value)}" for key, value in backend_kwargs.items()]
     if env_kwargs:
-        pairs = ", ".join(f"{json.dumps(key)}: {value!r}" for key, value in env_kwargs.items())
-        arguments.append(f"env_kwargs={{{pairs}}}")
+        arguments.append(f"env_kwargs={_literal(dict(env_kwargs))}")
     call = f"make_vec({', '.join(arguments)})"
     if sb3:
         imports.append("from vecenvs.sb3 import to_sb3")
