@@ -9,7 +9,14 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 from vecenvs.core import split_evenly
-from vecenvs.multi_env import batch_observations, expand_seeds, merge_infos, split_reset_mask
+from vecenvs.multi_env import (
+    InfoRows,
+    batch_observations,
+    expand_seeds,
+    merge_infos,
+    place_strays,
+    split_reset_mask,
+)
 
 
 class _Batcher(VectorEnv):
@@ -64,6 +71,65 @@ def test_merged_chunk_infos_equal_gymnasiums_env_by_env_infos(num_envs, lanes):
         for chunk in split_evenly(num_envs, lanes)
     ]
     _assert_infos_equal(merge_infos([part for part in parts if part[1]], num_envs), expected)
+
+
+#: Values whose types differ from env to env, but that gymnasium can cast into each other:
+#: what a key holds in one env may be any of its family's (fractions, to see a truncation).
+_FAMILIES = {
+    "number": [
+        lambda rng: float(rng.normal()),
+        lambda rng: int(rng.integers(-3, 4)),
+        lambda rng: bool(rng.integers(2)),
+        lambda rng: np.float32(rng.normal()),
+        lambda rng: np.int32(rng.integers(-3, 4)),
+    ],
+    "array": [
+        lambda rng: rng.normal(size=2),
+        lambda rng: rng.normal(size=2).astype(np.float32),
+        lambda rng: rng.integers(-3, 4, size=2),
+    ],
+    "object": [lambda rng: f"s{rng.integers(9)}", lambda rng: None],
+}
+
+
+def _mixed_infos(num_envs: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    keys = {"a": "number", "b": "number", "c": "array", "d": "object"}
+    infos = []
+    for _ in range(num_envs):
+        info: dict = {}
+        for key, family in keys.items():
+            if rng.random() < 0.8:
+                kinds = _FAMILIES[family]
+                info[key] = kinds[rng.integers(len(kinds))](rng)
+        if rng.random() < 0.5:
+            kinds = _FAMILIES["number"]
+            info["episode"] = {"r": kinds[rng.integers(len(kinds))](rng), "l": 3}
+        infos.append(info)
+    return infos
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_chunks_whose_envs_disagree_on_types_merge_into_gymnasiums_infos(seed):
+    """Each chunk batches its envs' infos as a pool worker does (:class:`InfoRows`, nothing
+    shared): a value of another type than the chunk's first of its key is kept as it came,
+    and the caller casts it into the merged infos, which then equal gymnasium's, env by env,
+    dtypes included."""
+    num_envs = 7
+    env_infos = _mixed_infos(num_envs, seed)
+    expected = _Batcher(num_envs).batch(env_infos)
+    for lanes in (2, 3):
+        parts, strays = [], []
+        for chunk in split_evenly(num_envs, lanes):
+            rows = InfoRows({}, _Batcher(len(chunk))._add_info, chunk.start)
+            infos: dict = {}
+            for env_num, info in enumerate(env_infos[chunk.start : chunk.stop]):
+                infos = rows.add(infos, info, env_num)
+            parts.append((chunk.start, infos))
+            strays += rows.strays
+        merged = merge_infos([part for part in parts if part[1]], num_envs)
+        place_strays(merged, strays)
+        _assert_infos_equal(merged, expected)
 
 
 def test_expand_seeds():

@@ -89,11 +89,81 @@ def test_numeric_infos_go_through_shared_memory_and_the_infos_stay_gymnasiums(mo
 def test_a_key_whose_dtype_changes_in_a_chunk_is_merged_as_gymnasium_merges_it():
     """Envs 4 and 5 (worker 2's chunk) turn their float "speed" into an int after step 12 (and
     "where" into float64): that worker pickles them, and each merged array takes the dtype of
-    the first env that has the key, as gymnasium's does. (Where the envs of one chunk disagree
-    on a key's dtype, the chunk's batch already cast their values: a limit of batching infos
-    per chunk, shared memory or not.)"""
+    the first env that has the key, as gymnasium's does."""
     shared = _same_as_sync(lambda fns, **kw: PoolVecEnv(fns, num_workers=3, **kw), odd_envs=(4, 5))
     assert "speed" in shared
+
+
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["shared", "pickled"])
+@pytest.mark.parametrize("odd_envs", [(2,), (0, 3), (0, 4), (0, 2, 5)])
+def test_the_envs_of_one_chunk_may_disagree_on_a_dtype(odd_envs, shared_memory):
+    """Chunks of two envs, where some envs turn a float into an int (and float32 into float64):
+    gymnasium casts every env's value into the dtype of the first env over all six, so a chunk
+    cannot cast its envs' values into the dtype of its own first (env 2's int would truncate
+    env 3's float; env 3's float64, cast into env 2's float32, would lose digits where env 0's
+    float64 keeps them). Such values travel as they are, and the caller casts them."""
+    _same_as_sync(
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=3, shared_memory=shared_memory, **kw),
+        odd_envs=odd_envs,
+    )
+
+
+class MixedTypesEnv(gym.Env):
+    """Infos whose types differ between envs as some real envs' do: a bonus that is the int 0
+    when there is none, an episode's return that is an int or a float, a level that is an int
+    in odd envs (at reset too), and an array whose dtype follows the env."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int):
+        self.index, self.t = index, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        level = self.index if self.index % 2 else self.index + 0.25
+        return np.zeros(1, np.float32), {"level": level}
+
+    def step(self, action):
+        self.t += 1
+        bonus = 0 if (self.t + self.index) % 3 else float(self.np_random.random())
+        kind = np.float64 if (self.t + self.index) % 4 == 0 else np.float32
+        info = {"bonus": bonus, "trace": np.array([bonus, 1 / 3], dtype=kind)}
+        terminated = self.t >= 5 + self.index % 3
+        if terminated:
+            ret = self.t if self.index % 2 else self.t + 1 / 3
+            info["episode"] = {"r": ret, "l": np.int32(self.t)}
+        return np.zeros(1, np.float32), bonus, terminated, False, info
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=3, **kw),
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=2, step_in_caller=True, **kw),
+        lambda fns, **kw: PoolVecEnv(fns, num_workers=4, shared_memory=False, **kw),
+        lambda fns, **kw: AsyncPoolVecEnv(fns, num_workers=3, **kw),
+    ],
+    ids=["K=3", "caller", "pickled", "async"],
+)
+def test_infos_whose_types_differ_between_envs_are_gymnasiums(make, mode):
+    env_fns = [lambda i=i: MixedTypesEnv(i) for i in range(8)]
+    reference = SyncVectorEnv(env_fns, autoreset_mode=mode)
+    with make(env_fns, autoreset_mode=mode) as envs:
+        assert data_equivalence(envs.reset(seed=2), reference.reset(seed=2), exact=True)
+        for step in range(30):
+            actions = np.full(8, step % 2)
+            got, expected = envs.step(actions), reference.step(actions)
+            assert data_equivalence(got, expected, exact=True), (step, got[-1], expected[-1])
+        partial = {"reset_mask": np.arange(8) % 3 == 1}
+        got, expected = (
+            envs.reset(seed=4, options=partial),
+            reference.reset(seed=4, options=partial),
+        )
+        assert data_equivalence(got, expected, exact=True), (got[-1], expected[-1])
+    reference.close()
 
 
 def test_a_key_whose_dtype_changes_in_the_first_env_takes_the_new_dtype_as_gymnasiums_does():

@@ -75,6 +75,7 @@ from vecenvs.multi_env import (
     expand_seeds,
     merge_infos,
     per_env_values,
+    place_strays,
     split_reset_mask,
     tree_map,
 )
@@ -538,7 +539,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
         the chunks wrote them (numeric infos too: ``info_arrays``), only the other infos
         answered (else see :meth:`_unpack`)."""
         if not self.shared_memory:
-            observations, rewards, terminations, truncations, chunk_infos = self._unpack(answers)
+            observations, rewards, terminations, truncations, pickled = self._unpack(answers)
         else:
             area = self.area
             assert area is not None
@@ -546,13 +547,15 @@ class ChunkedVecEnv(EnvsVectorEnv):
             if observations is None:  # not plain arrays: decoded from shared memory each time
                 observations = area.read_observations()
             rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
-            chunk_infos = [(self.chunks[i].start, infos) for i, infos in answers.items() if infos]
+            pickled = [(self.chunks[i].start, *answer) for i, answer in answers.items() if answer]
         infos = {}
         for key, (values, mask) in info_arrays.items():  # the numbers, from shared memory
             if mask.any():
                 infos[key], infos[f"_{key}"] = values.copy(), mask.copy()
-        if chunk_infos:  # and the infos that came pickled
-            infos = self._with_pickled(infos, chunk_infos)
+        if chunk_infos := [(start, part) for start, part, _ in pickled if part]:
+            infos = self._with_pickled(infos, chunk_infos)  # and the infos that came pickled
+        for _, _, strays in pickled:  # and the values no chunk's batch could hold
+            place_strays(infos, strays)
         if self.copy:
             observations = copy_batch(observations)
         return observations, rewards.copy(), terminations.copy(), truncations.copy(), infos
@@ -595,21 +598,21 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     def _unpack(self, answers: dict[int, Any]) -> tuple[Any, ...]:
         """Without shared memory: the chunks' results, which came in their answers, batched."""
-        chunk_infos = []
+        pickled = []
         for chunk_index, answer in answers.items():
-            env_obs, rewards, terminations, truncations, infos = answer
+            env_obs, rewards, terminations, truncations, infos, strays = answer
             chunk = self.chunks[chunk_index]
             self._env_obs[chunk.start : chunk.stop] = env_obs
             self._rewards[chunk.start : chunk.stop] = rewards
             self._terminations[chunk.start : chunk.stop] = terminations
             self._truncations[chunk.start : chunk.stop] = truncations
-            if infos:
-                chunk_infos.append((chunk.start, infos))
+            if infos or strays:
+                pickled.append((chunk.start, infos, strays))
         self._observations = concatenate(
             self.single_observation_space, self._env_obs, self._observations
         )
         batch = self._observations, self._rewards, self._terminations, self._truncations
-        return (*batch, chunk_infos)
+        return (*batch, pickled)
 
     # ----------------------------------------------------------------- states
 

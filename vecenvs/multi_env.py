@@ -50,6 +50,7 @@ __all__ = [
     "expand_seeds",
     "merge_infos",
     "per_env_values",
+    "place_strays",
     "split_reset_mask",
     "tree_map",
 ]
@@ -243,10 +244,17 @@ class MultiEnv(EnvsVectorEnv):
         self._rewards, self._terminations, self._truncations = rewards, terminations, truncations
 
     def keep_infos_in(self, rows: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
-        """From now on :meth:`step_envs` writes each env's value of these infos into ``rows``,
-        ``{key: (values, mask)}`` (a pool chunk's rows of shared memory), as it comes, and
-        returns only the other infos (see :class:`InfoRows`)."""
-        self._info_rows = InfoRows(rows, self._add_info)
+        """From now on these envs are a part of a larger vector env: :meth:`step_envs` writes
+        each env's value of these infos into ``rows``, ``{key: (values, mask)}`` (a pool
+        chunk's rows of shared memory, or ``{}``), as it comes, and returns only the other
+        infos; steps and resets keep the values that their batch could not hold as they are
+        (:attr:`strays`). See :class:`InfoRows`."""
+        self._info_rows = InfoRows(rows, self._add_info, self.first_index)
+
+    @property
+    def strays(self) -> list[tuple[tuple[str, ...], int, Any]]:
+        """The last batch's infos kept as they came (see :class:`InfoRows`)."""
+        return [] if self._info_rows is None else self._info_rows.strays
 
     # ----------------------------------------------------------------- reset and step
 
@@ -264,9 +272,13 @@ class MultiEnv(EnvsVectorEnv):
         for flags in (self._terminations, self._truncations, self._autoreset_envs):
             flags[indices] = False
         infos: dict[str, Any] = {}
+        add_info, part = self._add_info, self._info_rows
+        if part is not None:  # (see keep_infos_in)
+            part.clear(rows=False)
+            add_info = part.batch
         for index in indices:
             for info in self.reset_env(index, seeds[index], options):
-                infos = self._add_info(infos, info, index)
+                infos = add_info(infos, info, index)
         return self._batch_observations(), infos
 
     def step(self, actions: Any) -> StepResult:
@@ -832,59 +844,147 @@ def _merge_into(merged: dict[str, Any], infos: dict[str, Any], start: int, num_e
 
 
 class InfoRows:
-    """A chunk's rows of the shared numeric infos, and how its envs' infos go into them.
+    """How a chunk's envs' infos are batched when the chunk is a part of a larger vector env (a
+    pool worker's): straight into the chunk's rows of shared memory where they can go, through
+    gymnasium's ``_add_info`` where not, and never cast into a type that is only the chunk's.
 
     Each env's value of a shared key is written into its row as it comes (:meth:`add`), where
-    gymnasium's ``_add_info`` would batch it: the batched infos are then the same, without
-    building arrays to copy. A key the layout does not share is batched by ``_add_info`` into
-    the infos that travel pickled, and so is a shared key for a step where the chunk's first
-    value of it is not of the learnt type (an int for a float, say): ``_add_info``'s batch
-    takes the type of its first value.
+    ``_add_info`` would batch it: the batched infos are then the same, without building arrays
+    to copy. A key the layout does not share is batched by ``_add_info`` into the infos that
+    travel pickled, and so is a shared key for a step where the chunk's first value of it is
+    not of the learnt type (an int for a float, say): ``_add_info``'s batch takes the type of
+    its first value.
+
+    A value of another type than the chunk's first of its key (an int after floats, float64
+    after float32) is a *stray*. Gymnasium casts it into the dtype of the first env over the
+    whole vector env, which may be another chunk's: casting it into this chunk's batch could
+    truncate it (an int batch) or round it (float32) where gymnasium's would not. So its mask
+    is set, its row left at zero, and the value itself is kept in :attr:`strays`, ``(path of
+    keys, env index in the vector env, value)``, for the caller to put into the merged infos
+    (:func:`place_strays`).
 
     Args:
         rows: ``{key: (values, mask)}``, the chunk's rows of
-            :meth:`~vecenvs.shm.SharedArea.info_arrays`.
+            :meth:`~vecenvs.shm.SharedArea.info_arrays` (``{}`` before they are shared).
         add_info: gymnasium's ``VectorEnv._add_info`` of the chunk's envs.
+        first_index: the index of the chunk's first env in the vector env.
     """
 
     def __init__(
-        self, rows: dict[str, tuple[np.ndarray, np.ndarray]], add_info: Callable[..., Any]
+        self,
+        rows: dict[str, tuple[np.ndarray, np.ndarray]],
+        add_info: Callable[..., Any],
+        first_index: int,
     ):
-        self.add_info = add_info
+        self.add_info, self.first_index = add_info, first_index
         self.rows = {
             key: (values, mask, _batched_as(values.dtype, values.shape[1:]), values.dtype, values.shape[1:])
             for key, (values, mask) in rows.items()
         }  # fmt: skip
         self.misfits: set[str] = set()  # shared keys batched by _add_info this step
+        #: The kind (:func:`_kind`) of the chunk's first value of each key, by the path of the
+        #: dicts it is in (``()`` for the top level) and then by key.
+        self.firsts: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.strays: list[tuple[tuple[str, ...], int, Any]] = []
 
-    def clear(self) -> None:
-        """Before a step: no env has any shared key yet."""
-        for values, mask, *_ in self.rows.values():
-            values[...], mask[...] = 0, False
+    def clear(self, rows: bool = True) -> None:
+        """Before a step (without ``rows``: a reset's, whose infos are all batched)."""
+        if rows:
+            for values, mask, *_ in self.rows.values():
+                values[...], mask[...] = 0, False
         self.misfits.clear()
+        self.firsts.clear()
+        self.strays = []  # (the last step's list may still be on its way to the caller)
 
     def add(
         self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
     ) -> dict[str, Any]:
         """``_add_info`` (with its arguments), the shared keys' values written into their rows."""
         rows, misfits = self.rows, self.misfits
+        if not rows:  # (none shared yet)
+            return self.batch(vector_infos, env_info, env_num)
+        others: dict[str, Any] = {}
         for key, value in env_info.items():
             row = rows.get(key)
-            if row is None or key in misfits:  # (_add_info batches each key on its own)
+            if row is not None and key not in misfits:
+                values, mask, types, dtype, shape = row
+                kind = type(value)
+                if kind in types or (
+                    kind is np.ndarray and value.shape == shape and value.dtype == dtype
+                ):
+                    values[env_num], mask[env_num] = value, True
+                    continue
+                if mask.any():  # not the chunk's first: a stray
+                    mask[env_num] = True
+                    self.strays.append(((key,), self.first_index + env_num, value))
+                    continue
+                misfits.add(key)  # the first, of another type: _add_info's batch takes its type
+            others[key] = value
+        return self.batch(vector_infos, others, env_num) if others else vector_infos
+
+    def batch(
+        self,
+        vector_infos: dict[str, Any],
+        env_info: dict[str, Any],
+        env_num: int,
+        path: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """``_add_info``, but for the strays: those are kept as they are."""
+        if self._fits(env_info, path):  # (nearly always: no stray, one call)
+            return self.add_info(vector_infos, env_info, env_num)
+        for key, value in env_info.items():  # key by key
+            if key == "final_obs":  # (a batch of objects: anything goes in as it is)
                 vector_infos = self.add_info(vector_infos, {key: value}, env_num)
-                continue
-            values, mask, types, dtype, shape = row
-            kind = type(value)
-            if (
-                kind in types
-                or (kind is np.ndarray and value.shape == shape and value.dtype == dtype)
-                or mask.any()  # not the first: cast into the batch, as _add_info casts it
-            ):
-                values[env_num], mask[env_num] = value, True
-            else:  # the first of another type: _add_info's batch takes its type
-                misfits.add(key)
-                vector_infos = self.add_info(vector_infos, {key: value}, env_num)
+            elif isinstance(value, dict):  # the dict's mask as _add_info sets it, then its keys
+                vector_infos = self.add_info(vector_infos, {key: {}}, env_num)
+                vector_infos[key] = self.batch(vector_infos[key], value, env_num, (*path, key))
+            else:
+                kind = _kind(value)
+                first = self.firsts.setdefault(path, {}).setdefault(key, kind)
+                if kind == first or first is None:  # (None: a batch of objects)
+                    vector_infos = self.add_info(vector_infos, {key: value}, env_num)
+                else:
+                    vector_infos[f"_{key}"][env_num] = True
+                    self.strays.append(((*path, key), self.first_index + env_num, value))
         return vector_infos
+
+    def _fits(self, env_info: dict[str, Any], path: tuple[str, ...]) -> bool:
+        """Whether every value of ``env_info`` (nested dicts too) is of the kind of the chunk's
+        first of its key, which it becomes where it is the first."""
+        firsts = self.firsts.setdefault(path, {})
+        for key, value in env_info.items():
+            if key == "final_obs":
+                continue
+            if isinstance(value, dict):
+                if not self._fits(value, (*path, key)):
+                    return False
+                continue
+            kind = _kind(value)
+            first = firsts.setdefault(key, kind)
+            if kind != first and first is not None:
+                return False
+        return True
+
+
+def _kind(value: Any) -> Any:
+    """What decides how ``_add_info`` batches ``value`` and what its row then holds: a
+    number's type, an array's dtype and shape, or None for anything batched as an object."""
+    kind = type(value)
+    if kind is float or kind is int or kind is bool or issubclass(kind, np.number):
+        return kind
+    if kind is np.ndarray:
+        return value.dtype, value.shape
+    return None
+
+
+def place_strays(infos: dict[str, Any], strays: Iterable[tuple[tuple[str, ...], int, Any]]) -> None:
+    """Puts into the merged ``infos`` each value a chunk kept as it was (see
+    :class:`InfoRows`): cast into the merged batch, as gymnasium's ``_add_info`` casts it."""
+    for path, env, value in strays:
+        node = infos
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]][env] = value
 
 
 def _batched_as(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:

@@ -169,6 +169,7 @@ class Chunk:
             autoreset_mode=spec.autoreset_mode,
             observation_mode=spec.observation_mode,
         )
+        self.envs.keep_infos_in({})  # a part of the vector env's infos (no shared rows yet)
         self.area: SharedArea | None = None
 
     def share(self, area: SharedArea | None) -> None:
@@ -241,18 +242,20 @@ class Chunk:
     def _reply(self, infos: dict[str, Any]) -> Any:
         """The answer to RESET or STEP: with shared memory, the observations copied into the
         chunk's rows (the envs wrote their rewards, flags and a step's numeric infos there
-        already: see :meth:`share_infos`), and only the other infos (or None); without,
-        everything answered. (A reset's infos are all answered: not every chunk resets.)"""
+        already: see :meth:`share_infos`), and only the other infos and the strays (see
+        :class:`~vecenvs.multi_env.InfoRows`), or None; without, everything answered. (A
+        reset's infos are all answered: not every chunk resets.)"""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
             envs.batch_into()  # an observation that does not fit is an error here, naming its env
-            return envs.env_observations, *envs.latest_results(), infos
+            return envs.env_observations, *envs.latest_results(), infos, envs.strays
         if area.array_observations:
             envs.batch_into(self.observations_out)
         else:  # (batched first all the same, for the error naming an env that does not fit)
             envs.batch_into()
             area.write_observations(self.rows, envs.env_observations)
-        return infos or None
+        strays = envs.strays
+        return (infos, strays) if infos or strays else None
 
 
 #: How a chunk serves each command but STEP: ``function(chunk, payload)``.
