@@ -984,7 +984,15 @@ def place_strays(infos: dict[str, Any], strays: Iterable[tuple[tuple[str, ...], 
         node = infos
         for key in path[:-1]:
             node = node[key]
-        node[path[-1]][env] = value
+        batch = node[path[-1]]
+        try:
+            batch[env] = value
+        except (TypeError, ValueError) as error:  # gymnasium's _add_info fails here too
+            name = "".join(f"[{key!r}]" for key in path)
+            raise type(error)(
+                f"env {env}'s info{name} is a {type(value).__name__}, which does not fit the "
+                f"batch of the first env's type ({batch.dtype}, {batch.shape[1:]}): {error}"
+            ) from error
 
 
 def _batched_as(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
