@@ -10,7 +10,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from vecenvs.core import split_evenly
 from vecenvs.multi_env import (
-    InfoRows,
+    ChunkInfos,
     batch_observations,
     expand_seeds,
     merge_infos,
@@ -111,7 +111,7 @@ def _mixed_infos(num_envs: int, seed: int) -> list[dict]:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_chunks_whose_envs_disagree_on_types_merge_into_gymnasiums_infos(seed):
-    """Each chunk batches its envs' infos as a pool worker does (:class:`InfoRows`, nothing
+    """Each chunk batches its envs' infos as a pool worker does (:class:`ChunkInfos`, nothing
     shared): a value of another type than the chunk's first of its key is kept as it came,
     and the caller casts it into the merged infos, which then equal gymnasium's, env by env,
     dtypes included."""
@@ -121,12 +121,12 @@ def test_chunks_whose_envs_disagree_on_types_merge_into_gymnasiums_infos(seed):
     for lanes in (2, 3):
         parts, strays = [], []
         for chunk in split_evenly(num_envs, lanes):
-            rows = InfoRows({}, _Batcher(len(chunk))._add_info, chunk.start)
+            chunk_infos = ChunkInfos({}, _Batcher(len(chunk))._add_info, chunk.start)
             infos: dict = {}
             for env_num, info in enumerate(env_infos[chunk.start : chunk.stop]):
-                infos = rows.add(infos, info, env_num)
+                infos = chunk_infos.add(infos, info, env_num)
             parts.append((chunk.start, infos))
-            strays += rows.strays
+            strays += chunk_infos.strays
         merged = merge_infos([part for part in parts if part[1]], num_envs)
         place_strays(merged, strays)
         _assert_infos_equal(merged, expected)

@@ -137,45 +137,6 @@ class MixedTypesEnv(gym.Env):
         return np.zeros(1, np.float32), bonus, terminated, False, info
 
 
-class TextAfterStepsEnv(gym.Env):
-    """A float "score", which env 3 turns into a string at step 3."""
-
-    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, index: int):
-        self.index, self.t = index, 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        score = "high" if self.index == 3 and self.t == 3 else 0.5
-        return np.zeros(1, np.float32), 1.0, False, False, {"score": score}
-
-
-@pytest.mark.parametrize("shared_memory", [True, False], ids=["shared", "pickled"])
-def test_a_value_that_fits_no_batch_is_an_error_naming_its_env(shared_memory):
-    env_fns = [lambda i=i: TextAfterStepsEnv(i) for i in range(4)]
-    reference = SyncVectorEnv(env_fns)
-    reference.reset(seed=0)
-    actions = np.zeros(4, dtype=np.int64)
-    reference.step(actions), reference.step(actions)
-    with pytest.raises(ValueError):  # gymnasium cannot batch it either
-        reference.step(actions)
-    reference.close()
-    with PoolVecEnv(env_fns, num_workers=2, shared_memory=shared_memory) as envs:
-        envs.reset(seed=0)
-        envs.step(actions), envs.step(actions)
-        with pytest.raises(
-            ValueError, match=r"env 3's info\['score'\] is a str, .* \(float64, \(\)\)"
-        ):
-            envs.step(actions)
-
-
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 @pytest.mark.parametrize(
     "make",
@@ -203,6 +164,35 @@ def test_infos_whose_types_differ_between_envs_are_gymnasiums(make, mode):
         )
         assert data_equivalence(got, expected, exact=True), (got[-1], expected[-1])
     reference.close()
+
+
+class TextAfterStepsEnv(MixedTypesEnv):
+    """MixedTypesEnv's resets, and at each step a float "score" alone, which env 3 turns into a
+    string at step 3."""
+
+    def step(self, action):
+        self.t += 1
+        score = "high" if self.index == 3 and self.t == 3 else 0.5
+        return np.zeros(1, np.float32), 1.0, False, False, {"score": score}
+
+
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["shared", "pickled"])
+def test_a_value_that_fits_no_batch_is_an_error_naming_its_env(shared_memory):
+    env_fns = [lambda i=i: TextAfterStepsEnv(i) for i in range(4)]
+    reference = SyncVectorEnv(env_fns)
+    reference.reset(seed=0)
+    actions = np.zeros(4, dtype=np.int64)
+    reference.step(actions), reference.step(actions)
+    with pytest.raises(ValueError):  # gymnasium cannot batch it either
+        reference.step(actions)
+    reference.close()
+    with PoolVecEnv(env_fns, num_workers=2, shared_memory=shared_memory) as envs:
+        envs.reset(seed=0)
+        envs.step(actions), envs.step(actions)
+        with pytest.raises(
+            ValueError, match=r"env 3's info\['score'\] is a str, .* \(float64, \(\)\)"
+        ):
+            envs.step(actions)
 
 
 def test_a_key_whose_dtype_changes_in_the_first_env_takes_the_new_dtype_as_gymnasiums_does():

@@ -536,10 +536,10 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     def _batch(self, answers: dict[int, Any], info_arrays: dict[str, Any]) -> tuple[Any, ...]:
         """The batched 5-tuple from the answers to RESET or STEP: read from shared memory, where
-        the chunks wrote them (numeric infos too: ``info_arrays``), only the other infos
-        answered (else see :meth:`_unpack`)."""
+        the chunks wrote them (numeric infos too: ``info_arrays``), only the other infos and
+        the strays answered (else see :meth:`_unpack`)."""
         if not self.shared_memory:
-            observations, rewards, terminations, truncations, pickled = self._unpack(answers)
+            observations, rewards, terminations, truncations, answered = self._unpack(answers)
         else:
             area = self.area
             assert area is not None
@@ -547,14 +547,14 @@ class ChunkedVecEnv(EnvsVectorEnv):
             if observations is None:  # not plain arrays: decoded from shared memory each time
                 observations = area.read_observations()
             rewards, terminations, truncations = area.rewards, area.terminations, area.truncations
-            pickled = [(self.chunks[i].start, *answer) for i, answer in answers.items() if answer]
+            answered = [(self.chunks[i].start, *answer) for i, answer in answers.items() if answer]
         infos = {}
         for key, (values, mask) in info_arrays.items():  # the numbers, from shared memory
             if mask.any():
                 infos[key], infos[f"_{key}"] = values.copy(), mask.copy()
-        if chunk_infos := [(start, part) for start, part, _ in pickled if part]:
+        if chunk_infos := [(start, part) for start, part, _ in answered if part]:
             infos = self._with_pickled(infos, chunk_infos)  # and the infos that came pickled
-        for _, _, strays in pickled:  # and the values no chunk's batch could hold
+        for _, _, strays in answered:  # and the values no chunk's batch could hold
             place_strays(infos, strays)
         if self.copy:
             observations = copy_batch(observations)
@@ -598,7 +598,7 @@ class ChunkedVecEnv(EnvsVectorEnv):
 
     def _unpack(self, answers: dict[int, Any]) -> tuple[Any, ...]:
         """Without shared memory: the chunks' results, which came in their answers, batched."""
-        pickled = []
+        answered = []  # (first env, infos, strays) of the chunks with any
         for chunk_index, answer in answers.items():
             env_obs, rewards, terminations, truncations, infos, strays = answer
             chunk = self.chunks[chunk_index]
@@ -607,12 +607,12 @@ class ChunkedVecEnv(EnvsVectorEnv):
             self._terminations[chunk.start : chunk.stop] = terminations
             self._truncations[chunk.start : chunk.stop] = truncations
             if infos or strays:
-                pickled.append((chunk.start, infos, strays))
+                answered.append((chunk.start, infos, strays))
         self._observations = concatenate(
             self.single_observation_space, self._env_obs, self._observations
         )
         batch = self._observations, self._rewards, self._terminations, self._truncations
-        return (*batch, pickled)
+        return (*batch, answered)
 
     # ----------------------------------------------------------------- states
 

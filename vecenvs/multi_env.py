@@ -38,8 +38,8 @@ from vecenvs.errors import ClosedEnvironmentError, CrashReport
 
 __all__ = [
     "ActionChecker",
+    "ChunkInfos",
     "EnvsVectorEnv",
-    "InfoRows",
     "MultiEnv",
     "ResetResult",
     "StepResult",
@@ -219,7 +219,7 @@ class MultiEnv(EnvsVectorEnv):
             raise
         self._make_batch()
         self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)  # NEXT_STEP: reset these
-        self._info_rows: InfoRows | None = None  # (see keep_infos_in)
+        self._chunk_infos: ChunkInfos | None = None  # (see keep_infos_in)
 
     @property
     def env_observations(self) -> list[Any]:
@@ -248,13 +248,13 @@ class MultiEnv(EnvsVectorEnv):
         each env's value of these infos into ``rows``, ``{key: (values, mask)}`` (a pool
         chunk's rows of shared memory, or ``{}``), as it comes, and returns only the other
         infos; steps and resets keep the values that their batch could not hold as they are
-        (:attr:`strays`). See :class:`InfoRows`."""
-        self._info_rows = InfoRows(rows, self._add_info, self.first_index)
+        (:attr:`strays`). See :class:`ChunkInfos`."""
+        self._chunk_infos = ChunkInfos(rows, self._add_info, self.first_index)
 
     @property
     def strays(self) -> list[tuple[tuple[str, ...], int, Any]]:
-        """The last batch's infos kept as they came (see :class:`InfoRows`)."""
-        return [] if self._info_rows is None else self._info_rows.strays
+        """The last batch's infos kept as they came (see :class:`ChunkInfos`)."""
+        return [] if self._chunk_infos is None else self._chunk_infos.strays
 
     # ----------------------------------------------------------------- reset and step
 
@@ -272,10 +272,10 @@ class MultiEnv(EnvsVectorEnv):
         for flags in (self._terminations, self._truncations, self._autoreset_envs):
             flags[indices] = False
         infos: dict[str, Any] = {}
-        add_info, part = self._add_info, self._info_rows
-        if part is not None:  # (see keep_infos_in)
-            part.clear(rows=False)
-            add_info = part.batch
+        add_info, chunk_infos = self._add_info, self._chunk_infos
+        if chunk_infos is not None:  # (see keep_infos_in)
+            chunk_infos.clear(rows=False)
+            add_info = chunk_infos.batch
         for index in indices:
             for info in self.reset_env(index, seeds[index], options):
                 infos = add_info(infos, info, index)
@@ -312,10 +312,10 @@ class MultiEnv(EnvsVectorEnv):
         if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs.any():
             self._refuse_ended_envs()
         infos: dict[str, Any] = {}
-        count, step_one, add_info, shared = 0, self._step_one, self._add_info, self._info_rows
-        if shared is not None:  # (see keep_infos_in)
-            shared.clear()
-            add_info = shared.add
+        count, step_one, add_info = 0, self._step_one, self._add_info
+        if (chunk_infos := self._chunk_infos) is not None:  # (see keep_infos_in)
+            chunk_infos.clear()
+            add_info = chunk_infos.add
         for index, action in enumerate(env_actions):
             for info in step_one(index, action):
                 infos = add_info(infos, info, index)
@@ -843,7 +843,7 @@ def _merge_into(merged: dict[str, Any], infos: dict[str, Any], start: int, num_e
                 target[start + row] = value[row]
 
 
-class InfoRows:
+class ChunkInfos:
     """How a chunk's envs' infos are batched when the chunk is a part of a larger vector env (a
     pool worker's): straight into the chunk's rows of shared memory where they can go, through
     gymnasium's ``_add_info`` where not, and never cast into a type that is only the chunk's.
@@ -851,9 +851,9 @@ class InfoRows:
     Each env's value of a shared key is written into its row as it comes (:meth:`add`), where
     ``_add_info`` would batch it: the batched infos are then the same, without building arrays
     to copy. A key the layout does not share is batched by ``_add_info`` into the infos that
-    travel pickled, and so is a shared key for a step where the chunk's first value of it is
-    not of the learnt type (an int for a float, say): ``_add_info``'s batch takes the type of
-    its first value.
+    travel pickled (:meth:`batch`), and so is a shared key for a step where the chunk's first
+    value of it is not of the learnt type (an int for a float, say): ``_add_info``'s batch
+    takes the type of its first value.
 
     A value of another type than the chunk's first of its key (an int after floats, float64
     after float32) is a *stray*. Gymnasium casts it into the dtype of the first env over the
@@ -881,9 +881,9 @@ class InfoRows:
             key: (values, mask, _batched_as(values.dtype, values.shape[1:]), values.dtype, values.shape[1:])
             for key, (values, mask) in rows.items()
         }  # fmt: skip
-        self.misfits: set[str] = set()  # shared keys batched by _add_info this step
-        #: The kind (:func:`_kind`) of the chunk's first value of each key, by the path of the
-        #: dicts it is in (``()`` for the top level) and then by key.
+        #: The kind (:func:`_kind`) of the chunk's first batched value of each key, by the path
+        #: of the dicts it is in (``()`` for the top level) and then by key. A shared key found
+        #: here had a first value of another type this step: it is batched, not written.
         self.firsts: dict[tuple[str, ...], dict[str, Any]] = {}
         self.strays: list[tuple[tuple[str, ...], int, Any]] = []
 
@@ -892,7 +892,6 @@ class InfoRows:
         if rows:
             for values, mask, *_ in self.rows.values():
                 values[...], mask[...] = 0, False
-        self.misfits.clear()
         self.firsts.clear()
         self.strays = []  # (the last step's list may still be on its way to the caller)
 
@@ -900,13 +899,13 @@ class InfoRows:
         self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
     ) -> dict[str, Any]:
         """``_add_info`` (with its arguments), the shared keys' values written into their rows."""
-        rows, misfits = self.rows, self.misfits
+        rows = self.rows
         if not rows:  # (none shared yet)
             return self.batch(vector_infos, env_info, env_num)
-        others: dict[str, Any] = {}
+        batched, others = self.firsts.setdefault((), {}), {}
         for key, value in env_info.items():
             row = rows.get(key)
-            if row is not None and key not in misfits:
+            if row is not None and key not in batched:
                 values, mask, types, dtype, shape = row
                 kind = type(value)
                 if kind in types or (
@@ -918,59 +917,55 @@ class InfoRows:
                     mask[env_num] = True
                     self.strays.append(((key,), self.first_index + env_num, value))
                     continue
-                misfits.add(key)  # the first, of another type: _add_info's batch takes its type
-            others[key] = value
+            others[key] = value  # (a shared key's first of another type: batched this step)
         return self.batch(vector_infos, others, env_num) if others else vector_infos
 
     def batch(
-        self,
-        vector_infos: dict[str, Any],
-        env_info: dict[str, Any],
-        env_num: int,
-        path: tuple[str, ...] = (),
+        self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
     ) -> dict[str, Any]:
-        """``_add_info``, but for the strays: those are kept as they are."""
-        if self._fits(env_info, path):  # (nearly always: no stray, one call)
-            return self.add_info(vector_infos, env_info, env_num)
-        for key, value in env_info.items():  # key by key
-            if key == "final_obs":  # (a batch of objects: anything goes in as it is)
-                vector_infos = self.add_info(vector_infos, {key: value}, env_num)
-            elif isinstance(value, dict):  # the dict's mask as _add_info sets it, then its keys
-                vector_infos = self.add_info(vector_infos, {key: {}}, env_num)
-                vector_infos[key] = self.batch(vector_infos[key], value, env_num, (*path, key))
-            else:
-                kind = _kind(value)
-                first = self.firsts.setdefault(path, {}).setdefault(key, kind)
-                if kind == first or first is None:  # (None: a batch of objects)
-                    vector_infos = self.add_info(vector_infos, {key: value}, env_num)
-                else:
-                    vector_infos[f"_{key}"][env_num] = True
-                    self.strays.append(((*path, key), self.first_index + env_num, value))
+        """``_add_info``, but for the strays: those are kept as they are, their masks set."""
+        strays: list[tuple[tuple[str, ...], Any]] = []
+        vector_infos = self.add_info(
+            vector_infos, self._without_strays(env_info, (), strays), env_num
+        )
+        for path, value in strays:
+            node = vector_infos
+            for key in path[:-1]:
+                node = node[key]
+            node[f"_{path[-1]}"][env_num] = True
+            self.strays.append((path, self.first_index + env_num, value))
         return vector_infos
 
-    def _fits(self, env_info: dict[str, Any], path: tuple[str, ...]) -> bool:
-        """Whether every value of ``env_info`` (nested dicts too) is of the kind of the chunk's
-        first of its key, which it becomes where it is the first."""
-        firsts = self.firsts.setdefault(path, {})
+    def _without_strays(
+        self, env_info: dict[str, Any], path: tuple[str, ...], strays: list[Any]
+    ) -> dict[str, Any]:
+        """``env_info`` (nested dicts too) without its strays, which go into ``strays`` as
+        ``(path, value)``; ``env_info`` itself where it has none. A key's first value gives
+        the kind the later ones must have."""
+        firsts, kept = self.firsts.setdefault(path, {}), env_info
         for key, value in env_info.items():
-            if key == "final_obs":
+            if key == "final_obs":  # (a batch of objects: anything goes in as it is)
                 continue
             if isinstance(value, dict):
-                if not self._fits(value, (*path, key)):
-                    return False
+                inner = self._without_strays(value, (*path, key), strays)
+                if inner is not value:
+                    kept = dict(kept) if kept is env_info else kept
+                    kept[key] = inner
                 continue
             kind = _kind(value)
             first = firsts.setdefault(key, kind)
-            if kind != first and first is not None:
-                return False
-        return True
+            if kind != first and first is not None:  # (None: a batch of objects)
+                kept = dict(kept) if kept is env_info else kept
+                del kept[key]
+                strays.append(((*path, key), value))
+        return kept
 
 
 def _kind(value: Any) -> Any:
     """What decides how ``_add_info`` batches ``value`` and what its row then holds: a
     number's type, an array's dtype and shape, or None for anything batched as an object."""
     kind = type(value)
-    if kind is float or kind is int or kind is bool or issubclass(kind, np.number):
+    if _is_number(kind):
         return kind
     if kind is np.ndarray:
         return value.dtype, value.shape
@@ -979,7 +974,7 @@ def _kind(value: Any) -> Any:
 
 def place_strays(infos: dict[str, Any], strays: Iterable[tuple[tuple[str, ...], int, Any]]) -> None:
     """Puts into the merged ``infos`` each value a chunk kept as it was (see
-    :class:`InfoRows`): cast into the merged batch, as gymnasium's ``_add_info`` casts it."""
+    :class:`ChunkInfos`): cast into the merged batch, as gymnasium's ``_add_info`` casts it."""
     for path, env, value in strays:
         node = infos
         for key in path[:-1]:
@@ -1002,11 +997,13 @@ def _batched_as(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
     if shape:
         return frozenset()
     kinds = (int, float, bool, dtype.type)
-    return frozenset(
-        kind
-        for kind in kinds
-        if (kind in (int, float, bool) or issubclass(kind, np.number)) and np.dtype(kind) == dtype
-    )
+    return frozenset(kind for kind in kinds if _is_number(kind) and np.dtype(kind) == dtype)
+
+
+def _is_number(kind: type) -> bool:
+    """Whether ``_add_info`` batches a value of this type into an array of the type's dtype
+    (not into an array of objects)."""
+    return kind is float or kind is int or kind is bool or issubclass(kind, np.number)
 
 
 def tree_map(function: Callable[..., Any], *trees: Any) -> Any:

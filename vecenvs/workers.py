@@ -243,7 +243,7 @@ class Chunk:
         """The answer to RESET or STEP: with shared memory, the observations copied into the
         chunk's rows (the envs wrote their rewards, flags and a step's numeric infos there
         already: see :meth:`share_infos`), and only the other infos and the strays (see
-        :class:`~vecenvs.multi_env.InfoRows`), or None; without, everything answered. (A
+        :class:`~vecenvs.multi_env.ChunkInfos`), or None; without, everything answered. (A
         reset's infos are all answered: not every chunk resets.)"""
         envs, area = self.envs, self.area
         if area is None or not area.has_data:
